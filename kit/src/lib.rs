@@ -1,0 +1,31 @@
+//! The shared runtime of every fairlead component.
+//!
+//! Every subcommand of the `fairlead` binary (health agent and controller, xDS server, gateway
+//! controller, geoproxy, graph API, the `up` appliance) starts the same way:
+//!
+//! ```text
+//! GlobalArgs --Runtime::start--> telemetry (logs, OTLP traces, W3C propagation)
+//!                                metrics   (one Prometheus registry, process metrics)
+//!                                readiness (components report in; /readyz waits for all)
+//!                                shutdown  (SIGTERM/SIGINT, drain deadline, task tracker)
+//!            --AdminServer-----> /metrics /healthz /readyz
+//! ```
+//!
+//! The modules are independent: a test can use the admin server without telemetry, or the
+//! shutdown coordinator without an admin server.
+
+pub mod admin;
+pub mod cli;
+pub mod metrics;
+pub mod propagation;
+pub mod readiness;
+pub mod runtime;
+pub mod shutdown;
+pub mod telemetry;
+
+pub use admin::AdminServer;
+pub use cli::{GlobalArgs, LogFormat};
+pub use metrics::Metrics;
+pub use readiness::{ReadyHandle, Readiness};
+pub use runtime::Runtime;
+pub use shutdown::Shutdown;

@@ -1,0 +1,40 @@
+//! The `fairlead` command: parses the command line and hands over to the crate that owns the
+//! subcommand. No logic lives here; each area adds its subcommand as one enum variant.
+
+#![doc = "fairlead: Deckhouse service-with-healthchecks and ALB modules, one binary."]
+
+mod up;
+
+use clap::{Parser, Subcommand};
+use fairlead_kit::GlobalArgs;
+
+/// fairlead: ServiceWithHealthchecks and an Envoy Application Load Balancer for Kubernetes,
+/// observability first.
+#[derive(Debug, Parser)]
+#[command(name = "fairlead", version, propagate_version = true)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the version and exit.
+    Version,
+    /// Run the whole appliance on this machine, against its embedded default.
+    Up(up::UpArgs),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("fairlead {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::Up(args) => up::run(&cli.global, args).await,
+    }
+}
