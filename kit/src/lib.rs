@@ -22,10 +22,12 @@ pub mod readiness;
 pub mod runtime;
 pub mod shutdown;
 pub mod telemetry;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use admin::AdminServer;
 pub use cli::{GlobalArgs, LogFormat};
 pub use metrics::Metrics;
-pub use readiness::{ReadyHandle, Readiness};
+pub use readiness::{Readiness, ReadyHandle};
 pub use runtime::Runtime;
 pub use shutdown::Shutdown;

@@ -52,7 +52,9 @@ impl Metrics {
         #[cfg(target_os = "linux")]
         metrics
             .registry
-            .register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
             .map_err(|source| MetricsError::Register {
                 name: "process_*".into(),
                 source,

@@ -101,10 +101,10 @@ pub fn inject_grpc(metadata: &mut tonic::metadata::MetadataMap) {
 ///
 /// Use with `axum::middleware::from_fn(http_server_span)`.
 pub async fn http_server_span(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| request.uri().path().to_owned(), |p| p.as_str().to_owned());
+    let route = request.extensions().get::<MatchedPath>().map_or_else(
+        || request.uri().path().to_owned(),
+        |p| p.as_str().to_owned(),
+    );
     let method = request.method().as_str().to_owned();
     let span = tracing::info_span!(
         "http.request",
@@ -176,6 +176,11 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("traceparent", "not-a-trace".parse().unwrap());
         assert!(!extract_http(&headers).span().span_context().is_valid());
-        assert!(!extract_http(&HeaderMap::new()).span().span_context().is_valid());
+        assert!(
+            !extract_http(&HeaderMap::new())
+                .span()
+                .span_context()
+                .is_valid()
+        );
     }
 }

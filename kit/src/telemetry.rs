@@ -96,12 +96,13 @@ impl Telemetry {
             opentelemetry_sdk::propagation::TraceContextPropagator::new(),
         );
         let filter_text = config.log_filter.as_deref().unwrap_or("info");
-        let filter = EnvFilter::builder()
-            .parse(filter_text)
-            .map_err(|source| TelemetryError::Filter {
-                filter: filter_text.to_owned(),
-                source,
-            })?;
+        let filter =
+            EnvFilter::builder()
+                .parse(filter_text)
+                .map_err(|source| TelemetryError::Filter {
+                    filter: filter_text.to_owned(),
+                    source,
+                })?;
         let stderr_is_terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
         let fmt = match config.log_format.resolve(stderr_is_terminal) {
             LogFormat::Json => tracing_subscriber::fmt::layer()
@@ -197,14 +198,14 @@ fn resource(default_service_name: &str) -> Resource {
     let named_by_env = detected
         .get(&opentelemetry::Key::from_static_str("service.name"))
         .is_some_and(|name| !name.as_str().starts_with("unknown_service"));
-    let builder = Resource::builder().with_attribute(KeyValue::new(
-        "service.version",
-        env!("CARGO_PKG_VERSION"),
-    ));
+    let builder = Resource::builder()
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
     if named_by_env {
         builder.build()
     } else {
-        builder.with_service_name(default_service_name.to_owned()).build()
+        builder
+            .with_service_name(default_service_name.to_owned())
+            .build()
     }
 }
 

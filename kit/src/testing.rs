@@ -1,0 +1,13 @@
+//! Test fixtures shared by every crate's tests (feature `testing`): free ports, an in-process
+//! OTLP/gRPC trace receiver, and a real Prometheus server started from the Debian package.
+
+pub mod otlp;
+pub mod prometheus;
+
+/// A free TCP port on 127.0.0.1 (bound, read, released: good enough for tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("binding an ephemeral port on loopback")
+}

@@ -1,0 +1,164 @@
+//! The `fairlead` binary as a user runs it: usage errors, `version`, and `fairlead up` with its
+//! telemetry pointed at a collector that is there and at one that is not.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use fairlead_kit::testing::free_port;
+use fairlead_kit::testing::otlp::OtlpReceiver;
+
+const BIN: &str = env!("CARGO_BIN_EXE_fairlead");
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = run(&["version"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("fairlead {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_with_a_clear_message() {
+    for (args, needle) in [
+        (&["--bogus", "version"][..], "unexpected argument '--bogus'"),
+        (
+            &["up", "--admin-addr", "localhost:notaport"],
+            "--admin-addr",
+        ),
+        (
+            &["up", "--drain-deadline=-1"],
+            "non-negative number of seconds",
+        ),
+        (&["--log-format", "xml", "version"], "--log-format"),
+        (&["--log-level", "info,[[", "version"], "not a log filter"),
+        (&["no-such-command"], "unrecognized subcommand"),
+    ] {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+/// `fairlead up` on a free admin port, with extra environment.
+struct Up {
+    child: Child,
+    admin: String,
+}
+
+impl Up {
+    fn start(env: &[(&str, &str)]) -> Self {
+        let port = free_port();
+        let child = Command::new(BIN)
+            .args(["--log-format", "json", "up", "--admin-addr"])
+            .arg(format!("127.0.0.1:{port}"))
+            .envs(env.iter().copied())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            admin: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    async fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if reqwest::get(format!("{}/healthz", self.admin))
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("fairlead up did not serve /healthz within 10 s");
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit.
+    fn stop(mut self) -> Output {
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "fairlead up ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child.wait_with_output().unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_exports_traces_under_the_configured_service_name() {
+    let receiver = OtlpReceiver::start().await.unwrap();
+    let endpoint = receiver.endpoint();
+    let up = Up::start(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_SERVICE_NAME", "edge-demo"),
+        ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ]);
+    up.wait_healthy().await;
+    let ready = reqwest::get(format!("{}/readyz", up.admin)).await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let span = receiver
+        .wait_for_span("GET /readyz", Duration::from_secs(10))
+        .await
+        .expect("the request span is exported while running");
+    assert_eq!(span.resource["service.name"], "edge-demo");
+    assert_eq!(span.resource["deployment.environment"], "ci");
+    let out = up.stop();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_collector_is_logged_once_and_blocks_nothing() {
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let up = Up::start(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", dead.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+    ]);
+    up.wait_healthy().await;
+    for _ in 0..10 {
+        let started = Instant::now();
+        let response = reqwest::get(format!("{}/metrics", up.admin)).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "export never blocks serving"
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let out = up.stop();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let reports = stderr
+        .lines()
+        .filter(|l| l.contains("OTLP trace export failing"))
+        .count();
+    assert_eq!(reports, 1, "logged exactly once:\n{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("\"level\":\"ERROR\""))
+            .count()
+            == 0,
+        "no error lines per failed batch:\n{stderr}"
+    );
+}
