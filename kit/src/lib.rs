@@ -17,6 +17,7 @@
 pub mod admin;
 pub mod cli;
 pub mod metrics;
+pub mod pki;
 pub mod propagation;
 pub mod readiness;
 pub mod runtime;

@@ -1,0 +1,935 @@
+//! The REST handler: authentication, routing, and the verbs (get, list, watch, create, update,
+//! patch, delete, deletecollection) over the store, with the API conventions for metadata,
+//! status subresources, preconditions and selectors.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use serde_json::{Value, json};
+
+use crate::crd;
+use crate::discovery;
+use crate::errors::{ApiError, FieldCause};
+use crate::meta;
+use crate::patch::{self, PatchType};
+use crate::path::{self, Route, Target};
+use crate::resources::{Registry, ResourceType};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::store::{ObjectKey, Store, StoreError, Write, resource_version};
+use crate::validation::{self, ValidationOptions};
+use crate::watch;
+
+/// The response body type.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// The largest request body accepted (the real server's limit is 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// How often a write that raced another is retried before the client sees a conflict.
+const PATCH_RETRIES: usize = 5;
+
+/// Everything a request needs.
+#[derive(Debug)]
+pub struct ApiState {
+    /// The objects.
+    pub store: Arc<Store>,
+    /// The served types.
+    pub registry: Registry,
+    /// Validation switches.
+    pub validation: ValidationOptions,
+    /// The bearer token clients must present.
+    pub token: String,
+    /// Wakes the garbage collector after deletions.
+    pub gc: Arc<tokio::sync::Notify>,
+    /// Interval of watch bookmarks.
+    pub bookmark_interval: std::time::Duration,
+}
+
+/// Query parameters, first value of each.
+pub type Query = HashMap<String, String>;
+
+fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
+    let bytes = serde_json::to_vec(body).expect("values serialize");
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(bytes)).boxed())
+        .expect("static response parts are valid")
+}
+
+/// The response for an error.
+pub fn error_response(error: &ApiError) -> Response<Body> {
+    json_response(
+        StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &error.status(),
+    )
+}
+
+/// Handles one request.
+pub async fn handle<B>(state: Arc<ApiState>, request: Request<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let result = route(state, request).await;
+    match result {
+        Ok(response) => {
+            tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
+            response
+        }
+        Err(error) => {
+            tracing::debug!(%method, %path, status = error.code, reason = error.reason, message = %error.message, "request failed");
+            error_response(&error)
+        }
+    }
+}
+
+fn authorized<B>(state: &ApiState, request: &Request<B>) -> bool {
+    request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|token| token == state.token)
+}
+
+async fn route<B>(state: Arc<ApiState>, request: Request<B>) -> Result<Response<Body>, ApiError>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let route = path::parse(request.uri().path(), &state.registry)?;
+    if route != Route::Health && !authorized(&state, &request) {
+        return Err(ApiError::unauthorized());
+    }
+    let query: Query = request
+        .uri()
+        .query()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let types = state.registry.all();
+    let ok = |v: Value| Ok(json_response(StatusCode::OK, &v));
+    match route {
+        Route::Version => ok(discovery::version()),
+        Route::Health => Ok(Response::new(Full::new(Bytes::from_static(b"ok")).boxed())),
+        Route::CoreVersions => ok(discovery::core_versions()),
+        Route::Groups => ok(discovery::group_list(&types)),
+        Route::Group(group) => discovery::group(&types, &group)
+            .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),
+        Route::ResourceList(group, version) => discovery::resource_list(&types, &group, &version)
+            .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),
+        Route::OpenApiV2 | Route::OpenApiV3(_) => Err(ApiError::no_route(request.uri().path())),
+        Route::Resource(target) => resource(state, request, target, query).await,
+    }
+}
+
+async fn read_body<B>(body: B) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err)
+            if err
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(ApiError::too_large(MAX_BODY_BYTES))
+        }
+        Err(err) => Err(ApiError::bad_request(format!("reading the body: {err}"))),
+    }
+}
+
+fn decode(bytes: &[u8], yaml: bool) -> Result<Value, ApiError> {
+    if yaml {
+        serde_yaml_ng::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+    } else {
+        serde_json::from_slice(bytes).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })
+    }
+}
+
+async fn resource<B>(
+    state: Arc<ApiState>,
+    request: Request<B>,
+    target: Target,
+    query: Query,
+) -> Result<Response<Body>, ApiError>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let method = request.method().clone();
+    let user_agent = request
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown")
+        .to_owned();
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_owned();
+    let body = read_body(request.into_body()).await?;
+    let ctx = Ctx {
+        state: &state,
+        target: &target,
+        query: &query,
+        manager: field_manager(&query, &user_agent),
+    };
+    let watching =
+        target.watch_prefix || matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    match (&method, target.name.is_some()) {
+        (&Method::GET, false) if watching => watch::serve(state.clone(), target, query),
+        (&Method::GET, false) => ctx.list().map(|v| json_response(StatusCode::OK, &v)),
+        (&Method::GET, true) => ctx.get().map(|v| json_response(StatusCode::OK, &v)),
+        (&Method::POST, false) => {
+            let object = decode(&body, false)?;
+            ctx.create(object)
+                .map(|v| json_response(StatusCode::CREATED, &v))
+        }
+        (&Method::PUT, true) => {
+            let object = decode(&body, false)?;
+            ctx.update(object)
+                .map(|v| json_response(StatusCode::OK, &v))
+        }
+        (&Method::PATCH, true) => {
+            let patch_type = PatchType::from_content_type(&content_type)
+                .ok_or_else(|| ApiError::unsupported_media_type(&content_type))?;
+            let patch = decode(&body, patch_type == PatchType::Apply)?;
+            ctx.patch(patch_type, &patch)
+        }
+        (&Method::DELETE, true) => {
+            let options = if body.is_empty() {
+                json!({})
+            } else {
+                decode(&body, false)?
+            };
+            ctx.delete(&options)
+        }
+        (&Method::DELETE, false) => {
+            let options = if body.is_empty() {
+                json!({})
+            } else {
+                decode(&body, false)?
+            };
+            ctx.delete_collection(&options)
+                .map(|v| json_response(StatusCode::OK, &v))
+        }
+        _ => Err(ApiError::method_not_allowed(format!(
+            "{method} is not supported on this path"
+        ))),
+    }
+}
+
+/// Sets `apiVersion`/`kind` of a stored object to the version a client asked for.
+pub fn present(rt: &ResourceType, object: &Value) -> Value {
+    let mut object = object.clone();
+    object["apiVersion"] = json!(rt.api_version());
+    object["kind"] = json!(rt.kind);
+    object
+}
+
+/// Parsed selectors of a list or watch.
+pub fn selectors(
+    rt: &ResourceType,
+    query: &Query,
+) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+        .map_err(|e| ApiError::bad_request(e.0))?;
+    let fields = FieldSelector::parse(
+        query.get("fieldSelector").map_or("", String::as_str),
+        &rt.kind,
+    )
+    .map_err(|e| ApiError::bad_request(e.0))?;
+    Ok((labels, fields))
+}
+
+struct Ctx<'a> {
+    state: &'a ApiState,
+    target: &'a Target,
+    query: &'a Query,
+    /// The field manager of non-apply writes.
+    manager: String,
+}
+
+/// The manager of a write: `fieldManager`, else the client's program name as the real server
+/// derives it from the User-Agent (`kubectl`, `kube-rs`…).
+fn field_manager(query: &Query, user_agent: &str) -> String {
+    query
+        .get("fieldManager")
+        .filter(|m| !m.is_empty())
+        .cloned()
+        .unwrap_or_else(|| user_agent.split('/').next().unwrap_or("unknown").to_owned())
+}
+
+impl Ctx<'_> {
+    fn rt(&self) -> &ResourceType {
+        &self.target.rt
+    }
+
+    fn name(&self) -> &str {
+        self.target.name.as_deref().unwrap_or_default()
+    }
+
+    fn key(&self, name: &str) -> ObjectKey {
+        ObjectKey {
+            resource: self.rt().storage_key(),
+            namespace: self.target.namespace.clone().unwrap_or_default(),
+            name: name.to_owned(),
+        }
+    }
+
+    fn not_found(&self) -> ApiError {
+        ApiError::not_found(&self.rt().group_resource(), self.name())
+    }
+
+    fn store_error(&self, name: &str, error: StoreError) -> ApiError {
+        let gr = self.rt().group_resource();
+        match error {
+            StoreError::AlreadyExists => ApiError::already_exists(&gr, name),
+            StoreError::NotFound => ApiError::not_found(&gr, name),
+            StoreError::Conflict => ApiError::conflict(&gr, name, error.to_string()),
+            StoreError::Journal(e) => ApiError::internal(e.to_string()),
+        }
+    }
+
+    fn get(&self) -> Result<Value, ApiError> {
+        let object = self
+            .state
+            .store
+            .get(&self.key(self.name()))
+            .ok_or_else(|| self.not_found())?;
+        Ok(present(self.rt(), &object))
+    }
+
+    fn list(&self) -> Result<Value, ApiError> {
+        let rt = self.rt();
+        let (labels, fields) = selectors(rt, self.query)?;
+        let limit: usize = self
+            .query
+            .get("limit")
+            .and_then(|l| l.parse().ok())
+            .filter(|l| *l > 0)
+            .unwrap_or(usize::MAX);
+        let (items, mut rv) = self
+            .state
+            .store
+            .list(&rt.storage_key(), self.target.namespace.as_deref());
+        let mut after: Option<(String, String)> = None;
+        if let Some(token) = self.query.get("continue").filter(|t| !t.is_empty()) {
+            let (token_rv, ns, name) = decode_continue(token)?;
+            if token_rv < self.state.store.oldest_watchable() {
+                return Err(ApiError::expired(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+                ));
+            }
+            rv = token_rv;
+            after = Some((ns, name));
+        }
+        let mut matching = items
+            .iter()
+            .filter(|o| labels.matches(o) && fields.matches(&rt.kind, o))
+            .filter(|o| {
+                after.as_ref().is_none_or(|(ns, name)| {
+                    let key = (
+                        o["metadata"]["namespace"].as_str().unwrap_or_default(),
+                        o["metadata"]["name"].as_str().unwrap_or_default(),
+                    );
+                    key > (ns.as_str(), name.as_str())
+                })
+            });
+        let page: Vec<Value> = matching
+            .by_ref()
+            .take(limit)
+            .map(|o| present(rt, o))
+            .collect();
+        let remaining = matching.count();
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if remaining > 0
+            && let Some(last) = page.last()
+        {
+            metadata["continue"] = json!(encode_continue(
+                rv,
+                last["metadata"]["namespace"].as_str().unwrap_or_default(),
+                last["metadata"]["name"].as_str().unwrap_or_default(),
+            ));
+            metadata["remainingItemCount"] = json!(remaining);
+        }
+        Ok(json!({
+            "kind": format!("{}List", rt.kind),
+            "apiVersion": rt.api_version(),
+            "metadata": metadata,
+            "items": page,
+        }))
+    }
+
+    /// Checks kind, apiVersion, namespace and metadata of a body.
+    fn check_body(&self, object: &mut Value) -> Result<(), ApiError> {
+        let rt = self.rt();
+        if !object.is_object() {
+            return Err(ApiError::bad_request("the body must be a JSON object"));
+        }
+        if let Some(kind) = object.get("kind").and_then(Value::as_str)
+            && kind != rt.kind
+        {
+            return Err(ApiError::bad_request(format!(
+                "the kind of the body ({kind}) does not match the resource ({})",
+                rt.kind
+            )));
+        }
+        if let Some(api_version) = object.get("apiVersion").and_then(Value::as_str)
+            && api_version != rt.api_version()
+        {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({})",
+                rt.api_version()
+            )));
+        }
+        if object.get("metadata").is_none_or(Value::is_null) {
+            object["metadata"] = json!({});
+        }
+        if !object["metadata"].is_object() {
+            return Err(ApiError::bad_request("metadata must be an object"));
+        }
+        let path_ns = self.target.namespace.clone().unwrap_or_default();
+        if rt.namespaced {
+            match object["metadata"]["namespace"].as_str() {
+                Some(ns) if !ns.is_empty() && ns != path_ns => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                _ => object["metadata"]["namespace"] = json!(path_ns),
+            }
+        } else if let Some(m) = object["metadata"].as_object_mut() {
+            m.remove("namespace");
+        }
+        object["apiVersion"] = json!(rt.storage_api_version());
+        object["kind"] = json!(rt.kind);
+        Ok(())
+    }
+
+    /// Built-in and CRD validation of the object about to be stored.
+    fn validate(&self, object: &Value) -> Result<(), ApiError> {
+        let rt = self.rt();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let mut causes: Vec<FieldCause> = meta::validate_name(&rt.kind, name).into_iter().collect();
+        causes.extend(validation::validate(
+            &rt.kind,
+            object,
+            self.state.validation,
+        ));
+        if rt.kind == "CustomResourceDefinition" {
+            causes.extend(crd::validate(object));
+        }
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(&rt.kind, name, causes))
+        }
+    }
+
+    fn check_namespace(&self) -> Result<(), ApiError> {
+        let Some(ns) = self
+            .target
+            .namespace
+            .as_deref()
+            .filter(|_| self.rt().namespaced)
+        else {
+            return Ok(());
+        };
+        let key = ObjectKey {
+            resource: "namespaces".into(),
+            namespace: String::new(),
+            name: ns.to_owned(),
+        };
+        match self.state.store.get(&key) {
+            None => Err(ApiError::not_found("namespaces", ns)),
+            Some(namespace) if meta::is_deleting(&namespace) => Err(ApiError::forbidden(format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn create(&self, mut object: Value) -> Result<Value, ApiError> {
+        if self.target.subresource.is_some() {
+            return Err(ApiError::method_not_allowed(
+                "create is not supported on subresources",
+            ));
+        }
+        self.check_body(&mut object)?;
+        let uid = uuid::Uuid::new_v4();
+        let name = match object["metadata"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+        {
+            Some(name) => name.to_owned(),
+            None => match object["metadata"]["generateName"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+            {
+                Some(prefix) => meta::generated_name(prefix, &uid),
+                None => String::new(),
+            },
+        };
+        object["metadata"]["name"] = json!(name);
+        meta::prepare_create(self.rt(), &mut object, &uid);
+        if self.rt().kind == "Namespace" {
+            object["spec"]["finalizers"] = json!(["kubernetes"]);
+            object["status"] = json!({"phase": "Active"});
+        }
+        self.validate(&object)?;
+        self.check_namespace()?;
+        let stored = self
+            .state
+            .store
+            .write(&self.key(&name), Write::Create(object))
+            .map_err(|e| self.store_error(&name, e))?;
+        self.after_write(&stored)?;
+        Ok(present(self.rt(), &stored))
+    }
+
+    /// Side effects of a committed write: CRDs establish their kinds.
+    fn after_write(&self, stored: &Value) -> Result<(), ApiError> {
+        if self.rt().kind == "CustomResourceDefinition" && !meta::is_deleting(stored) {
+            let name = stored["metadata"]["name"].as_str().unwrap_or_default();
+            self.state
+                .registry
+                .set_custom(name, crd::served_types(stored));
+            if stored["status"]["conditions"].is_null() {
+                let mut with_status = stored.clone();
+                with_status["status"] = crd::established_status(stored);
+                self.state
+                    .store
+                    .write(
+                        &self.key(name),
+                        Write::Update {
+                            object: with_status,
+                            expect_rv: None,
+                        },
+                    )
+                    .map_err(|e| self.store_error(name, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits `new` over `current` (already merged), with the generation, precondition and
+    /// finalizer rules; returns the stored object.
+    fn commit(
+        &self,
+        current: &Value,
+        mut new: Value,
+        expect_rv: Option<u64>,
+        record_update: bool,
+    ) -> Result<Value, StoreError> {
+        let to_status = self.target.subresource.is_some();
+        new = meta::carry_over(self.rt(), current, new, to_status);
+        if record_update {
+            crate::apply::record_update(
+                current,
+                &mut new,
+                &self.manager,
+                self.target.subresource.as_deref().unwrap_or_default(),
+                &self.rt().api_version(),
+                self.rt().schema.as_deref(),
+            );
+        }
+        if !to_status && meta::spec_changed(self.rt(), current, &new) {
+            meta::bump_generation(&mut new);
+        }
+        let name = self.name().to_owned();
+        let key = self.key(&name);
+        let finalized = meta::is_deleting(&new) && meta::finalizers(&new).is_empty();
+        let stored = self.state.store.write(
+            &key,
+            Write::Update {
+                object: new,
+                expect_rv,
+            },
+        )?;
+        if finalized {
+            let deleted = self.state.store.write(
+                &key,
+                Write::Delete {
+                    expect_rv: Some(resource_version(&stored)),
+                    expect_uid: None,
+                },
+            )?;
+            self.state.gc.notify_one();
+            return Ok((*deleted).clone());
+        }
+        Ok((*stored).clone())
+    }
+
+    fn update(&self, mut object: Value) -> Result<Value, ApiError> {
+        self.check_body(&mut object)?;
+        let name = self.name().to_owned();
+        match object["metadata"]["name"].as_str() {
+            Some(n) if n == name => {}
+            Some(n) if !n.is_empty() => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => object["metadata"]["name"] = json!(name),
+        }
+        let current = self
+            .state
+            .store
+            .get(&self.key(&name))
+            .ok_or_else(|| self.not_found())?;
+        let expect_rv = object["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))
+            })
+            .transpose()?;
+        let merged = meta::carry_over(
+            self.rt(),
+            &current,
+            object.clone(),
+            self.target.subresource.is_some(),
+        );
+        self.validate(&merged)?;
+        let stored = self
+            .commit(&current, object, expect_rv, true)
+            .map_err(|e| self.store_error(&name, e))?;
+        self.after_write(&stored)?;
+        Ok(present(self.rt(), &stored))
+    }
+
+    fn patch(&self, patch_type: PatchType, patch: &Value) -> Result<Response<Body>, ApiError> {
+        let name = self.name().to_owned();
+        if patch_type == PatchType::Apply {
+            return self.apply(patch);
+        }
+        for _ in 0..PATCH_RETRIES {
+            let current = self
+                .state
+                .store
+                .get(&self.key(&name))
+                .ok_or_else(|| self.not_found())?;
+            let base = present(self.rt(), &current);
+            let mut patched = match patch_type {
+                PatchType::Merge => patch::merge(&base, patch),
+                PatchType::Strategic => patch::strategic(&base, patch),
+                PatchType::Json => patch::json(&base, patch)?,
+                PatchType::Apply => unreachable!("handled above"),
+            };
+            self.check_body(&mut patched)?;
+            patched["metadata"]["name"] = json!(name);
+            let expect_rv = match patched["metadata"]["resourceVersion"].as_str() {
+                Some(rv)
+                    if rv
+                        != current["metadata"]["resourceVersion"]
+                            .as_str()
+                            .unwrap_or_default() =>
+                {
+                    return Err(ApiError::conflict(
+                        &self.rt().group_resource(),
+                        &name,
+                        StoreError::Conflict.to_string(),
+                    ));
+                }
+                _ => Some(resource_version(&current)),
+            };
+            let merged = meta::carry_over(
+                self.rt(),
+                &current,
+                patched.clone(),
+                self.target.subresource.is_some(),
+            );
+            self.validate(&merged)?;
+            match self.commit(&current, patched, expect_rv, true) {
+                Ok(stored) => {
+                    self.after_write(&stored)?;
+                    return Ok(json_response(StatusCode::OK, &present(self.rt(), &stored)));
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(self.store_error(&name, e)),
+            }
+        }
+        Err(ApiError::conflict(
+            &self.rt().group_resource(),
+            &name,
+            "too many concurrent writes",
+        ))
+    }
+
+    fn apply(&self, config: &Value) -> Result<Response<Body>, ApiError> {
+        let name = self.name().to_owned();
+        let manager = self
+            .query
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| {
+                ApiError::bad_request("PATCH /apply requires a fieldManager query parameter")
+            })?;
+        let force = self.query.get("force").map(String::as_str) == Some("true");
+        let mut config = config.clone();
+        if config.get("apiVersion").is_none() || config.get("kind").is_none() {
+            return Err(ApiError::bad_request(
+                "apply configurations must set apiVersion and kind",
+            ));
+        }
+        self.check_body(&mut config)?;
+        match config["metadata"]["name"].as_str() {
+            Some(n) if n != name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => config["metadata"]["name"] = json!(name),
+        }
+        let subresource = self.target.subresource.clone().unwrap_or_default();
+        if let Some(map) = config.as_object_mut() {
+            if subresource == "status" {
+                map.retain(|k, _| {
+                    matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
+                });
+                if let Some(m) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.retain(|k, _| matches!(k.as_str(), "name" | "namespace" | "resourceVersion"));
+                }
+            } else if self.rt().status_subresource {
+                map.remove("status");
+            }
+        }
+        let explicit_rv = config["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|s| s.parse::<u64>().ok());
+        let api_version = self.rt().api_version();
+        let request = crate::apply::ApplyRequest {
+            manager,
+            force,
+            subresource: &subresource,
+            api_version: &api_version,
+            schema: self.rt().schema.as_deref(),
+        };
+        for _ in 0..PATCH_RETRIES {
+            let Some(current) = self.state.store.get(&self.key(&name)) else {
+                if !subresource.is_empty() {
+                    return Err(self.not_found());
+                }
+                let created = crate::apply::apply(&json!({}), &config, &request)
+                    .map_err(|c| apply_conflict(&c))?;
+                return match self.create(created) {
+                    Ok(v) => Ok(json_response(StatusCode::CREATED, &v)),
+                    Err(e) if e.reason == "AlreadyExists" => continue,
+                    Err(e) => Err(e),
+                };
+            };
+            if explicit_rv.is_some_and(|rv| rv != resource_version(&current)) {
+                return Err(ApiError::conflict(
+                    &self.rt().group_resource(),
+                    &name,
+                    StoreError::Conflict.to_string(),
+                ));
+            }
+            let merged =
+                crate::apply::apply(&current, &config, &request).map_err(|c| apply_conflict(&c))?;
+            let checked =
+                meta::carry_over(self.rt(), &current, merged.clone(), !subresource.is_empty());
+            self.validate(&checked)?;
+            if checked == *current {
+                return Ok(json_response(StatusCode::OK, &present(self.rt(), &current)));
+            }
+            match self.commit(&current, merged, Some(resource_version(&current)), false) {
+                Ok(stored) => {
+                    self.after_write(&stored)?;
+                    return Ok(json_response(StatusCode::OK, &present(self.rt(), &stored)));
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(self.store_error(&name, e)),
+            }
+        }
+        Err(ApiError::conflict(
+            &self.rt().group_resource(),
+            &name,
+            "too many concurrent writes",
+        ))
+    }
+
+    fn delete(&self, options: &Value) -> Result<Response<Body>, ApiError> {
+        let name = self.name().to_owned();
+        let policy = self
+            .query
+            .get("propagationPolicy")
+            .map(String::as_str)
+            .or_else(|| options["propagationPolicy"].as_str())
+            .unwrap_or("Background")
+            .to_owned();
+        if !matches!(policy.as_str(), "Background" | "Foreground" | "Orphan") {
+            return Err(ApiError::bad_request(format!(
+                "propagationPolicy {policy:?} is not one of Background, Foreground, Orphan"
+            )));
+        }
+        let expect_uid = options["preconditions"]["uid"].as_str().map(str::to_owned);
+        let expect_rv = options["preconditions"]["resourceVersion"]
+            .as_str()
+            .and_then(|s| s.parse().ok());
+        let result = crate::gc::delete_object(
+            &self.state.store,
+            &self.key(&name),
+            &policy,
+            expect_rv,
+            expect_uid,
+        )
+        .map_err(|e| self.store_error(&name, e))?;
+        self.state.gc.notify_one();
+        if self.rt().kind == "CustomResourceDefinition" && result.removed {
+            self.state.registry.set_custom(&name, Vec::new());
+            let resource = result.object["spec"]["names"]["plural"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+                + "."
+                + result.object["spec"]["group"].as_str().unwrap_or_default();
+            for key in self.state.store.keys(Some(&resource), None) {
+                let _ = self.state.store.write(
+                    &key,
+                    Write::Delete {
+                        expect_rv: None,
+                        expect_uid: None,
+                    },
+                );
+            }
+        }
+        let status = if result.removed {
+            StatusCode::OK
+        } else {
+            StatusCode::ACCEPTED
+        };
+        Ok(json_response(status, &present(self.rt(), &result.object)))
+    }
+
+    fn delete_collection(&self, options: &Value) -> Result<Value, ApiError> {
+        let list = self.list()?;
+        let mut deleted = Vec::new();
+        for item in list["items"].as_array().into_iter().flatten() {
+            let name = item["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let target = Target {
+                namespace: item["metadata"]["namespace"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .or(self.target.namespace.clone()),
+                name: Some(name.clone()),
+                ..self.target.clone()
+            };
+            let ctx = Ctx {
+                state: self.state,
+                target: &target,
+                query: self.query,
+                manager: self.manager.clone(),
+            };
+            match ctx.delete(options) {
+                Ok(_) => deleted.push(item.clone()),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(json!({
+            "kind": format!("{}List", self.rt().kind),
+            "apiVersion": self.rt().api_version(),
+            "metadata": {"resourceVersion": self.state.store.current_rv().to_string()},
+            "items": deleted,
+        }))
+    }
+}
+
+/// The 409 of an apply that conflicts with other managers.
+fn apply_conflict(conflicts: &[crate::apply::Conflict]) -> ApiError {
+    let list: Vec<String> = conflicts
+        .iter()
+        .map(|c| format!("conflict with \"{}\": {}", c.manager, c.field))
+        .collect();
+    let noun = if conflicts.len() == 1 {
+        "conflict"
+    } else {
+        "conflicts"
+    };
+    ApiError {
+        code: 409,
+        reason: "Conflict",
+        message: format!(
+            "Apply failed with {} {noun}: {}",
+            conflicts.len(),
+            list.join("\n")
+        ),
+        details: None,
+        causes: conflicts
+            .iter()
+            .map(|c| {
+                FieldCause::new(
+                    "FieldManagerConflict",
+                    c.field.clone(),
+                    format!("conflict with \"{}\"", c.manager),
+                )
+            })
+            .collect(),
+    }
+}
+
+fn encode_continue(rv: u64, namespace: &str, name: &str) -> String {
+    let raw = format!("{rv}\n{namespace}\n{name}");
+    raw.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_continue(token: &str) -> Result<(u64, String, String), ApiError> {
+    let invalid = || ApiError::bad_request(format!("invalid continue token {token:?}"));
+    let bytes: Vec<u8> = (0..token.len())
+        .step_by(2)
+        .map(|i| {
+            token
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(invalid)?;
+    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
+    let mut parts = text.splitn(3, '\n');
+    let rv = parts
+        .next()
+        .and_then(|r| r.parse().ok())
+        .ok_or_else(invalid)?;
+    let namespace = parts.next().ok_or_else(invalid)?.to_owned();
+    let name = parts.next().ok_or_else(invalid)?.to_owned();
+    Ok((rv, namespace, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip() {
+        let token = encode_continue(42, "default", "web-1");
+        assert_eq!(
+            decode_continue(&token).unwrap(),
+            (42, "default".into(), "web-1".into())
+        );
+        assert_eq!(decode_continue("zz").unwrap_err().code, 400);
+    }
+}

@@ -1,0 +1,33 @@
+//! The embedded Kubernetes API server of fairlead.
+//!
+//! A single-process development and test API server, **not a production control plane**: it
+//! is what `fairlead up` runs and what every integration test runs against, because no real
+//! API server can be installed where fairlead is built and tested. Components talk to it with
+//! the same `kube::Client` they use in a real cluster, so its fidelity to the Kubernetes API
+//! conventions is what makes those tests mean something.
+//!
+//! ```text
+//! HTTPS (server) -> path (route) -> api (verbs, metadata rules) -> store (rv, events, journal)
+//!                                      |-> patch / apply (merge, JSON, strategic, SSA)
+//!                                      |-> validation / crd (built-in and CRD checks)
+//!                                      '-> watch (streams)      gc (finalizers, owners)
+//! ```
+
+pub mod api;
+pub mod apply;
+pub mod crd;
+pub mod discovery;
+pub mod errors;
+pub mod gc;
+pub mod journal;
+pub mod meta;
+pub mod patch;
+pub mod path;
+pub mod resources;
+pub mod selectors;
+pub mod server;
+pub mod store;
+pub mod validation;
+pub mod watch;
+
+pub use server::{ApiServer, Config};
