@@ -46,18 +46,36 @@ fn usage_errors_exit_2_with_a_clear_message() {
     }
 }
 
-/// `fairlead up` on a free admin port, with extra environment.
+/// `fairlead up` on free ports, with extra arguments and environment.
 struct Up {
     child: Child,
     admin: String,
+    kubeconfig: std::path::PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Up {
     fn start(env: &[(&str, &str)]) -> Self {
+        Self::start_with(&[], env)
+    }
+
+    fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
         let port = free_port();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
         let child = Command::new(BIN)
-            .args(["--log-format", "json", "up", "--admin-addr"])
+            .args([
+                "--log-format",
+                "json",
+                "up",
+                "--api-addr",
+                "127.0.0.1:0",
+                "--admin-addr",
+            ])
             .arg(format!("127.0.0.1:{port}"))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
             .envs(env.iter().copied())
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
@@ -68,7 +86,31 @@ impl Up {
         Self {
             child,
             admin: format!("http://127.0.0.1:{port}"),
+            kubeconfig,
+            _dir: dir,
         }
+    }
+
+    /// Waits until `/readyz` answers 200 (the API server is up and manifests are applied).
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(r) = reqwest::get(format!("{}/readyz", self.admin)).await
+                && r.status() == 200
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("fairlead up was not ready within 20 s");
+    }
+
+    async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
     }
 
     async fn wait_healthy(&self) {
@@ -160,5 +202,114 @@ async fn an_unreachable_collector_is_logged_once_and_blocks_nothing() {
             .count()
             == 0,
         "no error lines per failed batch:\n{stderr}"
+    );
+}
+
+const DEMO_WORLD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      subresources: {status: {}}
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: demo}
+---
+apiVersion: example.com/v1
+kind: Gadget
+metadata: {name: g1, namespace: demo}
+spec: {size: 3}
+status: {phase: Ready}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: local, namespace: demo}
+addressType: IPv4
+endpoints: [{addresses: ["127.0.0.1"]}]
+ports: [{port: 8080}]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_serves_an_api_and_applies_a_demo_world_with_status() {
+    let manifests = tempfile::tempdir().unwrap();
+    std::fs::write(manifests.path().join("world.yaml"), DEMO_WORLD).unwrap();
+    let up = Up::start_with(&["-f", manifests.path().to_str().unwrap()], &[]);
+    up.wait_ready().await;
+    let client = up.client().await;
+
+    let gvk = kube::core::GroupVersionKind::gvk("example.com", "v1", "Gadget");
+    let resource = kube::discovery::ApiResource::from_gvk_with_plural(&gvk, "gadgets");
+    let gadgets: kube::Api<kube::core::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), "demo", &resource);
+    let g1 = gadgets.get("g1").await.unwrap();
+    assert_eq!(g1.data["spec"]["size"], 3);
+    assert_eq!(
+        g1.data["status"]["phase"], "Ready",
+        "status written through /status"
+    );
+
+    let slices: kube::Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        kube::Api::namespaced(client, "demo");
+    let slice = slices.get("local").await.unwrap();
+    assert_eq!(
+        slice.endpoints.unwrap()[0].addresses,
+        vec!["127.0.0.1"],
+        "loopback allowed by default"
+    );
+
+    let out = up.stop();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("127.0.0.0/8"), "says so at start: {stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_endpoints_refuse_loopback_in_manifests() {
+    let manifests = tempfile::tempdir().unwrap();
+    std::fs::write(manifests.path().join("world.yaml"), DEMO_WORLD).unwrap();
+    let up = Up::start_with(
+        &[
+            "--strict-endpoints",
+            "-f",
+            manifests.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    let mut child = up.child;
+    let status = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut stderr = String::new();
+                use std::io::Read;
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut stderr)
+                    .unwrap();
+                return (status, stderr);
+            }
+            assert!(Instant::now() < deadline, "fairlead up should fail");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+    .await
+    .unwrap();
+    assert!(!status.0.success());
+    assert!(
+        status.1.contains("endpoints[0].addresses[0]") && status.1.contains("loopback"),
+        "names the field: {}",
+        status.1
     );
 }

@@ -129,7 +129,7 @@ where
         Route::ResourceList(group, version) => discovery::resource_list(&types, &group, &version)
             .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),
         Route::OpenApiV2 | Route::OpenApiV3(_) => Err(ApiError::no_route(request.uri().path())),
-        Route::Resource(target) => resource(state, request, target, query).await,
+        Route::Resource(target) => resource(state, request, *target, query).await,
     }
 }
 

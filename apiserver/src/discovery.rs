@@ -42,7 +42,7 @@ fn groups(types: &[ResourceType]) -> BTreeMap<String, Vec<String>> {
         }
     }
     for versions in groups.values_mut() {
-        versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     }
     groups
 }
@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn versions_order_ga_beta_alpha() {
         let mut v = vec!["v1alpha1", "v1", "v2beta1", "v1beta2", "v2"];
-        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        v.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         assert_eq!(v, vec!["v2", "v1", "v2beta1", "v1beta2", "v1alpha1"]);
     }
 

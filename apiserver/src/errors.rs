@@ -36,7 +36,7 @@ pub struct ApiError {
     /// Human-readable message.
     pub message: String,
     /// The object's kind and name, where there is one.
-    pub details: Option<(String, String, String)>,
+    pub details: Option<Box<(String, String, String)>>,
     /// Field causes (422 Invalid).
     pub causes: Vec<FieldCause>,
 }
@@ -69,7 +69,11 @@ impl ApiError {
             "NotFound",
             format!("{group_resource} \"{name}\" not found"),
         );
-        e.details = Some((group_resource.into(), name.into(), String::new()));
+        e.details = Some(Box::new((
+            group_resource.into(),
+            name.into(),
+            String::new(),
+        )));
         e
     }
 
@@ -94,7 +98,11 @@ impl ApiError {
             "AlreadyExists",
             format!("{group_resource} \"{name}\" already exists"),
         );
-        e.details = Some((group_resource.into(), name.into(), String::new()));
+        e.details = Some(Box::new((
+            group_resource.into(),
+            name.into(),
+            String::new(),
+        )));
         e
     }
 
@@ -108,7 +116,11 @@ impl ApiError {
                 why.into()
             ),
         );
-        e.details = Some((group_resource.into(), name.into(), String::new()));
+        e.details = Some(Box::new((
+            group_resource.into(),
+            name.into(),
+            String::new(),
+        )));
         e
     }
 
@@ -152,7 +164,7 @@ impl ApiError {
             code: 422,
             reason: "Invalid",
             message,
-            details: Some((String::new(), name.into(), kind.into())),
+            details: Some(Box::new((String::new(), name.into(), kind.into()))),
             causes,
         }
     }
@@ -178,7 +190,8 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if let Some((group_resource, name, kind)) = &self.details {
+        if let Some(details) = &self.details {
+            let (group_resource, name, kind) = details.as_ref();
             let (resource, group) = group_resource
                 .split_once('.')
                 .unwrap_or((group_resource.as_str(), ""));

@@ -20,6 +20,7 @@ pub mod discovery;
 pub mod errors;
 pub mod gc;
 pub mod journal;
+pub mod manifests;
 pub mod meta;
 pub mod patch;
 pub mod path;

@@ -23,7 +23,7 @@ pub enum Route {
     /// `/openapi/v3` (index) or `/openapi/v3/{api|apis/...}` (one group version)
     OpenApiV3(Option<String>),
     /// A resource collection or object.
-    Resource(Target),
+    Resource(Box<Target>),
 }
 
 /// A resource path.
@@ -55,9 +55,11 @@ pub fn parse(path: &str, registry: &Registry) -> Result<Route, ApiError> {
         ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiV3(None),
         ["openapi", "v3", rest @ ..] => Route::OpenApiV3(Some(rest.join("/"))),
-        ["api", "v1", rest @ ..] => Route::Resource(target("", "v1", rest, registry, path)?),
+        ["api", "v1", rest @ ..] => {
+            Route::Resource(Box::new(target("", "v1", rest, registry, path)?))
+        }
         ["apis", group, version, rest @ ..] => {
-            Route::Resource(target(group, version, rest, registry, path)?)
+            Route::Resource(Box::new(target(group, version, rest, registry, path)?))
         }
         _ => return Err(ApiError::no_route(path)),
     };
@@ -124,7 +126,7 @@ mod tests {
 
     fn resource(path: &str) -> Target {
         match parse(path, &Registry::new()).unwrap() {
-            Route::Resource(t) => t,
+            Route::Resource(t) => *t,
             other => panic!("{path}: {other:?}"),
         }
     }

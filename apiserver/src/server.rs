@@ -180,6 +180,11 @@ impl ApiServer {
         self.addr
     }
 
+    /// The served types.
+    pub fn registry(&self) -> &Registry {
+        &self.state.registry
+    }
+
     /// The store (for benchmarks and white-box tests).
     pub fn store(&self) -> &Arc<Store> {
         &self.state.store

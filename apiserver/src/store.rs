@@ -94,6 +94,9 @@ pub struct Expired {
     pub oldest: u64,
 }
 
+/// Live events of a watch.
+pub type EventReceiver = broadcast::Receiver<Arc<StoredEvent>>;
+
 /// A write to commit.
 #[derive(Debug)]
 pub enum Write {
@@ -311,10 +314,10 @@ impl Store {
             previous: current,
         });
         inner.events.push_back(event.clone());
-        if inner.events.len() > inner.window {
-            if let Some(dropped) = inner.events.pop_front() {
-                inner.oldest_watchable = dropped.rv;
-            }
+        if inner.events.len() > inner.window
+            && let Some(dropped) = inner.events.pop_front()
+        {
+            inner.oldest_watchable = dropped.rv;
         }
         // Sent under the lock so that subscribers see events in resourceVersion order.
         let _ = self.tx.send(event);
@@ -323,10 +326,7 @@ impl Store {
 
     /// The events after `rv` still in the window, and a receiver for every later one; both
     /// taken under the lock, so nothing falls between them.
-    pub fn watch_from(
-        &self,
-        rv: u64,
-    ) -> Result<(Vec<Arc<StoredEvent>>, broadcast::Receiver<Arc<StoredEvent>>), Expired> {
+    pub fn watch_from(&self, rv: u64) -> Result<(Vec<Arc<StoredEvent>>, EventReceiver), Expired> {
         let inner = self.lock();
         if rv < inner.oldest_watchable {
             return Err(Expired {
