@@ -191,11 +191,14 @@ where
         target: &target,
         query: &query,
         manager: field_manager(&query, &user_agent),
+        warnings: Default::default(),
     };
     let watching =
         target.watch_prefix || matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
-    match (&method, target.name.is_some()) {
-        (&Method::GET, false) if watching => watch::serve(state.clone(), target, query),
+    let mut response = match (&method, target.name.is_some()) {
+        (&Method::GET, false) if watching => {
+            watch::serve(state.clone(), target.clone(), query.clone())
+        }
         (&Method::GET, false) => ctx.list().map(|v| json_response(StatusCode::OK, &v)),
         (&Method::GET, true) => ctx.get().map(|v| json_response(StatusCode::OK, &v)),
         (&Method::POST, false) => {
@@ -234,7 +237,14 @@ where
         _ => Err(ApiError::method_not_allowed(format!(
             "{method} is not supported on this path"
         ))),
+    }?;
+    for warning in ctx.warnings.take() {
+        let text = format!("299 - \"{}\"", warning.replace('"', "\\\""));
+        if let Ok(value) = http::HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
     }
+    Ok(response)
 }
 
 /// Sets `apiVersion`/`kind` of a stored object to the version a client asked for.
@@ -266,6 +276,8 @@ struct Ctx<'a> {
     query: &'a Query,
     /// The field manager of non-apply writes.
     manager: String,
+    /// `Warning` headers for the response (unknown fields under `fieldValidation=Warn`, …).
+    warnings: std::cell::RefCell<Vec<String>>,
 }
 
 /// The manager of a write: `fieldManager`, else the client's program name as the real server
@@ -425,11 +437,16 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// Built-in and CRD validation of the object about to be stored.
-    fn validate(&self, object: &Value) -> Result<(), ApiError> {
+    /// Everything the server does to an object before storing it: name and built-in
+    /// validation, CRD checks, and for custom resources the schema (defaults, pruning, CEL).
+    fn admit(&self, object: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
         let rt = self.rt();
-        let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let mut causes: Vec<FieldCause> = meta::validate_name(&rt.kind, name).into_iter().collect();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let mut causes: Vec<FieldCause> =
+            meta::validate_name(&rt.kind, &name).into_iter().collect();
         causes.extend(validation::validate(
             &rt.kind,
             object,
@@ -437,11 +454,45 @@ impl Ctx<'_> {
         ));
         if rt.kind == "CustomResourceDefinition" {
             causes.extend(crd::validate(object));
+            for version in object["spec"]["versions"].as_array().into_iter().flatten() {
+                for report in crate::cel::unsupported_rules(&version["schema"]["openAPIV3Schema"]) {
+                    let message = format!(
+                        "version {}: rule skipped: {report}",
+                        version["name"].as_str().unwrap_or_default()
+                    );
+                    tracing::warn!(crd = %name, "{message}");
+                    self.warnings.borrow_mut().push(message);
+                }
+            }
+        }
+        if let Some(schema) = rt.schema.as_deref() {
+            let outcome = crate::schema::check(schema, object, old);
+            causes.extend(outcome.causes);
+            if !outcome.pruned.is_empty() {
+                let unknown: Vec<String> = outcome
+                    .pruned
+                    .iter()
+                    .map(|p| format!("unknown field \"{p}\""))
+                    .collect();
+                match self.query.get("fieldValidation").map(String::as_str) {
+                    Some("Strict") => {
+                        return Err(ApiError::bad_request(format!(
+                            "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+                            rt.kind,
+                            rt.version,
+                            rt.kind,
+                            unknown.join(", ")
+                        )));
+                    }
+                    Some("Ignore") => {}
+                    _ => self.warnings.borrow_mut().extend(unknown),
+                }
+            }
         }
         if causes.is_empty() {
             Ok(())
         } else {
-            Err(ApiError::invalid(&rt.kind, name, causes))
+            Err(ApiError::invalid(&rt.kind, &name, causes))
         }
     }
 
@@ -495,7 +546,7 @@ impl Ctx<'_> {
             object["spec"]["finalizers"] = json!(["kubernetes"]);
             object["status"] = json!({"phase": "Active"});
         }
-        self.validate(&object)?;
+        self.admit(&mut object, None)?;
         self.check_namespace()?;
         let stored = self
             .state
@@ -539,7 +590,7 @@ impl Ctx<'_> {
         mut new: Value,
         expect_rv: Option<u64>,
         record_update: bool,
-    ) -> Result<Value, StoreError> {
+    ) -> Result<Value, ApiError> {
         let to_status = self.target.subresource.is_some();
         new = meta::carry_over(self.rt(), current, new, to_status);
         if record_update {
@@ -552,27 +603,41 @@ impl Ctx<'_> {
                 self.rt().schema.as_deref(),
             );
         }
+        self.admit(&mut new, Some(current))?;
         if !to_status && meta::spec_changed(self.rt(), current, &new) {
             meta::bump_generation(&mut new);
+        }
+        if meta::same_ignoring_times(current, &new) {
+            // As the real server does: a write that changes nothing is not stored and keeps
+            // the resourceVersion, so watchers see no event.
+            return Ok(current.clone());
         }
         let name = self.name().to_owned();
         let key = self.key(&name);
         let finalized = meta::is_deleting(&new) && meta::finalizers(&new).is_empty();
-        let stored = self.state.store.write(
-            &key,
-            Write::Update {
-                object: new,
-                expect_rv,
-            },
-        )?;
-        if finalized {
-            let deleted = self.state.store.write(
+        let stored = self
+            .state
+            .store
+            .write(
                 &key,
-                Write::Delete {
-                    expect_rv: Some(resource_version(&stored)),
-                    expect_uid: None,
+                Write::Update {
+                    object: new,
+                    expect_rv,
                 },
-            )?;
+            )
+            .map_err(|e| self.store_error(&name, e))?;
+        if finalized {
+            let deleted = self
+                .state
+                .store
+                .write(
+                    &key,
+                    Write::Delete {
+                        expect_rv: Some(resource_version(&stored)),
+                        expect_uid: None,
+                    },
+                )
+                .map_err(|e| self.store_error(&name, e))?;
             self.state.gc.notify_one();
             return Ok((*deleted).clone());
         }
@@ -604,16 +669,7 @@ impl Ctx<'_> {
                     .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))
             })
             .transpose()?;
-        let merged = meta::carry_over(
-            self.rt(),
-            &current,
-            object.clone(),
-            self.target.subresource.is_some(),
-        );
-        self.validate(&merged)?;
-        let stored = self
-            .commit(&current, object, expect_rv, true)
-            .map_err(|e| self.store_error(&name, e))?;
+        let stored = self.commit(&current, object, expect_rv, true)?;
         self.after_write(&stored)?;
         Ok(present(self.rt(), &stored))
     }
@@ -653,20 +709,13 @@ impl Ctx<'_> {
                 }
                 _ => Some(resource_version(&current)),
             };
-            let merged = meta::carry_over(
-                self.rt(),
-                &current,
-                patched.clone(),
-                self.target.subresource.is_some(),
-            );
-            self.validate(&merged)?;
             match self.commit(&current, patched, expect_rv, true) {
                 Ok(stored) => {
                     self.after_write(&stored)?;
                     return Ok(json_response(StatusCode::OK, &present(self.rt(), &stored)));
                 }
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(self.store_error(&name, e)),
+                Err(e) if is_race(&e) => continue,
+                Err(e) => return Err(e),
             }
         }
         Err(ApiError::conflict(
@@ -747,19 +796,13 @@ impl Ctx<'_> {
             }
             let merged =
                 crate::apply::apply(&current, &config, &request).map_err(|c| apply_conflict(&c))?;
-            let checked =
-                meta::carry_over(self.rt(), &current, merged.clone(), !subresource.is_empty());
-            self.validate(&checked)?;
-            if checked == *current {
-                return Ok(json_response(StatusCode::OK, &present(self.rt(), &current)));
-            }
             match self.commit(&current, merged, Some(resource_version(&current)), false) {
                 Ok(stored) => {
                     self.after_write(&stored)?;
                     return Ok(json_response(StatusCode::OK, &present(self.rt(), &stored)));
                 }
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(self.store_error(&name, e)),
+                Err(e) if is_race(&e) => continue,
+                Err(e) => return Err(e),
             }
         }
         Err(ApiError::conflict(
@@ -843,6 +886,7 @@ impl Ctx<'_> {
                 target: &target,
                 query: self.query,
                 manager: self.manager.clone(),
+                warnings: Default::default(),
             };
             match ctx.delete(options) {
                 Ok(_) => deleted.push(item.clone()),
@@ -857,6 +901,12 @@ impl Ctx<'_> {
             "items": deleted,
         }))
     }
+}
+
+/// A conflict from a write that lost a race with another (retried when the client did not ask
+/// for a precondition).
+fn is_race(error: &ApiError) -> bool {
+    error.code == 409 && error.reason == "Conflict" && error.causes.is_empty()
 }
 
 /// The 409 of an apply that conflicts with other managers.

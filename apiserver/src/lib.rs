@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod apply;
+pub mod cel;
 pub mod crd;
 pub mod discovery;
 pub mod errors;
@@ -25,6 +26,7 @@ pub mod meta;
 pub mod patch;
 pub mod path;
 pub mod resources;
+pub mod schema;
 pub mod selectors;
 pub mod server;
 pub mod store;

@@ -157,6 +157,26 @@ pub fn bump_generation(object: &mut Value) {
     object["metadata"]["generation"] = json!(generation + 1);
 }
 
+/// Whether two versions of an object are the same but for the write times of their
+/// managedFields and their resourceVersion.
+pub fn same_ignoring_times(a: &Value, b: &Value) -> bool {
+    let normalize = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(meta) = v["metadata"].as_object_mut() {
+            meta.remove("resourceVersion");
+            if let Some(entries) = meta.get_mut("managedFields").and_then(Value::as_array_mut) {
+                for entry in entries {
+                    if let Some(e) = entry.as_object_mut() {
+                        e.remove("time");
+                    }
+                }
+            }
+        }
+        v
+    };
+    normalize(a) == normalize(b)
+}
+
 /// `metadata.finalizers` of an object.
 pub fn finalizers(object: &Value) -> Vec<String> {
     object["metadata"]["finalizers"]

@@ -175,6 +175,11 @@ impl ApiServer {
         format!("https://{}", self.addr)
     }
 
+    /// The CA certificate (PEM) clients trust.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr

@@ -458,3 +458,325 @@ async fn state_and_watches_survive_a_restart_with_a_data_dir() {
         other => panic!("the watch resumed from before the restart: {other:?}"),
     }
 }
+
+fn probe_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "probes.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "probes", "kind": "Probe"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "required": ["spec"], "properties": {
+                    "spec": {"type": "object", "required": ["mode"],
+                        "x-kubernetes-validations": [{
+                            "rule": "self.mode != 'HTTP' || has(self.http)",
+                            "message": "mode HTTP needs an http block", "fieldPath": ".http"}],
+                        "properties": {
+                            "mode": {"type": "string", "enum": ["HTTP", "TCP"]},
+                            "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                            "period": {"type": "integer", "default": 10},
+                            "http": {"type": "object", "properties": {"path": {"type": "string"}}}}}}}}}]}
+    }))
+    .unwrap()
+}
+
+async fn probes(client: &kube::Client) -> Api<DynamicObject> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &probe_crd())
+        .await
+        .unwrap();
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Probe");
+    Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, "probes"),
+    )
+}
+
+fn probe(name: &str, spec: serde_json::Value) -> DynamicObject {
+    serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Probe",
+        "metadata": {"name": name}, "spec": spec}))
+    .unwrap()
+}
+
+fn invalid_fields(err: kube::Error) -> (u16, String) {
+    match err {
+        kube::Error::Api(s) => (s.code, s.message),
+        other => panic!("not an API error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn schema_and_cel_violations_are_422_naming_the_field() {
+    let (_server, client) = server(Config::default()).await;
+    let api = probes(&client).await;
+
+    let created = api
+        .create(
+            &PostParams::default(),
+            &probe("ok", json!({"mode": "TCP", "port": 80, "junk": 1})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.data["spec"]["period"], 10, "defaulted");
+    assert!(created.data["spec"].get("junk").is_none(), "pruned");
+
+    let (code, message) = invalid_fields(
+        api.create(
+            &PostParams::default(),
+            &probe("bad", json!({"mode": "UDP", "port": 70000})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("spec.mode: Unsupported value: \"UDP\""),
+        "{message}"
+    );
+    assert!(message.contains("spec.port"), "{message}");
+
+    let (code, message) = invalid_fields(
+        api.create(
+            &PostParams::default(),
+            &probe("cel", json!({"mode": "HTTP"})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("spec.http") && message.contains("mode HTTP needs an http block"),
+        "{message}"
+    );
+
+    let (code, message) = invalid_fields(
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"apiVersion": "example.com/v1",
+            "kind": "Probe", "metadata": {"name": "nospec"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(message.contains("spec: Required value"), "{message}");
+}
+
+#[tokio::test]
+async fn field_validation_strict_rejects_unknown_fields() {
+    let (server, client) = server(Config::default()).await;
+    probes(&client).await;
+    let http = reqwest_client(&server);
+    let response = http
+        .post(format!(
+            "{}/apis/example.com/v1/namespaces/default/probes?fieldValidation=Strict",
+            server.url()
+        ))
+        .json(
+            &json!({"apiVersion": "example.com/v1", "kind": "Probe", "metadata": {"name": "s"},
+            "spec": {"mode": "TCP", "extra": true}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let status: serde_json::Value = response.json().await.unwrap();
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field \"spec.extra\""),
+        "{status}"
+    );
+
+    let warned = http
+        .post(format!(
+            "{}/apis/example.com/v1/namespaces/default/probes?fieldValidation=Warn",
+            server.url()
+        ))
+        .json(
+            &json!({"apiVersion": "example.com/v1", "kind": "Probe", "metadata": {"name": "w"},
+            "spec": {"mode": "TCP", "extra": true}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(warned.status(), 201);
+    let warning = warned.headers()["warning"].to_str().unwrap().to_owned();
+    assert!(
+        warning.contains("unknown field \\\"spec.extra\\\""),
+        "{warning}"
+    );
+}
+
+/// A plain HTTPS client that trusts the server's CA, with or without its token.
+fn https_client(server: &ApiServer, with_token: bool) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kubeconfig: serde_json::Value = serde_yaml_ng::from_str(&server.kubeconfig_yaml()).unwrap();
+    let token = kubeconfig["users"][0]["user"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut headers = reqwest::header::HeaderMap::new();
+    if with_token {
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(server.ca_pem().as_bytes()).unwrap()])
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
+fn reqwest_client(server: &ApiServer) -> reqwest::Client {
+    https_client(server, true)
+}
+
+#[tokio::test]
+async fn bad_requests_answer_with_a_status() {
+    let (server, _client) = server(Config::default()).await;
+    let http = reqwest_client(&server);
+    let url = format!("{}/api/v1/namespaces/default/configmaps", server.url());
+
+    let malformed = http
+        .post(&url)
+        .body("{not json")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(malformed.status(), 400);
+    let status: serde_json::Value = malformed.json().await.unwrap();
+    assert_eq!(
+        (status["kind"].as_str(), status["reason"].as_str()),
+        (Some("Status"), Some("BadRequest"))
+    );
+
+    let unknown = http
+        .get(format!("{}/api/v1/nothings", server.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+
+    let huge = "x".repeat(fairlead_apiserver::api::MAX_BODY_BYTES + 1);
+    let too_large = http
+        .post(&url)
+        .json(&json!({"metadata": {"name": "big"}, "data": {"k": huge}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_large.status(), 413);
+
+    let anonymous = https_client(&server, false);
+    assert_eq!(anonymous.get(&url).send().await.unwrap().status(), 401);
+}
+
+#[tokio::test]
+async fn writes_that_change_nothing_keep_the_resource_version() {
+    let (_server, client) = server(Config::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let a = cms
+        .create(&PostParams::default(), &cm("same", &[]))
+        .await
+        .unwrap();
+    let again = cms
+        .patch(
+            "same",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "v"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.metadata.resource_version, again.metadata.resource_version);
+    let apply = Patch::Apply(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}, "data": {"k": "v"}}),
+    );
+    let applied = cms
+        .patch("same", &PatchParams::apply("m"), &apply)
+        .await
+        .unwrap();
+    let reapplied = cms
+        .patch("same", &PatchParams::apply("m"), &apply)
+        .await
+        .unwrap();
+    assert_eq!(
+        applied.metadata.resource_version,
+        reapplied.metadata.resource_version
+    );
+}
+
+#[tokio::test]
+async fn finalizers_hold_and_deletecollection_clears() {
+    let (_server, client) = server(Config::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut held = cm("held", &[("group", "x")]);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let created = cms.create(&PostParams::default(), &held).await.unwrap();
+    cms.create(&PostParams::default(), &cm("free", &[("group", "x")]))
+        .await
+        .unwrap();
+    cms.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("group=x"),
+    )
+    .await
+    .unwrap();
+    assert!(cms.get_opt("free").await.unwrap().is_none());
+    let marked = cms.get("held").await.unwrap();
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert!(
+        marked.metadata.generation > created.metadata.generation,
+        "deletion bumps generation"
+    );
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        cms.get_opt("held").await.unwrap().is_none(),
+        "removed with its last finalizer"
+    );
+}
+
+#[tokio::test]
+async fn owner_references_are_garbage_collected() {
+    let (_server, client) = server(Config::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let owner = cms
+        .create(&PostParams::default(), &cm("owner", &[]))
+        .await
+        .unwrap();
+    let mut child = cm("child", &[]);
+    child.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "owner".into(),
+            uid: owner.metadata.uid.unwrap(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    ]);
+    cms.create(&PostParams::default(), &child).await.unwrap();
+    cms.delete("owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    let gone = tokio::time::timeout(Duration::from_secs(5), async {
+        while cms.get_opt("owner").await.unwrap().is_some()
+            || cms.get_opt("child").await.unwrap().is_some()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        gone.is_ok(),
+        "foreground deletion removed the child, then the owner"
+    );
+}
