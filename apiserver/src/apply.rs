@@ -4,22 +4,19 @@
 //!
 //! Lists are atomic unless they are list-maps: from the CRD schema
 //! (`x-kubernetes-list-type: map` with `x-kubernetes-list-map-keys`), or, for built-in kinds,
-//! the strategic-merge keys of [`crate::patch::merge_key`]. Ownership is recorded for apply
+//! the strategic-merge keys of [`fairlead_kit::fieldset::merge_key`]. Ownership is recorded for apply
 //! operations; other writes (update, patch) record an `Update` entry for their manager and take
 //! the fields they changed from the appliers, so a later apply does not silently revert them
 //! without a conflict.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::patch::merge_key;
-
-/// A path through an object in `FieldsV1` notation (`f:spec`, `k:{"name":"a"}`, `.`).
-pub type FieldPath = Vec<String>;
-
-/// The leaf paths a manager owns.
-pub type FieldSet = BTreeSet<FieldPath>;
+use fairlead_kit::fieldset::{
+    FieldPath, FieldSet, child_schema, display_path, fields_of, find_item, from_fields_v1, get,
+    item_key, list_keys, parse_key, to_fields_v1,
+};
 
 /// A field another manager owns with a different value.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,125 +25,6 @@ pub struct Conflict {
     pub manager: String,
     /// The field, as `.spec.replicas`.
     pub field: String,
-}
-
-/// Top-level and metadata fields the server owns and ownership does not track.
-fn untracked(path: &[String]) -> bool {
-    matches!(
-        path,
-        [a] if a == "f:apiVersion" || a == "f:kind"
-    ) || matches!(
-        path,
-        [m, f, ..] if m == "f:metadata" && matches!(f.as_str(),
-            "f:name" | "f:namespace" | "f:uid" | "f:resourceVersion" | "f:generation"
-            | "f:creationTimestamp" | "f:managedFields" | "f:deletionTimestamp"
-            | "f:deletionGracePeriodSeconds" | "f:selfLink" | "f:generateName")
-    ) || matches!(path, [a] if a == "f:status")
-}
-
-fn child_schema<'a>(schema: Option<&'a Value>, field: &str) -> Option<&'a Value> {
-    let schema = schema?;
-    schema["properties"]
-        .get(field)
-        .or_else(|| schema.get("additionalProperties").filter(|v| v.is_object()))
-}
-
-/// The keys of a list-map field, from its schema or the built-in merge keys.
-fn list_keys(schema: Option<&Value>, field: &str, items: &[Value]) -> Option<Vec<String>> {
-    if let Some(s) = schema {
-        if s["x-kubernetes-list-type"] == "map" {
-            return s["x-kubernetes-list-map-keys"].as_array().map(|keys| {
-                keys.iter()
-                    .filter_map(|k| k.as_str().map(str::to_owned))
-                    .collect()
-            });
-        }
-        if s["x-kubernetes-list-type"].is_string() {
-            return None;
-        }
-    }
-    let candidates = merge_key(field)?;
-    let key = candidates
-        .iter()
-        .find(|k| items.iter().all(|i| i.get(**k).is_some()))?;
-    Some(vec![(*key).to_owned()])
-}
-
-fn item_key(item: &Value, keys: &[String]) -> String {
-    let key: Map<String, Value> = keys
-        .iter()
-        .filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone())))
-        .collect();
-    format!("k:{}", Value::Object(key))
-}
-
-/// The leaf paths of a configuration.
-pub fn fields_of(value: &Value, schema: Option<&Value>) -> FieldSet {
-    let mut set = FieldSet::new();
-    walk(value, schema, &mut Vec::new(), &mut set);
-    set.retain(|p| !untracked(p));
-    set
-}
-
-fn walk(value: &Value, schema: Option<&Value>, path: &mut FieldPath, set: &mut FieldSet) {
-    let Some(map) = value.as_object().filter(|m| !m.is_empty()) else {
-        set.insert(path.clone());
-        return;
-    };
-    for (k, v) in map {
-        let sub = child_schema(schema, k);
-        path.push(format!("f:{k}"));
-        match v {
-            Value::Object(m) if !m.is_empty() => walk(v, sub, path, set),
-            Value::Array(items) => match list_keys(sub, k, items) {
-                Some(keys) if !items.is_empty() => {
-                    let item_schema = sub.and_then(|s| s.get("items"));
-                    for item in items {
-                        path.push(item_key(item, &keys));
-                        path.push(".".into());
-                        set.insert(path.clone());
-                        path.pop();
-                        walk(item, item_schema, path, set);
-                        path.pop();
-                    }
-                }
-                _ => {
-                    set.insert(path.clone());
-                }
-            },
-            _ => {
-                set.insert(path.clone());
-            }
-        }
-        path.pop();
-    }
-}
-
-/// Parses the `k:{...}` path element into its key fields.
-fn parse_key(element: &str) -> Option<Map<String, Value>> {
-    serde_json::from_str(element.strip_prefix("k:")?).ok()
-}
-
-fn find_item(items: &[Value], key: &Map<String, Value>) -> Option<usize> {
-    items
-        .iter()
-        .position(|i| key.iter().all(|(k, v)| i.get(k) == Some(v)))
-}
-
-/// The value at a path.
-pub fn get<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> {
-    let Some((head, rest)) = path.split_first() else {
-        return Some(value);
-    };
-    if head == "." {
-        return Some(value);
-    }
-    if let Some(field) = head.strip_prefix("f:") {
-        return get(value.get(field)?, rest);
-    }
-    let key = parse_key(head)?;
-    let items = value.as_array()?;
-    get(&items[find_item(items, &key)?], rest)
 }
 
 /// Removes the field at a path (a `.` path removes the whole list item).
@@ -219,45 +97,6 @@ pub fn merge(live: &Value, config: &Value, schema: Option<&Value>) -> Value {
         }
         _ => config.clone(),
     }
-}
-
-/// Builds the `FieldsV1` tree of a set.
-pub fn to_fields_v1(set: &FieldSet) -> Value {
-    let mut root = Map::new();
-    for path in set {
-        let mut node = &mut root;
-        for element in path {
-            node = node
-                .entry(element.clone())
-                .or_insert_with(|| json!({}))
-                .as_object_mut()
-                .expect("field trees hold objects");
-        }
-    }
-    Value::Object(root)
-}
-
-/// Reads a `FieldsV1` tree back into leaf paths.
-pub fn from_fields_v1(tree: &Value) -> FieldSet {
-    fn go(node: &Value, path: &mut FieldPath, set: &mut FieldSet) {
-        match node.as_object().filter(|m| !m.is_empty()) {
-            None => {
-                if !path.is_empty() {
-                    set.insert(path.clone());
-                }
-            }
-            Some(map) => {
-                for (k, v) in map {
-                    path.push(k.clone());
-                    go(v, path, set);
-                    path.pop();
-                }
-            }
-        }
-    }
-    let mut set = FieldSet::new();
-    go(tree, &mut Vec::new(), &mut set);
-    set
 }
 
 /// One `managedFields` entry, parsed.
@@ -444,23 +283,6 @@ pub fn record_update(
         }
     }
     set_entries(after, &managed);
-}
-
-/// `.spec.ports[port=80]` style rendering of a path, as conflict messages show it.
-pub fn display_path(path: &[String]) -> String {
-    let mut out = String::new();
-    for element in path {
-        if let Some(field) = element.strip_prefix("f:") {
-            out.push('.');
-            out.push_str(field);
-        } else if let Some(key) = parse_key(element) {
-            let parts: BTreeMap<&String, String> =
-                key.iter().map(|(k, v)| (k, v.to_string())).collect();
-            let text: Vec<String> = parts.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            out.push_str(&format!("[{}]", text.join(",")));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -2,13 +2,15 @@
 //! and strategic merge patch.
 //!
 //! Strategic merge is simplified to what clients send to the kinds fairlead serves: lists
-//! named in [`merge_key`] are merged item by item on their merge key (`containers` by `name`,
+//! named in [`fairlead_kit::fieldset::merge_key`] are merged item by item on their merge key (`containers` by `name`,
 //! `ports` by `containerPort`/`port`, `conditions` by `type`, …); an item carrying
 //! `"$patch": "delete"` is removed, a list or map carrying `"$patch": "replace"` replaces; every
 //! other list is replaced whole, and maps merge as in a JSON merge patch (null deletes).
 //! `$setElementOrder`, `$retainKeys` and `$deleteFromPrimitiveList` directives are dropped.
 
 use serde_json::{Map, Value};
+
+use fairlead_kit::fieldset::merge_key;
 
 use crate::errors::ApiError;
 
@@ -58,25 +60,6 @@ pub fn json(target: &Value, patch: &Value) -> Result<Value, ApiError> {
         causes: Vec::new(),
     })?;
     Ok(out)
-}
-
-/// The merge key of a list field in strategic merge patches, by the field's name.
-pub fn merge_key(field: &str) -> Option<&'static [&'static str]> {
-    Some(match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "env"
-        | "imagePullSecrets" => &["name"],
-        "volumeMounts" => &["mountPath"],
-        "ports" => &["containerPort", "port"],
-        "conditions" => &["type"],
-        "tolerations" => &["key"],
-        "hostAliases" => &["ip"],
-        "ownerReferences" => &["uid"],
-        _ => return None,
-    })
 }
 
 fn key_of<'a>(item: &'a Value, keys: &[&'static str]) -> Option<(&'static str, &'a Value)> {

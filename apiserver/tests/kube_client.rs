@@ -564,114 +564,116 @@ async fn schema_and_cel_violations_are_422_naming_the_field() {
     assert!(message.contains("spec: Required value"), "{message}");
 }
 
+/// One raw request through a `kube::Client` (same TLS and token as the components use).
+async fn raw(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> (u16, http::HeaderMap, serde_json::Value) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(body))
+        .unwrap();
+    let response = client.send(request).await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (
+        status,
+        headers,
+        serde_json::from_slice(&bytes).unwrap_or_default(),
+    )
+}
+
 #[tokio::test]
 async fn field_validation_strict_rejects_unknown_fields() {
-    let (server, client) = server(Config::default()).await;
+    let (_server, client) = server(Config::default()).await;
     probes(&client).await;
-    let http = reqwest_client(&server);
-    let response = http
-        .post(format!(
-            "{}/apis/example.com/v1/namespaces/default/probes?fieldValidation=Strict",
-            server.url()
-        ))
-        .json(
-            &json!({"apiVersion": "example.com/v1", "kind": "Probe", "metadata": {"name": "s"},
-            "spec": {"mode": "TCP", "extra": true}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 400);
-    let status: serde_json::Value = response.json().await.unwrap();
-    assert!(
-        status["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown field \"spec.extra\""),
-        "{status}"
-    );
+    let body = |name: &str| {
+        serde_json::to_vec(&json!({"apiVersion": "example.com/v1", "kind": "Probe",
+            "metadata": {"name": name}, "spec": {"mode": "TCP", "extra": true}}))
+        .unwrap()
+    };
+    let path = "/apis/example.com/v1/namespaces/default/probes";
+    let (code, _, status) = raw(
+        &client,
+        "POST",
+        &format!("{path}?fieldValidation=Strict"),
+        body("s"),
+    )
+    .await;
+    assert_eq!(code, 400);
+    let message = status["message"].as_str().unwrap();
+    assert!(message.contains("unknown field \"spec.extra\""), "{status}");
 
-    let warned = http
-        .post(format!(
-            "{}/apis/example.com/v1/namespaces/default/probes?fieldValidation=Warn",
-            server.url()
-        ))
-        .json(
-            &json!({"apiVersion": "example.com/v1", "kind": "Probe", "metadata": {"name": "w"},
-            "spec": {"mode": "TCP", "extra": true}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(warned.status(), 201);
-    let warning = warned.headers()["warning"].to_str().unwrap().to_owned();
+    let (code, headers, _) = raw(
+        &client,
+        "POST",
+        &format!("{path}?fieldValidation=Warn"),
+        body("w"),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let warning = headers["warning"].to_str().unwrap();
     assert!(
         warning.contains("unknown field \\\"spec.extra\\\""),
         "{warning}"
     );
-}
 
-/// A plain HTTPS client that trusts the server's CA, with or without its token.
-fn https_client(server: &ApiServer, with_token: bool) -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let kubeconfig: serde_json::Value = serde_yaml_ng::from_str(&server.kubeconfig_yaml()).unwrap();
-    let token = kubeconfig["users"][0]["user"]["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let mut headers = reqwest::header::HeaderMap::new();
-    if with_token {
-        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
-    }
-    reqwest::Client::builder()
-        .tls_certs_only([reqwest::Certificate::from_pem(server.ca_pem().as_bytes()).unwrap()])
-        .default_headers(headers)
-        .build()
-        .unwrap()
-}
-
-fn reqwest_client(server: &ApiServer) -> reqwest::Client {
-    https_client(server, true)
+    let (code, _, _) = raw(
+        &client,
+        "POST",
+        &format!("{path}?fieldValidation=Ignore"),
+        body("i"),
+    )
+    .await;
+    assert_eq!(code, 201);
 }
 
 #[tokio::test]
 async fn bad_requests_answer_with_a_status() {
-    let (server, _client) = server(Config::default()).await;
-    let http = reqwest_client(&server);
-    let url = format!("{}/api/v1/namespaces/default/configmaps", server.url());
+    let (server, client) = server(Config::default()).await;
+    let path = "/api/v1/namespaces/default/configmaps";
 
-    let malformed = http
-        .post(&url)
-        .body("{not json")
-        .header("content-type", "application/json")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(malformed.status(), 400);
-    let status: serde_json::Value = malformed.json().await.unwrap();
+    let (code, _, status) = raw(&client, "POST", path, b"{not json".to_vec()).await;
+    assert_eq!(code, 400);
     assert_eq!(
         (status["kind"].as_str(), status["reason"].as_str()),
         (Some("Status"), Some("BadRequest"))
     );
 
-    let unknown = http
-        .get(format!("{}/api/v1/nothings", server.url()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(unknown.status(), 404);
+    let (code, _, status) = raw(&client, "GET", "/api/v1/nothings", Vec::new()).await;
+    assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")));
 
     let huge = "x".repeat(fairlead_apiserver::api::MAX_BODY_BYTES + 1);
-    let too_large = http
-        .post(&url)
-        .json(&json!({"metadata": {"name": "big"}, "data": {"k": huge}}))
-        .send()
+    let body =
+        serde_json::to_vec(&json!({"metadata": {"name": "big"}, "data": {"k": huge}})).unwrap();
+    let (code, _, status) = raw(&client, "POST", path, body).await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+
+    let tokenless = server
+        .kubeconfig_yaml()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("token:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("  user:\n", "  user: {}\n");
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&tokenless).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .unwrap();
-    assert_eq!(too_large.status(), 413);
-
-    let anonymous = https_client(&server, false);
-    assert_eq!(anonymous.get(&url).send().await.unwrap().status(), 401);
+    let anonymous = kube::Client::try_from(config).unwrap();
+    let (code, _, _) = raw(&anonymous, "GET", path, Vec::new()).await;
+    assert_eq!(code, 401);
 }
 
 #[tokio::test]

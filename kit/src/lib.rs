@@ -11,11 +11,19 @@
 //!            --AdminServer-----> /metrics /healthz /readyz
 //! ```
 //!
+//! Kubernetes parts, used by every controller: leader election on a Lease ([`lease`]),
+//! server-side apply that skips writes already in place ([`apply`], over [`fieldset`]), and an
+//! Events recorder ([`events`]).
+//!
 //! The modules are independent: a test can use the admin server without telemetry, or the
 //! shutdown coordinator without an admin server.
 
 pub mod admin;
+pub mod apply;
 pub mod cli;
+pub mod events;
+pub mod fieldset;
+pub mod lease;
 pub mod metrics;
 pub mod pki;
 pub mod propagation;

@@ -1,0 +1,188 @@
+//! The kit's Kubernetes parts against the embedded API server: leader election, the apply
+//! helper that skips writes already in place, and the Events recorder.
+
+use std::time::Duration;
+
+use fairlead_apiserver::{ApiServer, Config};
+use fairlead_kit::apply::{Applied, apply};
+use fairlead_kit::events::Events;
+use fairlead_kit::lease::{self, LeaseConfig};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use k8s_openapi::api::events::v1::Event;
+use kube::Resource;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn config(identity: &str) -> LeaseConfig {
+    LeaseConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_interval: Duration::from_millis(200),
+        ..LeaseConfig::new("controller", "default", identity)
+    }
+}
+
+async fn holder(client: &kube::Client) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    leases
+        .get("controller")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .holder_identity
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leads_and_the_other_takes_over_after_expiry_or_release() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let client = server.client().await.unwrap();
+
+    let (mut a, a_task) = lease::spawn(client.clone(), config("a"), CancellationToken::new());
+    tokio::time::timeout(Duration::from_secs(5), a.leading())
+        .await
+        .expect("a leads");
+    let stop_b = CancellationToken::new();
+    let (mut b, b_task) = lease::spawn(client.clone(), config("b"), stop_b.clone());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(a.is_leader() && !b.is_leader(), "only one leads");
+    assert_eq!(holder(&client).await.as_deref(), Some("a"));
+
+    // a crashes without releasing: b waits for the lease to expire.
+    a_task.abort();
+    let started = tokio::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(6), b.leading())
+        .await
+        .expect("b takes over");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1000),
+        "not before expiry"
+    );
+    assert_eq!(holder(&client).await.as_deref(), Some("b"));
+
+    // b shuts down and releases: c takes over at once.
+    stop_b.cancel();
+    b_task.await.unwrap();
+    assert!(!b.is_leader());
+    assert_eq!(holder(&client).await, None, "released");
+    let (mut c, _c_task) = lease::spawn(client.clone(), config("c"), CancellationToken::new());
+    tokio::time::timeout(Duration::from_secs(2), c.leading())
+        .await
+        .expect("c leads right after the release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_loses_the_lease_is_told() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let client = server.client().await.unwrap();
+    let (mut a, _task) = lease::spawn(client.clone(), config("a"), CancellationToken::new());
+    tokio::time::timeout(Duration::from_secs(5), a.leading())
+        .await
+        .unwrap();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    leases
+        .patch(
+            "controller",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"holderIdentity": "intruder", "renewTime": now, "leaseDurationSeconds": 60}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), a.lost())
+        .await
+        .expect("a stops leading");
+}
+
+#[tokio::test]
+async fn apply_skips_writes_already_in_place_and_removes_dropped_fields() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let client = server.client().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let desired = |labels: serde_json::Value| -> ConfigMap {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "owned", "labels": labels}, "data": {"k": "v"}}))
+        .unwrap()
+    };
+    let first = apply(
+        &cms,
+        "fairlead-test",
+        &desired(json!({"a": "1", "b": "2"})),
+        None,
+    )
+    .await
+    .unwrap();
+    let Applied::Written(first) = first else {
+        panic!("first apply writes")
+    };
+    let again = apply(
+        &cms,
+        "fairlead-test",
+        &desired(json!({"a": "1", "b": "2"})),
+        Some(&first),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(again, Applied::Unchanged(_)), "{again:?}");
+    let fetched = apply(
+        &cms,
+        "fairlead-test",
+        &desired(json!({"a": "1", "b": "2"})),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(fetched, Applied::Unchanged(_)),
+        "fetches and compares when no copy is given"
+    );
+
+    let dropped = apply(
+        &cms,
+        "fairlead-test",
+        &desired(json!({"a": "1"})),
+        Some(&first),
+    )
+    .await
+    .unwrap();
+    let Applied::Written(dropped) = dropped else {
+        panic!("a dropped label is a change")
+    };
+    let labels = dropped.metadata.labels.unwrap();
+    assert_eq!(labels.len(), 1);
+    assert!(!labels.contains_key("b"));
+    assert!(dropped.metadata.resource_version != first.metadata.resource_version);
+}
+
+#[tokio::test]
+async fn events_are_published_for_an_object() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let client = server.client().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "noted"}})).unwrap();
+    let cm = cms.create(&Default::default(), &cm).await.unwrap();
+    let reference: ObjectReference = cm.object_ref(&());
+    let events = Events::new(client.clone(), "fairlead-test", Some("node-1".into()));
+    events
+        .warning(
+            &reference,
+            "ProbeFailed",
+            "Probe",
+            "connection refused on port 5432",
+        )
+        .await;
+    let listed: Api<Event> = Api::namespaced(client, "default");
+    let found = listed.list(&ListParams::default()).await.unwrap();
+    let event = found
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("ProbeFailed"))
+        .expect("the event is stored");
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        event.regarding.as_ref().unwrap().name.as_deref(),
+        Some("noted")
+    );
+    assert_eq!(event.reporting_controller.as_deref(), Some("fairlead-test"));
+}
