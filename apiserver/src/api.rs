@@ -15,11 +15,13 @@ use crate::crd;
 use crate::discovery;
 use crate::errors::{ApiError, FieldCause};
 use crate::meta;
+use crate::openapi;
 use crate::patch::{self, PatchType};
 use crate::path::{self, Route, Target};
 use crate::resources::{Registry, ResourceType};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{ObjectKey, Store, StoreError, Write, resource_version};
+use crate::table;
 use crate::validation::{self, ValidationOptions};
 use crate::watch;
 
@@ -128,7 +130,10 @@ where
             .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),
         Route::ResourceList(group, version) => discovery::resource_list(&types, &group, &version)
             .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),
-        Route::OpenApiV2 | Route::OpenApiV3(_) => Err(ApiError::no_route(request.uri().path())),
+        Route::OpenApiV2 => ok(openapi::v2_document(&types)),
+        Route::OpenApiV3(None) => ok(openapi::v3_index(&types)),
+        Route::OpenApiV3(Some(group_version)) => openapi::v3_document(&types, &group_version)
+            .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),
         Route::Resource(target) => resource(state, request, *target, query).await,
     }
 }
@@ -148,6 +153,19 @@ where
             Err(ApiError::too_large(MAX_BODY_BYTES))
         }
         Err(err) => Err(ApiError::bad_request(format!("reading the body: {err}"))),
+    }
+}
+
+/// Decodes a request body of the given content type: JSON or YAML. Protobuf and CBOR are
+/// answered with 415, on which Kubernetes clients fall back to JSON.
+fn decode_as(bytes: &[u8], content_type: &str) -> Result<Value, ApiError> {
+    match content_type.split(';').next().unwrap_or("").trim() {
+        "" | "application/json" | "*/*" => decode(bytes, false),
+        "application/yaml" => decode(bytes, true),
+        other => Err(ApiError::unsupported_media_type(
+            other,
+            &["application/json", "application/yaml"],
+        )),
     }
 }
 
@@ -179,6 +197,13 @@ where
         .and_then(|v| v.to_str().ok())
         .unwrap_or("unknown")
         .to_owned();
+    let accept = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_owned();
+    let as_table = table::wants_table(&accept);
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -197,23 +222,52 @@ where
         target.watch_prefix || matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
     let mut response = match (&method, target.name.is_some()) {
         (&Method::GET, false) if watching => {
-            watch::serve(state.clone(), target.clone(), query.clone())
+            watch::serve(state.clone(), target.clone(), query.clone(), as_table)
         }
-        (&Method::GET, false) => ctx.list().map(|v| json_response(StatusCode::OK, &v)),
-        (&Method::GET, true) => ctx.get().map(|v| json_response(StatusCode::OK, &v)),
+        (&Method::GET, false) => ctx.list().map(|list| {
+            if as_table {
+                let items = list["items"].as_array().cloned().unwrap_or_default();
+                let rv = list["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default();
+                json_response(StatusCode::OK, &table::table(&target.rt, &items, rv))
+            } else {
+                json_response(StatusCode::OK, &list)
+            }
+        }),
+        (&Method::GET, true) => ctx.get().map(|object| {
+            if as_table {
+                let rv = object["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                json_response(StatusCode::OK, &table::table(&target.rt, &[object], &rv))
+            } else {
+                json_response(StatusCode::OK, &object)
+            }
+        }),
         (&Method::POST, false) => {
-            let object = decode(&body, false)?;
+            let object = decode_as(&body, &content_type)?;
             ctx.create(object)
                 .map(|v| json_response(StatusCode::CREATED, &v))
         }
         (&Method::PUT, true) => {
-            let object = decode(&body, false)?;
+            let object = decode_as(&body, &content_type)?;
             ctx.update(object)
                 .map(|v| json_response(StatusCode::OK, &v))
         }
         (&Method::PATCH, true) => {
-            let patch_type = PatchType::from_content_type(&content_type)
-                .ok_or_else(|| ApiError::unsupported_media_type(&content_type))?;
+            let patch_type = PatchType::from_content_type(&content_type).ok_or_else(|| {
+                ApiError::unsupported_media_type(
+                    &content_type,
+                    &[
+                        "application/json-patch+json",
+                        "application/merge-patch+json",
+                        "application/apply-patch+yaml",
+                        "application/strategic-merge-patch+json",
+                    ],
+                )
+            })?;
             let patch = decode(&body, patch_type == PatchType::Apply)?;
             ctx.patch(patch_type, &patch)
         }

@@ -138,13 +138,14 @@ impl ApiError {
         )
     }
 
-    /// 415: a patch type the server does not know.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415: a body in a format the server does not read here.
+    pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
         Self::plain(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
+                "the body of the request was in an unknown format - accepted media types include: {} (got {content_type:?})",
+                accepted.join(", ")
             ),
         )
     }

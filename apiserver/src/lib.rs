@@ -23,6 +23,7 @@ pub mod gc;
 pub mod journal;
 pub mod manifests;
 pub mod meta;
+pub mod openapi;
 pub mod patch;
 pub mod path;
 pub mod resources;
@@ -30,6 +31,7 @@ pub mod schema;
 pub mod selectors;
 pub mod server;
 pub mod store;
+pub mod table;
 pub mod validation;
 pub mod watch;
 

@@ -171,11 +171,20 @@ fn short(value: &Value) -> String {
     }
 }
 
+/// A value as the real server quotes it in messages: strings quoted, numbers bare.
+fn quoted(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("\"{s}\""),
+        Value::Number(_) | Value::Bool(_) => value.to_string(),
+        other => format!("\"{}\"", short(other)),
+    }
+}
+
 fn invalid(causes: &mut Vec<FieldCause>, path: &str, value: &Value, message: String) {
     causes.push(FieldCause::new(
         "FieldValueInvalid",
         path,
-        format!("Invalid value: \"{}\": {message}", short(value)),
+        format!("Invalid value: {}: {message}", quoted(value)),
     ));
 }
 

@@ -33,6 +33,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
 struct Filter {
     rt: ResourceType,
+    /// Events carry one-row Tables (`kubectl get --watch`).
+    as_table: bool,
     resource: String,
     namespace: Option<String>,
     labels: LabelSelector,
@@ -64,7 +66,21 @@ impl Filter {
             (EventType::Deleted, _, true) => "DELETED",
             _ => return None,
         };
-        Some((kind, present(&self.rt, &event.object)))
+        Some((kind, self.render(&event.object)))
+    }
+
+    /// The object of an event as this watch delivers it.
+    fn render(&self, object: &Value) -> Value {
+        let presented = present(&self.rt, object);
+        if self.as_table {
+            let rv = presented["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            crate::table::table(&self.rt, &[presented], &rv)
+        } else {
+            presented
+        }
     }
 }
 
@@ -88,11 +104,13 @@ pub fn serve(
     state: Arc<ApiState>,
     target: Target,
     query: Query,
+    as_table: bool,
 ) -> Result<Response<Body>, ApiError> {
     let (labels, fields) = selectors(&target.rt, &query)?;
     let filter = Filter {
         resource: target.rt.storage_key(),
         rt: target.rt.clone(),
+        as_table,
         namespace: target.namespace.clone(),
         labels,
         fields,
@@ -168,7 +186,7 @@ impl Stream {
         };
         let mut last = start;
         for item in items.iter().filter(|i| self.filter.matches(i)) {
-            let object = present(&self.filter.rt, item);
+            let object = self.filter.render(item);
             if tx.send(line("ADDED", &object)).await.is_err() {
                 return;
             }

