@@ -249,11 +249,13 @@ where
         (&Method::POST, false) => {
             let object = decode_as(&body, &content_type)?;
             ctx.create(object)
+                .await
                 .map(|v| json_response(StatusCode::CREATED, &v))
         }
         (&Method::PUT, true) => {
             let object = decode_as(&body, &content_type)?;
             ctx.update(object)
+                .await
                 .map(|v| json_response(StatusCode::OK, &v))
         }
         (&Method::PATCH, true) => {
@@ -269,7 +271,7 @@ where
                 )
             })?;
             let patch = decode(&body, patch_type == PatchType::Apply)?;
-            ctx.patch(patch_type, &patch)
+            ctx.patch(patch_type, &patch).await
         }
         (&Method::DELETE, true) => {
             let options = if body.is_empty() {
@@ -277,7 +279,7 @@ where
             } else {
                 decode(&body, false)?
             };
-            ctx.delete(&options)
+            ctx.delete(&options).await
         }
         (&Method::DELETE, false) => {
             let options = if body.is_empty() {
@@ -286,13 +288,15 @@ where
                 decode(&body, false)?
             };
             ctx.delete_collection(&options)
+                .await
                 .map(|v| json_response(StatusCode::OK, &v))
         }
         _ => Err(ApiError::method_not_allowed(format!(
             "{method} is not supported on this path"
         ))),
     }?;
-    for warning in ctx.warnings.take() {
+    let warnings = std::mem::take(&mut *ctx.warnings.lock().expect("warnings lock"));
+    for warning in warnings {
         let text = format!("299 - \"{}\"", warning.replace('"', "\\\""));
         if let Ok(value) = http::HeaderValue::from_str(&text) {
             response.headers_mut().append(header::WARNING, value);
@@ -331,7 +335,7 @@ struct Ctx<'a> {
     /// The field manager of non-apply writes.
     manager: String,
     /// `Warning` headers for the response (unknown fields under `fieldValidation=Warn`, …).
-    warnings: std::cell::RefCell<Vec<String>>,
+    warnings: std::sync::Mutex<Vec<String>>,
 }
 
 /// The manager of a write: `fieldManager`, else the client's program name as the real server
@@ -515,7 +519,7 @@ impl Ctx<'_> {
                         version["name"].as_str().unwrap_or_default()
                     );
                     tracing::warn!(crd = %name, "{message}");
-                    self.warnings.borrow_mut().push(message);
+                    self.warnings.lock().expect("warnings lock").push(message);
                 }
             }
         }
@@ -539,7 +543,7 @@ impl Ctx<'_> {
                         )));
                     }
                     Some("Ignore") => {}
-                    _ => self.warnings.borrow_mut().extend(unknown),
+                    _ => self.warnings.lock().expect("warnings lock").extend(unknown),
                 }
             }
         }
@@ -573,7 +577,32 @@ impl Ctx<'_> {
         }
     }
 
-    fn create(&self, mut object: Value) -> Result<Value, ApiError> {
+    /// Validating webhooks and admission policies; their warnings join the response's.
+    async fn admit_external(
+        &self,
+        operation: &'static str,
+        name: &str,
+        object: Option<&Value>,
+        old_object: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let attributes = crate::admission::Attributes {
+            operation,
+            rt: self.rt(),
+            subresource: self.target.subresource.as_deref().unwrap_or_default(),
+            name,
+            namespace: self.target.namespace.as_deref().unwrap_or_default(),
+            object,
+            old_object,
+        };
+        let warnings = crate::admission::admit(&self.state.store, &attributes).await?;
+        self.warnings
+            .lock()
+            .expect("warnings lock")
+            .extend(warnings);
+        Ok(())
+    }
+
+    async fn create(&self, mut object: Value) -> Result<Value, ApiError> {
         if self.target.subresource.is_some() {
             return Err(ApiError::method_not_allowed(
                 "create is not supported on subresources",
@@ -602,6 +631,8 @@ impl Ctx<'_> {
         }
         self.admit(&mut object, None)?;
         self.check_namespace()?;
+        self.admit_external("CREATE", &name, Some(&object), None)
+            .await?;
         let stored = self
             .state
             .store
@@ -638,7 +669,7 @@ impl Ctx<'_> {
 
     /// Commits `new` over `current` (already merged), with the generation, precondition and
     /// finalizer rules; returns the stored object.
-    fn commit(
+    async fn commit(
         &self,
         current: &Value,
         mut new: Value,
@@ -667,6 +698,8 @@ impl Ctx<'_> {
             return Ok(current.clone());
         }
         let name = self.name().to_owned();
+        self.admit_external("UPDATE", &name, Some(&new), Some(current))
+            .await?;
         let key = self.key(&name);
         let finalized = meta::is_deleting(&new) && meta::finalizers(&new).is_empty();
         let stored = self
@@ -698,7 +731,7 @@ impl Ctx<'_> {
         Ok((*stored).clone())
     }
 
-    fn update(&self, mut object: Value) -> Result<Value, ApiError> {
+    async fn update(&self, mut object: Value) -> Result<Value, ApiError> {
         self.check_body(&mut object)?;
         let name = self.name().to_owned();
         match object["metadata"]["name"].as_str() {
@@ -723,15 +756,19 @@ impl Ctx<'_> {
                     .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}")))
             })
             .transpose()?;
-        let stored = self.commit(&current, object, expect_rv, true)?;
+        let stored = self.commit(&current, object, expect_rv, true).await?;
         self.after_write(&stored)?;
         Ok(present(self.rt(), &stored))
     }
 
-    fn patch(&self, patch_type: PatchType, patch: &Value) -> Result<Response<Body>, ApiError> {
+    async fn patch(
+        &self,
+        patch_type: PatchType,
+        patch: &Value,
+    ) -> Result<Response<Body>, ApiError> {
         let name = self.name().to_owned();
         if patch_type == PatchType::Apply {
-            return self.apply(patch);
+            return self.apply(patch).await;
         }
         for _ in 0..PATCH_RETRIES {
             let current = self
@@ -763,7 +800,7 @@ impl Ctx<'_> {
                 }
                 _ => Some(resource_version(&current)),
             };
-            match self.commit(&current, patched, expect_rv, true) {
+            match self.commit(&current, patched, expect_rv, true).await {
                 Ok(stored) => {
                     self.after_write(&stored)?;
                     return Ok(json_response(StatusCode::OK, &present(self.rt(), &stored)));
@@ -779,7 +816,7 @@ impl Ctx<'_> {
         ))
     }
 
-    fn apply(&self, config: &Value) -> Result<Response<Body>, ApiError> {
+    async fn apply(&self, config: &Value) -> Result<Response<Body>, ApiError> {
         let name = self.name().to_owned();
         let manager = self
             .query
@@ -835,7 +872,7 @@ impl Ctx<'_> {
                 }
                 let created = crate::apply::apply(&json!({}), &config, &request)
                     .map_err(|c| apply_conflict(&c))?;
-                return match self.create(created) {
+                return match self.create(created).await {
                     Ok(v) => Ok(json_response(StatusCode::CREATED, &v)),
                     Err(e) if e.reason == "AlreadyExists" => continue,
                     Err(e) => Err(e),
@@ -850,7 +887,10 @@ impl Ctx<'_> {
             }
             let merged =
                 crate::apply::apply(&current, &config, &request).map_err(|c| apply_conflict(&c))?;
-            match self.commit(&current, merged, Some(resource_version(&current)), false) {
+            match self
+                .commit(&current, merged, Some(resource_version(&current)), false)
+                .await
+            {
                 Ok(stored) => {
                     self.after_write(&stored)?;
                     return Ok(json_response(StatusCode::OK, &present(self.rt(), &stored)));
@@ -866,7 +906,7 @@ impl Ctx<'_> {
         ))
     }
 
-    fn delete(&self, options: &Value) -> Result<Response<Body>, ApiError> {
+    async fn delete(&self, options: &Value) -> Result<Response<Body>, ApiError> {
         let name = self.name().to_owned();
         let policy = self
             .query
@@ -884,6 +924,13 @@ impl Ctx<'_> {
         let expect_rv = options["preconditions"]["resourceVersion"]
             .as_str()
             .and_then(|s| s.parse().ok());
+        let current = self
+            .state
+            .store
+            .get(&self.key(&name))
+            .ok_or_else(|| self.not_found())?;
+        self.admit_external("DELETE", &name, None, Some(&current))
+            .await?;
         let result = crate::gc::delete_object(
             &self.state.store,
             &self.key(&name),
@@ -919,7 +966,7 @@ impl Ctx<'_> {
         Ok(json_response(status, &present(self.rt(), &result.object)))
     }
 
-    fn delete_collection(&self, options: &Value) -> Result<Value, ApiError> {
+    async fn delete_collection(&self, options: &Value) -> Result<Value, ApiError> {
         let list = self.list()?;
         let mut deleted = Vec::new();
         for item in list["items"].as_array().into_iter().flatten() {
@@ -942,7 +989,7 @@ impl Ctx<'_> {
                 manager: self.manager.clone(),
                 warnings: Default::default(),
             };
-            match ctx.delete(options) {
+            match ctx.delete(options).await {
                 Ok(_) => deleted.push(item.clone()),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),

@@ -200,6 +200,21 @@ fn walk_rules(schema: &Value, path: &str, visit: &mut dyn FnMut(&str, &str)) {
     }
 }
 
+/// Evaluates one boolean expression with named variables (admission policies use `object`,
+/// `oldObject`, `request`, `params`); a non-boolean result is an error.
+pub fn evaluate(expression: &str, variables: &[(&str, Value)]) -> Result<bool, String> {
+    let program = compile(expression)?;
+    let mut ctx = Context::with_env(env().clone());
+    add_kubernetes_functions(&mut ctx);
+    for (name, value) in variables {
+        ctx.add_variable_from_value(*name, to_cel(value));
+    }
+    match program.execute(&ctx).map_err(|e| e.to_string())? {
+        cel::Value::Bool(b) => Ok(b),
+        other => Err(format!("expected a boolean, got {other:?}")),
+    }
+}
+
 /// Evaluates the rules of one schema node against `value` (at `path`), adding a cause for
 /// each rule that is false.
 pub fn check_rules(

@@ -13,6 +13,7 @@
 //!                                      '-> watch (streams)      gc (finalizers, owners)
 //! ```
 
+pub mod admission;
 pub mod api;
 pub mod apply;
 pub mod cel;

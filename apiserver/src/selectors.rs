@@ -103,6 +103,41 @@ impl LabelSelector {
         Ok(Self(requirements))
     }
 
+    /// Converts a `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`); an absent
+    /// or empty selector matches everything.
+    pub fn from_object(selector: &Value) -> Result<Self, SelectorError> {
+        let mut requirements = Vec::new();
+        for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+            let value = value.as_str().unwrap_or_default().to_owned();
+            requirements.push(Requirement::Equals(key.clone(), value));
+        }
+        for expression in selector["matchExpressions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let key = expression["key"].as_str().unwrap_or_default().to_owned();
+            let values: Vec<String> = expression["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect();
+            requirements.push(match expression["operator"].as_str() {
+                Some("In") => Requirement::In(key, values),
+                Some("NotIn") => Requirement::NotIn(key, values),
+                Some("Exists") => Requirement::Exists(key),
+                Some("DoesNotExist") => Requirement::DoesNotExist(key),
+                other => {
+                    return Err(SelectorError(format!(
+                        "{other:?} is not a valid label selector operator"
+                    )));
+                }
+            });
+        }
+        Ok(Self(requirements))
+    }
+
     /// Whether an object's labels satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
         let labels = &object["metadata"]["labels"];
@@ -203,6 +238,32 @@ mod tests {
         }
         assert!(LabelSelector::parse("a b c").is_err());
         assert!(LabelSelector::parse("app in web").is_err());
+    }
+
+    #[test]
+    fn selector_objects() {
+        let obj = labelled(json!({"app": "web", "tier": "front"}));
+        let s = LabelSelector::from_object(&json!({"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["front", "back"]},
+                                 {"key": "gone", "operator": "DoesNotExist"}]}))
+        .unwrap();
+        assert!(s.matches(&obj));
+        assert!(
+            LabelSelector::from_object(&Value::Null)
+                .unwrap()
+                .matches(&obj)
+        );
+        let s = LabelSelector::from_object(
+            &json!({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}),
+        )
+        .unwrap();
+        assert!(!s.matches(&obj));
+        assert!(
+            LabelSelector::from_object(
+                &json!({"matchExpressions": [{"key": "a", "operator": "Near"}]})
+            )
+            .is_err()
+        );
     }
 
     #[test]
