@@ -313,3 +313,39 @@ async fn strict_endpoints_refuse_loopback_in_manifests() {
         status.1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_a_kill_with_a_data_dir() {
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_str().unwrap().to_owned();
+    let up = Up::start_with(&["--data-dir", &data_dir], &[]);
+    up.wait_ready().await;
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(up.client().await, "default");
+    for i in 0..20 {
+        let cm =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": format!("cm-{i}")}}))
+                .unwrap();
+        cms.create(&Default::default(), &cm).await.unwrap();
+    }
+    let mut child = up.child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let again = Up::start_with(&["--data-dir", &data_dir], &[]);
+    again.wait_ready().await;
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(again.client().await, "default");
+    let names: Vec<String> = cms
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    for i in 0..20 {
+        assert!(names.contains(&format!("cm-{i}")), "cm-{i} lost: {names:?}");
+    }
+    assert!(again.stop().status.success());
+}
