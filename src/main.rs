@@ -3,6 +3,7 @@
 
 #![doc = "fairlead: Deckhouse service-with-healthchecks and ALB modules, one binary."]
 
+mod bench;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +26,9 @@ enum Command {
     Version,
     /// Run the whole appliance on this machine, against its embedded default.
     Up(up::UpArgs),
+    /// Measure speed and memory; prints a table.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 #[tokio::main]
@@ -36,5 +40,6 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Up(args) => up::run(&cli.global, args).await,
+        Command::Bench(command) => bench::run(command).await,
     }
 }

@@ -16,6 +16,7 @@
 pub mod admission;
 pub mod api;
 pub mod apply;
+pub mod bench;
 pub mod cel;
 pub mod crd;
 pub mod discovery;
