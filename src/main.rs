@@ -26,6 +26,9 @@ enum Command {
     Version,
     /// Run the whole appliance on this machine, against its embedded default.
     Up(up::UpArgs),
+    /// The service-with-healthchecks module.
+    #[command(subcommand)]
+    Health(fairlead_health::cli::HealthCommand),
     /// Measure speed and memory; prints a table.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -40,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Up(args) => up::run(&cli.global, args).await,
+        Command::Health(command) => fairlead_health::cli::run(command).await,
         Command::Bench(command) => bench::run(command).await,
     }
 }

@@ -14,37 +14,55 @@ pub fn wants_table(accept: &str) -> bool {
         .is_some_and(|first| first.contains("as=Table"))
 }
 
-/// Evaluates a printer-column JSONPath against an object.
-pub fn json_path<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
-    let mut current = object;
+/// Evaluates a printer-column JSONPath against an object: every value it selects (`[*]` and
+/// `[]` select all items of a list).
+pub fn json_path<'a>(object: &'a Value, path: &str) -> Vec<&'a Value> {
+    let mut current = vec![object];
     let mut rest = path.trim().trim_start_matches('{').trim_end_matches('}');
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('.') {
             let end = after.find(['.', '[']).unwrap_or(after.len());
             let field = &after[..end];
             if !field.is_empty() {
-                current = current.get(field)?;
+                current = current.into_iter().filter_map(|v| v.get(field)).collect();
             }
             rest = &after[end..];
         } else if let Some(after) = rest.strip_prefix('[') {
-            let end = after.find(']')?;
-            let inner = &after[..end];
+            let Some(end) = after.find(']') else {
+                return Vec::new();
+            };
+            let inner = after[..end].trim();
             rest = &after[end + 1..];
-            if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
-                let (key, value) = filter.split_once("==")?;
+            current = if inner.is_empty() || inner == "*" {
+                current
+                    .into_iter()
+                    .filter_map(Value::as_array)
+                    .flatten()
+                    .collect()
+            } else if let Some(filter) =
+                inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')'))
+            {
+                let Some((key, value)) = filter.split_once("==") else {
+                    return Vec::new();
+                };
                 let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
-                current = current
-                    .as_array()?
-                    .iter()
-                    .find(|item| item.get(key.trim()).and_then(Value::as_str) == Some(value))?;
+                current
+                    .into_iter()
+                    .filter_map(Value::as_array)
+                    .flatten()
+                    .filter(|item| item.get(key.trim()).and_then(Value::as_str) == Some(value))
+                    .collect()
             } else {
-                current = current.get(inner.trim().parse::<usize>().ok()?)?;
-            }
+                let Ok(index) = inner.parse::<usize>() else {
+                    return Vec::new();
+                };
+                current.into_iter().filter_map(|v| v.get(index)).collect()
+            };
         } else {
-            return None;
+            return Vec::new();
         }
     }
-    Some(current)
+    current
 }
 
 /// A duration as kubectl prints ages (`42s`, `5m`, `3h`, `2d`).
@@ -66,11 +84,17 @@ fn age_of(timestamp: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> String
         )
 }
 
-fn cell(value: Option<&Value>, type_: &str, now: chrono::DateTime<chrono::Utc>) -> Value {
-    match (value, type_) {
-        (None | Some(Value::Null), _) => Value::Null,
-        (Some(Value::String(s)), "date") => json!(age_of(Some(s), now)),
-        (Some(v), _) => v.clone(),
+fn cell(values: &[&Value], type_: &str, now: chrono::DateTime<chrono::Utc>) -> Value {
+    match (values, type_) {
+        ([] | [Value::Null], _) => Value::Null,
+        ([Value::String(s)], "date") => json!(age_of(Some(s), now)),
+        ([v], _) => (*v).clone(),
+        (many, _) => json!(
+            many.iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
     }
 }
 
@@ -89,7 +113,7 @@ pub fn table(rt: &ResourceType, objects: &[Value], resource_version: &str) -> Va
         .map(|o| {
             let mut cells = vec![o["metadata"]["name"].clone()];
             for c in &rt.printer_columns {
-                cells.push(cell(json_path(o, &c.json_path), &c.type_, now));
+                cells.push(cell(&json_path(o, &c.json_path), &c.type_, now));
             }
             cells.push(json!(age_of(
                 o["metadata"]["creationTimestamp"].as_str(),
@@ -115,12 +139,17 @@ mod tests {
     fn json_paths_of_printer_columns() {
         let o = json!({"spec": {"ports": [{"port": 80}]}, "status": {"conditions": [
             {"type": "Synced", "status": "True"}, {"type": "Ready", "status": "False"}]}});
-        assert_eq!(json_path(&o, ".spec.ports[0].port"), Some(&json!(80)));
+        assert_eq!(json_path(&o, ".spec.ports[0].port"), vec![&json!(80)]);
         assert_eq!(
             json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
-            Some(&json!("False"))
+            vec![&json!("False")]
         );
-        assert_eq!(json_path(&o, ".status.missing"), None);
+        assert!(json_path(&o, ".status.missing").is_empty());
+        let types = json_path(&o, ".status.conditions[*].type");
+        assert_eq!(types, vec![&json!("Synced"), &json!("Ready")]);
+        let now = chrono::Utc::now();
+        let joined = cell(&json_path(&o, ".status.conditions[].type"), "string", now);
+        assert_eq!(joined, json!("Synced,Ready"));
     }
 
     #[test]
