@@ -1,7 +1,9 @@
 //! Test fixtures shared by every crate's tests (feature `testing`): free ports, an in-process
-//! OTLP/gRPC trace receiver, and a real Prometheus server started from the Debian package.
+//! OTLP/gRPC trace receiver, a real Prometheus server and throwaway PostgreSQL servers, started
+//! from the Debian packages.
 
 pub mod otlp;
+pub mod postgres;
 pub mod prometheus;
 
 /// A free TCP port on 127.0.0.1 (bound, read, released: good enough for tests).
