@@ -8,11 +8,14 @@
 //! port each and are keyed by (resource, node, port, address family, shard of at most
 //! [`MAX_ENDPOINTS`]).
 
+pub mod schedule;
 mod slices;
 mod status;
+mod thresholds;
 
 pub use slices::{MAX_ENDPOINTS, NODE_LABEL, Planned, plan_slices, slice_name};
 pub use status::{endpoint_status, probe_target_label};
+pub use thresholds::Counter;
 
 use std::net::IpAddr;
 
