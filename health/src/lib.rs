@@ -3,8 +3,10 @@
 //!
 //! ```text
 //! probe   TCP, HTTP(S), PostgreSQL against one pod address (I/O)
+//! agent   watches, schedules probes, publishes slices and statuses of one node
 //! cli     `fairlead health …`
 //! ```
 
+pub mod agent;
 pub mod cli;
 pub mod probe;

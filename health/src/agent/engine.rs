@@ -1,0 +1,494 @@
+//! The agent's loop: one task owns the targets, their counters and the timer heap; probes run
+//! as short tasks bounded by a semaphore; verdict changes and watch events replan the affected
+//! resources, and only what changed is written.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fairlead_health_api::{
+    EndpointStatus, POSTGRESQL_CREDENTIALS_TYPE, ProbeMode, ServiceWithHealthchecks,
+};
+use fairlead_health_plan::schedule::{Millis, Timers, first_due, next_due, phase};
+use fairlead_health_plan::{Counter, PodVerdicts, Verdict, endpoint_status, plan_slices};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::AgentMetrics;
+use super::targets::{TargetKey, pods_of, swh_key, targets};
+use super::writer::Writer;
+use crate::probe::{self, ProbeFailure};
+
+/// How often everything is recomputed even without events (missed events cannot last).
+const RESYNC: Duration = Duration::from_secs(60);
+/// Events arriving together are handled together.
+const DEBOUNCE: Duration = Duration::from_millis(20);
+
+/// The agent's settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// This node.
+    pub node: String,
+    /// Probes running at once.
+    pub concurrency: usize,
+    /// Write `lastProbeTime` on every probe, not only on transitions.
+    pub verbose_status: bool,
+}
+
+struct TargetState {
+    counter: Counter,
+    generation: u64,
+    reason: Option<String>,
+}
+
+struct ProbeResult {
+    key: TargetKey,
+    generation: u64,
+    outcome: Result<(), ProbeFailure>,
+}
+
+struct Stores {
+    swhs: Store<ServiceWithHealthchecks>,
+    pods: Store<Pod>,
+    secrets: Store<Secret>,
+    slices: Store<EndpointSlice>,
+}
+
+fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    notify: Arc<Notify>,
+    stop: CancellationToken,
+) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, config).default_backoff().reflect(writer);
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                item = stream.next() => match item {
+                    Some(Ok(_)) => notify.notify_one(),
+                    Some(Err(err)) => tracing::warn!(error = %err, "watch failed; retrying with backoff"),
+                    None => return,
+                },
+            }
+        }
+    });
+    reader
+}
+
+/// Runs the agent until `stop`; `ready` is called once every watch has its initial list.
+pub async fn run(
+    client: kube::Client,
+    settings: Settings,
+    metrics: AgentMetrics,
+    stop: CancellationToken,
+    ready: impl FnOnce(),
+) {
+    let notify = Arc::new(Notify::new());
+    let node_field = format!("spec.nodeName={}", settings.node);
+    let stores = Stores {
+        swhs: watch(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            notify.clone(),
+            stop.clone(),
+        ),
+        pods: watch(
+            Api::all(client.clone()),
+            watcher::Config::default().fields(&node_field),
+            notify.clone(),
+            stop.clone(),
+        ),
+        secrets: watch(
+            Api::all(client.clone()),
+            watcher::Config::default().fields(&format!("type={POSTGRESQL_CREDENTIALS_TYPE}")),
+            notify.clone(),
+            stop.clone(),
+        ),
+        slices: watch(
+            Api::all(client.clone()),
+            watcher::Config::default().labels(&format!(
+                "endpointslice.kubernetes.io/managed-by={},{}={}",
+                fairlead_health_api::MANAGED_BY,
+                fairlead_health_plan::NODE_LABEL,
+                settings.node
+            )),
+            notify.clone(),
+            stop.clone(),
+        ),
+    };
+    let all_listed = async {
+        stores.swhs.wait_until_ready().await.is_ok()
+            && stores.pods.wait_until_ready().await.is_ok()
+            && stores.secrets.wait_until_ready().await.is_ok()
+            && stores.slices.wait_until_ready().await.is_ok()
+    };
+    tokio::select! {
+        () = stop.cancelled() => return,
+        listed = all_listed => if !listed { return },
+    }
+    ready();
+    tracing::info!(node = %settings.node, "agent watching; probing the pods of this node");
+    let mut engine = Engine {
+        writer: Writer::new(client.clone(), &settings.node, metrics.clone()),
+        semaphore: Arc::new(Semaphore::new(settings.concurrency.max(1))),
+        client,
+        settings,
+        metrics,
+        stores,
+        started: Instant::now(),
+        targets: HashMap::new(),
+        timers: Timers::default(),
+        next_generation: 0,
+        written_status: HashMap::new(),
+    };
+    engine.run(notify, stop).await;
+}
+
+struct Engine {
+    client: kube::Client,
+    settings: Settings,
+    metrics: AgentMetrics,
+    stores: Stores,
+    writer: Writer,
+    started: Instant,
+    targets: HashMap<TargetKey, TargetState>,
+    timers: Timers<TargetKey>,
+    next_generation: u64,
+    semaphore: Arc<Semaphore>,
+    written_status: HashMap<String, BTreeMap<String, EndpointStatus>>,
+}
+
+fn wall_age_millis(created: Option<&str>) -> u64 {
+    created
+        .and_then(|c| c.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map_or(0, |t| {
+            let age = k8s_openapi::jiff::Timestamp::now().duration_since(t);
+            u64::try_from(age.as_millis()).unwrap_or(0)
+        })
+}
+
+impl Engine {
+    fn now(&self) -> Millis {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn swh(&self, key: &str) -> Option<Arc<ServiceWithHealthchecks>> {
+        let (ns, name) = key.split_once('/')?;
+        self.stores.swhs.get(&ObjectRef::new(name).within(ns))
+    }
+
+    async fn run(&mut self, notify: Arc<Notify>, stop: CancellationToken) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<ProbeResult>();
+        let mut resync = tokio::time::interval(RESYNC);
+        loop {
+            let next = self.timers.next_due().map(|due| {
+                tokio::time::Instant::from_std(self.started + Duration::from_millis(due))
+            });
+            let mut dirty: BTreeSet<String> = BTreeSet::new();
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = notify.notified() => {
+                    tokio::time::sleep(DEBOUNCE).await;
+                    dirty = self.sync();
+                }
+                _ = resync.tick() => dirty = self.sync(),
+                () = async {
+                    match next {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => self.dispatch(&tx),
+                Some(result) = rx.recv() => {
+                    dirty.extend(self.record(result));
+                    while let Ok(result) = rx.try_recv() {
+                        dirty.extend(self.record(result));
+                    }
+                }
+            }
+            for key in dirty {
+                self.publish(&key).await;
+            }
+        }
+    }
+
+    /// Recomputes the targets from the watched state; returns every resource to republish.
+    fn sync(&mut self) -> BTreeSet<String> {
+        let pods = self.stores.pods.state();
+        let mut wanted: BTreeMap<TargetKey, Option<String>> = BTreeMap::new();
+        let mut resources = BTreeSet::new();
+        for swh in self.stores.swhs.state() {
+            resources.insert(swh_key(&swh));
+            let views = pods_of(&swh, pods.iter().map(|p| p.as_ref()));
+            wanted.extend(targets(&swh, &views));
+        }
+        self.targets.retain(|key, _| wanted.contains_key(key));
+        let now = self.now();
+        for (key, created) in wanted {
+            if self.targets.contains_key(&key) {
+                continue;
+            }
+            let Some(swh) = self.swh(&key.swh) else {
+                continue;
+            };
+            let healthcheck = &swh.spec.healthcheck;
+            let period =
+                Duration::from_secs(u64::try_from(healthcheck.period_seconds.max(1)).unwrap_or(1));
+            let initial = Duration::from_secs(
+                u64::try_from(healthcheck.initial_delay_seconds.max(0)).unwrap_or(0),
+            );
+            let created_at = now.saturating_sub(wall_age_millis(created.as_deref()));
+            let due = first_due(created_at, initial, phase(&key.text(), period), now);
+            self.next_generation += 1;
+            self.timers.push(due, self.next_generation, key.clone());
+            self.targets.insert(
+                key,
+                TargetState {
+                    counter: Counter::default(),
+                    generation: self.next_generation,
+                    reason: None,
+                },
+            );
+        }
+        for swh in self.written_status.keys() {
+            resources.insert(swh.clone());
+        }
+        resources.extend(self.writer.resources_with_slices(&self.stores.slices));
+        resources
+    }
+
+    /// Starts the probes that are due and schedules their next runs.
+    fn dispatch(&mut self, tx: &mpsc::UnboundedSender<ProbeResult>) {
+        let now = self.now();
+        for (due, generation, key) in self.timers.pop_due(now) {
+            let Some(state) = self.targets.get(&key) else {
+                continue;
+            };
+            if state.generation != generation {
+                continue;
+            }
+            let Some(swh) = self.swh(&key.swh) else {
+                continue;
+            };
+            let Some(probe) = swh.spec.healthcheck.probes.get(key.probe).cloned() else {
+                continue;
+            };
+            let period = Duration::from_secs(
+                u64::try_from(swh.spec.healthcheck.period_seconds.max(1)).unwrap_or(1),
+            );
+            self.timers
+                .push(next_due(due, period, now), generation, key.clone());
+            let secret = probe
+                .postgresql
+                .as_ref()
+                .and_then(|pg| pg.auth_secret_name.clone())
+                .map(|name| (swh.metadata.namespace.clone().unwrap_or_default(), name));
+            let cached = secret
+                .as_ref()
+                .and_then(|(ns, name)| self.stores.secrets.get(&ObjectRef::new(name).within(ns)));
+            let semaphore = self.semaphore.clone();
+            let tx = tx.clone();
+            let client = self.client.clone();
+            let metrics = self.metrics.clone();
+            let namespace = swh.metadata.namespace.clone().unwrap_or_default();
+            let name = swh.metadata.name.clone().unwrap_or_default();
+            tokio::spawn(async move {
+                let Ok(_permit) = semaphore.acquire_owned().await else {
+                    return;
+                };
+                let port = probe.target_port().unwrap_or(0);
+                let addr = SocketAddr::new(key.ip, u16::try_from(port).unwrap_or(0));
+                let timeout =
+                    Duration::from_secs(u64::try_from(probe.timeout_seconds.max(1)).unwrap_or(1));
+                let started = Instant::now();
+                let span =
+                    tracing::info_span!("probe", swh = %key.swh, mode = probe.mode.label(), port);
+                let outcome = tracing::Instrument::instrument(
+                    run_probe(&probe, addr, timeout, secret, cached, client),
+                    span.clone(),
+                )
+                .await;
+                if let Err(failure) = &outcome {
+                    span.in_scope(|| tracing::info!(reason = %failure, "probe failed"));
+                }
+                metrics.observe_probe(
+                    &namespace,
+                    &name,
+                    port,
+                    probe.mode.label(),
+                    outcome.is_ok(),
+                    started.elapsed(),
+                );
+                let _ = tx.send(ProbeResult {
+                    key,
+                    generation,
+                    outcome,
+                });
+            });
+        }
+    }
+
+    /// Counts a result; returns the resource to republish when the verdict changed.
+    fn record(&mut self, result: ProbeResult) -> Option<String> {
+        let swh = self.swh(&result.key.swh)?;
+        let probe = swh.spec.healthcheck.probes.get(result.key.probe)?;
+        let state = self.targets.get_mut(&result.key)?;
+        if state.generation != result.generation {
+            return None;
+        }
+        let success = result.outcome.is_ok();
+        let reason = result.outcome.err().map(|e| e.to_string());
+        let reason_changed = state.reason != reason;
+        state.reason = reason;
+        let changed = state.counter.record(
+            success,
+            u32::try_from(probe.success_threshold).unwrap_or(1),
+            u32::try_from(probe.failure_threshold).unwrap_or(3),
+        );
+        (changed
+            || (reason_changed && state.counter.verdict() == Verdict::Failing)
+            || self.settings.verbose_status)
+            .then(|| result.key.swh.clone())
+    }
+
+    /// Plans and writes one resource's slices and this node's status entries.
+    async fn publish(&mut self, key: &str) {
+        let started = Instant::now();
+        let Some(swh) = self.swh(key) else {
+            self.writer.remove_resource(key, &self.stores.slices).await;
+            self.written_status.remove(key);
+            return;
+        };
+        let pods = self.stores.pods.state();
+        let views = pods_of(&swh, pods.iter().map(|p| p.as_ref()));
+        let probes = swh.spec.healthcheck.probes.len();
+        let mut verdicts: BTreeMap<String, PodVerdicts> = BTreeMap::new();
+        let mut reasons: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
+        for (pod, _) in &views {
+            let Some(ip) = pod.ips.first().copied() else {
+                continue;
+            };
+            let (v, r): (PodVerdicts, Vec<Option<String>>) = (0..probes)
+                .map(|probe| {
+                    let target = TargetKey {
+                        swh: key.to_owned(),
+                        pod_uid: pod.uid.clone(),
+                        ip,
+                        probe,
+                    };
+                    self.targets
+                        .get(&target)
+                        .map_or((Verdict::Pending, None), |s| {
+                            (s.counter.verdict(), s.reason.clone())
+                        })
+                })
+                .unzip();
+            verdicts.insert(pod.uid.clone(), v);
+            reasons.insert(pod.uid.clone(), r);
+        }
+        let pod_views: Vec<_> = views.iter().map(|(p, _)| p.clone()).collect();
+        let planned = plan_slices(&swh, &self.settings.node, &pod_views, &verdicts);
+        self.metrics.set_endpoints(&swh, &planned);
+        self.writer
+            .write_slices(key, &planned, &self.stores.slices)
+            .await;
+        let statuses: BTreeMap<String, EndpointStatus> = if super::targets::probed(&swh) {
+            pod_views
+                .iter()
+                .map(|pod| {
+                    let none = Vec::new();
+                    let entry = endpoint_status(
+                        &swh,
+                        &self.settings.node,
+                        pod,
+                        verdicts.get(&pod.uid).unwrap_or(&none),
+                        reasons.get(&pod.uid).map_or(&[][..], Vec::as_slice),
+                    );
+                    (pod.name.clone(), entry)
+                })
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let previous = self.written_status.get(key).cloned().unwrap_or_default();
+        if let Some(written) = self
+            .writer
+            .write_status(&swh, &previous, statuses, self.settings.verbose_status)
+            .await
+        {
+            self.written_status.insert(key.to_owned(), written);
+        }
+        self.metrics.observe_sync(started.elapsed());
+    }
+}
+
+async fn run_probe(
+    probe: &fairlead_health_api::Probe,
+    addr: SocketAddr,
+    timeout: Duration,
+    secret: Option<(String, String)>,
+    cached: Option<Arc<Secret>>,
+    client: kube::Client,
+) -> Result<(), ProbeFailure> {
+    match probe.mode {
+        ProbeMode::Tcp => probe::tcp::probe(addr, timeout).await,
+        ProbeMode::Http => match &probe.http {
+            Some(http) => probe::http::probe(addr, http, timeout).await,
+            None => Err(ProbeFailure::Config(
+                "mode HTTP without an http block".into(),
+            )),
+        },
+        ProbeMode::PostgreSql => {
+            let Some(spec) = &probe.postgresql else {
+                return Err(ProbeFailure::Config(
+                    "mode PostgreSQL without a postgreSQL block".into(),
+                ));
+            };
+            let Some((namespace, name)) = secret else {
+                return Err(ProbeFailure::Config(
+                    "postgreSQL.authSecretName is not set".into(),
+                ));
+            };
+            let secret = match cached {
+                Some(secret) => secret,
+                // Not in the cache of typed Secrets: read it to say why (missing, wrong type).
+                None => match Api::<Secret>::namespaced(client, &namespace)
+                    .get_opt(&name)
+                    .await
+                {
+                    Ok(Some(secret)) => Arc::new(secret),
+                    Ok(None) => {
+                        return Err(ProbeFailure::Config(format!(
+                            "Secret {namespace}/{name} not found"
+                        )));
+                    }
+                    Err(err) => {
+                        return Err(ProbeFailure::Config(format!(
+                            "reading Secret {namespace}/{name}: {err}"
+                        )));
+                    }
+                },
+            };
+            let credentials = probe::postgres::Credentials::from_secret(&secret)?;
+            probe::postgres::probe(addr, spec, &credentials, timeout).await
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The agent (`fairlead health agent`, a DaemonSet): probes the pods of its node and publishes
+//! the results as EndpointSlices, one Service port each, and as endpoint statuses.
+//!
+//! ```text
+//! watch SWHs, own pods, typed Secrets, own slices -> targets (targets.rs)
+//!   -> timer heap + bounded probe tasks (engine.rs) -> thresholds -> plan (health/plan)
+//!   -> write slices and statuses only on change (writer.rs); metrics (metrics.rs)
+//! ```
+
+mod engine;
+pub mod metrics;
+mod targets;
+mod writer;
+
+pub use engine::{Settings, run};

@@ -1,0 +1,191 @@
+//! The agent's writes: its node's EndpointSlices (server-side apply, nothing sent when already
+//! in place; stale ones deleted) and its node's `endpointStatuses` entries (server-side apply
+//! on the status list-map keyed by `podName` under a per-node field manager, forced, since a
+//! StatefulSet pod keeps its name when it moves to another node).
+
+use std::collections::BTreeMap;
+
+use fairlead_health_api::{EndpointStatus, ServiceWithHealthchecks};
+use fairlead_health_plan::Planned;
+use fairlead_kit::apply::{Applied, apply};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use serde_json::json;
+
+use super::metrics::AgentMetrics;
+
+/// Writes for one node.
+pub struct Writer {
+    client: kube::Client,
+    manager: String,
+    metrics: AgentMetrics,
+}
+
+fn split(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
+fn service_name(slice: &EndpointSlice) -> Option<&str> {
+    slice
+        .metadata
+        .labels
+        .as_ref()?
+        .get("kubernetes.io/service-name")
+        .map(String::as_str)
+}
+
+impl Writer {
+    /// A writer whose field manager names the node.
+    pub fn new(client: kube::Client, node: &str, metrics: AgentMetrics) -> Self {
+        Self {
+            client,
+            manager: format!("fairlead-health-agent-{node}"),
+            metrics,
+        }
+    }
+
+    /// `namespace/name` of every resource this node has slices for.
+    pub fn resources_with_slices(&self, slices: &Store<EndpointSlice>) -> Vec<String> {
+        slices
+            .state()
+            .iter()
+            .filter_map(|s| {
+                Some(format!(
+                    "{}/{}",
+                    s.metadata.namespace.as_deref()?,
+                    service_name(s)?
+                ))
+            })
+            .collect()
+    }
+
+    fn existing(&self, key: &str, slices: &Store<EndpointSlice>) -> Vec<EndpointSlice> {
+        let (namespace, name) = split(key);
+        slices
+            .state()
+            .iter()
+            .filter(|s| {
+                s.metadata.namespace.as_deref() == Some(namespace) && service_name(s) == Some(name)
+            })
+            .map(|s| (**s).clone())
+            .collect()
+    }
+
+    /// Makes this node's slices of a resource the planned ones.
+    pub async fn write_slices(&self, key: &str, planned: &Planned, slices: &Store<EndpointSlice>) {
+        let (namespace, _) = split(key);
+        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
+        let existing = self.existing(key, slices);
+        for (name, slice) in planned {
+            let current = existing
+                .iter()
+                .find(|s| s.metadata.name.as_deref() == Some(name.as_str()));
+            match apply(&api, &self.manager, slice, current).await {
+                Ok(Applied::Written(_)) => self.metrics.slice_write("apply", true),
+                Ok(Applied::Unchanged(_)) => {}
+                Err(err) => {
+                    self.metrics.slice_write("apply", false);
+                    tracing::warn!(slice = %name, error = %err, "writing an EndpointSlice failed; retried on the next change or resync");
+                }
+            }
+        }
+        for stale in existing.iter().filter(|s| {
+            s.metadata
+                .name
+                .as_ref()
+                .is_none_or(|n| !planned.contains_key(n))
+        }) {
+            self.delete(&api, stale).await;
+        }
+    }
+
+    async fn delete(&self, api: &Api<EndpointSlice>, slice: &EndpointSlice) {
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => self.metrics.slice_write("delete", true),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(err) => {
+                self.metrics.slice_write("delete", false);
+                tracing::warn!(slice = %name, error = %err, "deleting an EndpointSlice failed; retried on the next resync");
+            }
+        }
+    }
+
+    /// Deletes this node's slices of a resource that is gone.
+    pub async fn remove_resource(&self, key: &str, slices: &Store<EndpointSlice>) {
+        let (namespace, _) = split(key);
+        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
+        for slice in self.existing(key, slices) {
+            self.delete(&api, &slice).await;
+        }
+    }
+
+    /// Writes this node's endpoint statuses when they changed; returns what is now stored.
+    /// Times move only on transitions, unless `verbose`.
+    pub async fn write_status(
+        &self,
+        swh: &ServiceWithHealthchecks,
+        previous: &BTreeMap<String, EndpointStatus>,
+        mut entries: BTreeMap<String, EndpointStatus>,
+        verbose: bool,
+    ) -> Option<BTreeMap<String, EndpointStatus>> {
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        for (pod, entry) in &mut entries {
+            match previous.get(pod) {
+                Some(old) if same_result(old, entry) => {
+                    entry.last_transition_time = old.last_transition_time.clone();
+                    entry.last_probe_time = if verbose {
+                        Some(now.clone())
+                    } else {
+                        old.last_probe_time.clone()
+                    };
+                }
+                _ => {
+                    entry.last_transition_time = Some(now.clone());
+                    entry.last_probe_time = Some(now.clone());
+                }
+            }
+        }
+        if (!verbose || entries.is_empty()) && &entries == previous {
+            return None;
+        }
+        let name = swh.metadata.name.clone().unwrap_or_default();
+        let namespace = swh.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<ServiceWithHealthchecks> = Api::namespaced(self.client.clone(), &namespace);
+        let body = json!({
+            "apiVersion": "network.deckhouse.io/v1alpha1",
+            "kind": "ServiceWithHealthchecks",
+            "metadata": {"name": name, "namespace": namespace},
+            "status": {"endpointStatuses": entries.values().collect::<Vec<_>>()},
+        });
+        match api
+            .patch_status(
+                &name,
+                &PatchParams::apply(&self.manager).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+        {
+            Ok(_) => {
+                self.metrics.status_write(true);
+                Some(entries)
+            }
+            Err(err) => {
+                self.metrics.status_write(false);
+                tracing::warn!(swh = %name, error = %err, "writing endpoint statuses failed; retried on the next change or resync");
+                None
+            }
+        }
+    }
+}
+
+fn same_result(a: &EndpointStatus, b: &EndpointStatus) -> bool {
+    a.ready == b.ready
+        && a.probes_successful == b.probes_successful
+        && a.failed_probes == b.failed_probes
+        && a.failure_reasons == b.failure_reasons
+        && a.node_name == b.node_name
+}
