@@ -8,6 +8,7 @@
 //! port each and are keyed by (resource, node, port, address family, shard of at most
 //! [`MAX_ENDPOINTS`]).
 
+pub mod controller;
 pub mod schedule;
 mod slices;
 mod status;
