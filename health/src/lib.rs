@@ -4,9 +4,12 @@
 //! ```text
 //! probe   TCP, HTTP(S), PostgreSQL against one pod address (I/O)
 //! agent   watches, schedules probes, publishes slices and statuses of one node
+//! controller  child Services, Ready condition and counts, cleanup (leader-elected)
 //! cli     `fairlead health …`
 //! ```
 
 pub mod agent;
 pub mod cli;
+pub mod controller;
+pub mod metrics;
 pub mod probe;

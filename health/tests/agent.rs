@@ -5,7 +5,8 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use fairlead_apiserver::{ApiServer, Config};
-use fairlead_health::agent::{self, Settings, metrics::AgentMetrics};
+use fairlead_health::agent::{self, Settings};
+use fairlead_health::metrics::HealthMetrics;
 use fairlead_health_api::{ServiceWithHealthchecks, crd};
 use fairlead_kit::Metrics;
 use k8s_openapi::api::core::v1::Pod;
@@ -114,7 +115,7 @@ async fn a_failing_port_is_withdrawn_alone_and_comes_back() {
     swhs.create(&PostParams::default(), &swh).await.unwrap();
 
     let stop = CancellationToken::new();
-    let metrics = AgentMetrics::new(&Metrics::new("test").unwrap()).unwrap();
+    let metrics = HealthMetrics::new(&Metrics::new("test").unwrap()).unwrap();
     let settings = Settings {
         node: "n1".into(),
         concurrency: 16,

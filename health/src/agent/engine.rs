@@ -21,7 +21,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::metrics::AgentMetrics;
+use crate::metrics::HealthMetrics;
 use super::targets::{TargetKey, pods_of, swh_key, targets};
 use super::writer::Writer;
 use crate::probe::{self, ProbeFailure};
@@ -98,7 +98,7 @@ where
 pub async fn run(
     client: kube::Client,
     settings: Settings,
-    metrics: AgentMetrics,
+    metrics: HealthMetrics,
     stop: CancellationToken,
     ready: impl FnOnce(),
 ) {
@@ -166,7 +166,7 @@ pub async fn run(
 struct Engine {
     client: kube::Client,
     settings: Settings,
-    metrics: AgentMetrics,
+    metrics: HealthMetrics,
     stores: Stores,
     writer: Writer,
     started: Instant,
@@ -436,7 +436,7 @@ impl Engine {
         {
             self.written_status.insert(key.to_owned(), written);
         }
-        self.metrics.observe_sync(started.elapsed());
+        self.metrics.observe_sync("agent", started.elapsed());
     }
 }
 

@@ -4,11 +4,10 @@
 //! ```text
 //! watch SWHs, own pods, typed Secrets, own slices -> targets (targets.rs)
 //!   -> timer heap + bounded probe tasks (engine.rs) -> thresholds -> plan (health/plan)
-//!   -> write slices and statuses only on change (writer.rs); metrics (metrics.rs)
+//!   -> write slices and statuses only on change (writer.rs)
 //! ```
 
 mod engine;
-pub mod metrics;
 mod targets;
 mod writer;
 

@@ -13,13 +13,13 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use serde_json::json;
 
-use super::metrics::AgentMetrics;
+use crate::metrics::HealthMetrics;
 
 /// Writes for one node.
 pub struct Writer {
     client: kube::Client,
     manager: String,
-    metrics: AgentMetrics,
+    metrics: HealthMetrics,
 }
 
 fn split(key: &str) -> (&str, &str) {
@@ -37,7 +37,7 @@ fn service_name(slice: &EndpointSlice) -> Option<&str> {
 
 impl Writer {
     /// A writer whose field manager names the node.
-    pub fn new(client: kube::Client, node: &str, metrics: AgentMetrics) -> Self {
+    pub fn new(client: kube::Client, node: &str, metrics: HealthMetrics) -> Self {
         Self {
             client,
             manager: format!("fairlead-health-agent-{node}"),
@@ -170,11 +170,11 @@ impl Writer {
             .await
         {
             Ok(_) => {
-                self.metrics.status_write(true);
+                self.metrics.status_write("agent", true);
                 Some(entries)
             }
             Err(err) => {
-                self.metrics.status_write(false);
+                self.metrics.status_write("agent", false);
                 tracing::warn!(swh = %name, error = %err, "writing endpoint statuses failed; retried on the next change or resync");
                 None
             }

@@ -1,4 +1,5 @@
-//! The agent's metrics (`swh_` prefix). Labels are low-cardinality: namespace, resource, port,
+//! The health module's metrics (`swh_` prefix), shared by the agent and the controller (one
+//! registration per process, so both can run in `fairlead up`). Labels are low-cardinality: namespace, resource, port,
 //! mode, result, state; never a pod name or an IP.
 
 use std::time::Duration;
@@ -8,19 +9,20 @@ use fairlead_health_plan::Planned;
 use fairlead_kit::metrics::{FAST_LATENCY_BUCKETS, Metrics, MetricsError, NETWORK_LATENCY_BUCKETS};
 use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
 
-/// The agent's metric handles. Cheap to clone.
+/// The module's metric handles. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct AgentMetrics {
+pub struct HealthMetrics {
     probe_duration: HistogramVec,
     probes: IntCounterVec,
     endpoints: IntGaugeVec,
     slice_writes: IntCounterVec,
     status_writes: IntCounterVec,
     sync_duration: HistogramVec,
+    reconcile_errors: IntCounterVec,
 }
 
-impl AgentMetrics {
-    /// Registers the agent's metrics.
+impl HealthMetrics {
+    /// Registers the module's metrics.
     pub fn new(metrics: &Metrics) -> Result<Self, MetricsError> {
         Ok(Self {
             probe_duration: metrics.histogram_vec(
@@ -54,6 +56,11 @@ impl AgentMetrics {
                 "Duration of planning and writing one resource.",
                 &["component"],
                 FAST_LATENCY_BUCKETS,
+            )?,
+            reconcile_errors: metrics.counter_vec(
+                "swh_reconcile_errors_total",
+                "Failed writes while reconciling, by component and kind of object.",
+                &["component", "object"],
             )?,
         })
     }
@@ -123,17 +130,24 @@ impl AgentMetrics {
             .inc();
     }
 
-    /// Records one status write.
-    pub fn status_write(&self, ok: bool) {
+    /// Records one status write by `component` (`agent`, `controller`).
+    pub fn status_write(&self, component: &str, ok: bool) {
         self.status_writes
-            .with_label_values(&["agent", Self::result(ok)])
+            .with_label_values(&[component, Self::result(ok)])
             .inc();
     }
 
-    /// Records the duration of one resource's planning and writing.
-    pub fn observe_sync(&self, took: Duration) {
+    /// Records the duration of one resource's reconcile by `component`.
+    pub fn observe_sync(&self, component: &str, took: Duration) {
         self.sync_duration
-            .with_label_values(&["agent"])
+            .with_label_values(&[component])
             .observe(took.as_secs_f64());
+    }
+
+    /// Counts a failed write of `object` (`service`, `status`, `endpointslice`).
+    pub fn reconcile_error(&self, component: &str, object: &str) {
+        self.reconcile_errors
+            .with_label_values(&[component, object])
+            .inc();
     }
 }

@@ -1,0 +1,247 @@
+//! The controller (`fairlead health controller`, a Deployment, leader-elected on a Lease):
+//! keeps each resource's child Service, aggregates the agents' endpoint statuses into the
+//! `Ready` condition and counts, prunes the entries of pods that are gone, and deletes the
+//! EndpointSlices of nodes and resources that are gone, on events and on a slow resync.
+//!
+//! Decisions are in `fairlead_health_plan::controller`; this is the I/O around them.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fairlead_health_api::ServiceWithHealthchecks;
+use fairlead_health_plan::controller::{ConditionState, child_service, child_service_condition, orphaned_slices, readiness, stale_entries};
+use fairlead_kit::apply::{Applied, apply};
+use fairlead_kit::events::Events;
+use fairlead_kit::lease::{self, LeaseConfig};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Resource;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::HealthMetrics;
+
+/// The controller's field manager.
+pub const MANAGER: &str = "fairlead-health-controller";
+/// The Lease name (Deckhouse's).
+pub const LEASE: &str = "swh-controller-leader.deckhouse.io";
+const RESYNC: Duration = Duration::from_secs(300);
+const DEBOUNCE: Duration = Duration::from_millis(20);
+
+fn watch<K>(api: Api<K>, config: watcher::Config, notify: Arc<Notify>, stop: CancellationToken) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, config).default_backoff().reflect(writer);
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                item = stream.next() => match item {
+                    Some(Ok(_)) => notify.notify_one(),
+                    Some(Err(err)) => tracing::warn!(error = %err, "watch failed; retrying with backoff"),
+                    None => return,
+                },
+            }
+        }
+    });
+    reader
+}
+
+struct Controller {
+    client: kube::Client,
+    metrics: HealthMetrics,
+    events: Events,
+    swhs: Store<ServiceWithHealthchecks>,
+    services: Store<Service>,
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    slices: Store<EndpointSlice>,
+    last_child_condition: HashMap<String, &'static str>,
+}
+
+/// Runs the controller until `stop`; `ready` is called once its watches have listed.
+pub async fn run(client: kube::Client, lease: LeaseConfig, metrics: HealthMetrics, stop: CancellationToken, ready: impl FnOnce()) {
+    let notify = Arc::new(Notify::new());
+    let managed = format!("endpointslice.kubernetes.io/managed-by={}", fairlead_health_api::MANAGED_BY);
+    let mut controller = Controller {
+        events: Events::new(client.clone(), MANAGER, Some(lease.identity.clone())),
+        swhs: watch(Api::all(client.clone()), watcher::Config::default(), notify.clone(), stop.clone()),
+        services: watch(Api::all(client.clone()), watcher::Config::default(), notify.clone(), stop.clone()),
+        nodes: watch(Api::all(client.clone()), watcher::Config::default(), notify.clone(), stop.clone()),
+        pods: watch(Api::all(client.clone()), watcher::Config::default(), notify.clone(), stop.clone()),
+        slices: watch(Api::all(client.clone()), watcher::Config::default().labels(&managed), notify.clone(), stop.clone()),
+        client: client.clone(),
+        metrics,
+        last_child_condition: HashMap::new(),
+    };
+    let listed = async {
+        controller.swhs.wait_until_ready().await.is_ok()
+            && controller.services.wait_until_ready().await.is_ok()
+            && controller.nodes.wait_until_ready().await.is_ok()
+            && controller.pods.wait_until_ready().await.is_ok()
+            && controller.slices.wait_until_ready().await.is_ok()
+    };
+    tokio::select! {
+        () = stop.cancelled() => return,
+        ok = listed => if !ok { return },
+    }
+    ready();
+    let (mut leadership, _lease_task) = lease::spawn(client, lease, stop.clone());
+    let mut resync = tokio::time::interval(RESYNC);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = leadership.leading(), if !leadership.is_leader() => {}
+            () = notify.notified() => tokio::time::sleep(DEBOUNCE).await,
+            _ = resync.tick() => {}
+        }
+        if leadership.is_leader() {
+            controller.reconcile_all().await;
+        }
+    }
+}
+
+fn condition_json(state: &ConditionState, previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], generation: Option<i64>) -> serde_json::Value {
+    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let transition = previous
+        .iter()
+        .find(|c| c.type_ == state.type_ && c.status == state.status)
+        .map_or(now, |c| c.last_transition_time.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+    json!({"type": state.type_, "status": state.status, "reason": state.reason, "message": state.message,
+        "lastTransitionTime": transition, "observedGeneration": generation.unwrap_or(0)})
+}
+
+impl Controller {
+    async fn reconcile_all(&mut self) {
+        let swhs = self.swhs.state();
+        for swh in &swhs {
+            let started = Instant::now();
+            let span = tracing::info_span!(
+                "reconcile",
+                swh = %format!("{}/{}", swh.metadata.namespace.as_deref().unwrap_or_default(), swh.metadata.name.as_deref().unwrap_or_default())
+            );
+            tracing::Instrument::instrument(self.reconcile(swh), span).await;
+            self.metrics.observe_sync("controller", started.elapsed());
+        }
+        let resources: BTreeSet<String> = swhs
+            .iter()
+            .map(|s| format!("{}/{}", s.metadata.namespace.as_deref().unwrap_or_default(), s.metadata.name.as_deref().unwrap_or_default()))
+            .collect();
+        let nodes: BTreeSet<String> = self.nodes.state().iter().filter_map(|n| n.metadata.name.clone()).collect();
+        let slices: Vec<EndpointSlice> = self.slices.state().iter().map(|s| (**s).clone()).collect();
+        for (namespace, name) in orphaned_slices(&slices, &resources, &nodes) {
+            let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &namespace);
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    self.metrics.slice_write("delete", true);
+                    tracing::info!(%namespace, slice = %name, "deleted the EndpointSlice of a node or resource that is gone");
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(err) => {
+                    self.metrics.slice_write("delete", false);
+                    tracing::warn!(%namespace, slice = %name, error = %err, "deleting an orphaned EndpointSlice failed; retried on the next event or resync");
+                }
+            }
+        }
+    }
+
+    async fn reconcile(&mut self, swh: &ServiceWithHealthchecks) {
+        let namespace = swh.metadata.namespace.clone().unwrap_or_default();
+        let name = swh.metadata.name.clone().unwrap_or_default();
+        let key = format!("{namespace}/{name}");
+        let existing = self.services.get(&ObjectRef::new(&name).within(&namespace));
+        let decision = child_service(swh, existing.as_deref());
+        let mut stored = existing.as_deref().cloned();
+        if let Ok(service) = &decision {
+            let api: Api<Service> = Api::namespaced(self.client.clone(), &namespace);
+            match apply(&api, MANAGER, service, existing.as_deref()).await {
+                Ok(Applied::Written(written)) => {
+                    if existing.is_none() {
+                        self.events.normal(&swh.object_ref(&()), "ChildServiceCreated", "Create", format!("created Service {name}")).await;
+                    }
+                    stored = Some(written);
+                }
+                Ok(Applied::Unchanged(_)) => {}
+                Err(err) => {
+                    self.metrics.reconcile_error("controller", "service");
+                    tracing::warn!(error = %err, "writing the child Service failed; retried on the next event or resync");
+                }
+            }
+        }
+        let child = child_service_condition(&decision);
+        if self.last_child_condition.insert(key.clone(), child.reason) != Some(child.reason) && child.status == "False" {
+            self.events.warning(&swh.object_ref(&()), child.reason, "Reconcile", child.message.clone()).await;
+        }
+        self.write_status(swh, &child, stored.as_ref()).await;
+    }
+
+    async fn write_status(&self, swh: &ServiceWithHealthchecks, child: &ConditionState, service: Option<&Service>) {
+        let namespace = swh.metadata.namespace.clone().unwrap_or_default();
+        let name = swh.metadata.name.clone().unwrap_or_default();
+        let api: Api<ServiceWithHealthchecks> = Api::namespaced(self.client.clone(), &namespace);
+        let live: BTreeSet<String> = self
+            .pods
+            .state()
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        let stale = stale_entries(swh, &live);
+        if !stale.is_empty() {
+            let rv = swh.metadata.resource_version.clone().unwrap_or_default();
+            let mut ops = vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv})];
+            for index in stale.iter().rev() {
+                ops.push(json!({"op": "remove", "path": format!("/status/endpointStatuses/{index}")}));
+            }
+            let patch = Patch::Json::<()>(serde_json::from_value(json!(ops)).expect("a valid JSON patch"));
+            if let Err(err) = api.patch_status(&name, &PatchParams::default(), &patch).await {
+                tracing::debug!(error = %err, "pruning endpoint statuses raced a write; retried on the next event");
+            }
+            return;
+        }
+        let previous = swh.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+        let (ready, counts) = readiness(swh);
+        let spec = service.and_then(|s| s.spec.as_ref());
+        let mut status = json!({
+            "conditions": [condition_json(child, &previous, swh.metadata.generation), condition_json(&ready, &previous, swh.metadata.generation)],
+            "healthcheckCondition": counts,
+        });
+        if let Some(ip) = spec.and_then(|s| s.cluster_ip.clone()) {
+            status["clusterIP"] = json!(ip);
+        }
+        if let Some(ips) = spec.and_then(|s| s.cluster_ips.clone()) {
+            status["clusterIPs"] = json!(ips);
+        }
+        if spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+            && let Some(lb) = service.and_then(|s| s.status.as_ref()).and_then(|s| s.load_balancer.clone())
+        {
+            status["loadBalancer"] = json!(lb);
+        }
+        let current = serde_json::to_value(swh.status.clone().unwrap_or_default()).unwrap_or_default();
+        let unchanged = ["conditions", "healthcheckCondition", "clusterIP", "clusterIPs", "loadBalancer"]
+            .iter()
+            .all(|field| status.get(*field).is_none_or(|v| current.get(*field) == Some(v)));
+        if unchanged {
+            return;
+        }
+        let body = json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": "ServiceWithHealthchecks",
+            "metadata": {"name": name, "namespace": namespace}, "status": status});
+        match api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&body)).await {
+            Ok(_) => self.metrics.status_write("controller", true),
+            Err(err) => {
+                self.metrics.status_write("controller", false);
+                self.metrics.reconcile_error("controller", "status");
+                tracing::warn!(error = %err, "writing the status failed; retried on the next event or resync");
+            }
+        }
+    }
+}
