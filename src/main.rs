@@ -43,7 +43,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Up(args) => up::run(&cli.global, args).await,
-        Command::Health(command) => fairlead_health::cli::run(command).await,
+        Command::Health(command) => fairlead_health::cli::run(&cli.global, command).await,
         Command::Bench(command) => bench::run(command).await,
     }
 }

@@ -1,7 +1,7 @@
 //! `fairlead up`: the appliance on one machine. It starts the embedded API server (HTTPS on
-//! loopback, a CA generated at start, a kubeconfig written for clients), applies the manifests
-//! of `-f DIR`, and serves the admin endpoints and telemetry of the process. The components
-//! join it as they land.
+//! loopback, a CA generated at start, a kubeconfig written for clients), the health module
+//! (its CRD, a local Node, the controller and the agent of that node), applies the manifests of
+//! `-f DIR`, and serves the admin endpoints and telemetry of the process.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,6 +40,10 @@ pub struct UpArgs {
     #[arg(long)]
     strict_endpoints: bool,
 
+    /// The node the local health agent serves: pods with this `spec.nodeName` are probed.
+    #[arg(long, default_value = "local")]
+    node_name: String,
+
     /// Apply the manifests (.yaml, .yml, .json) of this directory after start.
     #[arg(short = 'f', long = "filename")]
     manifests: Option<PathBuf>,
@@ -47,6 +51,52 @@ pub struct UpArgs {
     /// Longest wait for in-flight work after SIGTERM/SIGINT, in seconds.
     #[arg(long, default_value_t = 25.0, value_parser = parse_seconds)]
     drain_deadline: f64,
+}
+
+/// Installs the ServiceWithHealthchecks CRD and the local Node, and starts the health
+/// controller and an agent for that node.
+async fn start_health(runtime: &Runtime, client: &kube::Client, node: &str) -> anyhow::Result<()> {
+    use fairlead_health::{agent, controller, metrics::HealthMetrics};
+    use fairlead_kit::apply::apply;
+    use fairlead_kit::lease::LeaseConfig;
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    apply(&crds, "fairlead-up", &fairlead_health_api::crd(), None)
+        .await
+        .context("installing the ServiceWithHealthchecks CRD")?;
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    let local: Node = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}))?;
+    apply(&nodes, "fairlead-up", &local, None)
+        .await
+        .context("registering the local node")?;
+
+    let metrics = HealthMetrics::new(&runtime.metrics)?;
+    let agent_ready = runtime.readiness.register("health-agent");
+    let controller_ready = runtime.readiness.register("health-controller");
+    let settings = agent::Settings {
+        node: node.to_owned(),
+        concurrency: 256,
+        verbose_status: false,
+    };
+    runtime.shutdown.spawn(agent::run(
+        client.clone(),
+        settings,
+        metrics.clone(),
+        runtime.shutdown.token(),
+        move || agent_ready.ready(),
+    ));
+    let lease = LeaseConfig::new(controller::LEASE, "kube-system", "fairlead-up");
+    runtime.shutdown.spawn(controller::run(
+        client.clone(),
+        lease,
+        metrics,
+        runtime.shutdown.token(),
+        move || controller_ready.ready(),
+    ));
+    Ok(())
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
@@ -92,8 +142,9 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
              for pods; a real API server rejects them (--strict-endpoints turns this off)"
         );
     }
+    let client = server.client().await?;
+    start_health(&runtime, &client, &args.node_name).await?;
     if let Some(dir) = &args.manifests {
-        let client = server.client().await?;
         let applied = fairlead_apiserver::manifests::apply_dir(&client, server.registry(), dir)
             .await
             .with_context(|| format!("applying the manifests of {}", dir.display()))?;
@@ -106,9 +157,9 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         admin = %admin_addr,
         "fairlead up: running (embedded API server: development and test only); Ctrl-C to stop"
     );
-    runtime.shutdown.triggered().await;
-    server.shutdown();
+    // The components drain first, while the API server they talk to is still up.
     runtime.finish().await;
+    server.shutdown();
     tracing::info!("fairlead up: stopped");
     Ok(())
 }

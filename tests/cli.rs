@@ -152,9 +152,7 @@ async fn up_exports_traces_under_the_configured_service_name() {
         ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci"),
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ]);
-    up.wait_healthy().await;
-    let ready = reqwest::get(format!("{}/readyz", up.admin)).await.unwrap();
-    assert_eq!(ready.status(), 200);
+    up.wait_ready().await;
     let span = receiver
         .wait_for_span("GET /readyz", Duration::from_secs(10))
         .await
@@ -348,4 +346,75 @@ async fn acknowledged_writes_survive_a_kill_with_a_data_dir() {
         assert!(names.contains(&format!("cm-{i}")), "cm-{i} lost: {names:?}");
     }
     assert!(again.stop().status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_runs_the_health_module_on_a_local_node() {
+    let backend = std::net::TcpListener::bind("127.0.0.4:0").unwrap();
+    let port = backend.local_addr().unwrap().port();
+    let manifests = tempfile::tempdir().unwrap();
+    std::fs::write(
+        manifests.path().join("web.yaml"),
+        format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: web-a, labels: {{app: web}}}}
+spec: {{nodeName: local, containers: [{{name: app, image: app}}]}}
+status:
+  phase: Running
+  podIP: 127.0.0.4
+  podIPs: [{{ip: 127.0.0.4}}]
+  conditions: [{{type: Ready, status: "True"}}]
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ServiceWithHealthchecks
+metadata: {{name: web}}
+spec:
+  selector: {{app: web}}
+  ports: [{{name: web, port: 80, targetPort: {port}}}]
+  healthcheck:
+    initialDelaySeconds: 0
+    periodSeconds: 1
+    probes: [{{mode: TCP, tcp: {{targetPort: {port}}}}}]
+"#
+        ),
+    )
+    .unwrap();
+    let up = Up::start_with(&["-f", manifests.path().to_str().unwrap()], &[]);
+    up.wait_ready().await;
+    let client = up.client().await;
+    let slices: kube::Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        kube::Api::namespaced(client.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(slice) = slices.get_opt("web-local-web-ipv4-0").await.unwrap() {
+            let endpoints = slice.endpoints.unwrap_or_default();
+            assert_eq!(endpoints[0].addresses, vec!["127.0.0.4"]);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the local agent published the pod"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(client, "default");
+    assert!(
+        services.get_opt("web").await.unwrap().is_some(),
+        "the controller made the child Service"
+    );
+    let metrics = reqwest::get(format!("{}/metrics", up.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("swh_probe_duration_seconds_bucket"),
+        "probe histograms are exported"
+    );
+    drop(backend);
+    assert!(up.stop().status.success());
 }

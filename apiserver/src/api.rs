@@ -625,6 +625,10 @@ impl Ctx<'_> {
         };
         object["metadata"]["name"] = json!(name);
         meta::prepare_create(self.rt(), &mut object, &uid);
+        if self.rt().kind == "Service" {
+            let (existing, _) = self.state.store.list("services", None);
+            crate::allocate::service(&mut object, &existing, &uid);
+        }
         if self.rt().kind == "Namespace" {
             object["spec"]["finalizers"] = json!(["kubernetes"]);
             object["status"] = json!({"phase": "Active"});

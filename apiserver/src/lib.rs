@@ -14,6 +14,7 @@
 //! ```
 
 pub mod admission;
+pub mod allocate;
 pub mod api;
 pub mod apply;
 pub mod bench;

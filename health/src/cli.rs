@@ -1,19 +1,129 @@
-//! `fairlead health …`.
+//! `fairlead health …`: the CRD, the agent (DaemonSet) and the controller (Deployment).
 
-use clap::Subcommand;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use fairlead_kit::lease::LeaseConfig;
+use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
+use fairlead_kit::{AdminServer, GlobalArgs, Runtime};
+
+use crate::agent::{self, Settings};
+use crate::controller;
+use crate::metrics::HealthMetrics;
 
 /// The health module's commands.
 #[derive(Debug, Subcommand)]
 pub enum HealthCommand {
     /// Print the ServiceWithHealthchecks CRD (YAML), generated from the Rust types.
     Crd,
+    /// Run the agent of one node: probe its pods and publish EndpointSlices and statuses.
+    Agent(AgentArgs),
+    /// Run the controller: child Services, Ready condition, cleanup (leader-elected).
+    Controller(ControllerArgs),
+}
+
+/// Options of `fairlead health agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// This node's name (the DaemonSet passes `spec.nodeName`).
+    #[arg(long, env = "NODE_NAME")]
+    node_name: String,
+    /// Address of the admin server (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:9874")]
+    admin_addr: SocketAddr,
+    /// Probes running at once.
+    #[arg(long, default_value_t = 256)]
+    concurrency: usize,
+    /// Write `lastProbeTime` on every probe (more API load), not only on transitions.
+    #[arg(long)]
+    verbose_status: bool,
+}
+
+/// Options of `fairlead health controller`.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Address of the admin server (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:4250")]
+    admin_addr: SocketAddr,
+    /// Namespace of the leader-election Lease.
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "d8-service-with-healthchecks"
+    )]
+    lease_namespace: String,
+    /// This replica's identity in the Lease.
+    #[arg(long, env = "POD_NAME", default_value = "fairlead-health-controller")]
+    identity: String,
 }
 
 /// Runs a health command.
-pub async fn run(command: HealthCommand) -> anyhow::Result<()> {
+pub async fn run(global: &GlobalArgs, command: HealthCommand) -> anyhow::Result<()> {
     match command {
         HealthCommand::Crd => {
             print!("{}", serde_yaml_ng::to_string(&fairlead_health_api::crd())?);
+            Ok(())
+        }
+        HealthCommand::Agent(args) => {
+            let runtime = Runtime::start(global, "fairlead-health-agent", DEFAULT_DRAIN_DEADLINE)?;
+            let client = kube::Client::try_default()
+                .await
+                .context("connecting to the Kubernetes API")?;
+            let metrics = HealthMetrics::new(&runtime.metrics)?;
+            let ready = runtime.readiness.register("agent");
+            AdminServer::bind(
+                args.admin_addr,
+                runtime.metrics.clone(),
+                runtime.readiness.clone(),
+                None,
+            )
+            .await?
+            .spawn(&runtime.shutdown);
+            let settings = Settings {
+                node: args.node_name,
+                concurrency: args.concurrency,
+                verbose_status: args.verbose_status,
+            };
+            runtime.shutdown.spawn(agent::run(
+                client,
+                settings,
+                metrics,
+                runtime.shutdown.token(),
+                move || ready.ready(),
+            ));
+            runtime.finish().await;
+            Ok(())
+        }
+        HealthCommand::Controller(args) => {
+            let runtime =
+                Runtime::start(global, "fairlead-health-controller", DEFAULT_DRAIN_DEADLINE)?;
+            let client = kube::Client::try_default()
+                .await
+                .context("connecting to the Kubernetes API")?;
+            let metrics = HealthMetrics::new(&runtime.metrics)?;
+            let ready = runtime.readiness.register("controller");
+            AdminServer::bind(
+                args.admin_addr,
+                runtime.metrics.clone(),
+                runtime.readiness.clone(),
+                None,
+            )
+            .await?
+            .spawn(&runtime.shutdown);
+            let lease = LeaseConfig {
+                lease_duration: Duration::from_secs(15),
+                ..LeaseConfig::new(controller::LEASE, &args.lease_namespace, &args.identity)
+            };
+            runtime.shutdown.spawn(controller::run(
+                client,
+                lease,
+                metrics,
+                runtime.shutdown.token(),
+                move || ready.ready(),
+            ));
+            runtime.finish().await;
             Ok(())
         }
     }

@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fairlead_health_api::ServiceWithHealthchecks;
-use fairlead_health_plan::controller::{ConditionState, child_service, child_service_condition, orphaned_slices, readiness, stale_entries};
+use fairlead_health_plan::controller::{
+    ConditionState, child_service, child_service_condition, orphaned_slices, readiness,
+    stale_entries,
+};
 use fairlead_kit::apply::{Applied, apply};
 use fairlead_kit::events::Events;
 use fairlead_kit::lease::{self, LeaseConfig};
@@ -34,9 +37,20 @@ pub const LEASE: &str = "swh-controller-leader.deckhouse.io";
 const RESYNC: Duration = Duration::from_secs(300);
 const DEBOUNCE: Duration = Duration::from_millis(20);
 
-fn watch<K>(api: Api<K>, config: watcher::Config, notify: Arc<Notify>, stop: CancellationToken) -> Store<K>
+fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    notify: Arc<Notify>,
+    stop: CancellationToken,
+) -> Store<K>
 where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (reader, writer) = reflector::store();
     let stream = watcher(api, config).default_backoff().reflect(writer);
@@ -69,16 +83,50 @@ struct Controller {
 }
 
 /// Runs the controller until `stop`; `ready` is called once its watches have listed.
-pub async fn run(client: kube::Client, lease: LeaseConfig, metrics: HealthMetrics, stop: CancellationToken, ready: impl FnOnce()) {
+pub async fn run(
+    client: kube::Client,
+    lease: LeaseConfig,
+    metrics: HealthMetrics,
+    stop: CancellationToken,
+    ready: impl FnOnce(),
+) {
     let notify = Arc::new(Notify::new());
-    let managed = format!("endpointslice.kubernetes.io/managed-by={}", fairlead_health_api::MANAGED_BY);
+    let managed = format!(
+        "endpointslice.kubernetes.io/managed-by={}",
+        fairlead_health_api::MANAGED_BY
+    );
     let mut controller = Controller {
         events: Events::new(client.clone(), MANAGER, Some(lease.identity.clone())),
-        swhs: watch(Api::all(client.clone()), watcher::Config::default(), notify.clone(), stop.clone()),
-        services: watch(Api::all(client.clone()), watcher::Config::default(), notify.clone(), stop.clone()),
-        nodes: watch(Api::all(client.clone()), watcher::Config::default(), notify.clone(), stop.clone()),
-        pods: watch(Api::all(client.clone()), watcher::Config::default(), notify.clone(), stop.clone()),
-        slices: watch(Api::all(client.clone()), watcher::Config::default().labels(&managed), notify.clone(), stop.clone()),
+        swhs: watch(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            notify.clone(),
+            stop.clone(),
+        ),
+        services: watch(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            notify.clone(),
+            stop.clone(),
+        ),
+        nodes: watch(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            notify.clone(),
+            stop.clone(),
+        ),
+        pods: watch(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            notify.clone(),
+            stop.clone(),
+        ),
+        slices: watch(
+            Api::all(client.clone()),
+            watcher::Config::default().labels(&managed),
+            notify.clone(),
+            stop.clone(),
+        ),
         client: client.clone(),
         metrics,
         last_child_condition: HashMap::new(),
@@ -110,12 +158,23 @@ pub async fn run(client: kube::Client, lease: LeaseConfig, metrics: HealthMetric
     }
 }
 
-fn condition_json(state: &ConditionState, previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], generation: Option<i64>) -> serde_json::Value {
-    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+fn condition_json(
+    state: &ConditionState,
+    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    generation: Option<i64>,
+) -> serde_json::Value {
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
     let transition = previous
         .iter()
         .find(|c| c.type_ == state.type_ && c.status == state.status)
-        .map_or(now, |c| c.last_transition_time.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+        .map_or(now, |c| {
+            c.last_transition_time
+                .0
+                .strftime("%Y-%m-%dT%H:%M:%SZ")
+                .to_string()
+        });
     json!({"type": state.type_, "status": state.status, "reason": state.reason, "message": state.message,
         "lastTransitionTime": transition, "observedGeneration": generation.unwrap_or(0)})
 }
@@ -134,10 +193,22 @@ impl Controller {
         }
         let resources: BTreeSet<String> = swhs
             .iter()
-            .map(|s| format!("{}/{}", s.metadata.namespace.as_deref().unwrap_or_default(), s.metadata.name.as_deref().unwrap_or_default()))
+            .map(|s| {
+                format!(
+                    "{}/{}",
+                    s.metadata.namespace.as_deref().unwrap_or_default(),
+                    s.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
             .collect();
-        let nodes: BTreeSet<String> = self.nodes.state().iter().filter_map(|n| n.metadata.name.clone()).collect();
-        let slices: Vec<EndpointSlice> = self.slices.state().iter().map(|s| (**s).clone()).collect();
+        let nodes: BTreeSet<String> = self
+            .nodes
+            .state()
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        let slices: Vec<EndpointSlice> =
+            self.slices.state().iter().map(|s| (**s).clone()).collect();
         for (namespace, name) in orphaned_slices(&slices, &resources, &nodes) {
             let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &namespace);
             match api.delete(&name, &DeleteParams::default()).await {
@@ -166,7 +237,14 @@ impl Controller {
             match apply(&api, MANAGER, service, existing.as_deref()).await {
                 Ok(Applied::Written(written)) => {
                     if existing.is_none() {
-                        self.events.normal(&swh.object_ref(&()), "ChildServiceCreated", "Create", format!("created Service {name}")).await;
+                        self.events
+                            .normal(
+                                &swh.object_ref(&()),
+                                "ChildServiceCreated",
+                                "Create",
+                                format!("created Service {name}"),
+                            )
+                            .await;
                     }
                     stored = Some(written);
                 }
@@ -178,13 +256,27 @@ impl Controller {
             }
         }
         let child = child_service_condition(&decision);
-        if self.last_child_condition.insert(key.clone(), child.reason) != Some(child.reason) && child.status == "False" {
-            self.events.warning(&swh.object_ref(&()), child.reason, "Reconcile", child.message.clone()).await;
+        if self.last_child_condition.insert(key.clone(), child.reason) != Some(child.reason)
+            && child.status == "False"
+        {
+            self.events
+                .warning(
+                    &swh.object_ref(&()),
+                    child.reason,
+                    "Reconcile",
+                    child.message.clone(),
+                )
+                .await;
         }
         self.write_status(swh, &child, stored.as_ref()).await;
     }
 
-    async fn write_status(&self, swh: &ServiceWithHealthchecks, child: &ConditionState, service: Option<&Service>) {
+    async fn write_status(
+        &self,
+        swh: &ServiceWithHealthchecks,
+        child: &ConditionState,
+        service: Option<&Service>,
+    ) {
         let namespace = swh.metadata.namespace.clone().unwrap_or_default();
         let name = swh.metadata.name.clone().unwrap_or_default();
         let api: Api<ServiceWithHealthchecks> = Api::namespaced(self.client.clone(), &namespace);
@@ -198,17 +290,28 @@ impl Controller {
         let stale = stale_entries(swh, &live);
         if !stale.is_empty() {
             let rv = swh.metadata.resource_version.clone().unwrap_or_default();
-            let mut ops = vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv})];
+            let mut ops =
+                vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv})];
             for index in stale.iter().rev() {
-                ops.push(json!({"op": "remove", "path": format!("/status/endpointStatuses/{index}")}));
+                ops.push(
+                    json!({"op": "remove", "path": format!("/status/endpointStatuses/{index}")}),
+                );
             }
-            let patch = Patch::Json::<()>(serde_json::from_value(json!(ops)).expect("a valid JSON patch"));
-            if let Err(err) = api.patch_status(&name, &PatchParams::default(), &patch).await {
+            let patch =
+                Patch::Json::<()>(serde_json::from_value(json!(ops)).expect("a valid JSON patch"));
+            if let Err(err) = api
+                .patch_status(&name, &PatchParams::default(), &patch)
+                .await
+            {
                 tracing::debug!(error = %err, "pruning endpoint statuses raced a write; retried on the next event");
             }
             return;
         }
-        let previous = swh.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+        let previous = swh
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
         let (ready, counts) = readiness(swh);
         let spec = service.and_then(|s| s.spec.as_ref());
         let mut status = json!({
@@ -222,20 +325,40 @@ impl Controller {
             status["clusterIPs"] = json!(ips);
         }
         if spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
-            && let Some(lb) = service.and_then(|s| s.status.as_ref()).and_then(|s| s.load_balancer.clone())
+            && let Some(lb) = service
+                .and_then(|s| s.status.as_ref())
+                .and_then(|s| s.load_balancer.clone())
         {
             status["loadBalancer"] = json!(lb);
         }
-        let current = serde_json::to_value(swh.status.clone().unwrap_or_default()).unwrap_or_default();
-        let unchanged = ["conditions", "healthcheckCondition", "clusterIP", "clusterIPs", "loadBalancer"]
-            .iter()
-            .all(|field| status.get(*field).is_none_or(|v| current.get(*field) == Some(v)));
+        let current =
+            serde_json::to_value(swh.status.clone().unwrap_or_default()).unwrap_or_default();
+        let unchanged = [
+            "conditions",
+            "healthcheckCondition",
+            "clusterIP",
+            "clusterIPs",
+            "loadBalancer",
+        ]
+        .iter()
+        .all(|field| {
+            status
+                .get(*field)
+                .is_none_or(|v| current.get(*field) == Some(v))
+        });
         if unchanged {
             return;
         }
         let body = json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": "ServiceWithHealthchecks",
             "metadata": {"name": name, "namespace": namespace}, "status": status});
-        match api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&body)).await {
+        match api
+            .patch_status(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+        {
             Ok(_) => self.metrics.status_write("controller", true),
             Err(err) => {
                 self.metrics.status_write("controller", false);

@@ -158,12 +158,30 @@ async fn a_failing_port_is_withdrawn_alone_and_comes_back() {
     );
     assert!(took <= Duration::from_secs(3), "{took:?}");
 
-    let status = swhs.get_status("web").await.unwrap().status.unwrap();
-    let entry = status
-        .endpoint_statuses
-        .iter()
-        .find(|e| e.pod_name == "web-a")
-        .unwrap();
+    // The status follows the slices (written right after them).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let entry = loop {
+        let status = swhs
+            .get_status("web")
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        let entry = status
+            .endpoint_statuses
+            .into_iter()
+            .find(|e| e.pod_name == "web-a");
+        match entry {
+            Some(e) if !e.failed_probes.is_empty() => break e,
+            _ => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the failing probe reaches the status"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
     assert_eq!(entry.failed_probes, vec![format!("tcp:{a}:{admin_port}")]);
     assert!(
         entry.failure_reasons[0].contains("connection failed"),

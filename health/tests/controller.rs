@@ -39,30 +39,69 @@ fn swh(name: &str) -> ServiceWithHealthchecks {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_keeps_services_status_and_cleans_up() {
-    let server = ApiServer::start(Config { allow_loopback_endpoints: true, ..Config::default() }).await.unwrap();
+    let server = ApiServer::start(Config {
+        allow_loopback_endpoints: true,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
     let client = server.client().await.unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd()).await.unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd())
+        .await
+        .unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
     for node in ["n1", "n2"] {
-        nodes.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": node}})).unwrap()).await.unwrap();
+        nodes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": node}})).unwrap(),
+            )
+            .await
+            .unwrap();
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "web-a"},
-        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}})).unwrap()).await.unwrap();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "web-a"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
 
     let stop = CancellationToken::new();
-    let lease = LeaseConfig { lease_duration: Duration::from_secs(2), renew_interval: Duration::from_millis(200), ..LeaseConfig::new(LEASE, "default", "controller-0") };
+    let lease = LeaseConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_interval: Duration::from_millis(200),
+        ..LeaseConfig::new(LEASE, "default", "controller-0")
+    };
     let metrics = HealthMetrics::new(&Metrics::new("test").unwrap()).unwrap();
-    tokio::spawn(controller::run(client.clone(), lease, metrics, stop.clone(), || {}));
+    tokio::spawn(controller::run(
+        client.clone(),
+        lease,
+        metrics,
+        stop.clone(),
+        || {},
+    ));
 
     let swhs: Api<ServiceWithHealthchecks> = Api::namespaced(client.clone(), "default");
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    let created = swhs.create(&PostParams::default(), &swh("web")).await.unwrap();
-    eventually("the child Service exists", || async { services.get_opt("web").await.unwrap().is_some() }).await;
+    let created = swhs
+        .create(&PostParams::default(), &swh("web"))
+        .await
+        .unwrap();
+    eventually("the child Service exists", || async {
+        services.get_opt("web").await.unwrap().is_some()
+    })
+    .await;
     let service = services.get("web").await.unwrap();
     let spec = service.spec.clone().unwrap();
     assert_eq!(spec.selector.unwrap_or_default().len(), 0, "selector-less");
-    assert_eq!(service.metadata.owner_references.unwrap()[0].uid, created.metadata.uid.clone().unwrap());
+    assert_eq!(
+        service.metadata.owner_references.unwrap()[0].uid,
+        created.metadata.uid.clone().unwrap()
+    );
     assert_eq!(service.metadata.labels.unwrap()["team"], "web");
 
     // An agent reports two pods; one of them does not exist.
@@ -70,18 +109,50 @@ async fn the_controller_keeps_services_status_and_cleans_up() {
         "metadata": {"name": "web"}, "status": {"endpointStatuses": [
             {"podName": "web-a", "nodeName": "n1", "ready": true, "probesSuccessful": true},
             {"podName": "web-gone", "nodeName": "n1", "ready": true, "probesSuccessful": false}]}});
-    swhs.patch_status("web", &PatchParams::apply("fairlead-health-agent-n1").force(), &Patch::Apply(&agent_status)).await.unwrap();
-    eventually("the gone pod's entry is pruned and Ready follows", || async {
-        let status = swhs.get_status("web").await.unwrap().status.unwrap_or_default();
-        let ready = status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status.clone());
-        status.endpoint_statuses.len() == 1 && ready.as_deref() == Some("True")
-            && status.healthcheck_condition.as_ref().map(|h| (h.endpoints, h.ready_endpoints)) == Some((1, 1))
-    })
+    swhs.patch_status(
+        "web",
+        &PatchParams::apply("fairlead-health-agent-n1").force(),
+        &Patch::Apply(&agent_status),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the gone pod's entry is pruned and Ready follows",
+        || async {
+            let status = swhs
+                .get_status("web")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default();
+            let ready = status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Ready")
+                .map(|c| c.status.clone());
+            status.endpoint_statuses.len() == 1
+                && ready.as_deref() == Some("True")
+                && status
+                    .healthcheck_condition
+                    .as_ref()
+                    .map(|h| (h.endpoints, h.ready_endpoints))
+                    == Some((1, 1))
+        },
+    )
     .await;
     let status = swhs.get_status("web").await.unwrap().status.unwrap();
-    let child = status.conditions.iter().find(|c| c.type_ == "ChildServiceReady").unwrap();
-    assert_eq!((child.status.as_str(), child.reason.as_str()), ("True", "ChildServiceWasCreated"));
-    assert!(status.cluster_ip.is_none() || status.cluster_ip.is_some());
+    let child = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ChildServiceReady")
+        .unwrap();
+    assert_eq!(
+        (child.status.as_str(), child.reason.as_str()),
+        ("True", "ChildServiceWasCreated")
+    );
+    let cluster_ip = services.get("web").await.unwrap().spec.unwrap().cluster_ip;
+    assert!(cluster_ip.is_some(), "the API server assigns a cluster IP");
+    assert_eq!(status.cluster_ip, cluster_ip, "reported in the status");
 
     // A slice of node n2, then n2 goes away.
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
@@ -91,16 +162,40 @@ async fn the_controller_keeps_services_status_and_cleans_up() {
         "addressType": "IPv4", "endpoints": [{"addresses": ["127.0.0.9"]}], "ports": [{"port": 8080}]})).unwrap();
     slices.create(&PostParams::default(), &slice).await.unwrap();
     nodes.delete("n2", &DeleteParams::default()).await.unwrap();
-    eventually("the gone node's slice is deleted", || async { slices.get_opt("web-n2-http-ipv4-0").await.unwrap().is_none() }).await;
+    eventually("the gone node's slice is deleted", || async {
+        slices
+            .get_opt("web-n2-http-ipv4-0")
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await;
 
     // A foreign Service of the same name is never overwritten.
-    let foreign: Service = serde_json::from_value(json!({"metadata": {"name": "db", "labels": {"owner": "someone"}},
-        "spec": {"selector": {"app": "legacy"}, "ports": [{"port": 5432}]}})).unwrap();
-    services.create(&PostParams::default(), &foreign).await.unwrap();
-    swhs.create(&PostParams::default(), &swh("db")).await.unwrap();
+    let foreign: Service = serde_json::from_value(
+        json!({"metadata": {"name": "db", "labels": {"owner": "someone"}},
+        "spec": {"selector": {"app": "legacy"}, "ports": [{"port": 5432}]}}),
+    )
+    .unwrap();
+    services
+        .create(&PostParams::default(), &foreign)
+        .await
+        .unwrap();
+    swhs.create(&PostParams::default(), &swh("db"))
+        .await
+        .unwrap();
     eventually("the conflict is reported", || async {
-        let status = swhs.get_status("db").await.unwrap().status.unwrap_or_default();
-        status.conditions.iter().any(|c| c.type_ == "ChildServiceReady" && c.status == "False" && c.reason == "ChildServiceConflict")
+        let status = swhs
+            .get_status("db")
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        status.conditions.iter().any(|c| {
+            c.type_ == "ChildServiceReady"
+                && c.status == "False"
+                && c.reason == "ChildServiceConflict"
+        })
     })
     .await;
     let untouched = services.get("db").await.unwrap();
@@ -108,6 +203,9 @@ async fn the_controller_keeps_services_status_and_cleans_up() {
 
     // The resource goes: its Service follows (owner references).
     swhs.delete("web", &DeleteParams::default()).await.unwrap();
-    eventually("the child Service is deleted", || async { services.get_opt("web").await.unwrap().is_none() }).await;
+    eventually("the child Service is deleted", || async {
+        services.get_opt("web").await.unwrap().is_none()
+    })
+    .await;
     stop.cancel();
 }

@@ -21,9 +21,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::HealthMetrics;
 use super::targets::{TargetKey, pods_of, swh_key, targets};
 use super::writer::Writer;
+use crate::metrics::HealthMetrics;
 use crate::probe::{self, ProbeFailure};
 
 /// How often everything is recomputed even without events (missed events cannot last).
