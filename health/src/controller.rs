@@ -219,6 +219,7 @@ impl Controller {
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(err) => {
                     self.metrics.slice_write("delete", false);
+                    self.metrics.reconcile_error("controller", "endpointslice");
                     tracing::warn!(%namespace, slice = %name, error = %err, "deleting an orphaned EndpointSlice failed; retried on the next event or resync");
                 }
             }

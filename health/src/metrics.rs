@@ -22,9 +22,10 @@ pub struct HealthMetrics {
 }
 
 impl HealthMetrics {
-    /// Registers the module's metrics.
+    /// Registers the module's metrics. Error counters start at zero for every component and
+    /// object, so dashboards and alerts see 0 rather than no data.
     pub fn new(metrics: &Metrics) -> Result<Self, MetricsError> {
-        Ok(Self {
+        let handles = Self {
             probe_duration: metrics.histogram_vec(
                 "swh_probe_duration_seconds",
                 "Duration of one probe, by resource, port, mode and result.",
@@ -62,7 +63,19 @@ impl HealthMetrics {
                 "Failed writes while reconciling, by component and kind of object.",
                 &["component", "object"],
             )?,
-        })
+        };
+        for (component, object) in [
+            ("agent", "endpointslice"),
+            ("agent", "status"),
+            ("controller", "service"),
+            ("controller", "status"),
+            ("controller", "endpointslice"),
+        ] {
+            handles
+                .reconcile_errors
+                .with_label_values(&[component, object]);
+        }
+        Ok(handles)
     }
 
     fn result(ok: bool) -> &'static str {

@@ -201,6 +201,19 @@ async fn a_failing_port_is_withdrawn_alone_and_comes_back() {
     )
     .await;
 
+    // The controller reports a foreign Service of the same name: the agent withdraws.
+    let conflict = json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": "ServiceWithHealthchecks",
+        "metadata": {"name": "web"}, "status": {"conditions": [{"type": "ChildServiceReady", "status": "False",
+            "reason": "ChildServiceConflict", "message": "foreign", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    swhs.patch_status(
+        "web",
+        &PatchParams::apply("fairlead-health-controller").force(),
+        &Patch::Apply(&conflict),
+    )
+    .await
+    .unwrap();
+    wait_for(&slices, "web-n1-http-ipv4-0", &[], Duration::from_secs(3)).await;
+
     // The resource goes: its slices follow (owner references, or the agent).
     swhs.delete("web", &Default::default()).await.unwrap();
     let gone = tokio::time::timeout(Duration::from_secs(5), async {

@@ -405,7 +405,18 @@ impl Engine {
             reasons.insert(pod.uid.clone(), r);
         }
         let pod_views: Vec<_> = views.iter().map(|(p, _)| p.clone()).collect();
-        let planned = plan_slices(&swh, &self.settings.node, &pod_views, &verdicts);
+        // A Service of this name that is not ours (ChildServiceConflict): publish nothing, so
+        // our endpoints never join someone else's Service.
+        let conflict = swh.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "ChildServiceReady" && c.reason == "ChildServiceConflict")
+        });
+        let planned = if conflict {
+            Default::default()
+        } else {
+            plan_slices(&swh, &self.settings.node, &pod_views, &verdicts)
+        };
         self.metrics.set_endpoints(&swh, &planned);
         self.writer
             .write_slices(key, &planned, &self.stores.slices)

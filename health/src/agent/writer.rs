@@ -86,6 +86,7 @@ impl Writer {
                 Ok(Applied::Unchanged(_)) => {}
                 Err(err) => {
                     self.metrics.slice_write("apply", false);
+                    self.metrics.reconcile_error("agent", "endpointslice");
                     tracing::warn!(slice = %name, error = %err, "writing an EndpointSlice failed; retried on the next change or resync");
                 }
             }
@@ -107,6 +108,7 @@ impl Writer {
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(err) => {
                 self.metrics.slice_write("delete", false);
+                self.metrics.reconcile_error("agent", "endpointslice");
                 tracing::warn!(slice = %name, error = %err, "deleting an EndpointSlice failed; retried on the next resync");
             }
         }
@@ -175,6 +177,7 @@ impl Writer {
             }
             Err(err) => {
                 self.metrics.status_write("agent", false);
+                self.metrics.reconcile_error("agent", "status");
                 tracing::warn!(swh = %name, error = %err, "writing endpoint statuses failed; retried on the next change or resync");
                 None
             }

@@ -1,0 +1,207 @@
+//! The shipped dashboards and alert rules, checked against real tools: `promtool` checks and
+//! unit-tests the rules, and a real Prometheus scraping `fairlead up` (with the health module
+//! probing a backend) parses every PromQL expression and knows every metric they name.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fairlead_kit::testing::free_port;
+use fairlead_kit::testing::prometheus::{Prometheus, tool};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fairlead");
+
+fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some(ext))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no .{ext} files in {}", dir.display());
+    files
+}
+
+/// Every PromQL expression of the dashboards (Grafana variables replaced) and alert rules.
+fn expressions() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for path in files("dashboards", "json") {
+        let dashboard: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                let expr = target["expr"]
+                    .as_str()
+                    .unwrap()
+                    .replace("$namespace", ".*")
+                    .replace("$swh", ".*")
+                    .replace("$__rate_interval", "5m");
+                out.push((format!("{}: {}", path.display(), panel["title"]), expr));
+            }
+        }
+    }
+    for path in files("alerts", "yaml") {
+        let rules: serde_json::Value =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for group in rules["groups"].as_array().unwrap() {
+            for rule in group["rules"].as_array().unwrap() {
+                out.push((
+                    format!("{}: {}", path.display(), rule["alert"]),
+                    rule["expr"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Metric names an expression uses (ours and `up`).
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let bytes: Vec<char> = expr.chars().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_alphabetic() || bytes[i] == '_' {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == '_') {
+                i += 1;
+            }
+            let word: String = bytes[start..i].iter().collect();
+            let quoted = start > 0 && bytes[start - 1] == '"';
+            if !quoted
+                && (word.starts_with("swh_") || word.starts_with("fairlead_") || word == "up")
+            {
+                names.insert(word);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    names
+}
+
+#[test]
+fn promtool_checks_and_unit_tests_the_rules() {
+    let promtool = tool("promtool").unwrap();
+    for rules in files("alerts", "yaml") {
+        let out = Command::new(&promtool)
+            .args(["check", "rules"])
+            .arg(&rules)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    for test in files("alerts/tests", "yaml") {
+        let out = Command::new(&promtool)
+            .args(["test", "rules"])
+            .arg(test.file_name().unwrap())
+            .current_dir(test.parent().unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_expression_parses_and_names_metrics_a_real_prometheus_scraped() {
+    let backend = std::net::TcpListener::bind("127.0.0.5:0").unwrap();
+    let port = backend.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("world.yaml"), format!(r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: web-a, labels: {{app: web}}}}
+spec: {{nodeName: local, containers: [{{name: app, image: app}}]}}
+status: {{phase: Running, podIP: 127.0.0.5, podIPs: [{{ip: 127.0.0.5}}], conditions: [{{type: Ready, status: "True"}}]}}
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ServiceWithHealthchecks
+metadata: {{name: web}}
+spec:
+  selector: {{app: web}}
+  ports: [{{name: web, port: 80, targetPort: {port}}}]
+  healthcheck: {{initialDelaySeconds: 0, periodSeconds: 1, probes: [{{mode: TCP, tcp: {{targetPort: {port}}}}}]}}
+"#)).unwrap();
+    let admin = free_port();
+    let mut up = Command::new(BIN)
+        .args([
+            "--log-format",
+            "json",
+            "up",
+            "--api-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+        ])
+        .arg(format!("127.0.0.1:{admin}"))
+        .arg("--kubeconfig")
+        .arg(dir.path().join("kubeconfig"))
+        .arg("-f")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let prometheus = Prometheus::start(&[format!("127.0.0.1:{admin}").parse().unwrap()])
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let wanted = [
+        "swh_probe_total",
+        "swh_endpoints",
+        "swh_endpointslice_writes_total",
+        "swh_status_writes_total",
+    ];
+    loop {
+        let names = prometheus.metric_names().await.unwrap();
+        if wanted.iter().all(|w| names.iter().any(|n| n == w)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metrics never scraped: {names:?}\n{}",
+            prometheus.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let known: BTreeSet<String> = prometheus
+        .metric_names()
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let expressions = expressions();
+    assert!(expressions.len() >= 10, "{expressions:?}");
+    for (source, expr) in &expressions {
+        if let Err(err) = prometheus.query(expr).await {
+            panic!("{source}: {err}");
+        }
+        for name in metric_names(expr) {
+            assert!(
+                known.contains(&name),
+                "{source}: metric {name} is not exported (known: {known:?})"
+            );
+        }
+    }
+    let ready = prometheus
+        .query("sum by (swh, port) (swh_endpoints{state=\"ready\"})")
+        .await
+        .unwrap();
+    assert_eq!(
+        ready[0]["value"][1], "1",
+        "the dashboard's ready-endpoints query sees the probed pod"
+    );
+    let _ = up.kill();
+    let _ = up.wait();
+    drop(backend);
+}
