@@ -324,3 +324,110 @@ async fn the_slice_follows_the_postgresql_primary_through_a_promotion() {
 
     stop.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_agents_writing_at_once_lose_no_entry() {
+    let (_server, client) = cluster().await;
+    let ips: Vec<String> = (0..10).map(|i| format!("127.0.1.{}", i + 1)).collect();
+    let port = free_port_on(&ips[0]);
+    let _backends: Vec<_> = ips.iter().map(|ip| listen(ip, port)).collect();
+    for (i, ip) in ips.iter().enumerate() {
+        pod(
+            &client,
+            &format!("many-{i}"),
+            "many",
+            &format!("node-{i}"),
+            ip,
+        )
+        .await;
+    }
+    create(
+        &client,
+        swh(
+            "many",
+            "many",
+            port,
+            json!([{"mode": "TCP", "tcp": {"targetPort": port}}]),
+        ),
+    )
+    .await;
+    let stops: Vec<_> = (0..10)
+        .map(|i| start_agent(&client, &format!("node-{i}")))
+        .collect();
+    let swhs: Api<ServiceWithHealthchecks> = Api::namespaced(client.clone(), "default");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = swhs
+            .get_status("many")
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        let entries: std::collections::BTreeSet<String> = status
+            .endpoint_statuses
+            .iter()
+            .filter(|e| e.probes_successful)
+            .map(|e| format!("{}@{}", e.pod_name, e.node_name.clone().unwrap_or_default()))
+            .collect();
+        if entries.len() == 10 {
+            for i in 0..10 {
+                assert!(
+                    entries.contains(&format!("many-{i}@node-{i}")),
+                    "{entries:?}"
+                );
+            }
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "only {entries:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for stop in stops {
+        stop.cancel();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_failure_is_an_event_with_its_reason() {
+    let (_server, client) = cluster().await;
+    pod(&client, "nosecret", "nosecret", "n1", "127.0.0.11").await;
+    create(
+        &client,
+        swh(
+            "nosecret",
+            "nosecret",
+            5432,
+            json!([{"mode": "PostgreSQL", "failureThreshold": 1,
+        "postgreSQL": {"targetPort": 5432, "authSecretName": "missing"}}]),
+        ),
+    )
+    .await;
+    let stop = start_agent(&client, "n1");
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("ProbeFailed")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("Secret default/missing not found"))
+            });
+        if let Some(event) = found {
+            assert_eq!(event.type_.as_deref(), Some("Warning"));
+            assert_eq!(
+                event.regarding.and_then(|r| r.name).as_deref(),
+                Some("nosecret")
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no ProbeFailed event");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.cancel();
+}

@@ -148,6 +148,12 @@ pub async fn run(
     ready();
     tracing::info!(node = %settings.node, "agent watching; probing the pods of this node");
     let mut engine = Engine {
+        events: fairlead_kit::events::Events::new(
+            client.clone(),
+            "fairlead-health-agent",
+            Some(settings.node.clone()),
+        ),
+        pending_events: Vec::new(),
         writer: Writer::new(client.clone(), &settings.node, metrics.clone()),
         semaphore: Arc::new(Semaphore::new(settings.concurrency.max(1))),
         client,
@@ -165,6 +171,9 @@ pub async fn run(
 
 struct Engine {
     client: kube::Client,
+    events: fairlead_kit::events::Events,
+    /// Warning Events to publish: (resource key, note).
+    pending_events: Vec<(String, String)>,
     settings: Settings,
     metrics: HealthMetrics,
     stores: Stores,
@@ -227,6 +236,7 @@ impl Engine {
             for key in dirty {
                 self.publish(&key).await;
             }
+            self.flush_events().await;
         }
     }
 
@@ -363,10 +373,42 @@ impl Engine {
             u32::try_from(probe.success_threshold).unwrap_or(1),
             u32::try_from(probe.failure_threshold).unwrap_or(3),
         );
+        if state.counter.verdict() == Verdict::Failing
+            && (changed || reason_changed)
+            && let Some(reason) = &state.reason
+        {
+            let pod = self
+                .stores
+                .pods
+                .state()
+                .iter()
+                .find(|p| p.metadata.uid.as_deref() == Some(result.key.pod_uid.as_str()))
+                .and_then(|p| p.metadata.name.clone())
+                .unwrap_or_default();
+            let port = probe.target_port().unwrap_or(0);
+            let note = format!(
+                "pod {pod}: {}:{}:{port}: {reason}",
+                probe.mode.label(),
+                result.key.ip
+            );
+            self.pending_events.push((result.key.swh.clone(), note));
+        }
         (changed
             || (reason_changed && state.counter.verdict() == Verdict::Failing)
             || self.settings.verbose_status)
             .then(|| result.key.swh.clone())
+    }
+
+    /// Publishes the Warning Events of probes that started failing (or fail differently).
+    async fn flush_events(&mut self) {
+        for (key, note) in std::mem::take(&mut self.pending_events) {
+            if let Some(swh) = self.swh(&key) {
+                let reference = kube::Resource::object_ref(swh.as_ref(), &());
+                self.events
+                    .warning(&reference, "ProbeFailed", "Probe", note)
+                    .await;
+            }
+        }
     }
 
     /// Plans and writes one resource's slices and this node's status entries.
