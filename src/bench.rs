@@ -7,6 +7,22 @@ use clap::{Args, Subcommand};
 pub enum BenchCommand {
     /// The embedded API server: create and list throughput, watch fan-out, memory per object.
     Apiserver(ApiserverArgs),
+    /// The health module: probe throughput against the machine's ceiling, withdrawal time.
+    Health(HealthArgs),
+}
+
+/// Options of `fairlead bench health`.
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// Probes per throughput figure.
+    #[arg(long, default_value_t = 20_000)]
+    probes: usize,
+    /// Probes in flight at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Withdrawal trials.
+    #[arg(long, default_value_t = 10)]
+    trials: usize,
 }
 
 /// Options of `fairlead bench apiserver`.
@@ -37,6 +53,27 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 rounds: args.rounds,
             })
             .await?;
+            print!("{}", fairlead_apiserver::bench::table(&rows));
+        }
+        BenchCommand::Health(args) => {
+            use fairlead_health::bench;
+            let options = bench::Options {
+                probes: args.probes,
+                concurrency: args.concurrency,
+                trials: args.trials,
+            };
+            let mut rows = tokio::task::spawn_blocking(move || bench::throughput(options)).await?;
+            rows.push(bench::withdrawal(options).await?);
+            for targets in [1_000, 10_000] {
+                rows.push(bench::agent_rss(targets).await?);
+            }
+            let rows: Vec<fairlead_apiserver::bench::Row> = rows
+                .into_iter()
+                .map(|r| fairlead_apiserver::bench::Row {
+                    metric: r.metric,
+                    value: r.value,
+                })
+                .collect();
             print!("{}", fairlead_apiserver::bench::table(&rows));
         }
     }

@@ -9,6 +9,7 @@
 //! ```
 
 pub mod agent;
+pub mod bench;
 pub mod cli;
 pub mod controller;
 pub mod metrics;
