@@ -117,20 +117,24 @@ pub fn throughput(options: Options) -> Vec<Row> {
     let mut rows = Vec::new();
     let timeout = Duration::from_secs(1);
     let tcp = tcp_server();
-    let (took, ok) = one_core(run_many(
-        options.probes,
-        options.concurrency,
-        || async move { tokio::net::TcpStream::connect(tcp).await.is_ok() },
-    ));
-    let ceiling = rate(ok, took);
-    let (took, ok) = one_core(run_many(
-        options.probes,
-        options.concurrency,
-        || async move { probe::tcp::probe(tcp, timeout).await.is_ok() },
-    ));
-    let tcp_rate = rate(ok, took);
+    // Interleaved, best of three each: loopback connection rates swing with TIME_WAIT state.
+    let (mut ceiling, mut tcp_rate) = (0.0_f64, 0.0_f64);
+    for _ in 0..3 {
+        let (took, ok) = one_core(run_many(
+            options.probes,
+            options.concurrency,
+            || async move { tokio::net::TcpStream::connect(tcp).await.is_ok() },
+        ));
+        ceiling = ceiling.max(rate(ok, took));
+        let (took, ok) = one_core(run_many(
+            options.probes,
+            options.concurrency,
+            || async move { probe::tcp::probe(tcp, timeout).await.is_ok() },
+        ));
+        tcp_rate = tcp_rate.max(rate(ok, took));
+    }
     rows.push(Row {
-        metric: "TCP probes/s, one core".into(),
+        metric: "TCP probes/s, one core (best of 3)".into(),
         value: format!(
             "{tcp_rate:.0} ({:.0}% of a plain connect/close loop at {ceiling:.0}/s)",
             100.0 * tcp_rate / ceiling
