@@ -106,8 +106,13 @@ pub fn table(rt: &ResourceType, objects: &[Value], resource_version: &str) -> Va
     for c in &rt.printer_columns {
         columns.push(json!({"name": c.name, "type": c.type_, "format": "", "description": "", "priority": c.priority}));
     }
-    columns.push(json!({"name": "Age", "type": "date", "format": "",
-        "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}));
+    // Custom resources show their printer columns (a CRD without any gets an Age column, as
+    // the real server defaults it); built-ins show the name and the age.
+    let age_by_default = !rt.custom || rt.printer_columns.is_empty();
+    if age_by_default {
+        columns.push(json!({"name": "Age", "type": "date", "format": "",
+            "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}));
+    }
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
@@ -115,10 +120,10 @@ pub fn table(rt: &ResourceType, objects: &[Value], resource_version: &str) -> Va
             for c in &rt.printer_columns {
                 cells.push(cell(&json_path(o, &c.json_path), &c.type_, now));
             }
-            cells.push(json!(age_of(
-                o["metadata"]["creationTimestamp"].as_str(),
-                now
-            )));
+            if age_by_default {
+                let created = o["metadata"]["creationTimestamp"].as_str();
+                cells.push(json!(age_of(created, now)));
+            }
             json!({"cells": cells, "object": o})
         })
         .collect();
@@ -150,6 +155,37 @@ mod tests {
         let now = chrono::Utc::now();
         let joined = cell(&json_path(&o, ".status.conditions[].type"), "string", now);
         assert_eq!(joined, json!("Synced,Ready"));
+    }
+
+    #[test]
+    fn custom_resources_show_their_columns_and_builtins_their_age() {
+        let registry = crate::resources::Registry::new();
+        let pods = registry.lookup("", "v1", "pods").unwrap();
+        let object =
+            json!({"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"}});
+        let names = |t: &Value| -> Vec<String> {
+            t["columnDefinitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(
+            names(&table(&pods, std::slice::from_ref(&object), "1")),
+            vec!["Name", "Age"]
+        );
+        let mut custom = pods.clone();
+        custom.custom = true;
+        custom.printer_columns = vec![crate::resources::PrinterColumn {
+            name: "Age".into(),
+            type_: "date".into(),
+            json_path: ".metadata.creationTimestamp".into(),
+            priority: 0,
+        }];
+        let t = table(&custom, &[object], "1");
+        assert_eq!(names(&t), vec!["Name", "Age"], "no second Age column");
+        assert_eq!(t["rows"][0]["cells"].as_array().unwrap().len(), 2);
     }
 
     #[test]
