@@ -17,13 +17,13 @@ use fairlead_health_plan::controller::{
 use fairlead_kit::apply::{Applied, apply};
 use fairlead_kit::events::Events;
 use fairlead_kit::lease::{self, LeaseConfig};
-use futures::StreamExt;
+use fairlead_kit::watch::{cache, keep, without_managed_fields};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use serde_json::json;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -37,37 +37,28 @@ pub const LEASE: &str = "swh-controller-leader.deckhouse.io";
 const RESYNC: Duration = Duration::from_secs(300);
 const DEBOUNCE: Duration = Duration::from_millis(20);
 
-fn watch<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    notify: Arc<Notify>,
-    stop: CancellationToken,
-) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = watcher(api, config).default_backoff().reflect(writer);
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                item = stream.next() => match item {
-                    Some(Ok(_)) => notify.notify_one(),
-                    Some(Err(err)) => tracing::warn!(error = %err, "watch failed; retrying with backoff"),
-                    None => return,
-                },
-            }
-        }
-    });
-    reader
+/// The controller reads only the names of pods and nodes.
+fn names_only<K: kube::Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    *meta = kube::api::ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        uid: meta.uid.take(),
+        resource_version: meta.resource_version.take(),
+        ..Default::default()
+    };
+}
+
+fn trim_pod(pod: &mut Pod) {
+    names_only(pod);
+    pod.spec = None;
+    pod.status = None;
+}
+
+fn trim_node(node: &mut Node) {
+    names_only(node);
+    node.spec = None;
+    node.status = None;
 }
 
 struct Controller {
@@ -97,33 +88,39 @@ pub async fn run(
     );
     let mut controller = Controller {
         events: Events::new(client.clone(), MANAGER, Some(lease.identity.clone())),
-        swhs: watch(
+        swhs: cache(
             Api::all(client.clone()),
             watcher::Config::default(),
+            without_managed_fields,
             notify.clone(),
             stop.clone(),
         ),
-        services: watch(
+        // The apply helper compares with the Services' managedFields: they are kept.
+        services: cache(
             Api::all(client.clone()),
             watcher::Config::default(),
+            keep,
             notify.clone(),
             stop.clone(),
         ),
-        nodes: watch(
+        nodes: cache(
             Api::all(client.clone()),
             watcher::Config::default(),
+            trim_node,
             notify.clone(),
             stop.clone(),
         ),
-        pods: watch(
+        pods: cache(
             Api::all(client.clone()),
             watcher::Config::default(),
+            trim_pod,
             notify.clone(),
             stop.clone(),
         ),
-        slices: watch(
+        slices: cache(
             Api::all(client.clone()),
             watcher::Config::default().labels(&managed),
+            without_managed_fields,
             notify.clone(),
             stop.clone(),
         ),

@@ -33,6 +33,7 @@ pub mod shutdown;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod watch;
 
 pub use admin::AdminServer;
 pub use cli::{GlobalArgs, LogFormat};

@@ -12,12 +12,12 @@ use fairlead_health_api::{
 };
 use fairlead_health_plan::schedule::{Millis, Timers, first_due, next_due, phase};
 use fairlead_health_plan::{Counter, PodVerdicts, Verdict, endpoint_status, plan_slices};
-use futures::StreamExt;
+use fairlead_kit::watch::{cache, keep, without_managed_fields};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -61,37 +61,34 @@ struct Stores {
     slices: Store<EndpointSlice>,
 }
 
-fn watch<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    notify: Arc<Notify>,
-    stop: CancellationToken,
-) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = watcher(api, config).default_backoff().reflect(writer);
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                item = stream.next() => match item {
-                    Some(Ok(_)) => notify.notify_one(),
-                    Some(Err(err)) => tracing::warn!(error = %err, "watch failed; retrying with backoff"),
-                    None => return,
-                },
-            }
-        }
-    });
-    reader
+/// What the agent reads of a pod: identity, labels, deletion, phase, IPs, readiness.
+fn trim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.metadata.annotations = None;
+    pod.metadata.owner_references = None;
+    pod.spec = None;
+    if let Some(status) = pod.status.as_mut() {
+        *status = k8s_openapi::api::core::v1::PodStatus {
+            phase: status.phase.take(),
+            pod_ip: status.pod_ip.take(),
+            pod_ips: status.pod_ips.take(),
+            conditions: status
+                .conditions
+                .take()
+                .map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect()),
+            ..Default::default()
+        };
+    }
+}
+
+/// What the agent reads of a resource: its spec and conditions (its own endpoint statuses
+/// it remembers itself).
+fn trim_swh(swh: &mut ServiceWithHealthchecks) {
+    swh.metadata.managed_fields = None;
+    swh.metadata.annotations = None;
+    if let Some(status) = swh.status.as_mut() {
+        status.endpoint_statuses = Vec::new();
+    }
 }
 
 /// Runs the agent until `stop`; `ready` is called once every watch has its initial list.
@@ -105,25 +102,29 @@ pub async fn run(
     let notify = Arc::new(Notify::new());
     let node_field = format!("spec.nodeName={}", settings.node);
     let stores = Stores {
-        swhs: watch(
+        swhs: cache(
             Api::all(client.clone()),
             watcher::Config::default(),
+            trim_swh,
             notify.clone(),
             stop.clone(),
         ),
-        pods: watch(
+        pods: cache(
             Api::all(client.clone()),
             watcher::Config::default().fields(&node_field),
+            trim_pod,
             notify.clone(),
             stop.clone(),
         ),
-        secrets: watch(
+        secrets: cache(
             Api::all(client.clone()),
             watcher::Config::default().fields(&format!("type={POSTGRESQL_CREDENTIALS_TYPE}")),
+            without_managed_fields,
             notify.clone(),
             stop.clone(),
         ),
-        slices: watch(
+        // The apply helper compares with the slices' managedFields: they are kept.
+        slices: cache(
             Api::all(client.clone()),
             watcher::Config::default().labels(&format!(
                 "endpointslice.kubernetes.io/managed-by={},{}={}",
@@ -131,6 +132,7 @@ pub async fn run(
                 fairlead_health_plan::NODE_LABEL,
                 settings.node
             )),
+            keep,
             notify.clone(),
             stop.clone(),
         ),
