@@ -168,24 +168,29 @@ pub fn throughput(options: Options) -> Vec<Row> {
     rows
 }
 
-/// Measures the time from a port failing to its slice dropping the pod.
-pub async fn withdrawal(options: Options) -> anyhow::Result<Row> {
-    use fairlead_apiserver::{ApiServer, Config};
-    use k8s_openapi::api::core::v1::Pod;
-    use k8s_openapi::api::discovery::v1::EndpointSlice;
+/// An in-process API server with the CRD installed, and a client.
+async fn cluster() -> anyhow::Result<(fairlead_apiserver::ApiServer, kube::Client)> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, Patch, PatchParams, PostParams};
-    use serde_json::json;
-
-    let server = ApiServer::start(Config {
+    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config {
         allow_loopback_endpoints: true,
-        ..Config::default()
+        ..fairlead_apiserver::Config::default()
     })
     .await?;
     let client = server.client().await?;
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &fairlead_health_api::crd())
+    kube::Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&Default::default(), &fairlead_health_api::crd())
         .await?;
+    Ok((server, client))
+}
+
+/// Measures the time from a port failing to its slice dropping the pod.
+pub async fn withdrawal(options: Options) -> anyhow::Result<Row> {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    let (_server, client) = cluster().await?;
     let metrics = crate::metrics::HealthMetrics::new(&fairlead_kit::Metrics::new("bench")?)?;
     let stop = tokio_util::sync::CancellationToken::new();
     let settings = crate::agent::Settings {
@@ -272,21 +277,11 @@ fn vm_rss(pid: u32) -> Option<u64> {
 /// of its node, one TCP probe each, spread over ten resources), after its first probe round
 /// and status writes.
 pub async fn agent_rss(targets: usize) -> anyhow::Result<Row> {
-    use fairlead_apiserver::{ApiServer, Config};
     use k8s_openapi::api::core::v1::Pod;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, Patch, PatchParams, PostParams};
     use serde_json::json;
 
-    let server = ApiServer::start(Config {
-        allow_loopback_endpoints: true,
-        ..Config::default()
-    })
-    .await?;
-    let client = server.client().await?;
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &fairlead_health_api::crd())
-        .await?;
+    let (server, client) = cluster().await?;
     let swhs: Api<fairlead_health_api::ServiceWithHealthchecks> =
         Api::namespaced(client.clone(), "default");
     for s in 0..10 {

@@ -67,64 +67,62 @@ pub async fn run(global: &GlobalArgs, command: HealthCommand) -> anyhow::Result<
             Ok(())
         }
         HealthCommand::Agent(args) => {
-            let runtime = Runtime::start(global, "fairlead-health-agent", DEFAULT_DRAIN_DEADLINE)?;
-            let client = kube::Client::try_default()
-                .await
-                .context("connecting to the Kubernetes API")?;
-            let metrics = HealthMetrics::new(&runtime.metrics)?;
+            let (runtime, client, metrics) =
+                start(global, "fairlead-health-agent", args.admin_addr).await?;
             let ready = runtime.readiness.register("agent");
-            AdminServer::bind(
-                args.admin_addr,
-                runtime.metrics.clone(),
-                runtime.readiness.clone(),
-                None,
-            )
-            .await?
-            .spawn(&runtime.shutdown);
             let settings = Settings {
                 node: args.node_name,
                 concurrency: args.concurrency,
                 verbose_status: args.verbose_status,
             };
-            runtime.shutdown.spawn(agent::run(
-                client,
-                settings,
-                metrics,
-                runtime.shutdown.token(),
-                move || ready.ready(),
-            ));
+            let stop = runtime.shutdown.token();
+            runtime
+                .shutdown
+                .spawn(agent::run(client, settings, metrics, stop, move || {
+                    ready.ready()
+                }));
             runtime.finish().await;
             Ok(())
         }
         HealthCommand::Controller(args) => {
-            let runtime =
-                Runtime::start(global, "fairlead-health-controller", DEFAULT_DRAIN_DEADLINE)?;
-            let client = kube::Client::try_default()
-                .await
-                .context("connecting to the Kubernetes API")?;
-            let metrics = HealthMetrics::new(&runtime.metrics)?;
+            let (runtime, client, metrics) =
+                start(global, "fairlead-health-controller", args.admin_addr).await?;
             let ready = runtime.readiness.register("controller");
-            AdminServer::bind(
-                args.admin_addr,
-                runtime.metrics.clone(),
-                runtime.readiness.clone(),
-                None,
-            )
-            .await?
-            .spawn(&runtime.shutdown);
             let lease = LeaseConfig {
                 lease_duration: Duration::from_secs(15),
                 ..LeaseConfig::new(controller::LEASE, &args.lease_namespace, &args.identity)
             };
-            runtime.shutdown.spawn(controller::run(
-                client,
-                lease,
-                metrics,
-                runtime.shutdown.token(),
-                move || ready.ready(),
-            ));
+            let stop = runtime.shutdown.token();
+            runtime
+                .shutdown
+                .spawn(controller::run(client, lease, metrics, stop, move || {
+                    ready.ready()
+                }));
             runtime.finish().await;
             Ok(())
         }
     }
+}
+
+/// What both components start with: the runtime, a client for the cluster (in-cluster or
+/// `KUBECONFIG`), the module's metrics, and the admin server.
+async fn start(
+    global: &GlobalArgs,
+    component: &str,
+    admin_addr: SocketAddr,
+) -> anyhow::Result<(Runtime, kube::Client, HealthMetrics)> {
+    let runtime = Runtime::start(global, component, DEFAULT_DRAIN_DEADLINE)?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    let metrics = HealthMetrics::new(&runtime.metrics)?;
+    AdminServer::bind(
+        admin_addr,
+        runtime.metrics.clone(),
+        runtime.readiness.clone(),
+        None,
+    )
+    .await?
+    .spawn(&runtime.shutdown);
+    Ok((runtime, client, metrics))
 }

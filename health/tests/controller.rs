@@ -2,17 +2,17 @@
 //! the Ready condition and counts, pruning of gone pods' entries, and cleanup of slices of
 //! gone nodes and resources.
 
+mod common;
+
 use std::time::Duration;
 
-use fairlead_apiserver::{ApiServer, Config};
 use fairlead_health::controller::{self, LEASE};
 use fairlead_health::metrics::HealthMetrics;
-use fairlead_health_api::{ServiceWithHealthchecks, crd};
+use fairlead_health_api::ServiceWithHealthchecks;
 use fairlead_kit::Metrics;
 use fairlead_kit::lease::LeaseConfig;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -39,17 +39,7 @@ fn swh(name: &str) -> ServiceWithHealthchecks {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_keeps_services_status_and_cleans_up() {
-    let server = ApiServer::start(Config {
-        allow_loopback_endpoints: true,
-        ..Config::default()
-    })
-    .await
-    .unwrap();
-    let client = server.client().await.unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd())
-        .await
-        .unwrap();
+    let (_server, client) = common::cluster().await;
     let nodes: Api<Node> = Api::all(client.clone());
     for node in ["n1", "n2"] {
         nodes
