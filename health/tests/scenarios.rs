@@ -431,3 +431,76 @@ async fn a_probe_failure_is_an_event_with_its_reason() {
     }
     stop.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_writes_are_retried_with_backoff() {
+    use kube::core::{DynamicObject, GroupVersionKind};
+    use kube::discovery::ApiResource;
+    let (_server, client) = cluster().await;
+    let resource = |kind: &str, plural: &str| {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+            plural,
+        )
+    };
+    let policies: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    );
+    let bindings: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource(
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+    );
+    policies.create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "no-slices"},
+        "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": ["discovery.k8s.io"], "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"], "resources": ["endpointslices"]}]},
+          "validations": [{"expression": "false", "message": "maintenance"}]}})).unwrap()).await.unwrap();
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "no-slices"},
+        "spec": {"policyName": "no-slices", "validationActions": ["Deny"]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    let ip = "127.0.0.12";
+    let port = free_port_on(ip);
+    let _backend = listen(ip, port);
+    pod(&client, "retry", "retry", "n1", ip).await;
+    create(
+        &client,
+        swh(
+            "retry",
+            "retry",
+            port,
+            json!([{"mode": "TCP", "tcp": {"targetPort": port}}]),
+        ),
+    )
+    .await;
+    let stop = start_agent(&client, "n1");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        addresses(&client, "retry-n1-main-ipv4-0").await.is_empty(),
+        "writes are refused"
+    );
+    bindings
+        .delete("no-slices", &DeleteParams::default())
+        .await
+        .unwrap();
+    // Without a retry the next attempt would be the 60 s resync.
+    wait_for(
+        &client,
+        "retry-n1-main-ipv4-0",
+        &[ip],
+        Duration::from_secs(10),
+    )
+    .await;
+    stop.cancel();
+}

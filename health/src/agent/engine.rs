@@ -28,6 +28,8 @@ use crate::probe::{self, ProbeFailure};
 
 /// How often everything is recomputed even without events (missed events cannot last).
 const RESYNC: Duration = Duration::from_secs(60);
+/// The first retry of failed writes; doubled per failed round up to [`RESYNC`].
+const RETRY_BASE: Duration = Duration::from_millis(500);
 /// Events arriving together are handled together.
 const DEBOUNCE: Duration = Duration::from_millis(20);
 
@@ -210,6 +212,7 @@ impl Engine {
     async fn run(&mut self, notify: Arc<Notify>, stop: CancellationToken) {
         let (tx, mut rx) = mpsc::unbounded_channel::<ProbeResult>();
         let mut resync = tokio::time::interval(RESYNC);
+        let mut failures: u32 = 0;
         loop {
             let next = self.timers.next_due().map(|due| {
                 tokio::time::Instant::from_std(self.started + Duration::from_millis(due))
@@ -235,10 +238,23 @@ impl Engine {
                     }
                 }
             }
+            let published = !dirty.is_empty();
             for key in dirty {
                 self.publish(&key).await;
             }
             self.flush_events().await;
+            if self.writer.take_failed() {
+                // Everything is replanned after a backoff that doubles per failed round.
+                failures = failures.saturating_add(1);
+                let backoff = RETRY_BASE.saturating_mul(1 << failures.min(6)).min(RESYNC);
+                let notify = notify.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(backoff).await;
+                    notify.notify_one();
+                });
+            } else if published {
+                failures = 0;
+            }
         }
     }
 

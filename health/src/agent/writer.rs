@@ -20,6 +20,8 @@ pub struct Writer {
     client: kube::Client,
     manager: String,
     metrics: HealthMetrics,
+    /// Set by any failed write; the engine takes it to schedule a retry with backoff.
+    failed: std::sync::atomic::AtomicBool,
 }
 
 fn split(key: &str) -> (&str, &str) {
@@ -42,7 +44,19 @@ impl Writer {
             client,
             manager: format!("fairlead-health-agent-{node}"),
             metrics,
+            failed: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether a write failed since the last call (and clears it).
+    pub fn take_failed(&self) -> bool {
+        self.failed
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn fail(&self) {
+        self.failed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// `namespace/name` of every resource this node has slices for.
@@ -87,7 +101,8 @@ impl Writer {
                 Err(err) => {
                     self.metrics.slice_write("apply", false);
                     self.metrics.reconcile_error("agent", "endpointslice");
-                    tracing::warn!(slice = %name, error = %err, "writing an EndpointSlice failed; retried on the next change or resync");
+                    self.fail();
+                    tracing::warn!(slice = %name, error = %err, "writing an EndpointSlice failed; retrying with backoff");
                 }
             }
         }
@@ -109,7 +124,8 @@ impl Writer {
             Err(err) => {
                 self.metrics.slice_write("delete", false);
                 self.metrics.reconcile_error("agent", "endpointslice");
-                tracing::warn!(slice = %name, error = %err, "deleting an EndpointSlice failed; retried on the next resync");
+                self.fail();
+                tracing::warn!(slice = %name, error = %err, "deleting an EndpointSlice failed; retrying with backoff");
             }
         }
     }
@@ -178,7 +194,8 @@ impl Writer {
             Err(err) => {
                 self.metrics.status_write("agent", false);
                 self.metrics.reconcile_error("agent", "status");
-                tracing::warn!(swh = %name, error = %err, "writing endpoint statuses failed; retried on the next change or resync");
+                self.fail();
+                tracing::warn!(swh = %name, error = %err, "writing endpoint statuses failed; retrying with backoff");
                 None
             }
         }

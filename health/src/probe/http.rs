@@ -42,6 +42,7 @@ pub async fn probe(
         let tcp = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| ProbeFailure::Connect(e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
         let host_header = match &spec.host {
             Some(host) => host.clone(),
             None => addr.to_string(),
@@ -68,7 +69,6 @@ where
     let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(|e| ProbeFailure::Http(e.to_string()))?;
-    let driver = tokio::spawn(connection);
     let method = if spec.method.eq_ignore_ascii_case("HEAD") {
         http::Method::HEAD
     } else {
@@ -94,20 +94,28 @@ where
     let request = request
         .body(Empty::<bytes::Bytes>::new())
         .map_err(|e| ProbeFailure::Config(format!("request: {e}")))?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| ProbeFailure::Http(e.to_string()))?;
-    let status = response.status();
-    let mut body = response.into_body();
-    let mut read = 0;
-    while read < BODY_LIMIT {
-        match body.frame().await {
-            Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len()),
-            _ => break,
+    let exchange = async {
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| ProbeFailure::Http(e.to_string()))?;
+        let status = response.status();
+        let mut body = response.into_body();
+        let mut read = 0;
+        while read < BODY_LIMIT {
+            match body.frame().await {
+                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len()),
+                _ => break,
+            }
         }
-    }
-    driver.abort();
+        Ok::<_, ProbeFailure>(status)
+    };
+    // The connection is driven in place (no task per probe): when it ends first (the server
+    // closed after answering), the exchange completes from what was already received.
+    let status = match futures::future::select(std::pin::pin!(exchange), connection).await {
+        futures::future::Either::Left((status, _connection)) => status?,
+        futures::future::Either::Right((_, exchange)) => exchange.await?,
+    };
     if status.is_success() {
         Ok(())
     } else {
