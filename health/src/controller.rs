@@ -35,6 +35,8 @@ pub const MANAGER: &str = "fairlead-health-controller";
 /// The Lease name (Deckhouse's).
 pub const LEASE: &str = "swh-controller-leader.deckhouse.io";
 const RESYNC: Duration = Duration::from_secs(300);
+/// The first retry after a failed write; doubled per failed round up to [`RESYNC`].
+const RETRY_BASE: Duration = Duration::from_millis(500);
 const DEBOUNCE: Duration = Duration::from_millis(20);
 
 /// The controller reads only the names of pods and nodes.
@@ -71,6 +73,8 @@ struct Controller {
     pods: Store<Pod>,
     slices: Store<EndpointSlice>,
     last_child_condition: HashMap<String, &'static str>,
+    /// A write failed in this round: retry with backoff rather than wait for the resync.
+    failed: bool,
 }
 
 /// Runs the controller until `stop`; `ready` is called once its watches have listed.
@@ -127,6 +131,7 @@ pub async fn run(
         client: client.clone(),
         metrics,
         last_child_condition: HashMap::new(),
+        failed: false,
     };
     let listed = async {
         controller.swhs.wait_until_ready().await.is_ok()
@@ -142,6 +147,7 @@ pub async fn run(
     ready();
     let (mut leadership, _lease_task) = lease::spawn(client, lease, stop.clone());
     let mut resync = tokio::time::interval(RESYNC);
+    let mut failures: u32 = 0;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -151,6 +157,17 @@ pub async fn run(
         }
         if leadership.is_leader() {
             controller.reconcile_all().await;
+            if std::mem::take(&mut controller.failed) {
+                failures = failures.saturating_add(1);
+                let backoff = RETRY_BASE.saturating_mul(1 << failures.min(7)).min(RESYNC);
+                let notify = notify.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(backoff).await;
+                    notify.notify_one();
+                });
+            } else {
+                failures = 0;
+            }
         }
     }
 }
@@ -217,7 +234,8 @@ impl Controller {
                 Err(err) => {
                     self.metrics.slice_write("delete", false);
                     self.metrics.reconcile_error("controller", "endpointslice");
-                    tracing::warn!(%namespace, slice = %name, error = %err, "deleting an orphaned EndpointSlice failed; retried on the next event or resync");
+                    self.failed = true;
+                    tracing::warn!(%namespace, slice = %name, error = %err, "deleting an orphaned EndpointSlice failed; retrying with backoff");
                 }
             }
         }
@@ -249,7 +267,8 @@ impl Controller {
                 Ok(Applied::Unchanged(_)) => {}
                 Err(err) => {
                     self.metrics.reconcile_error("controller", "service");
-                    tracing::warn!(error = %err, "writing the child Service failed; retried on the next event or resync");
+                    self.failed = true;
+                    tracing::warn!(error = %err, "writing the child Service failed; retrying with backoff");
                 }
             }
         }
@@ -270,7 +289,7 @@ impl Controller {
     }
 
     async fn write_status(
-        &self,
+        &mut self,
         swh: &ServiceWithHealthchecks,
         child: &ConditionState,
         service: Option<&Service>,
@@ -361,7 +380,8 @@ impl Controller {
             Err(err) => {
                 self.metrics.status_write("controller", false);
                 self.metrics.reconcile_error("controller", "status");
-                tracing::warn!(error = %err, "writing the status failed; retried on the next event or resync");
+                self.failed = true;
+                tracing::warn!(error = %err, "writing the status failed; retrying with backoff");
             }
         }
     }

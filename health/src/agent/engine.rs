@@ -306,7 +306,10 @@ impl Engine {
     /// Starts the probes that are due and schedules their next runs.
     fn dispatch(&mut self, tx: &mpsc::UnboundedSender<ProbeResult>) {
         let now = self.now();
-        for (due, generation, key) in self.timers.pop_due(now) {
+        let due_now = self.timers.pop_due(now);
+        let round = tracing::info_span!("probe.round", probes = due_now.len());
+        let _entered = round.enter();
+        for (due, generation, key) in due_now {
             let Some(state) = self.targets.get(&key) else {
                 continue;
             };
@@ -338,6 +341,7 @@ impl Engine {
             let metrics = self.metrics.clone();
             let namespace = swh.metadata.namespace.clone().unwrap_or_default();
             let name = swh.metadata.name.clone().unwrap_or_default();
+            let span = tracing::info_span!("probe", swh = %key.swh, mode = probe.mode.label(), port = probe.target_port().unwrap_or(0));
             tokio::spawn(async move {
                 let Ok(_permit) = semaphore.acquire_owned().await else {
                     return;
@@ -347,8 +351,6 @@ impl Engine {
                 let timeout =
                     Duration::from_secs(u64::try_from(probe.timeout_seconds.max(1)).unwrap_or(1));
                 let started = Instant::now();
-                let span =
-                    tracing::info_span!("probe", swh = %key.swh, mode = probe.mode.label(), port);
                 let outcome = tracing::Instrument::instrument(
                     run_probe(&probe, addr, timeout, secret, cached, client),
                     span.clone(),
