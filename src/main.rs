@@ -7,6 +7,11 @@ mod bench;
 mod up;
 
 use clap::{Parser, Subcommand};
+
+/// jemalloc returns freed memory to the system over time, so a component's resident memory
+/// follows what it holds rather than its high-water mark (the initial lists of large watches).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use fairlead_kit::GlobalArgs;
 
 /// fairlead: ServiceWithHealthchecks and an Envoy Application Load Balancer for Kubernetes,
