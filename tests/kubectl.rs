@@ -115,6 +115,23 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `kubectl patch wd NAME --type merge -p PATCH`.
+    fn merge_patch_widget(&self, name: &str, patch: &str) -> Output {
+        self.kubectl(&["patch", "wd", name, "--type", "merge", "-p", patch])
+    }
+
+    /// Starts kubectl in the background, its output piped.
+    fn spawn(&self, args: &[&str]) -> Child {
+        Command::new("kubectl")
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     fn write(&self, name: &str, text: &str) -> String {
         let path = self.dir.path().join(name);
         std::fs::write(&path, text).unwrap();
@@ -197,42 +214,19 @@ fn kubectl_works_against_fairlead_up() {
     let sizes = cluster.ok(&["get", "wd", "-o", "jsonpath={.items[*].spec.size}"]);
     assert_eq!(sizes.trim(), "4 7");
 
-    let rejected = cluster.kubectl(&[
-        "patch",
-        "wd",
-        "w1",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"size":0}}"#,
-    ]);
+    let rejected = cluster.merge_patch_widget("w1", r#"{"spec":{"size":0}}"#);
     let stderr = String::from_utf8_lossy(&rejected.stderr);
     assert!(!rejected.status.success());
     assert!(
         stderr.contains("spec.size") && stderr.contains("greater than or equal to 1"),
         "{stderr}"
     );
-    let rejected = cluster.kubectl(&[
-        "patch",
-        "wd",
-        "w1",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"size":101}}"#,
-    ]);
+    let rejected = cluster.merge_patch_widget("w1", r#"{"spec":{"size":101}}"#);
     let stderr = String::from_utf8_lossy(&rejected.stderr);
     assert!(stderr.contains("size is at most 100"), "CEL rule: {stderr}");
 
     // A bounded watch sees a change made while it runs.
-    let mut watch = Command::new("kubectl")
-        .args(["get", "wd", "--watch", "--output-watch-events"])
-        .env("KUBECONFIG", &cluster.kubeconfig)
-        .env("HOME", cluster.dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut watch = cluster.spawn(&["get", "wd", "--watch", "--output-watch-events"]);
     std::thread::sleep(Duration::from_millis(800));
     cluster.ok(&[
         "patch",
@@ -254,19 +248,12 @@ fn kubectl_works_against_fairlead_up() {
     );
 
     // wait --for=condition follows a status written through the status subresource.
-    let wait = Command::new("kubectl")
-        .args([
-            "wait",
-            "--for=condition=Ready",
-            "widget/w1",
-            "--timeout=10s",
-        ])
-        .env("KUBECONFIG", &cluster.kubeconfig)
-        .env("HOME", cluster.dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let wait = cluster.spawn(&[
+        "wait",
+        "--for=condition=Ready",
+        "widget/w1",
+        "--timeout=10s",
+    ]);
     std::thread::sleep(Duration::from_millis(500));
     cluster.ok(&[
         "patch",

@@ -804,20 +804,14 @@ impl Ctx<'_> {
                 }
                 _ => Some(resource_version(&current)),
             };
-            match self.commit(&current, patched, expect_rv, true).await {
-                Ok(stored) => {
-                    self.after_write(&stored)?;
-                    return Ok(json_response(StatusCode::OK, &present(self.rt(), &stored)));
-                }
-                Err(e) if is_race(&e) => continue,
-                Err(e) => return Err(e),
+            if let Some(response) = self
+                .retryable_commit(&current, patched, expect_rv, true)
+                .await?
+            {
+                return Ok(response);
             }
         }
-        Err(ApiError::conflict(
-            &self.rt().group_resource(),
-            &name,
-            "too many concurrent writes",
-        ))
+        Err(self.too_many_writes(&name))
     }
 
     async fn apply(&self, config: &Value) -> Result<Response<Body>, ApiError> {
@@ -891,23 +885,45 @@ impl Ctx<'_> {
             }
             let merged =
                 crate::apply::apply(&current, &config, &request).map_err(|c| apply_conflict(&c))?;
-            match self
-                .commit(&current, merged, Some(resource_version(&current)), false)
-                .await
+            let expect_rv = Some(resource_version(&current));
+            if let Some(response) = self
+                .retryable_commit(&current, merged, expect_rv, false)
+                .await?
             {
-                Ok(stored) => {
-                    self.after_write(&stored)?;
-                    return Ok(json_response(StatusCode::OK, &present(self.rt(), &stored)));
-                }
-                Err(e) if is_race(&e) => continue,
-                Err(e) => return Err(e),
+                return Ok(response);
             }
         }
-        Err(ApiError::conflict(
+        Err(self.too_many_writes(&name))
+    }
+
+    /// Commits a patch or apply and answers with the stored object; `None` when the write lost
+    /// a race with another and the caller should read again and retry.
+    async fn retryable_commit(
+        &self,
+        current: &Value,
+        new: Value,
+        expect_rv: Option<u64>,
+        record_update: bool,
+    ) -> Result<Option<Response<Body>>, ApiError> {
+        match self.commit(current, new, expect_rv, record_update).await {
+            Ok(stored) => {
+                self.after_write(&stored)?;
+                Ok(Some(json_response(
+                    StatusCode::OK,
+                    &present(self.rt(), &stored),
+                )))
+            }
+            Err(e) if is_race(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn too_many_writes(&self, name: &str) -> ApiError {
+        ApiError::conflict(
             &self.rt().group_resource(),
-            &name,
+            name,
             "too many concurrent writes",
-        ))
+        )
     }
 
     async fn delete(&self, options: &Value) -> Result<Response<Body>, ApiError> {
