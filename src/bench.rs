@@ -23,6 +23,20 @@ pub struct HealthArgs {
     /// Withdrawal trials.
     #[arg(long, default_value_t = 10)]
     trials: usize,
+    /// Which figures to measure (all when not given).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<HealthPart>,
+}
+
+/// The figures of `fairlead bench health`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum HealthPart {
+    /// TCP and HTTP probes per second against the machine's ceiling.
+    Throughput,
+    /// Time from a port failing to its slice dropping the pod.
+    Withdrawal,
+    /// Agent RSS at 1k and 10k targets.
+    Rss,
 }
 
 /// Options of `fairlead bench apiserver`.
@@ -62,10 +76,18 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 concurrency: args.concurrency,
                 trials: args.trials,
             };
-            let mut rows = tokio::task::spawn_blocking(move || bench::throughput(options)).await?;
-            rows.push(bench::withdrawal(options).await?);
-            for targets in [1_000, 10_000] {
-                rows.push(bench::agent_rss(targets).await?);
+            let wanted = |part| args.only.is_empty() || args.only.contains(&part);
+            let mut rows = Vec::new();
+            if wanted(HealthPart::Throughput) {
+                rows.extend(tokio::task::spawn_blocking(move || bench::throughput(options)).await?);
+            }
+            if wanted(HealthPart::Withdrawal) {
+                rows.push(bench::withdrawal(options).await?);
+            }
+            if wanted(HealthPart::Rss) {
+                for targets in [1_000, 10_000] {
+                    rows.push(bench::agent_rss(targets).await?);
+                }
             }
             let rows: Vec<fairlead_apiserver::bench::Row> = rows
                 .into_iter()

@@ -41,9 +41,9 @@ pub enum ProbeFailure {
 }
 
 /// Runs `attempt` within `timeout`, turning an overrun into [`ProbeFailure::Timeout`].
-pub async fn bounded<F>(timeout: Duration, attempt: F) -> Result<(), ProbeFailure>
+pub async fn bounded<F, T>(timeout: Duration, attempt: F) -> Result<T, ProbeFailure>
 where
-    F: std::future::Future<Output = Result<(), ProbeFailure>>,
+    F: std::future::Future<Output = Result<T, ProbeFailure>>,
 {
     tokio::time::timeout(timeout, attempt)
         .await

@@ -206,3 +206,100 @@ async fn https_probes_verify_with_the_ca_or_skip_when_told() {
         .await
         .expect("skip-verify accepts any certificate");
 }
+
+/// A server that answers every connection with `answer` after reading the request head, then
+/// keeps the connection open (as a server ignoring `Connection: close` does).
+async fn serve_raw(answer: &'static [u8]) -> (SocketAddr, tokio::sync::mpsc::Receiver<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (requests, received) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                if stream.read(&mut byte).await.unwrap() == 0 {
+                    break;
+                }
+                head.push(byte[0]);
+            }
+            let _ = requests.try_send(String::from_utf8_lossy(&head).into_owned());
+            stream.write_all(answer).await.unwrap();
+            held.push(stream);
+        }
+    });
+    (addr, received)
+}
+
+#[tokio::test]
+async fn http_probes_end_with_the_body_not_with_the_timeout() {
+    for answer in [
+        &b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"[..],
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+    ] {
+        let (addr, _requests) = serve_raw(answer).await;
+        let started = Instant::now();
+        http::probe(addr, &spec("/healthz"), Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?} waited for the close",
+            String::from_utf8_lossy(answer)
+        );
+    }
+    let (addr, _requests) = serve_raw(b"SSH-2.0-OpenSSH_9.6\r\n\r\n").await;
+    let result = http::probe(addr, &spec("/healthz"), TIMEOUT).await;
+    assert!(
+        matches!(result, Err(ProbeFailure::Http(ref m)) if m.contains("malformed")),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn http_probes_send_one_host_and_refuse_header_injection() {
+    let (addr, mut requests) = serve_raw(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").await;
+    let custom_host = HttpProbe {
+        host: Some("ignored.example".into()),
+        http_headers: vec![HttpHeader {
+            name: "Host".into(),
+            value: "app.example".into(),
+        }],
+        ..spec("/healthz")
+    };
+    http::probe(addr, &custom_host, TIMEOUT).await.unwrap();
+    let request = requests.recv().await.unwrap();
+    assert!(
+        request.starts_with("GET /healthz HTTP/1.1\r\n"),
+        "{request}"
+    );
+    assert_eq!(
+        request.to_ascii_lowercase().matches("host:").count(),
+        1,
+        "{request}"
+    );
+    assert!(request.contains("Host: app.example\r\n"), "{request}");
+    assert!(request.contains("Connection: close\r\n"), "{request}");
+
+    let injected = HttpProbe {
+        http_headers: vec![HttpHeader {
+            name: "X-A".into(),
+            value: "1\r\nX-B: 2".into(),
+        }],
+        ..spec("/healthz")
+    };
+    let result = http::probe(addr, &injected, TIMEOUT).await;
+    assert!(
+        matches!(result, Err(ProbeFailure::Config(ref m)) if m.contains("http.httpHeaders")),
+        "{result:?}"
+    );
+    let result = http::probe(addr, &spec("/a b"), TIMEOUT).await;
+    assert!(
+        matches!(result, Err(ProbeFailure::Config(ref m)) if m.contains("http.path")),
+        "{result:?}"
+    );
+}

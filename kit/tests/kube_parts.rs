@@ -186,3 +186,63 @@ async fn events_are_published_for_an_object() {
     );
     assert_eq!(event.reporting_controller.as_deref(), Some("fairlead-test"));
 }
+
+/// Polls `check` until it holds (each watch event is applied asynchronously).
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what} did not happen");
+}
+
+#[tokio::test]
+async fn projections_follow_creates_updates_and_deletes() {
+    use fairlead_kit::watch::project;
+    use kube::api::PostParams;
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let client = server.client().await.unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let map = |name: &str, value: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": value}})).unwrap()
+    };
+    maps.create(&PostParams::default(), &map("a", "1"))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+    let values = project(
+        Api::<ConfigMap>::all(client.clone()),
+        Default::default(),
+        |m: &ConfigMap| m.data.clone().unwrap_or_default().remove("v"),
+        notify.clone(),
+        stop.clone(),
+    );
+    values.wait_until_ready().await.unwrap();
+    assert_eq!(
+        values.get("default", "a").as_deref(),
+        Some(&Some("1".into()))
+    );
+
+    maps.create(&PostParams::default(), &map("b", "2"))
+        .await
+        .unwrap();
+    maps.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "3"}})),
+    )
+    .await
+    .unwrap();
+    eventually("the create and the update", || {
+        values.get("default", "b").as_deref() == Some(&Some("2".into()))
+            && values.get("default", "a").as_deref() == Some(&Some("3".into()))
+    })
+    .await;
+    maps.delete("a", &Default::default()).await.unwrap();
+    eventually("the delete", || values.get("default", "a").is_none()).await;
+    assert_eq!(values.state().len(), 1);
+    stop.cancel();
+}

@@ -12,7 +12,7 @@ use fairlead_health_api::{
 };
 use fairlead_health_plan::schedule::{Millis, Timers, first_due, next_due, phase};
 use fairlead_health_plan::{Counter, PodVerdicts, Verdict, endpoint_status, plan_slices};
-use fairlead_kit::watch::{cache, keep, without_managed_fields};
+use fairlead_kit::watch::{Projection, cache, keep, project, without_managed_fields};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
@@ -21,7 +21,7 @@ use kube::runtime::watcher;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::targets::{TargetKey, pods_of, swh_key, targets};
+use super::targets::{NodePod, TargetKey, pods_of, swh_key, targets};
 use super::writer::Writer;
 use crate::metrics::HealthMetrics;
 use crate::probe::{self, ProbeFailure};
@@ -45,6 +45,8 @@ pub struct Settings {
 }
 
 struct TargetState {
+    /// The pod's name (for Events).
+    pod: String,
     counter: Counter,
     generation: u64,
     reason: Option<String>,
@@ -58,29 +60,9 @@ struct ProbeResult {
 
 struct Stores {
     swhs: Store<ServiceWithHealthchecks>,
-    pods: Store<Pod>,
+    pods: Projection<NodePod>,
     secrets: Store<Secret>,
     slices: Store<EndpointSlice>,
-}
-
-/// What the agent reads of a pod: identity, labels, deletion, phase, IPs, readiness.
-fn trim_pod(pod: &mut Pod) {
-    pod.metadata.managed_fields = None;
-    pod.metadata.annotations = None;
-    pod.metadata.owner_references = None;
-    pod.spec = None;
-    if let Some(status) = pod.status.as_mut() {
-        *status = k8s_openapi::api::core::v1::PodStatus {
-            phase: status.phase.take(),
-            pod_ip: status.pod_ip.take(),
-            pod_ips: status.pod_ips.take(),
-            conditions: status
-                .conditions
-                .take()
-                .map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect()),
-            ..Default::default()
-        };
-    }
 }
 
 /// What the agent reads of a resource: its spec and conditions (its own endpoint statuses
@@ -111,10 +93,10 @@ pub async fn run(
             notify.clone(),
             stop.clone(),
         ),
-        pods: cache(
-            Api::all(client.clone()),
+        pods: project(
+            Api::<Pod>::all(client.clone()),
             watcher::Config::default().fields(&node_field),
-            trim_pod,
+            NodePod::of,
             notify.clone(),
             stop.clone(),
         ),
@@ -261,16 +243,16 @@ impl Engine {
     /// Recomputes the targets from the watched state; returns every resource to republish.
     fn sync(&mut self) -> BTreeSet<String> {
         let pods = self.stores.pods.state();
-        let mut wanted: BTreeMap<TargetKey, Option<String>> = BTreeMap::new();
+        let mut wanted: BTreeMap<TargetKey, (String, Option<String>)> = BTreeMap::new();
         let mut resources = BTreeSet::new();
         for swh in self.stores.swhs.state() {
             resources.insert(swh_key(&swh));
-            let views = pods_of(&swh, pods.iter().map(|p| p.as_ref()));
+            let views = pods_of(&swh, pods.iter().map(AsRef::as_ref));
             wanted.extend(targets(&swh, &views));
         }
         self.targets.retain(|key, _| wanted.contains_key(key));
         let now = self.now();
-        for (key, created) in wanted {
+        for (key, (pod, created)) in wanted {
             if self.targets.contains_key(&key) {
                 continue;
             }
@@ -290,6 +272,7 @@ impl Engine {
             self.targets.insert(
                 key,
                 TargetState {
+                    pod,
                     counter: Counter::default(),
                     generation: self.next_generation,
                     reason: None,
@@ -397,17 +380,10 @@ impl Engine {
             && (changed || reason_changed)
             && let Some(reason) = &state.reason
         {
-            let pod = self
-                .stores
-                .pods
-                .state()
-                .iter()
-                .find(|p| p.metadata.uid.as_deref() == Some(result.key.pod_uid.as_str()))
-                .and_then(|p| p.metadata.name.clone())
-                .unwrap_or_default();
             let port = probe.target_port().unwrap_or(0);
             let note = format!(
-                "pod {pod}: {}:{}:{port}: {reason}",
+                "pod {}: {}:{}:{port}: {reason}",
+                state.pod,
                 probe.mode.label(),
                 result.key.ip
             );
@@ -440,7 +416,7 @@ impl Engine {
             return;
         };
         let pods = self.stores.pods.state();
-        let views = pods_of(&swh, pods.iter().map(|p| p.as_ref()));
+        let views = pods_of(&swh, pods.iter().map(AsRef::as_ref));
         let probes = swh.spec.healthcheck.probes.len();
         let mut verdicts: BTreeMap<String, PodVerdicts> = BTreeMap::new();
         let mut reasons: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();

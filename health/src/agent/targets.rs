@@ -38,38 +38,71 @@ pub fn swh_key(swh: &ServiceWithHealthchecks) -> String {
     )
 }
 
-fn terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
+/// What the agent keeps of a pod of its node: identity, labels, phase, IPs, readiness,
+/// deletion and age (a projection, about a tenth of a cached `Pod`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodePod {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Uid.
+    pub uid: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// In a terminal phase (`Succeeded`, `Failed`).
+    pub terminal: bool,
+    /// IPs (`status.podIPs`, else `status.podIP`).
+    pub ips: Vec<IpAddr>,
+    /// The kubelet's `Ready` condition is `True`.
+    pub ready: bool,
+    /// Has a deletionTimestamp.
+    pub terminating: bool,
+    /// `metadata.creationTimestamp` (RFC 3339).
+    pub created: Option<String>,
 }
 
-fn ips(pod: &Pod) -> Vec<IpAddr> {
-    let status = pod.status.as_ref();
-    let mut ips: Vec<IpAddr> = status
-        .and_then(|s| s.pod_ips.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|ip| ip.ip.parse().ok())
-        .collect();
-    if ips.is_empty()
-        && let Some(ip) = status
-            .and_then(|s| s.pod_ip.as_deref())
-            .and_then(|ip| ip.parse().ok())
-    {
-        ips.push(ip);
+impl NodePod {
+    /// The projection of `pod`.
+    pub fn of(pod: &Pod) -> Self {
+        let status = pod.status.as_ref();
+        let mut ips: Vec<IpAddr> = status
+            .and_then(|s| s.pod_ips.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|ip| ip.ip.parse().ok())
+            .collect();
+        if ips.is_empty()
+            && let Some(ip) = status
+                .and_then(|s| s.pod_ip.as_deref())
+                .and_then(|ip| ip.parse().ok())
+        {
+            ips.push(ip);
+        }
+        ips.shrink_to_fit();
+        Self {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            terminal: matches!(
+                status.and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            ),
+            ips,
+            ready: status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True"),
+            terminating: pod.metadata.deletion_timestamp.is_some(),
+            created: pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string()),
+        }
     }
-    ips
-}
-
-fn ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 /// The pods of `swh` on this node, as the planner sees them: matching the selector, in the
@@ -77,39 +110,26 @@ fn ready(pod: &Pod) -> bool {
 /// selects nothing (as a Service does).
 pub fn pods_of<'a>(
     swh: &ServiceWithHealthchecks,
-    pods: impl IntoIterator<Item = &'a Pod>,
+    pods: impl IntoIterator<Item = &'a NodePod>,
 ) -> Vec<(PodView, Option<String>)> {
     let Some(selector) = swh.spec.selector.as_ref().filter(|s| !s.is_empty()) else {
         return Vec::new();
     };
-    let namespace = swh.metadata.namespace.as_deref();
+    let namespace = swh.metadata.namespace.as_deref().unwrap_or_default();
     pods.into_iter()
-        .filter(|pod| pod.metadata.namespace.as_deref() == namespace)
-        .filter(|pod| {
-            let labels = pod.metadata.labels.clone().unwrap_or_default();
-            selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-        })
-        .filter(|pod| !terminal(pod))
-        .filter_map(|pod| {
-            let ips = ips(pod);
-            if ips.is_empty() {
-                return None;
-            }
-            let created = pod
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.to_string());
-            Some((
+        .filter(|pod| pod.namespace == namespace && !pod.terminal && !pod.ips.is_empty())
+        .filter(|pod| selector.iter().all(|(k, v)| pod.labels.get(k) == Some(v)))
+        .map(|pod| {
+            (
                 PodView {
-                    name: pod.metadata.name.clone().unwrap_or_default(),
-                    uid: pod.metadata.uid.clone().unwrap_or_default(),
-                    ips,
-                    ready: ready(pod),
-                    terminating: pod.metadata.deletion_timestamp.is_some(),
+                    name: pod.name.clone(),
+                    uid: pod.uid.clone(),
+                    ips: pod.ips.clone(),
+                    ready: pod.ready,
+                    terminating: pod.terminating,
                 },
-                created,
-            ))
+                pod.created.clone(),
+            )
         })
         .collect()
 }
@@ -121,11 +141,12 @@ pub fn probed(swh: &ServiceWithHealthchecks) -> bool {
         && swh.spec.cluster_ip.as_deref() != Some("None")
 }
 
-/// The targets of one resource: each probe of each of its pods, on the pod's first IP.
+/// The targets of one resource: each probe of each of its pods, on the pod's first IP, with
+/// the pod's name and creation time.
 pub fn targets(
     swh: &ServiceWithHealthchecks,
     pods: &[(PodView, Option<String>)],
-) -> BTreeMap<TargetKey, Option<String>> {
+) -> BTreeMap<TargetKey, (String, Option<String>)> {
     let mut out = BTreeMap::new();
     if !probed(swh) {
         return out;
@@ -143,7 +164,7 @@ pub fn targets(
                     ip,
                     probe,
                 },
-                created.clone(),
+                (pod.name.clone(), created.clone()),
             );
         }
     }
