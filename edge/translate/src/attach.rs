@@ -1,0 +1,291 @@
+//! Routes to listeners: a route's `parentRefs` (with `sectionName` and `port`), each listener's
+//! `allowedRoutes` (kinds; namespaces Same/All/Selector) and hostname intersection decide
+//! where a route attaches; the route's parent status says why it did or did not.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::gateway::{self, ResolvedListener};
+use crate::http;
+use crate::model::{GATEWAY_GROUP, Gateway, Input, NamespacesFrom, ParentRef};
+use crate::refs::Grants;
+use crate::status::{Condition, RouteParentStatus, Statuses};
+
+/// An HTTP route entry attached to a listener, with the hostnames it serves there (`None` =
+/// any).
+#[derive(Clone, Debug)]
+pub struct Attached {
+    /// Hostnames.
+    pub hostnames: Option<Vec<String>>,
+    /// The entry.
+    pub entry: std::sync::Arc<http::Entry>,
+}
+
+/// A Gateway during translation: its listeners and what attached to them.
+pub struct GatewayState<'a> {
+    /// `namespace/name`.
+    pub key: String,
+    /// The Gateway.
+    pub gateway: &'a Gateway,
+    /// Listeners in precedence order.
+    pub listeners: Vec<ResolvedListener>,
+    /// HTTP entries per listener (same index as `listeners`).
+    pub http: Vec<Vec<Attached>>,
+}
+
+impl<'a> GatewayState<'a> {
+    /// Resolves the listeners of `gateway`.
+    pub fn new(gateway: &'a Gateway, input: &Input, grants: &Grants<'_>) -> Self {
+        let namespace = gateway.metadata.namespace.as_deref().unwrap_or_default();
+        let listeners: Vec<_> = gateway
+            .spec
+            .listeners
+            .iter()
+            .map(|l| (l, ("Gateway", namespace)))
+            .collect();
+        let listeners = gateway::resolve(&listeners, input, grants, gateway.metadata.generation);
+        let http = vec![Vec::new(); listeners.len()];
+        Self {
+            key: gateway::key(gateway),
+            gateway,
+            listeners,
+            http,
+        }
+    }
+}
+
+/// Whether `selector` selects `labels` (matchLabels and matchExpressions).
+pub fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let labels_ok = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let expressions_ok = selector.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.clone().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&e.key),
+            "DoesNotExist" => !labels.contains_key(&e.key),
+            _ => false,
+        }
+    });
+    labels_ok && expressions_ok
+}
+
+/// Whether a listener with `allowed` namespaces, on a Gateway in `gateway_namespace`, admits
+/// a route from `route_namespace`.
+pub fn namespace_allowed(
+    allowed: &NamespacesFrom,
+    gateway_namespace: &str,
+    route_namespace: &str,
+    input: &Input,
+) -> bool {
+    match allowed.from.as_deref().unwrap_or("Same") {
+        "All" => true,
+        "Selector" => allowed
+            .selector
+            .as_ref()
+            .is_some_and(|s| selects(s, &input.namespace_labels(route_namespace))),
+        "Same" => gateway_namespace == route_namespace,
+        _ => false,
+    }
+}
+
+/// Attaches every HTTPRoute, recording its parent statuses.
+pub fn http_routes(
+    gateways: &mut [GatewayState<'_>],
+    input: &Input,
+    grants: &Grants<'_>,
+    controller_name: &str,
+    statuses: &mut Statuses,
+) {
+    let mut routes: Vec<_> = input.http_routes.iter().collect();
+    routes.sort_by_key(|r| (r.metadata.namespace.clone(), r.metadata.name.clone()));
+    for route in routes {
+        let namespace = route.metadata.namespace.clone().unwrap_or_default();
+        let name = route.metadata.name.clone().unwrap_or_default();
+        let generation = route.metadata.generation;
+        let translated = http::translate(route, input, grants);
+        let mut parents = Vec::new();
+        for parent in &route.spec.parent_refs {
+            let Some(g) = our_gateway(gateways, parent, &namespace) else {
+                continue;
+            };
+            let state = &mut gateways[g];
+            let accepted = match &translated {
+                Err(http::Rejected(message)) => Condition::new(
+                    "Accepted",
+                    false,
+                    "UnsupportedValue",
+                    message.clone(),
+                    generation,
+                ),
+                Ok(t) => {
+                    let verdict = attach(
+                        state,
+                        parent,
+                        "HTTPRoute",
+                        &namespace,
+                        &route.spec.hostnames,
+                        input,
+                    );
+                    match verdict {
+                        Ok(places) => {
+                            for (listener, hostnames) in places {
+                                state.listeners[listener].attached += 1;
+                                for entry in &t.entries {
+                                    state.http[listener].push(Attached {
+                                        hostnames: hostnames.clone(),
+                                        entry: std::sync::Arc::new(entry.clone()),
+                                    });
+                                }
+                            }
+                            Condition::new(
+                                "Accepted",
+                                true,
+                                "Accepted",
+                                "route accepted",
+                                generation,
+                            )
+                        }
+                        Err((reason, message)) => {
+                            Condition::new("Accepted", false, reason, message, generation)
+                        }
+                    }
+                }
+            };
+            let resolved = match translated.as_ref().ok().and_then(|t| t.unresolved.as_ref()) {
+                Some(u) => Condition::new(
+                    "ResolvedRefs",
+                    false,
+                    u.reason,
+                    u.message.clone(),
+                    generation,
+                ),
+                None => Condition::new(
+                    "ResolvedRefs",
+                    true,
+                    "ResolvedRefs",
+                    "references resolved",
+                    generation,
+                ),
+            };
+            parents.push(RouteParentStatus {
+                parent_ref: parent.clone(),
+                controller_name: controller_name.to_owned(),
+                conditions: vec![accepted, resolved],
+            });
+        }
+        if !parents.is_empty() {
+            statuses
+                .routes
+                .insert(format!("HTTPRoute/{namespace}/{name}"), parents);
+        }
+    }
+}
+
+/// The index of the Gateway a parentRef names, when it is one of ours.
+fn our_gateway(
+    gateways: &[GatewayState<'_>],
+    parent: &ParentRef,
+    route_namespace: &str,
+) -> Option<usize> {
+    let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
+    let kind = parent.kind.as_deref().unwrap_or("Gateway");
+    if group != GATEWAY_GROUP || kind != "Gateway" {
+        return None;
+    }
+    let key = format!(
+        "{}/{}",
+        parent.namespace.as_deref().unwrap_or(route_namespace),
+        parent.name
+    );
+    gateways.iter().position(|g| g.key == key)
+}
+
+/// A listener index and the hostnames a route serves there (`None` = any).
+type Placement = (usize, Option<Vec<String>>);
+
+/// A reason and a message.
+type Refusal = (&'static str, String);
+
+/// Where a route attaches on a Gateway: listener indices with the hostnames served there, or
+/// the reason it attaches nowhere.
+fn attach(
+    state: &GatewayState<'_>,
+    parent: &ParentRef,
+    kind: &str,
+    route_namespace: &str,
+    hostnames: &[String],
+    input: &Input,
+) -> Result<Vec<Placement>, Refusal> {
+    let gateway_namespace = state
+        .gateway
+        .metadata
+        .namespace
+        .as_deref()
+        .unwrap_or_default();
+    let named: Vec<usize> = state
+        .listeners
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| parent.section_name.as_deref().is_none_or(|s| s == l.name))
+        .filter(|(_, l)| parent.port.is_none_or(|p| i32::from(l.port) == p))
+        .map(|(i, _)| i)
+        .collect();
+    if named.is_empty() {
+        return Err((
+            "NoMatchingParent",
+            "no listener matches the parentRef's sectionName and port".into(),
+        ));
+    }
+    let mut places = Vec::new();
+    let mut reason: Option<(&'static str, String)> = None;
+    for i in named {
+        let l = &state.listeners[i];
+        if !l.programmed() {
+            reason.get_or_insert((
+                "NotAllowedByListeners",
+                format!("listener {} is not valid", l.name),
+            ));
+            continue;
+        }
+        if !l.kinds.iter().any(|k| k.kind == kind) {
+            reason.get_or_insert((
+                "NotAllowedByListeners",
+                format!("listener {} does not accept {kind}", l.name),
+            ));
+            continue;
+        }
+        if !namespace_allowed(&l.namespaces, gateway_namespace, route_namespace, input) {
+            reason.get_or_insert((
+                "NotAllowedByListeners",
+                format!(
+                    "listener {} does not accept routes from namespace {route_namespace}",
+                    l.name
+                ),
+            ));
+            continue;
+        }
+        let served = crate::hostname::intersect(l.hostname.as_deref(), hostnames);
+        if served.as_ref().is_some_and(Vec::is_empty) {
+            reason.get_or_insert((
+                "NoMatchingListenerHostname",
+                format!("no hostname of the route matches listener {}", l.name),
+            ));
+            continue;
+        }
+        places.push((i, served));
+    }
+    if places.is_empty() {
+        Err(reason.unwrap_or((
+            "NotAllowedByListeners",
+            "no listener admits the route".into(),
+        )))
+    } else {
+        Ok(places)
+    }
+}

@@ -1,0 +1,604 @@
+//! The per-Gateway IR to Envoy resources. Gateway listeners that share a port share one Envoy
+//! listener: plain HTTP ports get one connection manager whose route configuration has a
+//! virtual host per hostname; HTTPS ports get a filter chain per Gateway listener, picked by
+//! SNI, each with its certificates over SDS and its own route configuration. Clusters are one
+//! per Service port, with endpoints over EDS from the EndpointSlices of the Service.
+//!
+//! Names: listeners `<protocol>-<port>`, route configurations `<protocol>-<port>` (HTTPS:
+//! `https-<port>-<listener>`), clusters `<namespace>/<service>/<port>`, secrets
+//! `<namespace>/<name>`. Every name is unique within one Gateway's snapshot.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use envoy_types::pb::envoy::config::cluster::v3 as cluster;
+use envoy_types::pb::envoy::config::core::v3 as core;
+use envoy_types::pb::envoy::config::endpoint::v3 as endpoint;
+use envoy_types::pb::envoy::config::listener::v3 as listener;
+use envoy_types::pb::envoy::config::route::v3 as route;
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3 as hcm;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
+use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
+use envoy_types::pb::google::protobuf::{Any, Duration as PbDuration, UInt32Value};
+use prost::{Message, Name};
+
+use crate::Resources;
+use crate::attach::{Attached, GatewayState};
+use crate::backend::Backend;
+use crate::gateway::{Protocol, ResolvedListener};
+use crate::http::{Action, Entry, PathMatch, ValueMatch};
+use crate::model::{HeaderModifier, Input};
+
+/// Packs a message into an `Any`.
+pub fn any<M: Message + Name>(message: &M) -> Any {
+    Any {
+        type_url: M::type_url(),
+        value: message.encode_to_vec(),
+    }
+}
+
+fn ads() -> core::ConfigSource {
+    core::ConfigSource {
+        resource_api_version: core::ApiVersion::V3 as i32,
+        config_source_specifier: Some(core::config_source::ConfigSourceSpecifier::Ads(
+            core::AggregatedConfigSource {},
+        )),
+        ..Default::default()
+    }
+}
+
+fn socket(address: &str, port: u16, udp: bool) -> core::Address {
+    core::Address {
+        address: Some(core::address::Address::SocketAddress(core::SocketAddress {
+            protocol: if udp {
+                core::socket_address::Protocol::Udp as i32
+            } else {
+                core::socket_address::Protocol::Tcp as i32
+            },
+            address: address.to_owned(),
+            port_specifier: Some(core::socket_address::PortSpecifier::PortValue(u32::from(
+                port,
+            ))),
+            ..Default::default()
+        })),
+    }
+}
+
+fn duration(d: std::time::Duration) -> PbDuration {
+    PbDuration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or_default(),
+    }
+}
+
+/// A connection manager that takes its routes from `route_config` over ADS.
+fn connection_manager(stat_prefix: &str, route_config: &str) -> listener::Filter {
+    let manager = hcm::HttpConnectionManager {
+        stat_prefix: stat_prefix.to_owned(),
+        route_specifier: Some(hcm::http_connection_manager::RouteSpecifier::Rds(
+            hcm::Rds {
+                config_source: Some(ads()),
+                route_config_name: route_config.to_owned(),
+            },
+        )),
+        http_filters: vec![hcm::HttpFilter {
+            name: "envoy.filters.http.router".into(),
+            config_type: Some(hcm::http_filter::ConfigType::TypedConfig(any(
+                &Router::default(),
+            ))),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    listener::Filter {
+        name: "envoy.filters.network.http_connection_manager".into(),
+        config_type: Some(listener::filter::ConfigType::TypedConfig(any(&manager))),
+    }
+}
+
+/// The Envoy resources of one Gateway.
+pub fn resources(state: &GatewayState<'_>, input: &Input) -> Resources {
+    let mut out = Resources::default();
+    let mut backends: BTreeSet<Backend> = BTreeSet::new();
+    let mut secrets: BTreeSet<String> = BTreeSet::new();
+    let mut ports: BTreeMap<(u16, Protocol), Vec<usize>> = BTreeMap::new();
+    for (i, l) in state.listeners.iter().enumerate() {
+        if let (true, Some(protocol)) = (l.programmed(), l.protocol) {
+            ports.entry((l.port, protocol)).or_default().push(i);
+        }
+    }
+    for ((port, protocol), indices) in &ports {
+        let name = format!("{}-{port}", protocol.name());
+        match protocol {
+            Protocol::Http => {
+                let attached: Vec<&Attached> =
+                    indices.iter().flat_map(|i| &state.http[*i]).collect();
+                out.routes
+                    .push(route_configuration(&name, *port, &attached, &mut backends));
+                out.listeners.push(listener::Listener {
+                    name: name.clone(),
+                    address: Some(socket("0.0.0.0", *port, false)),
+                    filter_chains: vec![listener::FilterChain {
+                        filters: vec![connection_manager(&name, &name)],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                });
+            }
+            Protocol::Https => {
+                let mut chains = Vec::new();
+                for i in indices {
+                    let l = &state.listeners[*i];
+                    let config = format!("{name}-{}", l.name);
+                    let attached: Vec<&Attached> = state.http[*i].iter().collect();
+                    out.routes.push(route_configuration(
+                        &config,
+                        *port,
+                        &attached,
+                        &mut backends,
+                    ));
+                    secrets.extend(l.certificates.iter().cloned());
+                    chains.push(tls_chain(l, &config));
+                }
+                // The chain without a hostname is the default: it goes last.
+                chains.sort_by_key(|c: &listener::FilterChain| {
+                    c.filter_chain_match
+                        .as_ref()
+                        .is_none_or(|m| m.server_names.is_empty())
+                });
+                out.listeners.push(listener::Listener {
+                    name: name.clone(),
+                    address: Some(socket("0.0.0.0", *port, false)),
+                    listener_filters: vec![listener::ListenerFilter {
+                        name: "envoy.filters.listener.tls_inspector".into(),
+                        config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
+                            any(&envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector::default()),
+                        )),
+                        ..Default::default()
+                    }],
+                    filter_chains: chains,
+                    ..Default::default()
+                });
+            }
+            Protocol::Tls | Protocol::Tcp | Protocol::Udp => {}
+        }
+    }
+    for backend in &backends {
+        out.clusters.push(cluster_for(backend));
+        out.endpoints.push(endpoints_for(backend, input));
+    }
+    for key in &secrets {
+        if let Some((namespace, name)) = key.split_once('/')
+            && let Some(secret) = crate::gateway::tls_secret(input, namespace, name)
+        {
+            let data = secret.data.clone().unwrap_or_default();
+            let bytes = |k: &str| core::DataSource {
+                specifier: Some(core::data_source::Specifier::InlineBytes(
+                    data.get(k).map(|v| v.0.clone()).unwrap_or_default(),
+                )),
+                ..Default::default()
+            };
+            out.secrets.push(tls::Secret {
+                name: key.clone(),
+                r#type: Some(tls::secret::Type::TlsCertificate(tls::TlsCertificate {
+                    certificate_chain: Some(bytes("tls.crt")),
+                    private_key: Some(bytes("tls.key")),
+                    ..Default::default()
+                })),
+            });
+        }
+    }
+    out
+}
+
+fn tls_chain(l: &ResolvedListener, route_config: &str) -> listener::FilterChain {
+    let context = tls::DownstreamTlsContext {
+        common_tls_context: Some(tls::CommonTlsContext {
+            tls_certificate_sds_secret_configs: l
+                .certificates
+                .iter()
+                .map(|name| tls::SdsSecretConfig {
+                    name: name.clone(),
+                    sds_config: Some(ads()),
+                })
+                .collect(),
+            alpn_protocols: vec!["h2".into(), "http/1.1".into()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    listener::FilterChain {
+        name: l.name.clone(),
+        filter_chain_match: l.hostname.as_ref().map(|h| listener::FilterChainMatch {
+            server_names: vec![h.clone()],
+            ..Default::default()
+        }),
+        filters: vec![connection_manager(route_config, route_config)],
+        transport_socket: Some(core::TransportSocket {
+            name: "envoy.transport_sockets.tls".into(),
+            config_type: Some(core::transport_socket::ConfigType::TypedConfig(any(
+                &context,
+            ))),
+        }),
+        ..Default::default()
+    }
+}
+
+/// A route configuration: one virtual host per hostname (`*` for routes without one), routes
+/// in the spec's precedence. Domains carry `host` and `host:port`, since clients (gRPC among
+/// them) send the port in the authority when it is not the scheme's default.
+fn route_configuration(
+    name: &str,
+    port: u16,
+    attached: &[&Attached],
+    backends: &mut BTreeSet<Backend>,
+) -> route::RouteConfiguration {
+    let mut hosts: BTreeMap<String, Vec<&Entry>> = BTreeMap::new();
+    for a in attached {
+        match &a.hostnames {
+            None => hosts.entry("*".into()).or_default().push(&a.entry),
+            Some(names) => {
+                for h in names {
+                    hosts.entry(h.clone()).or_default().push(&a.entry);
+                }
+            }
+        }
+    }
+    let virtual_hosts = hosts
+        .into_iter()
+        .map(|(host, mut entries)| {
+            entries.sort_by(|a, b| a.order.cmp(&b.order));
+            entries.dedup_by(|a, b| a.name == b.name);
+            let domains = if host == "*" {
+                vec!["*".to_owned()]
+            } else {
+                vec![host.clone(), format!("{host}:{port}")]
+            };
+            route::VirtualHost {
+                name: host.clone(),
+                domains,
+                routes: entries.iter().map(|e| envoy_route(e, backends)).collect(),
+                ..Default::default()
+            }
+        })
+        .collect();
+    route::RouteConfiguration {
+        name: name.to_owned(),
+        virtual_hosts,
+        ..Default::default()
+    }
+}
+
+fn string_match(value: &ValueMatch) -> matcher::StringMatcher {
+    matcher::StringMatcher {
+        match_pattern: Some(if value.regex {
+            matcher::string_matcher::MatchPattern::SafeRegex(matcher::RegexMatcher {
+                regex: value.value.clone(),
+                ..Default::default()
+            })
+        } else {
+            matcher::string_matcher::MatchPattern::Exact(value.value.clone())
+        }),
+        ..Default::default()
+    }
+}
+
+fn route_match(entry: &Entry) -> route::RouteMatch {
+    use route::route_match::PathSpecifier;
+    let m = &entry.matcher;
+    let path = match &m.path {
+        PathMatch::Exact(p) => PathSpecifier::Path(p.clone()),
+        PathMatch::Prefix(p) if p == "/" => PathSpecifier::Prefix("/".into()),
+        PathMatch::Prefix(p) => PathSpecifier::PathSeparatedPrefix(p.clone()),
+        PathMatch::Regex(r) => PathSpecifier::SafeRegex(matcher::RegexMatcher {
+            regex: r.clone(),
+            ..Default::default()
+        }),
+    };
+    let mut headers: Vec<route::HeaderMatcher> = m
+        .headers
+        .iter()
+        .map(|h| route::HeaderMatcher {
+            name: h.name.clone(),
+            header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
+                string_match(h),
+            )),
+            ..Default::default()
+        })
+        .collect();
+    if let Some(method) = &m.method {
+        headers.push(route::HeaderMatcher {
+            name: ":method".into(),
+            header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
+                string_match(&ValueMatch {
+                    name: ":method".into(),
+                    value: method.clone(),
+                    regex: false,
+                }),
+            )),
+            ..Default::default()
+        });
+    }
+    route::RouteMatch {
+        path_specifier: Some(path),
+        headers,
+        query_parameters: m
+            .query
+            .iter()
+            .map(|q| route::QueryParameterMatcher {
+                name: q.name.clone(),
+                query_parameter_match_specifier: Some(
+                    route::query_parameter_matcher::QueryParameterMatchSpecifier::StringMatch(
+                        string_match(q),
+                    ),
+                ),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn header_options(modifier: &HeaderModifier) -> Vec<core::HeaderValueOption> {
+    let option =
+        |name: &str, value: &str, action: core::header_value_option::HeaderAppendAction| {
+            core::HeaderValueOption {
+                header: Some(core::HeaderValue {
+                    key: name.to_owned(),
+                    value: value.to_owned(),
+                    ..Default::default()
+                }),
+                append_action: action as i32,
+                ..Default::default()
+            }
+        };
+    use core::header_value_option::HeaderAppendAction as A;
+    modifier
+        .set
+        .iter()
+        .map(|h| option(&h.name, &h.value, A::OverwriteIfExistsOrAdd))
+        .chain(
+            modifier
+                .add
+                .iter()
+                .map(|h| option(&h.name, &h.value, A::AppendIfExistsOrAdd)),
+        )
+        .collect()
+}
+
+fn envoy_route(entry: &Entry, backends: &mut BTreeSet<Backend>) -> route::Route {
+    let action = match &entry.action {
+        Action::Redirect(r) => {
+            use route::redirect_action as ra;
+            let path = r.path.as_ref().and_then(|p| match p.type_.as_str() {
+                "ReplaceFullPath" => p
+                    .replace_full_path
+                    .clone()
+                    .map(ra::PathRewriteSpecifier::PathRedirect),
+                "ReplacePrefixMatch" => p
+                    .replace_prefix_match
+                    .clone()
+                    .map(ra::PathRewriteSpecifier::PrefixRewrite),
+                _ => None,
+            });
+            route::route::Action::Redirect(route::RedirectAction {
+                scheme_rewrite_specifier: r
+                    .scheme
+                    .clone()
+                    .map(ra::SchemeRewriteSpecifier::SchemeRedirect),
+                host_redirect: r.hostname.clone().unwrap_or_default(),
+                port_redirect: r
+                    .port
+                    .and_then(|p| u32::try_from(p).ok())
+                    .unwrap_or_default(),
+                path_rewrite_specifier: path,
+                response_code: match r.status_code {
+                    Some(301) => ra::RedirectResponseCode::MovedPermanently as i32,
+                    _ => ra::RedirectResponseCode::Found as i32,
+                },
+                ..Default::default()
+            })
+        }
+        Action::Forward {
+            backends: weighted,
+            rewrite,
+            mirrors,
+            timeout,
+        } => {
+            let valid: u32 = weighted.iter().map(|w| w.weight).sum();
+            if valid == 0 || weighted.iter().all(|w| w.backend.is_none()) {
+                route::route::Action::DirectResponse(route::DirectResponseAction {
+                    status: 500,
+                    ..Default::default()
+                })
+            } else {
+                use route::route_action::ClusterSpecifier;
+                let clusters: Vec<route::weighted_cluster::ClusterWeight> = weighted
+                    .iter()
+                    .map(|w| {
+                        if let Some(b) = &w.backend {
+                            backends.insert(b.clone());
+                        }
+                        route::weighted_cluster::ClusterWeight {
+                            // A backend that did not resolve keeps its share, on a cluster that
+                            // does not exist: Envoy answers it with the route's
+                            // cluster_not_found_response_code (500), as the spec requires.
+                            name: w
+                                .backend
+                                .as_ref()
+                                .map_or_else(|| "invalid-backend".to_owned(), Backend::cluster),
+                            weight: Some(UInt32Value { value: w.weight }),
+                            request_headers_to_add: header_options(&w.request_headers),
+                            request_headers_to_remove: w.request_headers.remove.clone(),
+                            response_headers_to_add: header_options(&w.response_headers),
+                            response_headers_to_remove: w.response_headers.remove.clone(),
+                            ..Default::default()
+                        }
+                    })
+                    .collect();
+                let specifier = match clusters.as_slice() {
+                    [one]
+                        if weighted[0].request_headers.set.is_empty()
+                            && weighted[0].request_headers.add.is_empty()
+                            && weighted[0].request_headers.remove.is_empty()
+                            && weighted[0].response_headers.set.is_empty()
+                            && weighted[0].response_headers.add.is_empty()
+                            && weighted[0].response_headers.remove.is_empty()
+                            && weighted[0].backend.is_some() =>
+                    {
+                        ClusterSpecifier::Cluster(one.name.clone())
+                    }
+                    _ => ClusterSpecifier::WeightedClusters(route::WeightedCluster {
+                        clusters,
+                        ..Default::default()
+                    }),
+                };
+                let mut action = route::RouteAction {
+                    cluster_specifier: Some(specifier),
+                    cluster_not_found_response_code:
+                        route::route_action::ClusterNotFoundResponseCode::InternalServerError as i32,
+                    timeout: timeout.map(duration),
+                    request_mirror_policies: mirrors
+                        .iter()
+                        .map(|(b, percent)| {
+                            backends.insert(b.clone());
+                            route::route_action::RequestMirrorPolicy {
+                                cluster: b.cluster(),
+                                runtime_fraction: (*percent < 100).then(|| {
+                                    core::RuntimeFractionalPercent {
+                                        default_value: Some(
+                                            envoy_types::pb::envoy::r#type::v3::FractionalPercent {
+                                                numerator: *percent,
+                                                denominator: 0,
+                                            },
+                                        ),
+                                        ..Default::default()
+                                    }
+                                }),
+                                ..Default::default()
+                            }
+                        })
+                        .collect(),
+                    ..Default::default()
+                };
+                if let Some(rewrite) = rewrite {
+                    if let Some(host) = &rewrite.hostname {
+                        action.host_rewrite_specifier = Some(
+                            route::route_action::HostRewriteSpecifier::HostRewriteLiteral(
+                                host.clone(),
+                            ),
+                        );
+                    }
+                    if let Some(path) = &rewrite.path {
+                        match path.type_.as_str() {
+                            "ReplaceFullPath" => {
+                                action.regex_rewrite = Some(matcher::RegexMatchAndSubstitute {
+                                    pattern: Some(matcher::RegexMatcher {
+                                        regex: "^/.*$".into(),
+                                        ..Default::default()
+                                    }),
+                                    substitution: path
+                                        .replace_full_path
+                                        .clone()
+                                        .unwrap_or_default(),
+                                });
+                            }
+                            "ReplacePrefixMatch" => {
+                                action.prefix_rewrite =
+                                    path.replace_prefix_match.clone().unwrap_or_default();
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                route::route::Action::Route(action)
+            }
+        }
+    };
+    route::Route {
+        name: entry.name.clone(),
+        r#match: Some(route_match(entry)),
+        action: Some(action),
+        request_headers_to_add: header_options(&entry.request_headers),
+        request_headers_to_remove: entry.request_headers.remove.clone(),
+        response_headers_to_add: header_options(&entry.response_headers),
+        response_headers_to_remove: entry.response_headers.remove.clone(),
+        ..Default::default()
+    }
+}
+
+fn cluster_for(backend: &Backend) -> cluster::Cluster {
+    cluster::Cluster {
+        name: backend.cluster(),
+        cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
+            cluster::cluster::DiscoveryType::Eds as i32,
+        )),
+        eds_cluster_config: Some(cluster::cluster::EdsClusterConfig {
+            eds_config: Some(ads()),
+            ..Default::default()
+        }),
+        connect_timeout: Some(duration(std::time::Duration::from_secs(5))),
+        ..Default::default()
+    }
+}
+
+/// The endpoints of a backend from the EndpointSlices of its Service: the slice port whose
+/// name is the Service port's; `ready` (absent = true) → HEALTHY; terminating but `serving` →
+/// DRAINING; anything else is left out, since Envoy still sends traffic to UNHEALTHY hosts
+/// under its panic threshold.
+fn endpoints_for(backend: &Backend, input: &Input) -> endpoint::ClusterLoadAssignment {
+    let mut hosts: BTreeMap<(String, u16), i32> = BTreeMap::new();
+    for slice in &input.endpoint_slices {
+        let labels = slice.metadata.labels.clone().unwrap_or_default();
+        if slice.metadata.namespace.as_deref() != Some(backend.namespace.as_str())
+            || labels.get("kubernetes.io/service-name") != Some(&backend.service)
+        {
+            continue;
+        }
+        let Some(port) = slice
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.clone().unwrap_or_default() == backend.port_name)
+            .and_then(|p| p.port)
+            .and_then(|p| u16::try_from(p).ok())
+        else {
+            continue;
+        };
+        for e in slice.endpoints.iter().flatten() {
+            let conditions = e.conditions.clone().unwrap_or_default();
+            let health = if conditions.ready.unwrap_or(true) {
+                core::HealthStatus::Healthy
+            } else if conditions.terminating == Some(true) && conditions.serving == Some(true) {
+                core::HealthStatus::Draining
+            } else {
+                continue;
+            };
+            for address in &e.addresses {
+                hosts.insert((address.clone(), port), health as i32);
+            }
+        }
+    }
+    let lb_endpoints = hosts
+        .into_iter()
+        .map(|((address, port), health)| endpoint::LbEndpoint {
+            health_status: health,
+            host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
+                endpoint::Endpoint {
+                    address: Some(socket(&address, port, false)),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        })
+        .collect();
+    endpoint::ClusterLoadAssignment {
+        cluster_name: backend.cluster(),
+        endpoints: vec![endpoint::LocalityLbEndpoints {
+            lb_endpoints,
+            // gRPC's xDS client drops localities without a weight.
+            load_balancing_weight: Some(UInt32Value { value: 1 }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}

@@ -1,0 +1,393 @@
+//! Gateways and their listeners: which Gateways are ours, which listeners are valid, their
+//! conditions (Accepted, Conflicted, ResolvedRefs, Programmed) and the route kinds each accepts.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Secret;
+
+use crate::model::{GATEWAY_GROUP, Gateway, GroupKind, Input, Listener};
+use crate::refs::Grants;
+use crate::status::{Condition, ListenerStatus};
+
+/// A listener protocol the translator serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Protocol {
+    /// Plain HTTP.
+    Http,
+    /// HTTP over TLS terminated here.
+    Https,
+    /// TLS: passthrough by SNI.
+    Tls,
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+impl Protocol {
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "HTTP" => Self::Http,
+            "HTTPS" => Self::Https,
+            "TLS" => Self::Tls,
+            "TCP" => Self::Tcp,
+            "UDP" => Self::Udp,
+            _ => return None,
+        })
+    }
+
+    /// The route kinds a listener of this protocol accepts.
+    pub fn kinds(self) -> &'static [&'static str] {
+        match self {
+            Self::Http | Self::Https => &["HTTPRoute", "GRPCRoute"],
+            Self::Tls => &["TLSRoute"],
+            Self::Tcp => &["TCPRoute"],
+            Self::Udp => &["UDPRoute"],
+        }
+    }
+
+    /// Listeners of protocols of different classes cannot share a port (HTTPS and TLS both
+    /// pick a chain by SNI, so they can; UDP does not use TCP ports).
+    fn port_class(self) -> u8 {
+        match self {
+            Self::Http => 0,
+            Self::Https | Self::Tls => 1,
+            Self::Tcp => 2,
+            Self::Udp => 3,
+        }
+    }
+
+    /// Lower-case name, for Envoy resource names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Https => "https",
+            Self::Tls => "tls",
+            Self::Tcp => "tcp",
+            Self::Udp => "udp",
+        }
+    }
+}
+
+/// A listener as resolved for translation.
+#[derive(Clone, Debug)]
+pub struct ResolvedListener {
+    /// The listener's name.
+    pub name: String,
+    /// Port.
+    pub port: u16,
+    /// Protocol, when supported.
+    pub protocol: Option<Protocol>,
+    /// Hostname.
+    pub hostname: Option<String>,
+    /// TLS passthrough (TLS protocol).
+    pub passthrough: bool,
+    /// Certificates: `namespace/name` of valid TLS Secrets.
+    pub certificates: Vec<String>,
+    /// Route kinds accepted.
+    pub kinds: Vec<GroupKind>,
+    /// `allowedRoutes.namespaces`.
+    pub namespaces: crate::model::NamespacesFrom,
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+    /// Routes attached.
+    pub attached: i32,
+}
+
+impl ResolvedListener {
+    /// Whether routes are served through it.
+    pub fn programmed(&self) -> bool {
+        self.conditions
+            .iter()
+            .any(|c| c.type_ == "Programmed" && c.holds())
+    }
+
+    /// Its status entry.
+    pub fn status(&self) -> ListenerStatus {
+        ListenerStatus {
+            name: self.name.clone(),
+            supported_kinds: self.kinds.clone(),
+            attached_routes: self.attached,
+            conditions: self.conditions.clone(),
+        }
+    }
+}
+
+/// A Secret holds a usable certificate: type `kubernetes.io/tls` with both keys.
+pub fn tls_secret<'a>(input: &'a Input, namespace: &str, name: &str) -> Option<&'a Secret> {
+    input
+        .secrets
+        .iter()
+        .find(|s| {
+            s.metadata.namespace.as_deref() == Some(namespace)
+                && s.metadata.name.as_deref() == Some(name)
+        })
+        .filter(|s| {
+            s.type_.as_deref() == Some("kubernetes.io/tls")
+                && s.data.as_ref().is_some_and(|d| {
+                    d.get("tls.crt").is_some_and(|v| !v.0.is_empty())
+                        && d.get("tls.key").is_some_and(|v| !v.0.is_empty())
+                })
+        })
+}
+
+/// Resolves a list of listeners (of a Gateway, or a Gateway followed by its ListenerSets in
+/// precedence order); `owner` is the kind and namespace that refers to certificates.
+pub fn resolve(
+    listeners: &[(&Listener, (&str, &str))],
+    input: &Input,
+    grants: &Grants<'_>,
+    generation: Option<i64>,
+) -> Vec<ResolvedListener> {
+    let mut resolved: Vec<ResolvedListener> = listeners
+        .iter()
+        .map(|(l, owner)| one(l, *owner, input, grants, generation))
+        .collect();
+    conflicts(&mut resolved, generation);
+    resolved
+}
+
+fn one(
+    listener: &Listener,
+    (owner_kind, owner_namespace): (&str, &str),
+    input: &Input,
+    grants: &Grants<'_>,
+    generation: Option<i64>,
+) -> ResolvedListener {
+    let protocol = Protocol::parse(&listener.protocol);
+    let mut conditions = Vec::new();
+    let mut refs_problem: Option<(&str, String)> = None;
+    let port = u16::try_from(listener.port).ok().filter(|p| *p > 0);
+    match (protocol, port) {
+        (None, _) => conditions.push(Condition::new(
+            "Accepted",
+            false,
+            "UnsupportedProtocol",
+            format!("protocol {} is not supported", listener.protocol),
+            generation,
+        )),
+        (_, None) => conditions.push(Condition::new(
+            "Accepted",
+            false,
+            "PortUnavailable",
+            format!("port {} is out of range", listener.port),
+            generation,
+        )),
+        _ => conditions.push(Condition::new(
+            "Accepted",
+            true,
+            "Accepted",
+            "listener accepted",
+            generation,
+        )),
+    }
+    let tls = listener.tls.clone().unwrap_or_default();
+    let passthrough = tls.mode.as_deref() == Some("Passthrough");
+    let mut certificates = Vec::new();
+    let needs_certificates =
+        protocol == Some(Protocol::Https) || (protocol == Some(Protocol::Tls) && !passthrough);
+    if needs_certificates {
+        if protocol == Some(Protocol::Https) && passthrough {
+            refs_problem = Some((
+                "InvalidCertificateRef",
+                "HTTPS listeners terminate TLS; use protocol TLS for passthrough".into(),
+            ));
+        } else if tls.certificate_refs.is_empty() {
+            refs_problem = Some((
+                "InvalidCertificateRef",
+                "tls.certificateRefs is empty".into(),
+            ));
+        }
+        for (i, r) in tls.certificate_refs.iter().enumerate() {
+            let group = r.group.as_deref().unwrap_or_default();
+            let kind = r.kind.as_deref().unwrap_or("Secret");
+            let namespace = r.namespace.as_deref().unwrap_or(owner_namespace);
+            let problem = if !group.is_empty() || kind != "Secret" {
+                Some((
+                    "InvalidCertificateRef",
+                    format!("tls.certificateRefs[{i}]: {group}/{kind} is not a Secret"),
+                ))
+            } else if !grants.allows(
+                (GATEWAY_GROUP, owner_kind, owner_namespace),
+                ("", "Secret", namespace, &r.name),
+            ) {
+                Some((
+                    "RefNotPermitted",
+                    format!(
+                        "tls.certificateRefs[{i}]: Secret {namespace}/{} needs a ReferenceGrant",
+                        r.name
+                    ),
+                ))
+            } else if tls_secret(input, namespace, &r.name).is_none() {
+                Some((
+                    "InvalidCertificateRef",
+                    format!(
+                        "tls.certificateRefs[{i}]: Secret {namespace}/{} is missing or not a kubernetes.io/tls Secret with tls.crt and tls.key",
+                        r.name
+                    ),
+                ))
+            } else {
+                certificates.push(format!("{namespace}/{}", r.name));
+                None
+            };
+            if refs_problem.is_none() {
+                refs_problem = problem;
+            }
+        }
+    }
+    let allowed = listener.allowed_routes.clone().unwrap_or_default();
+    let supported = protocol.map_or(&[][..], Protocol::kinds);
+    let kinds: Vec<GroupKind> = if allowed.kinds.is_empty() {
+        supported
+            .iter()
+            .map(|k| GroupKind {
+                group: Some(GATEWAY_GROUP.into()),
+                kind: (*k).into(),
+            })
+            .collect()
+    } else {
+        let mut valid = Vec::new();
+        for k in &allowed.kinds {
+            let group = k.group.as_deref().unwrap_or(GATEWAY_GROUP);
+            if group == GATEWAY_GROUP && supported.contains(&k.kind.as_str()) {
+                valid.push(GroupKind {
+                    group: Some(GATEWAY_GROUP.into()),
+                    kind: k.kind.clone(),
+                });
+            } else if refs_problem.is_none() {
+                refs_problem = Some((
+                    "InvalidRouteKinds",
+                    format!(
+                        "allowedRoutes.kinds: {group}/{} is not supported on {}",
+                        k.kind, listener.protocol
+                    ),
+                ));
+            }
+        }
+        valid
+    };
+    conditions.push(match &refs_problem {
+        Some((reason, message)) => {
+            Condition::new("ResolvedRefs", false, reason, message.clone(), generation)
+        }
+        None => Condition::new(
+            "ResolvedRefs",
+            true,
+            "ResolvedRefs",
+            "references resolved",
+            generation,
+        ),
+    });
+    ResolvedListener {
+        name: listener.name.clone(),
+        port: port.unwrap_or_default(),
+        protocol,
+        hostname: listener.hostname.clone().filter(|h| !h.is_empty()),
+        passthrough,
+        certificates,
+        kinds,
+        namespaces: allowed.namespaces.unwrap_or_default(),
+        conditions,
+        attached: 0,
+    }
+}
+
+/// Marks conflicts: on one port, protocols of different classes (ProtocolConflict); within a
+/// class, the same hostname twice (HostnameConflict). Earlier listeners win a hostname
+/// conflict (precedence: the Gateway's, then ListenerSets oldest first), as GEP-1713 orders
+/// them; protocol conflicts take every listener of the port down.
+fn conflicts(listeners: &mut [ResolvedListener], generation: Option<i64>) {
+    let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (i, l) in listeners.iter().enumerate() {
+        if l.protocol.is_some() && l.port > 0 {
+            by_port.entry(l.port).or_default().push(i);
+        }
+    }
+    let mut reasons: BTreeMap<usize, (&str, String)> = BTreeMap::new();
+    for indices in by_port.values() {
+        let tcp_classes: std::collections::BTreeSet<u8> = indices
+            .iter()
+            .filter_map(|i| listeners[*i].protocol)
+            .map(Protocol::port_class)
+            .filter(|c| *c != 3)
+            .collect();
+        let mut seen: BTreeMap<(u8, String), usize> = BTreeMap::new();
+        for i in indices {
+            let l = &listeners[*i];
+            let class = l.protocol.map_or(0, Protocol::port_class);
+            if class != 3 && tcp_classes.len() > 1 {
+                reasons.insert(
+                    *i,
+                    (
+                        "ProtocolConflict",
+                        format!("port {} is used with incompatible protocols", l.port),
+                    ),
+                );
+                continue;
+            }
+            let host = l.hostname.clone().unwrap_or_default();
+            if let Some(first) = seen.get(&(class, host.clone())) {
+                reasons.insert(
+                    *i,
+                    (
+                        "HostnameConflict",
+                        format!(
+                            "listener {} already serves port {} for hostname {:?}",
+                            listeners[*first].name,
+                            l.port,
+                            if host.is_empty() { "*" } else { &host }
+                        ),
+                    ),
+                );
+            } else {
+                seen.insert((class, host), *i);
+            }
+        }
+    }
+    for (i, l) in listeners.iter_mut().enumerate() {
+        let conflict = reasons.get(&i);
+        l.conditions.push(match conflict {
+            Some((reason, message)) => {
+                Condition::new("Conflicted", true, reason, message.clone(), generation)
+            }
+            None => Condition::new(
+                "Conflicted",
+                false,
+                "NoConflicts",
+                "no conflicts",
+                generation,
+            ),
+        });
+        let accepted = l
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Accepted" && c.holds());
+        // Unsupported kinds in allowedRoutes are reported, but the listener still serves the
+        // kinds it does support.
+        let resolved = l.conditions.iter().any(|c| {
+            c.type_ == "ResolvedRefs"
+                && (c.holds() || (c.reason == "InvalidRouteKinds" && !l.kinds.is_empty()))
+        });
+        let ok = accepted && resolved && conflict.is_none();
+        l.conditions.push(Condition::new(
+            "Programmed",
+            ok,
+            if ok { "Programmed" } else { "Invalid" },
+            if ok {
+                "listener programmed"
+            } else {
+                "listener is not valid; see its other conditions"
+            },
+            generation,
+        ));
+    }
+}
+
+/// `namespace/name` of a Gateway.
+pub fn key(gateway: &Gateway) -> String {
+    format!(
+        "{}/{}",
+        gateway.metadata.namespace.as_deref().unwrap_or_default(),
+        gateway.metadata.name.as_deref().unwrap_or_default()
+    )
+}

@@ -1,0 +1,458 @@
+//! HTTPRoute rules to route entries: matches, filters, backends and timeouts, checked as the
+//! spec asks (an unknown filter or an invalid regular expression rejects the route with
+//! `UnsupportedValue`, naming the field), ordered by the spec's precedence.
+
+use std::cmp::Reverse;
+use std::time::Duration;
+
+use crate::backend::{self, Backend, Unresolved};
+use crate::model::{
+    BackendRef, HeaderModifier, HttpFilter, HttpRoute, Input, RequestRedirect, UrlRewrite,
+};
+use crate::refs::Grants;
+
+/// How a request path is matched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathMatch {
+    /// The whole path.
+    Exact(String),
+    /// Whole segments (`/a` matches `/a` and `/a/b`, not `/ab`); `/` matches everything.
+    Prefix(String),
+    /// A regular expression over the whole path.
+    Regex(String),
+}
+
+/// A header, query parameter or method condition: exact or regular expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValueMatch {
+    /// Name.
+    pub name: String,
+    /// Value, or the expression.
+    pub value: String,
+    /// `value` is a regular expression.
+    pub regex: bool,
+}
+
+/// One match of a rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Match {
+    /// Path.
+    pub path: PathMatch,
+    /// Headers (the first of each name only, as the spec says).
+    pub headers: Vec<ValueMatch>,
+    /// Query parameters (the first of each name only).
+    pub query: Vec<ValueMatch>,
+    /// Method.
+    pub method: Option<String>,
+}
+
+/// A backend and its weight; `None` stands for a reference that did not resolve, whose share
+/// of the traffic fails (HTTP 500) as the spec requires.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Weighted {
+    /// The backend.
+    pub backend: Option<Backend>,
+    /// Weight.
+    pub weight: u32,
+    /// Header changes for requests to this backend.
+    pub request_headers: HeaderModifier,
+    /// Header changes for answers from this backend.
+    pub response_headers: HeaderModifier,
+}
+
+/// What a matched request gets.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Forward to the weighted backends, after an optional rewrite.
+    Forward {
+        /// Backends (an empty list answers 500).
+        backends: Vec<Weighted>,
+        /// URL rewrite.
+        rewrite: Option<UrlRewrite>,
+        /// Mirrors (backend, percent).
+        mirrors: Vec<(Backend, u32)>,
+        /// Whole-request timeout.
+        timeout: Option<Duration>,
+    },
+    /// Redirect.
+    Redirect(RequestRedirect),
+}
+
+/// One Envoy route: a match of a rule, its action and header changes.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// Unique name: `namespace/name/rule/i/match/j`.
+    pub name: String,
+    /// Precedence; smaller sorts first.
+    pub order: Order,
+    /// Match.
+    pub matcher: Match,
+    /// Action.
+    pub action: Action,
+    /// Rule-level request header changes.
+    pub request_headers: HeaderModifier,
+    /// Rule-level response header changes.
+    pub response_headers: HeaderModifier,
+}
+
+/// The spec's precedence: exact path, then regular expressions, then the longest prefix; a
+/// method match; the most header matches; the most query matches; then the oldest route, the
+/// route's namespace/name, the rule and the match order.
+pub type Order = (
+    u8,
+    Reverse<usize>,
+    bool,
+    Reverse<usize>,
+    Reverse<usize>,
+    String,
+    String,
+    usize,
+    usize,
+);
+
+/// A translated route: entries, and whether its references resolved.
+pub struct Translated {
+    /// Entries (empty when the route is rejected).
+    pub entries: Vec<Entry>,
+    /// The first reference that did not resolve.
+    pub unresolved: Option<Unresolved>,
+}
+
+/// Why a route cannot be accepted at all: a message naming the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected(pub String);
+
+fn check_regex(field: &str, pattern: &str) -> Result<(), Rejected> {
+    regex::Regex::new(pattern)
+        .map(|_| ())
+        .map_err(|e| Rejected(format!("{field}: invalid regular expression: {e}")))
+}
+
+/// Parses a Gateway API duration (`1h`, `30s`, `500ms`, `1m30s`).
+pub fn duration(text: &str) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        let value: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (unit, len) = if rest.starts_with("ms") {
+            (Duration::from_millis(1), 2)
+        } else if rest.starts_with('h') {
+            (Duration::from_secs(3600), 1)
+        } else if rest.starts_with('m') {
+            (Duration::from_secs(60), 1)
+        } else if rest.starts_with('s') {
+            (Duration::from_secs(1), 1)
+        } else {
+            return None;
+        };
+        total += unit * u32::try_from(value).ok()?;
+        rest = &rest[len..];
+    }
+    Some(total)
+}
+
+fn value_matches(
+    field: &str,
+    list: &[crate::model::ValueMatch],
+    fold_case: bool,
+) -> Result<Vec<ValueMatch>, Rejected> {
+    let mut out: Vec<ValueMatch> = Vec::new();
+    for (i, m) in list.iter().enumerate() {
+        let regex = match m.type_.as_deref().unwrap_or("Exact") {
+            "Exact" => false,
+            "RegularExpression" => {
+                check_regex(&format!("{field}[{i}].value"), &m.value)?;
+                true
+            }
+            other => {
+                return Err(Rejected(format!(
+                    "{field}[{i}].type: {other} is not supported"
+                )));
+            }
+        };
+        let same = |a: &str, b: &str| {
+            if fold_case {
+                a.eq_ignore_ascii_case(b)
+            } else {
+                a == b
+            }
+        };
+        if out.iter().any(|o| same(&o.name, &m.name)) {
+            continue;
+        }
+        let name = if fold_case {
+            m.name.to_ascii_lowercase()
+        } else {
+            m.name.clone()
+        };
+        out.push(ValueMatch {
+            name,
+            value: m.value.clone(),
+            regex,
+        });
+    }
+    Ok(out)
+}
+
+fn matcher(field: &str, m: &crate::model::HttpMatch) -> Result<Match, Rejected> {
+    let path = m.path.clone().unwrap_or_default();
+    let value = path.value.clone().unwrap_or_else(|| "/".into());
+    let path = match path.type_.as_deref().unwrap_or("PathPrefix") {
+        "Exact" => PathMatch::Exact(value),
+        "PathPrefix" => {
+            if !value.starts_with('/') {
+                return Err(Rejected(format!("{field}.path.value: must start with /")));
+            }
+            let trimmed = value.trim_end_matches('/');
+            PathMatch::Prefix(if trimmed.is_empty() {
+                "/".into()
+            } else {
+                trimmed.into()
+            })
+        }
+        "RegularExpression" => {
+            check_regex(&format!("{field}.path.value"), &value)?;
+            PathMatch::Regex(value)
+        }
+        other => {
+            return Err(Rejected(format!(
+                "{field}.path.type: {other} is not supported"
+            )));
+        }
+    };
+    Ok(Match {
+        path,
+        headers: value_matches(&format!("{field}.headers"), &m.headers, true)?,
+        query: value_matches(&format!("{field}.queryParams"), &m.query_params, false)?,
+        method: m.method.clone(),
+    })
+}
+
+/// The filters of a rule or backend, checked; returns (request headers, response headers,
+/// redirect, rewrite, mirrors as backend refs).
+struct Filters {
+    request: HeaderModifier,
+    response: HeaderModifier,
+    redirect: Option<RequestRedirect>,
+    rewrite: Option<UrlRewrite>,
+    mirrors: Vec<(BackendRef, u32)>,
+}
+
+fn filters(field: &str, list: &[HttpFilter]) -> Result<Filters, Rejected> {
+    let mut out = Filters {
+        request: HeaderModifier::default(),
+        response: HeaderModifier::default(),
+        redirect: None,
+        rewrite: None,
+        mirrors: Vec::new(),
+    };
+    let missing =
+        |i: usize, what: &str| Rejected(format!("{field}[{i}].{what}: required by its type"));
+    for (i, f) in list.iter().enumerate() {
+        match f.type_.as_str() {
+            "RequestHeaderModifier" => {
+                let m = f
+                    .request_header_modifier
+                    .clone()
+                    .ok_or_else(|| missing(i, "requestHeaderModifier"))?;
+                merge(&mut out.request, m);
+            }
+            "ResponseHeaderModifier" => {
+                let m = f
+                    .response_header_modifier
+                    .clone()
+                    .ok_or_else(|| missing(i, "responseHeaderModifier"))?;
+                merge(&mut out.response, m);
+            }
+            "RequestRedirect" => {
+                out.redirect = Some(
+                    f.request_redirect
+                        .clone()
+                        .ok_or_else(|| missing(i, "requestRedirect"))?,
+                );
+            }
+            "URLRewrite" => {
+                out.rewrite = Some(
+                    f.url_rewrite
+                        .clone()
+                        .ok_or_else(|| missing(i, "urlRewrite"))?,
+                );
+            }
+            "RequestMirror" => {
+                let m = f
+                    .request_mirror
+                    .clone()
+                    .ok_or_else(|| missing(i, "requestMirror"))?;
+                let percent = u32::try_from(m.percent.unwrap_or(100).clamp(0, 100)).unwrap_or(100);
+                out.mirrors.push((m.backend_ref, percent));
+            }
+            other => {
+                return Err(Rejected(format!(
+                    "{field}[{i}].type: {other} is not supported"
+                )));
+            }
+        }
+    }
+    if out.redirect.is_some() && out.rewrite.is_some() {
+        return Err(Rejected(format!(
+            "{field}: RequestRedirect and URLRewrite cannot be used together"
+        )));
+    }
+    Ok(out)
+}
+
+fn merge(into: &mut HeaderModifier, from: HeaderModifier) {
+    into.set.extend(from.set);
+    into.add.extend(from.add);
+    into.remove.extend(from.remove);
+}
+
+fn rank(path: &PathMatch) -> (u8, Reverse<usize>) {
+    match path {
+        PathMatch::Exact(p) => (0, Reverse(p.len())),
+        PathMatch::Regex(p) => (1, Reverse(p.len())),
+        PathMatch::Prefix(p) => (2, Reverse(p.len())),
+    }
+}
+
+/// Translates one HTTPRoute.
+pub fn translate(
+    route: &HttpRoute,
+    input: &Input,
+    grants: &Grants<'_>,
+) -> Result<Translated, Rejected> {
+    let namespace = route.metadata.namespace.clone().unwrap_or_default();
+    let name = route.metadata.name.clone().unwrap_or_default();
+    let created = route
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    let mut entries = Vec::new();
+    let mut unresolved = None;
+    let default_rule = [crate::model::HttpRule::default()];
+    let rules = if route.spec.rules.is_empty() {
+        &default_rule[..]
+    } else {
+        &route.spec.rules[..]
+    };
+    for (r, rule) in rules.iter().enumerate() {
+        let field = format!("spec.rules[{r}]");
+        let rule_filters = filters(&format!("{field}.filters"), &rule.filters)?;
+        let resolve = |b: &BackendRef, f: &str| {
+            backend::resolve(b, ("HTTPRoute", &namespace), f, input, grants, false)
+        };
+        let mut backends = Vec::new();
+        for (b, backend_ref) in rule.backend_refs.iter().enumerate() {
+            let f = format!("{field}.backendRefs[{b}]");
+            let own = filters(&format!("{f}.filters"), &backend_ref.filters)?;
+            if own.redirect.is_some() || own.rewrite.is_some() || !own.mirrors.is_empty() {
+                return Err(Rejected(format!(
+                    "{f}.filters: only header modifiers are supported on a backend"
+                )));
+            }
+            let weight = u32::try_from(backend_ref.weight.unwrap_or(1).max(0)).unwrap_or(1);
+            let backend = match resolve(backend_ref, &f) {
+                Ok(b) => Some(b),
+                Err(problem) => {
+                    unresolved.get_or_insert(problem);
+                    None
+                }
+            };
+            if weight > 0 {
+                backends.push(Weighted {
+                    backend,
+                    weight,
+                    request_headers: own.request,
+                    response_headers: own.response,
+                });
+            }
+        }
+        let mut mirrors = Vec::new();
+        for (m, (mirror, percent)) in rule_filters.mirrors.iter().enumerate() {
+            let f = format!("{field}.filters[{m}].requestMirror.backendRef");
+            match resolve(mirror, &f) {
+                Ok(b) => mirrors.push((b, *percent)),
+                Err(problem) => {
+                    unresolved.get_or_insert(problem);
+                }
+            }
+        }
+        let timeouts = rule.timeouts.clone().unwrap_or_default();
+        let timeout = match timeouts
+            .request
+            .as_deref()
+            .or(timeouts.backend_request.as_deref())
+        {
+            None => None,
+            Some(text) => Some(duration(text).ok_or_else(|| {
+                Rejected(format!("{field}.timeouts: {text:?} is not a duration"))
+            })?),
+        };
+        let action = match rule_filters.redirect.clone() {
+            Some(redirect) => Action::Redirect(redirect),
+            None => Action::Forward {
+                backends,
+                rewrite: rule_filters.rewrite.clone(),
+                mirrors,
+                timeout,
+            },
+        };
+        let default_match = [crate::model::HttpMatch::default()];
+        let matches = if rule.matches.is_empty() {
+            &default_match[..]
+        } else {
+            &rule.matches[..]
+        };
+        for (m, spec) in matches.iter().enumerate() {
+            let matcher = matcher(&format!("{field}.matches[{m}]"), spec)?;
+            let (kind, length) = rank(&matcher.path);
+            entries.push(Entry {
+                name: format!("{namespace}/{name}/rule/{r}/match/{m}"),
+                order: (
+                    kind,
+                    length,
+                    matcher.method.is_none(),
+                    Reverse(matcher.headers.len()),
+                    Reverse(matcher.query.len()),
+                    created.clone(),
+                    format!("{namespace}/{name}"),
+                    r,
+                    m,
+                ),
+                matcher,
+                action: action.clone(),
+                request_headers: rule_filters.request.clone(),
+                response_headers: rule_filters.response.clone(),
+            });
+        }
+    }
+    Ok(Translated {
+        entries,
+        unresolved,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_as_the_spec_writes_them() {
+        assert_eq!(duration("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(duration("0s"), Some(Duration::ZERO));
+        assert_eq!(duration("10"), None);
+        assert_eq!(duration("s"), None);
+        assert_eq!(duration(""), None);
+        assert_eq!(duration("1d"), None);
+    }
+}

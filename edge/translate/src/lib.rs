@@ -1,0 +1,144 @@
+//! The ALB's translator: Gateway API objects in, per-Gateway Envoy resources and Gateway API
+//! statuses out. Pure: no I/O, no clock, no randomness, so the same input always gives the same
+//! output (golden tests rely on it, and the xDS server diffs snapshots by content).
+//!
+//! The pipeline, one module per stage:
+//! `model` (input as plain data) → `gateway` (listeners, conflicts, certificates) → `http`
+//! (route rules, matches, filters, precedence) with `backend` and `refs` (references and
+//! grants) → `attach` (parentRefs, allowedRoutes, hostnames; route status) → `envoy`
+//! (listeners, route configurations, clusters, endpoints, secrets).
+
+pub mod attach;
+pub mod backend;
+pub mod envoy;
+pub mod gateway;
+pub mod hostname;
+pub mod http;
+pub mod model;
+pub mod refs;
+pub mod status;
+
+use std::collections::BTreeMap;
+
+use model::Input;
+use status::{Condition, GatewayStatus, Statuses};
+
+/// The controller name of GatewayClass `d8-alb`.
+pub const CONTROLLER_NAME: &str = "alb.network.deckhouse.io/gateway-controller";
+
+/// The Envoy resources of one Gateway (one xDS snapshot).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Resources {
+    /// Listeners.
+    pub listeners: Vec<envoy_types::pb::envoy::config::listener::v3::Listener>,
+    /// Route configurations.
+    pub routes: Vec<envoy_types::pb::envoy::config::route::v3::RouteConfiguration>,
+    /// Clusters.
+    pub clusters: Vec<envoy_types::pb::envoy::config::cluster::v3::Cluster>,
+    /// Endpoints (one assignment per cluster).
+    pub endpoints: Vec<envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment>,
+    /// TLS secrets.
+    pub secrets: Vec<envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret>,
+}
+
+/// What a translation yields.
+#[derive(Clone, Debug, Default)]
+pub struct Translation {
+    /// Resources per Gateway (`namespace/name`).
+    pub gateways: BTreeMap<String, Resources>,
+    /// Statuses.
+    pub statuses: Statuses,
+}
+
+/// Translates everything served by `controller_name`.
+pub fn translate(input: &Input, controller_name: &str) -> Translation {
+    let mut statuses = Statuses::default();
+    let mut classes = Vec::new();
+    for class in &input.gateway_classes {
+        if class.spec.controller_name != controller_name {
+            continue;
+        }
+        let name = class.metadata.name.clone().unwrap_or_default();
+        statuses.gateway_classes.insert(
+            name.clone(),
+            vec![Condition::new(
+                "Accepted",
+                true,
+                "Accepted",
+                "served by fairlead",
+                class.metadata.generation,
+            )],
+        );
+        classes.push(name);
+    }
+    let grants = refs::Grants::new(input);
+    let mut gateways: Vec<attach::GatewayState<'_>> = input
+        .gateways
+        .iter()
+        .filter(|g| classes.contains(&g.spec.gateway_class_name))
+        .map(|g| attach::GatewayState::new(g, input, &grants))
+        .collect();
+    gateways.sort_by(|a, b| a.key.cmp(&b.key));
+    attach::http_routes(
+        &mut gateways,
+        input,
+        &grants,
+        controller_name,
+        &mut statuses,
+    );
+    let mut out = Translation::default();
+    for g in &gateways {
+        let generation = g.gateway.metadata.generation;
+        let listeners: Vec<_> = g
+            .listeners
+            .iter()
+            .map(gateway::ResolvedListener::status)
+            .collect();
+        let valid = g.listeners.iter().filter(|l| l.programmed()).count();
+        let all_valid = valid == g.listeners.len();
+        statuses.gateways.insert(
+            g.key.clone(),
+            GatewayStatus {
+                addresses: g.gateway.spec.addresses.clone(),
+                conditions: vec![
+                    Condition::new(
+                        "Accepted",
+                        valid > 0 || g.listeners.is_empty(),
+                        if all_valid {
+                            "Accepted"
+                        } else {
+                            "ListenersNotValid"
+                        },
+                        if all_valid {
+                            "gateway accepted".to_owned()
+                        } else {
+                            format!(
+                                "{} of {} listeners are not valid",
+                                g.listeners.len() - valid,
+                                g.listeners.len()
+                            )
+                        },
+                        generation,
+                    ),
+                    Condition::new(
+                        "Programmed",
+                        valid > 0,
+                        if valid > 0 { "Programmed" } else { "Invalid" },
+                        if valid > 0 {
+                            "configuration served over xDS"
+                        } else {
+                            "no valid listener"
+                        },
+                        generation,
+                    ),
+                ],
+                listeners,
+                attached_listener_sets: 0,
+            },
+        );
+        out.gateways
+            .insert(g.key.clone(), envoy::resources(g, input));
+    }
+    out.statuses = statuses;
+    out
+}

@@ -1,0 +1,722 @@
+//! The translator's input: the Gateway API objects (and the core objects they point at) as
+//! plain data, with only the fields the translator reads.
+//!
+//! These are our own types rather than the generated ones of the `gateway-api` crate: one
+//! `ParentRef`, `BackendRef` and `HttpFilter` serve every route kind (the generated types repeat
+//! each for every place it appears), the same structs read whichever served version an object
+//! comes from (`ListenerSet` in `gateway.networking.k8s.io/v1` or `XListenerSet` in
+//! `gateway.networking.x-k8s.io/v1alpha1`, `TCPRoute`/`UDPRoute` at v1 or v1alpha2), and values
+//! the translator does not know (a filter type, a path match type) stay strings, so that they
+//! become a condition on the object rather than a failure to read it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use serde::Deserialize;
+
+/// The Gateway API group.
+pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
+
+/// A `GatewayClass`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClass {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: GatewayClassSpec,
+}
+
+/// `GatewayClass.spec`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClassSpec {
+    /// The controller that serves the class.
+    pub controller_name: String,
+}
+
+/// A `Gateway`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Gateway {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: GatewaySpec,
+}
+
+/// `Gateway.spec`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    /// The class.
+    pub gateway_class_name: String,
+    /// Listeners.
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+    /// Requested addresses.
+    #[serde(default)]
+    pub addresses: Vec<Address>,
+    /// Which namespaces' ListenerSets may attach (none when absent).
+    #[serde(default)]
+    pub allowed_listeners: Option<AllowedListeners>,
+}
+
+/// A Gateway address.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Address {
+    /// `IPAddress` (default) or `Hostname`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// The address.
+    pub value: String,
+}
+
+/// `Gateway.spec.allowedListeners`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedListeners {
+    /// Namespaces.
+    #[serde(default)]
+    pub namespaces: Option<NamespacesFrom>,
+}
+
+/// `from: Same | All | Selector | None` with its selector.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespacesFrom {
+    /// Which namespaces.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// The selector of `from: Selector`.
+    #[serde(default)]
+    pub selector: Option<LabelSelector>,
+}
+
+/// A listener of a Gateway or a ListenerSet.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    /// Name, unique within its Gateway or ListenerSet.
+    pub name: String,
+    /// Hostname the listener matches (`*.example.com` wildcards allowed).
+    #[serde(default)]
+    pub hostname: Option<String>,
+    /// Port.
+    pub port: i32,
+    /// `HTTP`, `HTTPS`, `TLS`, `TCP`, `UDP`.
+    pub protocol: String,
+    /// TLS settings.
+    #[serde(default)]
+    pub tls: Option<ListenerTls>,
+    /// Which routes may attach.
+    #[serde(default)]
+    pub allowed_routes: Option<AllowedRoutes>,
+}
+
+/// `listeners[].tls`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerTls {
+    /// `Terminate` (default) or `Passthrough`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Certificates (Secrets of type `kubernetes.io/tls`).
+    #[serde(default)]
+    pub certificate_refs: Vec<ObjectRef>,
+}
+
+/// `listeners[].allowedRoutes`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedRoutes {
+    /// Namespaces (default `Same`).
+    #[serde(default)]
+    pub namespaces: Option<NamespacesFrom>,
+    /// Route kinds (default: those of the protocol).
+    #[serde(default)]
+    pub kinds: Vec<GroupKind>,
+}
+
+/// A group and kind.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupKind {
+    /// Group (default the Gateway API group).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Kind.
+    pub kind: String,
+}
+
+/// A reference to an object by group, kind, name and optional namespace.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    /// Group (core when empty).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Name.
+    pub name: String,
+    /// Namespace (the referrer's when absent).
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// A `ListenerSet` (GEP-1713).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerSet {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: ListenerSetSpec,
+}
+
+/// `ListenerSet.spec`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerSetSpec {
+    /// The Gateway it extends.
+    pub parent_ref: ObjectRef,
+    /// Listeners.
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+}
+
+/// A route's `parentRefs[]` entry.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentRef {
+    /// Group (default the Gateway API group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Kind (default `Gateway`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Namespace (default the route's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// A listener name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+    /// A listener port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+/// A `backendRefs[]` entry of any route kind.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendRef {
+    /// Group (core when empty).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Kind (default `Service`).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Name.
+    pub name: String,
+    /// Namespace (default the route's).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Service port.
+    #[serde(default)]
+    pub port: Option<i32>,
+    /// Weight (default 1).
+    #[serde(default)]
+    pub weight: Option<i32>,
+    /// Filters applied to requests sent to this backend (HTTP and gRPC routes).
+    #[serde(default)]
+    pub filters: Vec<HttpFilter>,
+}
+
+/// An `HTTPRoute`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRoute {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: HttpRouteSpec,
+}
+
+/// `HTTPRoute.spec`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteSpec {
+    /// Parents.
+    #[serde(default)]
+    pub parent_refs: Vec<ParentRef>,
+    /// Hostnames.
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// Rules (one `PathPrefix /` rule to nowhere when absent).
+    #[serde(default)]
+    pub rules: Vec<HttpRule>,
+}
+
+/// `HTTPRoute.spec.rules[]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRule {
+    /// Optional name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Matches (one `PathPrefix /` when empty).
+    #[serde(default)]
+    pub matches: Vec<HttpMatch>,
+    /// Filters.
+    #[serde(default)]
+    pub filters: Vec<HttpFilter>,
+    /// Backends.
+    #[serde(default)]
+    pub backend_refs: Vec<BackendRef>,
+    /// Timeouts.
+    #[serde(default)]
+    pub timeouts: Option<HttpTimeouts>,
+}
+
+/// `rules[].timeouts`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpTimeouts {
+    /// The whole request (Gateway API duration, `10s`, `1m30s`, `0s` = none).
+    #[serde(default)]
+    pub request: Option<String>,
+    /// Each try to the backend.
+    #[serde(default)]
+    pub backend_request: Option<String>,
+}
+
+/// `rules[].matches[]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpMatch {
+    /// Path match (default `PathPrefix /`).
+    #[serde(default)]
+    pub path: Option<PathMatch>,
+    /// Header matches.
+    #[serde(default)]
+    pub headers: Vec<ValueMatch>,
+    /// Query parameter matches.
+    #[serde(default)]
+    pub query_params: Vec<ValueMatch>,
+    /// Method.
+    #[serde(default)]
+    pub method: Option<String>,
+}
+
+/// A path match.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathMatch {
+    /// `Exact`, `PathPrefix` (default) or `RegularExpression`.
+    #[serde(default, rename = "type")]
+    pub type_: Option<String>,
+    /// The value (default `/`).
+    #[serde(default)]
+    pub value: Option<String>,
+}
+
+/// A header or query parameter match.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueMatch {
+    /// `Exact` (default) or `RegularExpression`.
+    #[serde(default, rename = "type")]
+    pub type_: Option<String>,
+    /// Name.
+    pub name: String,
+    /// Value.
+    pub value: String,
+}
+
+/// A filter of an HTTP or gRPC route (rule or backend).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpFilter {
+    /// The filter type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `RequestHeaderModifier`.
+    #[serde(default)]
+    pub request_header_modifier: Option<HeaderModifier>,
+    /// `ResponseHeaderModifier`.
+    #[serde(default)]
+    pub response_header_modifier: Option<HeaderModifier>,
+    /// `RequestRedirect`.
+    #[serde(default)]
+    pub request_redirect: Option<RequestRedirect>,
+    /// `URLRewrite`.
+    #[serde(default)]
+    pub url_rewrite: Option<UrlRewrite>,
+    /// `RequestMirror`.
+    #[serde(default)]
+    pub request_mirror: Option<RequestMirror>,
+}
+
+/// A header modifier.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderModifier {
+    /// Overwrite.
+    #[serde(default)]
+    pub set: Vec<Header>,
+    /// Append.
+    #[serde(default)]
+    pub add: Vec<Header>,
+    /// Remove by name.
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// A header name and value.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    /// Name.
+    pub name: String,
+    /// Value.
+    pub value: String,
+}
+
+/// `RequestRedirect`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestRedirect {
+    /// `http` or `https`.
+    #[serde(default)]
+    pub scheme: Option<String>,
+    /// Host.
+    #[serde(default)]
+    pub hostname: Option<String>,
+    /// Path.
+    #[serde(default)]
+    pub path: Option<PathModifier>,
+    /// Port.
+    #[serde(default)]
+    pub port: Option<i32>,
+    /// 301 or 302 (default 302).
+    #[serde(default)]
+    pub status_code: Option<i32>,
+}
+
+/// `URLRewrite`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UrlRewrite {
+    /// Host.
+    #[serde(default)]
+    pub hostname: Option<String>,
+    /// Path.
+    #[serde(default)]
+    pub path: Option<PathModifier>,
+}
+
+/// A path modifier of a redirect or rewrite.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathModifier {
+    /// `ReplaceFullPath` or `ReplacePrefixMatch`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// For `ReplaceFullPath`.
+    #[serde(default)]
+    pub replace_full_path: Option<String>,
+    /// For `ReplacePrefixMatch`.
+    #[serde(default)]
+    pub replace_prefix_match: Option<String>,
+}
+
+/// `RequestMirror`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestMirror {
+    /// Where to mirror.
+    pub backend_ref: BackendRef,
+    /// Share of requests mirrored, in percent.
+    #[serde(default)]
+    pub percent: Option<i32>,
+}
+
+/// A `GRPCRoute`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRoute {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: GrpcRouteSpec,
+}
+
+/// `GRPCRoute.spec`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteSpec {
+    /// Parents.
+    #[serde(default)]
+    pub parent_refs: Vec<ParentRef>,
+    /// Hostnames.
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// Rules.
+    #[serde(default)]
+    pub rules: Vec<GrpcRule>,
+}
+
+/// `GRPCRoute.spec.rules[]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRule {
+    /// Matches (everything when empty).
+    #[serde(default)]
+    pub matches: Vec<GrpcMatch>,
+    /// Filters.
+    #[serde(default)]
+    pub filters: Vec<HttpFilter>,
+    /// Backends.
+    #[serde(default)]
+    pub backend_refs: Vec<BackendRef>,
+}
+
+/// `GRPCRoute.spec.rules[].matches[]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcMatch {
+    /// Service and method.
+    #[serde(default)]
+    pub method: Option<GrpcMethodMatch>,
+    /// Header matches.
+    #[serde(default)]
+    pub headers: Vec<ValueMatch>,
+}
+
+/// A gRPC method match.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcMethodMatch {
+    /// `Exact` (default) or `RegularExpression`.
+    #[serde(default, rename = "type")]
+    pub type_: Option<String>,
+    /// Fully qualified service.
+    #[serde(default)]
+    pub service: Option<String>,
+    /// Method.
+    #[serde(default)]
+    pub method: Option<String>,
+}
+
+/// A `TLSRoute`, `TCPRoute` or `UDPRoute`: parents, hostnames (TLS only) and backends.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamRoute {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: StreamRouteSpec,
+}
+
+/// The spec of a stream route.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamRouteSpec {
+    /// Parents.
+    #[serde(default)]
+    pub parent_refs: Vec<ParentRef>,
+    /// SNI hostnames (TLSRoute).
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// Rules.
+    #[serde(default)]
+    pub rules: Vec<StreamRule>,
+}
+
+/// A stream route rule.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamRule {
+    /// Backends.
+    #[serde(default)]
+    pub backend_refs: Vec<BackendRef>,
+}
+
+/// A `ReferenceGrant`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceGrant {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: ReferenceGrantSpec,
+}
+
+/// `ReferenceGrant.spec`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceGrantSpec {
+    /// Who may refer.
+    #[serde(default)]
+    pub from: Vec<GrantFrom>,
+    /// To what.
+    #[serde(default)]
+    pub to: Vec<GrantTo>,
+}
+
+/// `ReferenceGrant.spec.from[]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantFrom {
+    /// Group.
+    #[serde(default)]
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+}
+
+/// `ReferenceGrant.spec.to[]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantTo {
+    /// Group.
+    #[serde(default)]
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// One object, or all of the kind when absent.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// Everything the translator reads, as the index holds it.
+#[derive(Clone, Debug, Default)]
+pub struct Input {
+    /// GatewayClasses.
+    pub gateway_classes: Vec<GatewayClass>,
+    /// Gateways.
+    pub gateways: Vec<Gateway>,
+    /// ListenerSets.
+    pub listener_sets: Vec<ListenerSet>,
+    /// HTTPRoutes.
+    pub http_routes: Vec<HttpRoute>,
+    /// GRPCRoutes.
+    pub grpc_routes: Vec<GrpcRoute>,
+    /// TLSRoutes.
+    pub tls_routes: Vec<StreamRoute>,
+    /// TCPRoutes.
+    pub tcp_routes: Vec<StreamRoute>,
+    /// UDPRoutes.
+    pub udp_routes: Vec<StreamRoute>,
+    /// ReferenceGrants.
+    pub reference_grants: Vec<ReferenceGrant>,
+    /// Services.
+    pub services: Vec<Service>,
+    /// EndpointSlices.
+    pub endpoint_slices: Vec<EndpointSlice>,
+    /// TLS Secrets.
+    pub secrets: Vec<Secret>,
+    /// Namespaces (for label selectors).
+    pub namespaces: Vec<Namespace>,
+}
+
+/// An object the input could not take.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// Not YAML or JSON.
+    #[error("document {index}: {source}")]
+    Parse {
+        /// Position in the stream.
+        index: usize,
+        /// Why.
+        source: serde_yaml_ng::Error,
+    },
+    /// Readable, but not an object of its kind.
+    #[error("{kind} {name}: {source}")]
+    Object {
+        /// Kind.
+        kind: String,
+        /// Name.
+        name: String,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
+impl Input {
+    /// Adds one object given as JSON, by its `kind`; kinds the translator does not read are
+    /// ignored (`Ok(false)`).
+    pub fn add(&mut self, object: serde_json::Value) -> Result<bool, InputError> {
+        let kind = object
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let fail = |source| InputError::Object {
+            kind: kind.clone(),
+            name: name.clone(),
+            source,
+        };
+        fn push<T: serde::de::DeserializeOwned>(
+            list: &mut Vec<T>,
+            object: serde_json::Value,
+        ) -> Result<bool, serde_json::Error> {
+            list.push(serde_json::from_value(object)?);
+            Ok(true)
+        }
+        match kind.as_str() {
+            "GatewayClass" => push(&mut self.gateway_classes, object),
+            "Gateway" => push(&mut self.gateways, object),
+            "ListenerSet" | "XListenerSet" => push(&mut self.listener_sets, object),
+            "HTTPRoute" => push(&mut self.http_routes, object),
+            "GRPCRoute" => push(&mut self.grpc_routes, object),
+            "TLSRoute" => push(&mut self.tls_routes, object),
+            "TCPRoute" => push(&mut self.tcp_routes, object),
+            "UDPRoute" => push(&mut self.udp_routes, object),
+            "ReferenceGrant" => push(&mut self.reference_grants, object),
+            "Service" => push(&mut self.services, object),
+            "EndpointSlice" => push(&mut self.endpoint_slices, object),
+            "Secret" => push(&mut self.secrets, object),
+            "Namespace" => push(&mut self.namespaces, object),
+            _ => Ok(false),
+        }
+        .map_err(fail)
+    }
+
+    /// Reads a stream of YAML documents (`---` separated).
+    pub fn from_yaml(text: &str) -> Result<Self, InputError> {
+        let mut input = Self::default();
+        for (index, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+            let value = serde_json::Value::deserialize(document)
+                .map_err(|source| InputError::Parse { index, source })?;
+            if value.is_null() {
+                continue;
+            }
+            input.add(value)?;
+        }
+        Ok(input)
+    }
+
+    /// The labels of a namespace (empty when unknown).
+    pub fn namespace_labels(&self, name: &str) -> BTreeMap<String, String> {
+        self.namespaces
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+            .and_then(|n| n.metadata.labels.clone())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,133 @@
+//! The Gateway API status the translator decides: conditions per GatewayClass, Gateway and
+//! listener, and route parent entries. Timestamps are left to the writer, which keeps a
+//! condition's `lastTransitionTime` while its status does not change, so this stays pure.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::model::{Address, GroupKind, ParentRef};
+
+/// One condition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Type (`Accepted`, `Programmed`, `ResolvedRefs`, `Conflicted`).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True` or `False`.
+    pub status: String,
+    /// CamelCase reason defined by the spec.
+    pub reason: String,
+    /// For a person.
+    pub message: String,
+    /// The generation the condition was decided for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+impl Condition {
+    /// A condition of `type_` that holds (`True`) or not.
+    pub fn new(
+        type_: &str,
+        holds: bool,
+        reason: &str,
+        message: impl Into<String>,
+        generation: Option<i64>,
+    ) -> Self {
+        Self {
+            type_: type_.to_owned(),
+            status: if holds { "True" } else { "False" }.to_owned(),
+            reason: reason.to_owned(),
+            message: message.into(),
+            observed_generation: generation,
+        }
+    }
+
+    /// Whether the condition holds.
+    pub fn holds(&self) -> bool {
+        self.status == "True"
+    }
+}
+
+/// A listener's status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStatus {
+    /// Listener name.
+    pub name: String,
+    /// Route kinds the listener accepts.
+    pub supported_kinds: Vec<GroupKind>,
+    /// Routes attached.
+    pub attached_routes: i32,
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+}
+
+/// A Gateway's status.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayStatus {
+    /// Addresses the Gateway is reachable at.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<Address>,
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+    /// Listeners (of `spec.listeners`).
+    pub listeners: Vec<ListenerStatus>,
+    /// ListenerSets accepted on this Gateway.
+    pub attached_listener_sets: i32,
+}
+
+/// A ListenerSet's status.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerSetStatus {
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+    /// Listeners.
+    pub listeners: Vec<ListenerStatus>,
+}
+
+/// One entry of a route's `status.parents`, ours.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteParentStatus {
+    /// The parentRef as the route gave it.
+    pub parent_ref: ParentRef,
+    /// Our controller name.
+    pub controller_name: String,
+    /// `Accepted` and `ResolvedRefs`.
+    pub conditions: Vec<Condition>,
+}
+
+/// A route by kind, namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct RouteKey {
+    /// `HTTPRoute`, `GRPCRoute`, `TLSRoute`, `TCPRoute`, `UDPRoute`.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for RouteKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Every status the translator decided, keyed by `namespace/name` (classes by name).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Statuses {
+    /// GatewayClass conditions.
+    pub gateway_classes: BTreeMap<String, Vec<Condition>>,
+    /// Gateways.
+    pub gateways: BTreeMap<String, GatewayStatus>,
+    /// ListenerSets.
+    pub listener_sets: BTreeMap<String, ListenerSetStatus>,
+    /// Routes: our entries of `status.parents`.
+    pub routes: BTreeMap<String, Vec<RouteParentStatus>>,
+}

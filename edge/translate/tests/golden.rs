@@ -1,0 +1,137 @@
+//! Golden files: every `tests/golden/<case>/in.yaml` (Gateway API objects and the Services,
+//! EndpointSlices, Secrets and Namespaces they point at) is translated, and the result is
+//! compared with `<case>/out/{listeners,routes,clusters,endpoints,secrets}.yaml` (one file per
+//! xDS type, resources in proto3 JSON keyed by Gateway) and `<case>/out/status.yaml`.
+//!
+//! `UPDATE_GOLDEN=1 cargo test -p fairlead-edge-translate --test golden` rewrites the
+//! expected files; a person reviews the diff before it is committed.
+//!
+//! Every generated resource must also pass the protoc-gen-validate rules of Envoy's API,
+//! including the messages packed in its `Any` fields.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use fairlead_edge_translate::model::Input;
+use fairlead_edge_translate::{CONTROLLER_NAME, translate};
+use prost::{Message, Name};
+
+fn render<M: Message + Name>(
+    per_gateway: impl Iterator<Item = (String, Vec<M>)>,
+    problems: &mut Vec<String>,
+) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for (gateway, resources) in per_gateway {
+        if resources.is_empty() {
+            continue;
+        }
+        let mut list = Vec::new();
+        for resource in &resources {
+            if let Err(e) = fairlead_envoy_protos::validate(resource) {
+                problems.push(format!(
+                    "{gateway}: {} fails Envoy's rules: {e}",
+                    M::full_name()
+                ));
+            }
+            list.push(fairlead_envoy_protos::to_json(resource).expect("renders"));
+        }
+        out.insert(gateway, serde_json::Value::Array(list));
+    }
+    serde_json::Value::Object(out)
+}
+
+fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
+    let text = std::fs::read_to_string(case.join("in.yaml")).expect("in.yaml");
+    let input = Input::from_yaml(&text).unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+    let translation = translate(&input, CONTROLLER_NAME);
+    let gateways = &translation.gateways;
+    let mut problems = Vec::new();
+    let yaml = |v: &serde_json::Value| serde_yaml_ng::to_string(v).expect("yaml");
+    let mut files = BTreeMap::new();
+    files.insert(
+        "listeners",
+        yaml(&render(
+            gateways
+                .iter()
+                .map(|(k, r)| (k.clone(), r.listeners.clone())),
+            &mut problems,
+        )),
+    );
+    files.insert(
+        "routes",
+        yaml(&render(
+            gateways.iter().map(|(k, r)| (k.clone(), r.routes.clone())),
+            &mut problems,
+        )),
+    );
+    files.insert(
+        "clusters",
+        yaml(&render(
+            gateways
+                .iter()
+                .map(|(k, r)| (k.clone(), r.clusters.clone())),
+            &mut problems,
+        )),
+    );
+    files.insert(
+        "endpoints",
+        yaml(&render(
+            gateways
+                .iter()
+                .map(|(k, r)| (k.clone(), r.endpoints.clone())),
+            &mut problems,
+        )),
+    );
+    files.insert(
+        "secrets",
+        yaml(&render(
+            gateways.iter().map(|(k, r)| (k.clone(), r.secrets.clone())),
+            &mut problems,
+        )),
+    );
+    files.insert(
+        "status",
+        yaml(&serde_json::to_value(&translation.statuses).expect("status json")),
+    );
+    (files, problems)
+}
+
+fn cases() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("tests/golden")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join("in.yaml").exists())
+        .collect();
+    cases.sort();
+    cases
+}
+
+#[test]
+fn translations_match_the_golden_files() {
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut failures = Vec::new();
+    let cases = cases();
+    assert!(!cases.is_empty(), "no golden cases found");
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let (files, problems) = outputs(case);
+        failures.extend(problems.into_iter().map(|p| format!("{name}: {p}")));
+        let out = case.join("out");
+        for (kind, actual) in files {
+            let path = out.join(format!("{kind}.yaml"));
+            if update {
+                std::fs::create_dir_all(&out).expect("out dir");
+                std::fs::write(&path, &actual).expect("write golden");
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path).unwrap_or_default();
+            if expected != actual {
+                failures.push(format!(
+                    "{name}/out/{kind}.yaml differs (UPDATE_GOLDEN=1 to regenerate, then review)\n--- expected\n{expected}\n+++ actual\n{actual}"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
