@@ -94,7 +94,16 @@ pub fn namespace_allowed(
     }
 }
 
-/// Attaches every HTTPRoute, recording its parent statuses.
+/// A route of a kind served through HTTP listeners, translated.
+struct HttpLike<'a> {
+    kind: &'static str,
+    metadata: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    parent_refs: &'a [ParentRef],
+    hostnames: &'a [String],
+    translated: Result<http::Translated, http::Rejected>,
+}
+
+/// Attaches every HTTPRoute and GRPCRoute, recording their parent statuses.
 pub fn http_routes(
     gateways: &mut [GatewayState<'_>],
     input: &Input,
@@ -102,20 +111,43 @@ pub fn http_routes(
     controller_name: &str,
     statuses: &mut Statuses,
 ) {
-    let mut routes: Vec<_> = input.http_routes.iter().collect();
-    routes.sort_by_key(|r| (r.metadata.namespace.clone(), r.metadata.name.clone()));
+    let mut routes: Vec<HttpLike<'_>> = input
+        .http_routes
+        .iter()
+        .map(|r| HttpLike {
+            kind: "HTTPRoute",
+            metadata: &r.metadata,
+            parent_refs: &r.spec.parent_refs,
+            hostnames: &r.spec.hostnames,
+            translated: http::translate(r, input, grants),
+        })
+        .chain(input.grpc_routes.iter().map(|r| HttpLike {
+            kind: "GRPCRoute",
+            metadata: &r.metadata,
+            parent_refs: &r.spec.parent_refs,
+            hostnames: &r.spec.hostnames,
+            translated: crate::grpc::translate(r, input, grants),
+        }))
+        .collect();
+    routes.sort_by_key(|r| {
+        (
+            r.kind,
+            r.metadata.namespace.clone(),
+            r.metadata.name.clone(),
+        )
+    });
     for route in routes {
         let namespace = route.metadata.namespace.clone().unwrap_or_default();
         let name = route.metadata.name.clone().unwrap_or_default();
         let generation = route.metadata.generation;
-        let translated = http::translate(route, input, grants);
+        let translated = &route.translated;
         let mut parents = Vec::new();
-        for parent in &route.spec.parent_refs {
+        for parent in route.parent_refs {
             let Some(g) = our_gateway(gateways, parent, &namespace) else {
                 continue;
             };
             let state = &mut gateways[g];
-            let accepted = match &translated {
+            let accepted = match translated {
                 Err(http::Rejected(message)) => Condition::new(
                     "Accepted",
                     false,
@@ -124,15 +156,14 @@ pub fn http_routes(
                     generation,
                 ),
                 Ok(t) => {
-                    let verdict = attach(
+                    match attach(
                         state,
                         parent,
-                        "HTTPRoute",
+                        route.kind,
                         &namespace,
-                        &route.spec.hostnames,
+                        route.hostnames,
                         input,
-                    );
-                    match verdict {
+                    ) {
                         Ok(places) => {
                             for (listener, hostnames) in places {
                                 state.listeners[listener].attached += 1;
@@ -182,7 +213,7 @@ pub fn http_routes(
         if !parents.is_empty() {
             statuses
                 .routes
-                .insert(format!("HTTPRoute/{namespace}/{name}"), parents);
+                .insert(format!("{}/{namespace}/{name}", route.kind), parents);
         }
     }
 }

@@ -22,9 +22,11 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// The Envoy cluster name.
+    /// The Envoy cluster name (`/h2` when it speaks HTTP/2: an HTTPRoute and a GRPCRoute to
+    /// the same plain port need two clusters).
     pub fn cluster(&self) -> String {
-        format!("{}/{}/{}", self.namespace, self.service, self.port)
+        let h2 = if self.http2 { "/h2" } else { "" };
+        format!("{}/{}/{}{h2}", self.namespace, self.service, self.port)
     }
 }
 

@@ -403,11 +403,12 @@ fn envoy_route(entry: &Entry, backends: &mut BTreeSet<Backend>) -> route::Route 
             rewrite,
             mirrors,
             timeout,
+            grpc,
         } => {
             let valid: u32 = weighted.iter().map(|w| w.weight).sum();
             if valid == 0 || weighted.iter().all(|w| w.backend.is_none()) {
                 route::route::Action::DirectResponse(route::DirectResponseAction {
-                    status: 500,
+                    status: if *grpc { 503 } else { 500 },
                     ..Default::default()
                 })
             } else {
@@ -421,7 +422,8 @@ fn envoy_route(entry: &Entry, backends: &mut BTreeSet<Backend>) -> route::Route 
                         route::weighted_cluster::ClusterWeight {
                             // A backend that did not resolve keeps its share, on a cluster that
                             // does not exist: Envoy answers it with the route's
-                            // cluster_not_found_response_code (500), as the spec requires.
+                            // cluster_not_found_response_code (500; 503, which gRPC reads as
+                            // UNAVAILABLE, on gRPC routes), as the spec requires.
                             name: w
                                 .backend
                                 .as_ref()
@@ -454,8 +456,11 @@ fn envoy_route(entry: &Entry, backends: &mut BTreeSet<Backend>) -> route::Route 
                 };
                 let mut action = route::RouteAction {
                     cluster_specifier: Some(specifier),
-                    cluster_not_found_response_code:
-                        route::route_action::ClusterNotFoundResponseCode::InternalServerError as i32,
+                    cluster_not_found_response_code: if *grpc {
+                        route::route_action::ClusterNotFoundResponseCode::ServiceUnavailable
+                    } else {
+                        route::route_action::ClusterNotFoundResponseCode::InternalServerError
+                    } as i32,
                     timeout: timeout.map(duration),
                     request_mirror_policies: mirrors
                         .iter()
@@ -537,6 +542,30 @@ fn cluster_for(backend: &Backend) -> cluster::Cluster {
             ..Default::default()
         }),
         connect_timeout: Some(duration(std::time::Duration::from_secs(5))),
+        typed_extension_protocol_options: if backend.http2 {
+            use envoy_types::pb::envoy::extensions::upstreams::http::v3 as upstream;
+            let options = upstream::HttpProtocolOptions {
+                upstream_protocol_options: Some(
+                    upstream::http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                        upstream::http_protocol_options::ExplicitHttpConfig {
+                            protocol_config: Some(
+                                upstream::http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                                    core::Http2ProtocolOptions::default(),
+                                ),
+                            ),
+                        },
+                    ),
+                ),
+                ..Default::default()
+            };
+            [(
+                "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_owned(),
+                any(&options),
+            )]
+            .into()
+        } else {
+            Default::default()
+        },
         ..Default::default()
     }
 }

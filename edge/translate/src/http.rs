@@ -73,6 +73,9 @@ pub enum Action {
         mirrors: Vec<(Backend, u32)>,
         /// Whole-request timeout.
         timeout: Option<Duration>,
+        /// A gRPC route: a backend that does not resolve fails its share with UNAVAILABLE
+        /// (HTTP 503) rather than HTTP 500.
+        grpc: bool,
     },
     /// Redirect.
     Redirect(RequestRedirect),
@@ -122,7 +125,7 @@ pub struct Translated {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejected(pub String);
 
-fn check_regex(field: &str, pattern: &str) -> Result<(), Rejected> {
+pub(crate) fn check_regex(field: &str, pattern: &str) -> Result<(), Rejected> {
     regex::Regex::new(pattern)
         .map(|_| ())
         .map_err(|e| Rejected(format!("{field}: invalid regular expression: {e}")))
@@ -156,7 +159,7 @@ pub fn duration(text: &str) -> Option<Duration> {
     Some(total)
 }
 
-fn value_matches(
+pub(crate) fn value_matches(
     field: &str,
     list: &[crate::model::ValueMatch],
     fold_case: bool,
@@ -235,15 +238,15 @@ fn matcher(field: &str, m: &crate::model::HttpMatch) -> Result<Match, Rejected> 
 
 /// The filters of a rule or backend, checked; returns (request headers, response headers,
 /// redirect, rewrite, mirrors as backend refs).
-struct Filters {
-    request: HeaderModifier,
-    response: HeaderModifier,
-    redirect: Option<RequestRedirect>,
-    rewrite: Option<UrlRewrite>,
-    mirrors: Vec<(BackendRef, u32)>,
+pub(crate) struct Filters {
+    pub(crate) request: HeaderModifier,
+    pub(crate) response: HeaderModifier,
+    pub(crate) redirect: Option<RequestRedirect>,
+    pub(crate) rewrite: Option<UrlRewrite>,
+    pub(crate) mirrors: Vec<(BackendRef, u32)>,
 }
 
-fn filters(field: &str, list: &[HttpFilter]) -> Result<Filters, Rejected> {
+pub(crate) fn filters(field: &str, list: &[HttpFilter]) -> Result<Filters, Rejected> {
     let mut out = Filters {
         request: HeaderModifier::default(),
         response: HeaderModifier::default(),
@@ -312,7 +315,7 @@ fn merge(into: &mut HeaderModifier, from: HeaderModifier) {
     into.remove.extend(from.remove);
 }
 
-fn rank(path: &PathMatch) -> (u8, Reverse<usize>) {
+pub(crate) fn rank(path: &PathMatch) -> (u8, Reverse<usize>) {
     match path {
         PathMatch::Exact(p) => (0, Reverse(p.len())),
         PathMatch::Regex(p) => (1, Reverse(p.len())),
@@ -402,6 +405,7 @@ pub fn translate(
                 rewrite: rule_filters.rewrite.clone(),
                 mirrors,
                 timeout,
+                grpc: false,
             },
         };
         let default_match = [crate::model::HttpMatch::default()];

@@ -12,6 +12,7 @@ pub mod attach;
 pub mod backend;
 pub mod envoy;
 pub mod gateway;
+pub mod grpc;
 pub mod hostname;
 pub mod http;
 pub mod model;

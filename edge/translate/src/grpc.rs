@@ -1,0 +1,166 @@
+//! GRPCRoute rules to route entries: a method match becomes a path match on
+//! `/<service>/<method>` (exact when both are given, a `/<service>/` prefix for a service
+//! alone, an expression otherwise), header matches and filters as on HTTPRoutes, backends
+//! speaking HTTP/2.
+
+use std::cmp::Reverse;
+
+use crate::backend;
+use crate::http::{self, Action, Entry, Match, PathMatch, Rejected, Translated, Weighted};
+use crate::model::{GrpcRoute, Input};
+use crate::refs::Grants;
+
+/// The path condition of a method match.
+fn path(field: &str, m: Option<&crate::model::GrpcMethodMatch>) -> Result<PathMatch, Rejected> {
+    let Some(m) = m else {
+        return Ok(PathMatch::Prefix("/".into()));
+    };
+    let service = m.service.as_deref().filter(|s| !s.is_empty());
+    let method = m.method.as_deref().filter(|s| !s.is_empty());
+    match m.type_.as_deref().unwrap_or("Exact") {
+        "Exact" => {
+            for (name, value) in [("service", service), ("method", method)] {
+                if value.is_some_and(|v| v.contains('/')) {
+                    return Err(Rejected(format!("{field}.{name}: must not contain /")));
+                }
+            }
+            Ok(match (service, method) {
+                (Some(s), Some(m)) => PathMatch::Exact(format!("/{s}/{m}")),
+                (Some(s), None) => PathMatch::Prefix(format!("/{s}")),
+                (None, Some(m)) => PathMatch::Regex(format!("/[^/]+/{}", regex::escape(m))),
+                (None, None) => {
+                    return Err(Rejected(format!(
+                        "{field}: one of service and method is required"
+                    )));
+                }
+            })
+        }
+        "RegularExpression" => {
+            for (name, value) in [("service", service), ("method", method)] {
+                if let Some(v) = value {
+                    http::check_regex(&format!("{field}.{name}"), v)?;
+                }
+            }
+            Ok(PathMatch::Regex(format!(
+                "/{}/{}",
+                service.unwrap_or("[^/]+"),
+                method.unwrap_or("[^/]+")
+            )))
+        }
+        other => Err(Rejected(format!("{field}.type: {other} is not supported"))),
+    }
+}
+
+/// Translates one GRPCRoute.
+pub fn translate(
+    route: &GrpcRoute,
+    input: &Input,
+    grants: &Grants<'_>,
+) -> Result<Translated, Rejected> {
+    let namespace = route.metadata.namespace.clone().unwrap_or_default();
+    let name = route.metadata.name.clone().unwrap_or_default();
+    let created = route
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    let mut entries = Vec::new();
+    let mut unresolved = None;
+    let default_rule = [crate::model::GrpcRule::default()];
+    let rules = if route.spec.rules.is_empty() {
+        &default_rule[..]
+    } else {
+        &route.spec.rules[..]
+    };
+    for (r, rule) in rules.iter().enumerate() {
+        let field = format!("spec.rules[{r}]");
+        let rule_filters = http::filters(&format!("{field}.filters"), &rule.filters)?;
+        if rule_filters.redirect.is_some() || rule_filters.rewrite.is_some() {
+            return Err(Rejected(format!(
+                "{field}.filters: RequestRedirect and URLRewrite are not GRPCRoute filters"
+            )));
+        }
+        let resolve = |b: &crate::model::BackendRef, f: &str| {
+            backend::resolve(b, ("GRPCRoute", &namespace), f, input, grants, true)
+        };
+        let mut backends = Vec::new();
+        for (b, backend_ref) in rule.backend_refs.iter().enumerate() {
+            let f = format!("{field}.backendRefs[{b}]");
+            let own = http::filters(&format!("{f}.filters"), &backend_ref.filters)?;
+            let weight = u32::try_from(backend_ref.weight.unwrap_or(1).max(0)).unwrap_or(1);
+            let backend = match resolve(backend_ref, &f) {
+                Ok(b) => Some(b),
+                Err(problem) => {
+                    unresolved.get_or_insert(problem);
+                    None
+                }
+            };
+            if weight > 0 {
+                backends.push(Weighted {
+                    backend,
+                    weight,
+                    request_headers: own.request,
+                    response_headers: own.response,
+                });
+            }
+        }
+        let mut mirrors = Vec::new();
+        for (m, (mirror, percent)) in rule_filters.mirrors.iter().enumerate() {
+            match resolve(
+                mirror,
+                &format!("{field}.filters[{m}].requestMirror.backendRef"),
+            ) {
+                Ok(b) => mirrors.push((b, *percent)),
+                Err(problem) => {
+                    unresolved.get_or_insert(problem);
+                }
+            }
+        }
+        let action = Action::Forward {
+            backends,
+            rewrite: None,
+            mirrors,
+            timeout: None,
+            grpc: true,
+        };
+        let default_match = [crate::model::GrpcMatch::default()];
+        let matches = if rule.matches.is_empty() {
+            &default_match[..]
+        } else {
+            &rule.matches[..]
+        };
+        for (m, spec) in matches.iter().enumerate() {
+            let f = format!("{field}.matches[{m}]");
+            let matcher = Match {
+                path: path(&format!("{f}.method"), spec.method.as_ref())?,
+                headers: http::value_matches(&format!("{f}.headers"), &spec.headers, true)?,
+                query: Vec::new(),
+                method: None,
+            };
+            let (kind, length) = http::rank(&matcher.path);
+            entries.push(Entry {
+                name: format!("{namespace}/{name}/grpc/rule/{r}/match/{m}"),
+                order: (
+                    kind,
+                    length,
+                    true,
+                    Reverse(matcher.headers.len()),
+                    Reverse(0),
+                    created.clone(),
+                    format!("{namespace}/{name}"),
+                    r,
+                    m,
+                ),
+                matcher,
+                action: action.clone(),
+                request_headers: rule_filters.request.clone(),
+                response_headers: rule_filters.response.clone(),
+            });
+        }
+    }
+    Ok(Translated {
+        entries,
+        unresolved,
+    })
+}
