@@ -71,9 +71,10 @@ fn duration(d: std::time::Duration) -> PbDuration {
     }
 }
 
-/// A connection manager that takes its routes from `route_config` over ADS.
-fn connection_manager(stat_prefix: &str, route_config: &str) -> listener::Filter {
-    let manager = hcm::HttpConnectionManager {
+/// A connection manager that takes its routes from `route_config` over ADS, with the router
+/// as its only HTTP filter (which is also what gRPC's xDS client requires of an API listener).
+fn manager(stat_prefix: &str, route_config: &str) -> hcm::HttpConnectionManager {
+    hcm::HttpConnectionManager {
         stat_prefix: stat_prefix.to_owned(),
         route_specifier: Some(hcm::http_connection_manager::RouteSpecifier::Rds(
             hcm::Rds {
@@ -89,11 +90,37 @@ fn connection_manager(stat_prefix: &str, route_config: &str) -> listener::Filter
             ..Default::default()
         }],
         ..Default::default()
-    };
+    }
+}
+
+/// The network filter of [`manager`].
+fn connection_manager(stat_prefix: &str, route_config: &str) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".into(),
-        config_type: Some(listener::filter::ConfigType::TypedConfig(any(&manager))),
+        config_type: Some(listener::filter::ConfigType::TypedConfig(any(&manager(
+            stat_prefix,
+            route_config,
+        )))),
     }
+}
+
+/// The listener a proxyless gRPC client asks for when it dials `xds:///host:port`: an API
+/// listener whose routes are those of the Gateway's plain HTTP listener on `port` (gRFC
+/// A27/A28). `None` when the name is not `host:port` or the Gateway serves no HTTP there.
+pub fn api_listener(name: &str, resources: &Resources) -> Option<listener::Listener> {
+    let (host, port) = name.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let route_config = format!("{}-{port}", Protocol::Http.name());
+    if host.is_empty() || !resources.routes.iter().any(|r| r.name == route_config) {
+        return None;
+    }
+    Some(listener::Listener {
+        name: name.to_owned(),
+        api_listener: Some(listener::ApiListener {
+            api_listener: Some(any(&manager(&route_config, &route_config))),
+        }),
+        ..Default::default()
+    })
 }
 
 /// The Envoy resources of one Gateway.

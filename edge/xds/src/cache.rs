@@ -1,0 +1,231 @@
+//! Snapshots and the cache that hands them to streams.
+//!
+//! A snapshot is everything one Gateway's proxies get: resources by type and name, each with
+//! a content hash (the delta protocol's resource version), and a version per type derived from
+//! the hashes (the state-of-the-world `version_info`). Versions are content-addressed, so a
+//! translation that yields the same resources yields the same versions and pushes nothing.
+//!
+//! The cache keeps one `tokio::sync::watch` channel per node group (`namespace/gateway`):
+//! publishing never waits for streams, and a stream always sees the latest snapshot. A
+//! proxy that connects before its Gateway exists waits on an empty snapshot.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
+
+use envoy_types::pb::google::protobuf::Any;
+use fairlead_edge_translate::Resources;
+use prost::{Message, Name};
+use sha2::Digest;
+use tokio::sync::watch;
+
+/// Type URL of clusters.
+pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+/// Type URL of endpoints.
+pub const ENDPOINT: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+/// Type URL of TLS secrets.
+pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+/// Type URL of listeners.
+pub const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+/// Type URL of route configurations.
+pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+
+/// The order pushes follow, so that nothing refers to what the proxy does not have yet:
+/// clusters before the endpoints and listeners that use them, secrets before the listeners
+/// that use them, listeners before their route configurations.
+pub const ORDER: [&str; 5] = [CLUSTER, ENDPOINT, SECRET, LISTENER, ROUTE];
+
+/// Whether a type is requested by wildcard when a state-of-the-world request names nothing.
+pub fn wildcard_type(type_url: &str) -> bool {
+    type_url == CLUSTER || type_url == LISTENER
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One resource, packed, with its content hash.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resource {
+    /// Name.
+    pub name: String,
+    /// The resource.
+    pub any: Any,
+    /// SHA-256 of the encoded resource (hex, first 16 bytes).
+    pub hash: String,
+}
+
+impl Resource {
+    /// Packs `message` named `name`.
+    pub fn new<M: Message + Name>(name: &str, message: &M) -> Self {
+        let value = message.encode_to_vec();
+        let hash = hex(&sha2::Sha256::digest(&value)[..16]);
+        Self {
+            name: name.to_owned(),
+            any: Any {
+                type_url: M::type_url(),
+                value,
+            },
+            hash,
+        }
+    }
+}
+
+/// Everything one node group gets.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>>,
+    versions: BTreeMap<&'static str, String>,
+    /// The translated resources (for listeners made on request, see [`Snapshot::get`]).
+    source: Arc<Resources>,
+}
+
+impl Snapshot {
+    /// A snapshot of a Gateway's translated resources.
+    pub fn new(source: Resources) -> Self {
+        let mut resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>> =
+            BTreeMap::new();
+        let mut add = |type_url: &'static str, r: Resource| {
+            resources
+                .entry(type_url)
+                .or_default()
+                .insert(r.name.clone(), Arc::new(r));
+        };
+        for c in &source.clusters {
+            add(CLUSTER, Resource::new(&c.name, c));
+        }
+        for e in &source.endpoints {
+            add(ENDPOINT, Resource::new(&e.cluster_name, e));
+        }
+        for s in &source.secrets {
+            add(SECRET, Resource::new(&s.name, s));
+        }
+        for l in &source.listeners {
+            add(LISTENER, Resource::new(&l.name, l));
+        }
+        for r in &source.routes {
+            add(ROUTE, Resource::new(&r.name, r));
+        }
+        let versions = ORDER
+            .iter()
+            .map(|t| {
+                let mut digest = sha2::Sha256::new();
+                for (name, r) in resources.get(t).into_iter().flatten() {
+                    digest.update(name.as_bytes());
+                    digest.update([0]);
+                    digest.update(r.hash.as_bytes());
+                }
+                (*t, hex(&digest.finalize()[..8]))
+            })
+            .collect();
+        Self {
+            resources,
+            versions,
+            source: Arc::new(source),
+        }
+    }
+
+    /// The version of a type (the same for the same content).
+    pub fn version(&self, type_url: &str) -> String {
+        self.versions.get(type_url).cloned().unwrap_or_default()
+    }
+
+    /// All resources of a type.
+    pub fn all(&self, type_url: &str) -> Vec<Arc<Resource>> {
+        self.resources
+            .get(type_url)
+            .into_iter()
+            .flat_map(|m| m.values().cloned())
+            .collect()
+    }
+
+    /// One resource. A listener named `host:port` that the snapshot does not hold is made
+    /// for proxyless gRPC clients (an API listener over the route configuration of that
+    /// port), when the Gateway serves plain HTTP on the port.
+    pub fn get(&self, type_url: &str, name: &str) -> Option<Arc<Resource>> {
+        if let Some(r) = self.resources.get(type_url).and_then(|m| m.get(name)) {
+            return Some(r.clone());
+        }
+        if type_url == LISTENER {
+            let listener = fairlead_edge_translate::envoy::api_listener(name, &self.source)?;
+            return Some(Arc::new(Resource::new(name, &listener)));
+        }
+        None
+    }
+
+    /// The resources of a type a request asks for: all of them for a wildcard, else the named
+    /// ones that exist.
+    pub fn select(&self, type_url: &str, names: Option<&BTreeSet<String>>) -> Vec<Arc<Resource>> {
+        match names {
+            None => self.all(type_url),
+            Some(names) => names.iter().filter_map(|n| self.get(type_url, n)).collect(),
+        }
+    }
+}
+
+/// Snapshots by node group.
+#[derive(Default)]
+pub struct Cache {
+    groups: RwLock<HashMap<String, watch::Sender<Arc<Snapshot>>>>,
+}
+
+impl Cache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn sender(&self, group: &str) -> watch::Sender<Arc<Snapshot>> {
+        if let Some(s) = self
+            .groups
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(group)
+        {
+            return s.clone();
+        }
+        self.groups
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(group.to_owned())
+            .or_insert_with(|| watch::channel(Arc::new(Snapshot::default())).0)
+            .clone()
+    }
+
+    /// Publishes a group's snapshot; returns whether it differs from the last one (an equal
+    /// snapshot wakes nobody).
+    pub fn set(&self, group: &str, snapshot: Snapshot) -> bool {
+        self.sender(group).send_if_modified(|current| {
+            if **current == snapshot {
+                false
+            } else {
+                *current = Arc::new(snapshot);
+                true
+            }
+        })
+    }
+
+    /// Empties the groups not in `keep` (their Gateways are gone).
+    pub fn retain(&self, keep: &BTreeSet<String>) {
+        let groups: Vec<String> = self
+            .groups
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .filter(|g| !keep.contains(*g))
+            .cloned()
+            .collect();
+        for g in groups {
+            self.set(&g, Snapshot::default());
+        }
+    }
+
+    /// Follows a group's snapshots.
+    pub fn subscribe(&self, group: &str) -> watch::Receiver<Arc<Snapshot>> {
+        self.sender(group).subscribe()
+    }
+
+    /// The current snapshot of a group.
+    pub fn get(&self, group: &str) -> Arc<Snapshot> {
+        self.sender(group).borrow().clone()
+    }
+}

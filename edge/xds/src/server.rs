@@ -1,0 +1,233 @@
+//! The gRPC side: Aggregated Discovery Service in both variants. Each stream runs as one task
+//! that owns its protocol state ([`crate::sotw::Sotw`] or [`crate::delta::Delta`]) and waits
+//! on the client's requests and on its node group's snapshots; responses go out through a
+//! bounded channel, so a slow client slows only its own stream.
+
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
+    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::cache::Cache;
+use crate::delta::Delta;
+use crate::sotw::{Sotw, Verdict};
+
+/// What the server reports as streams come, go, push and hear back (metrics, Events).
+pub trait Observer: Send + Sync + 'static {
+    /// A proxy of `group` connected.
+    fn connected(&self, _group: &str) {}
+    /// A proxy of `group` went away.
+    fn disconnected(&self, _group: &str) {}
+    /// A response of `type_url` went to a proxy of `group`.
+    fn pushed(&self, _group: &str, _type_url: &str, _resources: usize) {}
+    /// A proxy of `group` answered a response.
+    fn verdict(&self, _group: &str, _verdict: &Verdict) {}
+}
+
+/// An observer that reports nothing.
+pub struct Quiet;
+
+impl Observer for Quiet {}
+
+/// The ADS service.
+pub struct Ads {
+    cache: Arc<Cache>,
+    observer: Arc<dyn Observer>,
+}
+
+impl Ads {
+    /// Serves `cache`, reporting to `observer`.
+    pub fn new(cache: Arc<Cache>, observer: Arc<dyn Observer>) -> Self {
+        Self { cache, observer }
+    }
+
+    /// As a tonic service.
+    pub fn into_service(self) -> AggregatedDiscoveryServiceServer<Self> {
+        AggregatedDiscoveryServiceServer::new(self)
+    }
+}
+
+/// A stream's protocol state, either variant.
+trait Protocol: Send + 'static {
+    type Request: Send + 'static;
+    type Response: Send + 'static;
+    fn node(request: &Self::Request) -> Option<&envoy_types::pb::envoy::config::core::v3::Node>;
+    fn type_url(response: &Self::Response) -> &str;
+    fn resources(response: &Self::Response) -> usize;
+    fn on_request(
+        &mut self,
+        request: &Self::Request,
+        snapshot: &crate::cache::Snapshot,
+    ) -> (Option<Self::Response>, Option<Verdict>);
+    fn on_snapshot(&mut self, snapshot: &crate::cache::Snapshot) -> Vec<Self::Response>;
+}
+
+impl Protocol for Sotw {
+    type Request = DiscoveryRequest;
+    type Response = DiscoveryResponse;
+    fn node(request: &DiscoveryRequest) -> Option<&envoy_types::pb::envoy::config::core::v3::Node> {
+        request.node.as_ref()
+    }
+    fn type_url(response: &DiscoveryResponse) -> &str {
+        &response.type_url
+    }
+    fn resources(response: &DiscoveryResponse) -> usize {
+        response.resources.len()
+    }
+    fn on_request(
+        &mut self,
+        request: &DiscoveryRequest,
+        snapshot: &crate::cache::Snapshot,
+    ) -> (Option<DiscoveryResponse>, Option<Verdict>) {
+        Sotw::on_request(self, request, snapshot)
+    }
+    fn on_snapshot(&mut self, snapshot: &crate::cache::Snapshot) -> Vec<DiscoveryResponse> {
+        Sotw::on_snapshot(self, snapshot)
+    }
+}
+
+impl Protocol for Delta {
+    type Request = DeltaDiscoveryRequest;
+    type Response = DeltaDiscoveryResponse;
+    fn node(
+        request: &DeltaDiscoveryRequest,
+    ) -> Option<&envoy_types::pb::envoy::config::core::v3::Node> {
+        request.node.as_ref()
+    }
+    fn type_url(response: &DeltaDiscoveryResponse) -> &str {
+        &response.type_url
+    }
+    fn resources(response: &DeltaDiscoveryResponse) -> usize {
+        response.resources.len()
+    }
+    fn on_request(
+        &mut self,
+        request: &DeltaDiscoveryRequest,
+        snapshot: &crate::cache::Snapshot,
+    ) -> (Option<DeltaDiscoveryResponse>, Option<Verdict>) {
+        Delta::on_request(self, request, snapshot)
+    }
+    fn on_snapshot(&mut self, snapshot: &crate::cache::Snapshot) -> Vec<DeltaDiscoveryResponse> {
+        Delta::on_snapshot(self, snapshot)
+    }
+}
+
+/// Runs one stream until the client leaves or the response channel closes.
+async fn serve<P: Protocol>(
+    mut protocol: P,
+    cache: Arc<Cache>,
+    observer: Arc<dyn Observer>,
+    mut requests: Streaming<P::Request>,
+    responses: mpsc::Sender<Result<P::Response, Status>>,
+) {
+    let first = match requests.next().await {
+        Some(Ok(request)) => request,
+        _ => return,
+    };
+    let group = match crate::node::group(P::node(&first)) {
+        Ok(group) => group,
+        Err(e) => {
+            let _ = responses
+                .send(Err(Status::invalid_argument(e.to_string())))
+                .await;
+            return;
+        }
+    };
+    observer.connected(&group);
+    let mut snapshots = cache.subscribe(&group);
+    let mut pending = Some(first);
+    let send = |response: P::Response| {
+        observer.pushed(&group, P::type_url(&response), P::resources(&response));
+        responses.send(Ok(response))
+    };
+    loop {
+        if let Some(request) = pending.take() {
+            let snapshot = snapshots.borrow_and_update().clone();
+            let (response, verdict) = protocol.on_request(&request, &snapshot);
+            if let Some(verdict) = verdict {
+                if let Verdict::Nack {
+                    type_url,
+                    version,
+                    message,
+                } = &verdict
+                {
+                    tracing::warn!(group = %group, type_url = %type_url, version = %version, reason = %message, "proxy rejected configuration");
+                }
+                observer.verdict(&group, &verdict);
+            }
+            if let Some(response) = response
+                && send(response).await.is_err()
+            {
+                break;
+            }
+            continue;
+        }
+        tokio::select! {
+            request = requests.next() => match request {
+                Some(Ok(request)) => pending = Some(request),
+                _ => break,
+            },
+            changed = snapshots.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let snapshot = snapshots.borrow_and_update().clone();
+                let mut closed = false;
+                for response in protocol.on_snapshot(&snapshot) {
+                    if send(response).await.is_err() {
+                        closed = true;
+                        break;
+                    }
+                }
+                if closed {
+                    break;
+                }
+            }
+        }
+    }
+    observer.disconnected(&group);
+}
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for Ads {
+    type StreamAggregatedResourcesStream = ReceiverStream<Result<DiscoveryResponse, Status>>;
+    type DeltaAggregatedResourcesStream = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: Request<Streaming<DiscoveryRequest>>,
+    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(serve(
+            Sotw::new(),
+            self.cache.clone(),
+            self.observer.clone(),
+            request.into_inner(),
+            tx,
+        ));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(serve(
+            Delta::new(),
+            self.cache.clone(),
+            self.observer.clone(),
+            request.into_inner(),
+            tx,
+        ));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

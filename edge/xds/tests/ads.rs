@@ -1,0 +1,162 @@
+//! The ADS server over a real gRPC connection (tonic client): a stream is identified by its
+//! node, answered, pushed to when its Gateway's snapshot changes, and reports the client's
+//! verdicts; a node that names no Gateway is refused.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+use fairlead_edge_xds::cache::{CLUSTER, Cache};
+use fairlead_edge_xds::server::{Ads, Observer};
+use fairlead_edge_xds::sotw::Verdict;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<String>>);
+
+impl Observer for Recorder {
+    fn connected(&self, group: &str) {
+        self.0.lock().unwrap().push(format!("connected {group}"));
+    }
+    fn verdict(&self, group: &str, verdict: &Verdict) {
+        let what = match verdict {
+            Verdict::Ack { .. } => "ack",
+            Verdict::Nack { .. } => "nack",
+        };
+        self.0.lock().unwrap().push(format!("{what} {group}"));
+    }
+}
+
+async fn serve(cache: Arc<Cache>, observer: Arc<Recorder>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(Ads::new(cache, observer).into_service())
+            .serve_with_incoming(TcpListenerStream::new(listener)),
+    );
+    format!("http://{addr}")
+}
+
+fn node(cluster: &str) -> Option<Node> {
+    Some(Node {
+        id: "test".into(),
+        cluster: cluster.into(),
+        ..Default::default()
+    })
+}
+
+async fn next(stream: &mut tonic::Streaming<DiscoveryResponse>) -> DiscoveryResponse {
+    tokio::time::timeout(Duration::from_secs(5), stream.message())
+        .await
+        .expect("a response in time")
+        .expect("no stream error")
+        .expect("the stream is open")
+}
+
+#[tokio::test]
+async fn a_stream_is_answered_pushed_to_and_reports_verdicts() {
+    let cache = Arc::new(Cache::new());
+    cache.set("default/gw", common::snapshot(false));
+    let observer = Arc::new(Recorder::default());
+    let url = serve(cache.clone(), observer.clone()).await;
+    let mut client = AggregatedDiscoveryServiceClient::connect(url)
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(8);
+    tx.send(DiscoveryRequest {
+        node: node("default/gw"),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut responses = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = next(&mut responses).await;
+    assert_eq!(first.resources.len(), 1);
+    tx.send(DiscoveryRequest {
+        type_url: CLUSTER.into(),
+        version_info: first.version_info.clone(),
+        response_nonce: first.nonce.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    // The ACK is in before the snapshot changes (an ACK that crosses a push carries a stale
+    // nonce and is rightly ignored).
+    for _ in 0..100 {
+        if observer.0.lock().unwrap().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // A new snapshot is pushed without the client asking.
+    assert!(cache.set("default/gw", common::snapshot(true)));
+    let pushed = next(&mut responses).await;
+    assert_eq!(pushed.type_url, CLUSTER);
+    assert_eq!(pushed.resources.len(), 2);
+    assert_ne!(pushed.version_info, first.version_info);
+
+    // The client rejects it: reported, and not sent again.
+    tx.send(DiscoveryRequest {
+        type_url: CLUSTER.into(),
+        version_info: first.version_info.clone(),
+        response_nonce: pushed.nonce.clone(),
+        error_detail: Some(RpcStatus {
+            code: 3,
+            message: "rejected".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let quiet = tokio::time::timeout(Duration::from_millis(300), responses.message()).await;
+    assert!(quiet.is_err(), "nothing is resent after a NACK");
+    let seen = observer.0.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        ["connected default/gw", "ack default/gw", "nack default/gw"]
+    );
+}
+
+#[tokio::test]
+async fn a_node_without_a_gateway_is_refused() {
+    let cache = Arc::new(Cache::new());
+    let url = serve(cache, Arc::new(Recorder::default())).await;
+    let mut client = AggregatedDiscoveryServiceClient::connect(url)
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(1);
+    tx.send(DiscoveryRequest {
+        node: node("not-a-gateway"),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut responses = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let status = responses.message().await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().contains("node.cluster"),
+        "{}",
+        status.message()
+    );
+}
