@@ -104,9 +104,13 @@ fn connection_manager(stat_prefix: &str, route_config: &str) -> listener::Filter
     }
 }
 
+/// The suffix of the route configurations shaped for proxyless gRPC clients.
+pub const GRPC_SHAPED: &str = "/grpc";
+
 /// The listener a proxyless gRPC client asks for when it dials `xds:///host:port`: an API
 /// listener whose routes are those of the Gateway's plain HTTP listener on `port` (gRFC
-/// A27/A28). `None` when the name is not `host:port` or the Gateway serves no HTTP there.
+/// A27/A28), shaped for gRPC (see [`grpc_route_configuration`]). `None` when the name is not
+/// `host:port` or the Gateway serves no HTTP there.
 pub fn api_listener(name: &str, resources: &Resources) -> Option<listener::Listener> {
     let (host, port) = name.rsplit_once(':')?;
     let port: u16 = port.parse().ok()?;
@@ -114,13 +118,43 @@ pub fn api_listener(name: &str, resources: &Resources) -> Option<listener::Liste
     if host.is_empty() || !resources.routes.iter().any(|r| r.name == route_config) {
         return None;
     }
+    let shaped = format!("{route_config}{GRPC_SHAPED}");
     Some(listener::Listener {
         name: name.to_owned(),
         api_listener: Some(listener::ApiListener {
-            api_listener: Some(any(&manager(&route_config, &route_config))),
+            api_listener: Some(any(&manager(&route_config, &shaped))),
         }),
         ..Default::default()
     })
+}
+
+/// A route configuration `<name>/grpc`: the configuration `<name>` with what gRPC's xDS client
+/// does not implement rewritten into what it does: segment prefixes (`path_separated_prefix`)
+/// become the equivalent expressions. Matching is otherwise the same, so a gRPC client and
+/// Envoy route the same request the same way.
+pub fn grpc_route_configuration(
+    name: &str,
+    resources: &Resources,
+) -> Option<route::RouteConfiguration> {
+    let base = name.strip_suffix(GRPC_SHAPED)?;
+    let mut config = resources.routes.iter().find(|r| r.name == base)?.clone();
+    config.name = name.to_owned();
+    for host in &mut config.virtual_hosts {
+        for r in &mut host.routes {
+            if let Some(m) = r.r#match.as_mut()
+                && let Some(route::route_match::PathSpecifier::PathSeparatedPrefix(prefix)) =
+                    &m.path_specifier
+            {
+                m.path_specifier = Some(route::route_match::PathSpecifier::SafeRegex(
+                    matcher::RegexMatcher {
+                        regex: format!("{}(/.*)?", regex::escape(prefix)),
+                        ..Default::default()
+                    },
+                ));
+            }
+        }
+    }
+    Some(config)
 }
 
 /// The Envoy resources of one Gateway.
@@ -651,7 +685,9 @@ fn endpoints_for(backend: &Backend, input: &Input) -> endpoint::ClusterLoadAssig
         cluster_name: backend.cluster(),
         endpoints: vec![endpoint::LocalityLbEndpoints {
             lb_endpoints,
-            // gRPC's xDS client drops localities without a weight.
+            // gRPC's xDS client rejects a locality without its (even empty) `locality` field
+            // and drops one without a weight.
+            locality: Some(core::Locality::default()),
             load_balancing_weight: Some(UInt32Value { value: 1 }),
             ..Default::default()
         }],

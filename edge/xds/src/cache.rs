@@ -140,16 +140,24 @@ impl Snapshot {
 
     /// One resource. A listener named `host:port` that the snapshot does not hold is made
     /// for proxyless gRPC clients (an API listener over the route configuration of that
-    /// port), when the Gateway serves plain HTTP on the port.
+    /// port), when the Gateway serves plain HTTP on the port, and so is the route
+    /// configuration shaped for gRPC that it names.
     pub fn get(&self, type_url: &str, name: &str) -> Option<Arc<Resource>> {
         if let Some(r) = self.resources.get(type_url).and_then(|m| m.get(name)) {
             return Some(r.clone());
         }
-        if type_url == LISTENER {
-            let listener = fairlead_edge_translate::envoy::api_listener(name, &self.source)?;
-            return Some(Arc::new(Resource::new(name, &listener)));
+        use fairlead_edge_translate::envoy;
+        match type_url {
+            LISTENER => {
+                let listener = envoy::api_listener(name, &self.source)?;
+                Some(Arc::new(Resource::new(name, &listener)))
+            }
+            ROUTE => {
+                let routes = envoy::grpc_route_configuration(name, &self.source)?;
+                Some(Arc::new(Resource::new(name, &routes)))
+            }
+            _ => None,
         }
-        None
     }
 
     /// The resources of a type a request asks for: all of them for a wildcard, else the named
