@@ -34,6 +34,9 @@ enum Command {
     /// The service-with-healthchecks module.
     #[command(subcommand)]
     Health(fairlead_health::cli::HealthCommand),
+    /// The ALB: the xDS control plane and Envoy bootstraps.
+    #[command(subcommand)]
+    Edge(fairlead_edge_xds::cli::EdgeCommand),
     /// Measure speed and memory; prints a table.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -49,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Up(args) => up::run(&cli.global, args).await,
         Command::Health(command) => fairlead_health::cli::run(&cli.global, command).await,
+        Command::Edge(command) => fairlead_edge_xds::cli::run(&cli.global, command).await,
         Command::Bench(command) => bench::run(command).await,
     }
 }

@@ -1,6 +1,7 @@
 //! `fairlead up`: the appliance on one machine. It starts the embedded API server (HTTPS on
 //! loopback, a CA generated at start, a kubeconfig written for clients), the health module
-//! (its CRD, a local Node, the controller and the agent of that node), applies the manifests of
+//! (its CRD, a local Node, the controller and the agent of that node), the edge control plane
+//! (the Gateway API CRDs, the `d8-alb` GatewayClass, the xDS server), applies the manifests of
 //! `-f DIR`, and serves the admin endpoints and telemetry of the process.
 
 use std::net::SocketAddr;
@@ -43,6 +44,10 @@ pub struct UpArgs {
     /// The node the local health agent serves: pods with this `spec.nodeName` are probed.
     #[arg(long, default_value = "local")]
     node_name: String,
+
+    /// Address of the xDS server (ADS) that Envoy and gRPC clients connect to.
+    #[arg(long, default_value = "127.0.0.1:18000", env = "FAIRLEAD_XDS_ADDR")]
+    xds_addr: SocketAddr,
 
     /// Apply the manifests (.yaml, .yml, .json) of this directory after start.
     #[arg(short = 'f', long = "filename")]
@@ -99,6 +104,25 @@ async fn start_health(runtime: &Runtime, client: &kube::Client, node: &str) -> a
     Ok(())
 }
 
+/// Installs the Gateway API CRDs and the `d8-alb` GatewayClass, and starts the xDS control
+/// plane.
+async fn start_edge(
+    runtime: &Runtime,
+    client: &kube::Client,
+    xds_addr: SocketAddr,
+) -> anyhow::Result<SocketAddr> {
+    use fairlead_edge_xds::{cli, crds, run};
+    let controller = fairlead_edge_translate::CONTROLLER_NAME;
+    crds::install(client, controller)
+        .await
+        .context("installing the Gateway API CRDs and the d8-alb GatewayClass")?;
+    let settings = run::Settings {
+        controller_name: controller.to_owned(),
+        lease: fairlead_kit::lease::LeaseConfig::new(run::LEASE, "kube-system", "fairlead-up"),
+    };
+    cli::start(runtime, client.clone(), xds_addr, settings).await
+}
+
 fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
@@ -144,6 +168,7 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
     }
     let client = server.client().await?;
     start_health(&runtime, &client, &args.node_name).await?;
+    let xds_addr = start_edge(&runtime, &client, args.xds_addr).await?;
     if let Some(dir) = &args.manifests {
         let applied = fairlead_apiserver::manifests::apply_dir(&client, server.registry(), dir)
             .await
@@ -155,6 +180,7 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         api = %server.url(),
         kubeconfig = %args.kubeconfig.display(),
         admin = %admin_addr,
+        xds = %xds_addr,
         "fairlead up: running (embedded API server: development and test only); Ctrl-C to stop"
     );
     // The components drain first, while the API server they talk to is still up.

@@ -70,6 +70,8 @@ impl Up {
                 "up",
                 "--api-addr",
                 "127.0.0.1:0",
+                "--xds-addr",
+                "127.0.0.1:0",
                 "--admin-addr",
             ])
             .arg(format!("127.0.0.1:{port}"))
@@ -417,4 +419,40 @@ spec:
     );
     drop(backend);
     assert!(up.stop().status.success());
+}
+
+#[test]
+fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
+    let out = run(&[
+        "edge",
+        "bootstrap",
+        "--gateway",
+        "infra/web",
+        "--xds",
+        "xds.d8-alb.svc:18000",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bootstrap: serde_json::Value = serde_yaml_ng::from_slice(&out.stdout).unwrap();
+    assert_eq!(bootstrap["node"]["cluster"], "infra/web");
+    assert_eq!(bootstrap["node"]["id"], "web");
+    let xds = &bootstrap["staticResources"]["clusters"][0];
+    assert_eq!(xds["type"], "STRICT_DNS", "a host name is resolved");
+    let address = &xds["loadAssignment"]["endpoints"][0]["lbEndpoints"][0]["endpoint"]["address"]["socketAddress"];
+    assert_eq!(address["address"], "xds.d8-alb.svc");
+    assert_eq!(address["portValue"], 18000);
+    assert_eq!(
+        bootstrap["dynamicResources"]["adsConfig"]["apiType"],
+        "GRPC"
+    );
+
+    let bad = run(&["edge", "bootstrap", "--gateway", "web", "--xds", "x:1"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("<namespace>/<name>"));
+    let bad = run(&["edge", "bootstrap", "--gateway", "a/b", "--xds", "nowhere"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not host:port"));
 }

@@ -73,6 +73,8 @@ impl Cluster {
                 "up",
                 "--api-addr",
                 "127.0.0.1:0",
+                "--xds-addr",
+                "127.0.0.1:0",
                 "--admin-addr",
             ])
             .arg(format!("127.0.0.1:{}", free_port()))

@@ -141,6 +141,8 @@ spec:
             "up",
             "--api-addr",
             "127.0.0.1:0",
+            "--xds-addr",
+            "127.0.0.1:0",
             "--admin-addr",
         ])
         .arg(format!("127.0.0.1:{admin}"))

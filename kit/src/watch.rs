@@ -127,12 +127,7 @@ pub fn project<K, V, F>(
     stop: CancellationToken,
 ) -> Projection<V>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     V: Send + Sync + 'static,
     F: Fn(&K) -> V + Send + 'static,
 {

@@ -71,12 +71,21 @@ impl Resource {
 }
 
 /// Everything one node group gets.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>>,
     versions: BTreeMap<&'static str, String>,
     /// The translated resources (for listeners made on request, see [`Snapshot::get`]).
     source: Arc<Resources>,
+    /// When the cache published it (push latency is measured from here).
+    published: Option<std::time::Instant>,
+}
+
+/// Snapshots are equal when their content is: the versions are content hashes.
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.versions == other.versions
+    }
 }
 
 impl Snapshot {
@@ -121,7 +130,21 @@ impl Snapshot {
             resources,
             versions,
             source: Arc::new(source),
+            published: None,
         }
+    }
+
+    /// When the cache published this snapshot.
+    pub fn published(&self) -> Option<std::time::Instant> {
+        self.published
+    }
+
+    /// How many resources of each type it holds.
+    pub fn sizes(&self) -> Vec<(&'static str, usize)> {
+        ORDER
+            .iter()
+            .map(|t| (*t, self.resources.get(t).map_or(0, BTreeMap::len)))
+            .collect()
     }
 
     /// The version of a type (the same for the same content).
@@ -201,11 +224,12 @@ impl Cache {
 
     /// Publishes a group's snapshot; returns whether it differs from the last one (an equal
     /// snapshot wakes nobody).
-    pub fn set(&self, group: &str, snapshot: Snapshot) -> bool {
+    pub fn set(&self, group: &str, mut snapshot: Snapshot) -> bool {
         self.sender(group).send_if_modified(|current| {
             if **current == snapshot {
                 false
             } else {
+                snapshot.published = Some(std::time::Instant::now());
                 *current = Arc::new(snapshot);
                 true
             }

@@ -6,11 +6,18 @@
 //! responses to send, so every protocol rule is tested without a network; the server only
 //! moves messages between them and the streams.
 
+pub mod bootstrap;
 pub mod cache;
+pub mod cli;
+pub mod crds;
 pub mod delta;
+pub mod index;
+pub mod metrics;
 pub mod node;
+pub mod run;
 pub mod server;
 pub mod sotw;
+pub mod status;
 
 /// A nonce: unique per stream and type, increasing.
 #[derive(Debug, Default)]

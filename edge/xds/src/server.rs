@@ -26,8 +26,16 @@ pub trait Observer: Send + Sync + 'static {
     fn connected(&self, _group: &str) {}
     /// A proxy of `group` went away.
     fn disconnected(&self, _group: &str) {}
-    /// A response of `type_url` went to a proxy of `group`.
-    fn pushed(&self, _group: &str, _type_url: &str, _resources: usize) {}
+    /// A response of `type_url` went to a proxy of `group`; `latency` is the time since the
+    /// snapshot was published, for pushes the proxy did not ask for.
+    fn pushed(
+        &self,
+        _group: &str,
+        _type_url: &str,
+        _resources: usize,
+        _latency: Option<std::time::Duration>,
+    ) {
+    }
     /// A proxy of `group` answered a response.
     fn verdict(&self, _group: &str, _verdict: &Verdict) {}
 }
@@ -144,8 +152,13 @@ async fn serve<P: Protocol>(
     observer.connected(&group);
     let mut snapshots = cache.subscribe(&group);
     let mut pending = Some(first);
-    let send = |response: P::Response| {
-        observer.pushed(&group, P::type_url(&response), P::resources(&response));
+    let send = |response: P::Response, published: Option<std::time::Instant>| {
+        observer.pushed(
+            &group,
+            P::type_url(&response),
+            P::resources(&response),
+            published.map(|at| at.elapsed()),
+        );
         responses.send(Ok(response))
     };
     loop {
@@ -164,7 +177,7 @@ async fn serve<P: Protocol>(
                 observer.verdict(&group, &verdict);
             }
             if let Some(response) = response
-                && send(response).await.is_err()
+                && send(response, None).await.is_err()
             {
                 break;
             }
@@ -182,7 +195,7 @@ async fn serve<P: Protocol>(
                 let snapshot = snapshots.borrow_and_update().clone();
                 let mut closed = false;
                 for response in protocol.on_snapshot(&snapshot) {
-                    if send(response).await.is_err() {
+                    if send(response, snapshot.published()).await.is_err() {
                         closed = true;
                         break;
                     }

@@ -1,0 +1,162 @@
+//! The Envoy bootstrap of `fairlead edge bootstrap`: the node names its Gateway
+//! (`node.cluster = <namespace>/<name>`), listeners and clusters come over ADS from the xDS
+//! server, which is the one static cluster (HTTP/2). Checked against Envoy's validation rules
+//! before it is printed.
+
+use envoy_types::pb::envoy::config::bootstrap::v3::{Admin, Bootstrap, bootstrap};
+use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::core::v3::{
+    self as core, AggregatedConfigSource, ApiConfigSource, ApiVersion, ConfigSource, GrpcService,
+    Node, api_config_source, config_source, grpc_service,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+    HttpProtocolOptions, http_protocol_options,
+};
+use envoy_types::pb::google::protobuf::Duration;
+
+use crate::cli::BootstrapArgs;
+
+/// The static cluster of the xDS server.
+const XDS_CLUSTER: &str = "fairlead-xds";
+
+fn socket(host: &str, port: u16) -> core::Address {
+    core::Address {
+        address: Some(core::address::Address::SocketAddress(core::SocketAddress {
+            address: host.to_owned(),
+            port_specifier: Some(core::socket_address::PortSpecifier::PortValue(u32::from(
+                port,
+            ))),
+            ..Default::default()
+        })),
+    }
+}
+
+fn ads() -> ConfigSource {
+    ConfigSource {
+        resource_api_version: ApiVersion::V3 as i32,
+        config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
+            AggregatedConfigSource {},
+        )),
+        ..Default::default()
+    }
+}
+
+/// Why no bootstrap could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// `--xds` is not `host:port`.
+    #[error("--xds {0:?} is not host:port")]
+    Address(String),
+    /// The bootstrap breaks Envoy's validation rules (a bug: reported, never printed).
+    #[error("the bootstrap breaks Envoy's rules: {0}")]
+    Invalid(fairlead_envoy_protos::Error),
+    /// Rendering failed.
+    #[error("rendering the bootstrap: {0}")]
+    Render(String),
+}
+
+/// The bootstrap for `args`.
+pub fn bootstrap(args: &BootstrapArgs) -> Result<Bootstrap, BootstrapError> {
+    let (host, port) = args
+        .xds
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h.trim_matches(['[', ']']), p.parse::<u16>().ok()?)))
+        .ok_or_else(|| BootstrapError::Address(args.xds.clone()))?;
+    let name = args.gateway.rsplit('/').next().unwrap_or_default();
+    let http2 = HttpProtocolOptions {
+        upstream_protocol_options: Some(
+            http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                http_protocol_options::ExplicitHttpConfig {
+                    protocol_config: Some(
+                        http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                            core::Http2ProtocolOptions::default(),
+                        ),
+                    ),
+                },
+            ),
+        ),
+        ..Default::default()
+    };
+    let xds_cluster = Cluster {
+        name: XDS_CLUSTER.into(),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(if host
+            .parse::<std::net::IpAddr>()
+            .is_ok()
+        {
+            cluster::DiscoveryType::Static
+        } else {
+            cluster::DiscoveryType::StrictDns
+        } as i32)),
+        connect_timeout: Some(Duration {
+            seconds: 5,
+            nanos: 0,
+        }),
+        typed_extension_protocol_options: [(
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_owned(),
+            fairlead_edge_translate::envoy::any(&http2),
+        )]
+        .into(),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: XDS_CLUSTER.into(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: vec![LbEndpoint {
+                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                        address: Some(socket(host, port)),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Ok(Bootstrap {
+        node: Some(Node {
+            id: args.node_id.clone().unwrap_or_else(|| name.to_owned()),
+            cluster: args.gateway.clone(),
+            ..Default::default()
+        }),
+        admin: Some(Admin {
+            address: Some(socket("127.0.0.1", args.admin_port)),
+            ..Default::default()
+        }),
+        dynamic_resources: Some(bootstrap::DynamicResources {
+            ads_config: Some(ApiConfigSource {
+                api_type: api_config_source::ApiType::Grpc as i32,
+                transport_api_version: ApiVersion::V3 as i32,
+                grpc_services: vec![GrpcService {
+                    target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
+                        grpc_service::EnvoyGrpc {
+                            cluster_name: XDS_CLUSTER.into(),
+                            ..Default::default()
+                        },
+                    )),
+                    ..Default::default()
+                }],
+                set_node_on_first_message_only: true,
+                ..Default::default()
+            }),
+            cds_config: Some(ads()),
+            lds_config: Some(ads()),
+            ..Default::default()
+        }),
+        static_resources: Some(bootstrap::StaticResources {
+            clusters: vec![xds_cluster],
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// The bootstrap as YAML, checked against Envoy's validation rules.
+pub fn yaml(args: &BootstrapArgs) -> Result<String, BootstrapError> {
+    let bootstrap = bootstrap(args)?;
+    fairlead_envoy_protos::validate(&bootstrap).map_err(BootstrapError::Invalid)?;
+    let json = fairlead_envoy_protos::to_json(&bootstrap).map_err(BootstrapError::Invalid)?;
+    serde_yaml_ng::to_string(&json).map_err(|e| BootstrapError::Render(e.to_string()))
+}

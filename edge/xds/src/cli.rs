@@ -1,0 +1,145 @@
+//! `fairlead edge …`: the xDS control plane (`xds`) and the Envoy bootstrap that points a
+//! proxy at it (`bootstrap`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use fairlead_kit::lease::LeaseConfig;
+use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
+use fairlead_kit::{AdminServer, GlobalArgs, Runtime};
+
+use crate::cache::Cache;
+use crate::metrics::XdsMetrics;
+use crate::server::Ads;
+
+/// The edge module's commands.
+#[derive(Debug, Subcommand)]
+pub enum EdgeCommand {
+    /// Run the xDS control plane: Gateway API in, Envoy configuration out over ADS, statuses
+    /// written back (by the Lease holder).
+    Xds(XdsArgs),
+    /// Print an Envoy bootstrap (YAML) for one Gateway, pointing at an xDS server.
+    Bootstrap(BootstrapArgs),
+}
+
+/// Options of `fairlead edge xds`.
+#[derive(Debug, Args)]
+pub struct XdsArgs {
+    /// Address of the xDS (gRPC) server.
+    #[arg(long, default_value = "0.0.0.0:18000")]
+    pub xds_addr: SocketAddr,
+    /// Address of the admin server (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:4251")]
+    pub admin_addr: SocketAddr,
+    /// The GatewayClass controller name served.
+    #[arg(long, default_value = fairlead_edge_translate::CONTROLLER_NAME)]
+    pub controller_name: String,
+    /// Namespace of the status writer's Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "d8-alb")]
+    pub lease_namespace: String,
+    /// This replica's identity in the Lease.
+    #[arg(long, env = "POD_NAME", default_value = "fairlead-edge-xds")]
+    pub identity: String,
+}
+
+/// A Gateway named `namespace/name`.
+fn gateway(text: &str) -> Result<String, String> {
+    match text.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(text.to_owned())
+        }
+        _ => Err(format!("{text:?} is not <namespace>/<name>")),
+    }
+}
+
+/// Options of `fairlead edge bootstrap`.
+#[derive(Debug, Args)]
+pub struct BootstrapArgs {
+    /// The Gateway the proxy serves, `namespace/name`.
+    #[arg(long, value_parser = gateway)]
+    pub gateway: String,
+    /// The xDS server, `host:port`.
+    #[arg(long)]
+    pub xds: String,
+    /// The proxy's node id (default: the Gateway's name).
+    #[arg(long)]
+    pub node_id: Option<String>,
+    /// Port of Envoy's admin interface (on 127.0.0.1).
+    #[arg(long, default_value_t = 19000)]
+    pub admin_port: u16,
+}
+
+/// Starts the control plane in `runtime`: the xDS server on `xds_addr` and the translation
+/// loop (readiness `xds` after the first translation). Returns the bound xDS address.
+pub async fn start(
+    runtime: &Runtime,
+    client: kube::Client,
+    xds_addr: SocketAddr,
+    settings: crate::run::Settings,
+) -> anyhow::Result<SocketAddr> {
+    let metrics = XdsMetrics::new(&runtime.metrics)?;
+    let cache = Arc::new(Cache::new());
+    let listener = tokio::net::TcpListener::bind(xds_addr)
+        .await
+        .with_context(|| format!("binding the xDS server to {xds_addr}"))?;
+    let bound = listener.local_addr()?;
+    tracing::info!(addr = %bound, "xDS server listening");
+    let stop = runtime.shutdown.token();
+    let server = tonic::transport::Server::builder()
+        .add_service(Ads::new(cache.clone(), Arc::new(metrics.clone())).into_service())
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            stop.clone().cancelled_owned(),
+        );
+    runtime.shutdown.spawn(async move {
+        if let Err(e) = server.await {
+            tracing::error!(error = %e, "xDS server failed");
+        }
+    });
+    let ready = runtime.readiness.register("xds");
+    runtime.shutdown.spawn(crate::run::run(
+        client,
+        cache,
+        settings,
+        metrics,
+        stop,
+        move || ready.ready(),
+    ));
+    Ok(bound)
+}
+
+/// Runs the control plane until a shutdown signal, with its admin server.
+pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
+    let runtime = Runtime::start(global, "fairlead-edge-xds", DEFAULT_DRAIN_DEADLINE)?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    AdminServer::bind(
+        args.admin_addr,
+        runtime.metrics.clone(),
+        runtime.readiness.clone(),
+        None,
+    )
+    .await?
+    .spawn(&runtime.shutdown);
+    let settings = crate::run::Settings {
+        controller_name: args.controller_name,
+        lease: LeaseConfig::new(crate::run::LEASE, &args.lease_namespace, &args.identity),
+    };
+    start(&runtime, client, args.xds_addr, settings).await?;
+    runtime.finish().await;
+    Ok(())
+}
+
+/// Runs an edge command.
+pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()> {
+    match command {
+        EdgeCommand::Xds(args) => xds(global, args).await,
+        EdgeCommand::Bootstrap(args) => {
+            print!("{}", crate::bootstrap::yaml(&args)?);
+            Ok(())
+        }
+    }
+}

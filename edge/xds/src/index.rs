@@ -1,0 +1,273 @@
+//! The index: watches of every kind the translator reads, each at the version the API server
+//! serves (found by discovery, so `ListenerSet` is read from `gateway.networking.k8s.io/v1` or
+//! as `XListenerSet` from `gateway.networking.x-k8s.io`, and `TCPRoute`/`UDPRoute` at whichever
+//! version is served). A kind that is not served is a warning, looked for again later, never a
+//! failure. Objects are kept as JSON (without managedFields) and read into the translator's
+//! input on each translation; an object the input cannot read is logged and skipped.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fairlead_edge_translate::model::Input;
+use fairlead_kit::watch::{Projection, project};
+use kube::api::{Api, DynamicObject};
+use kube::discovery::{ApiResource, Discovery};
+use kube::runtime::watcher;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// How often kinds that are not served yet are looked for again.
+const REDISCOVER: Duration = Duration::from_secs(15);
+
+/// A kind the index watches.
+struct Wanted {
+    group: &'static str,
+    kind: &'static str,
+    /// A field selector (Secrets: TLS only).
+    fields: Option<&'static str>,
+}
+
+const WANTED: &[Wanted] = &[
+    Wanted {
+        group: "gateway.networking.k8s.io",
+        kind: "GatewayClass",
+        fields: None,
+    },
+    Wanted {
+        group: "gateway.networking.k8s.io",
+        kind: "Gateway",
+        fields: None,
+    },
+    Wanted {
+        group: "gateway.networking.k8s.io",
+        kind: "ListenerSet",
+        fields: None,
+    },
+    Wanted {
+        group: "gateway.networking.x-k8s.io",
+        kind: "XListenerSet",
+        fields: None,
+    },
+    Wanted {
+        group: "gateway.networking.k8s.io",
+        kind: "HTTPRoute",
+        fields: None,
+    },
+    Wanted {
+        group: "gateway.networking.k8s.io",
+        kind: "GRPCRoute",
+        fields: None,
+    },
+    Wanted {
+        group: "gateway.networking.k8s.io",
+        kind: "TLSRoute",
+        fields: None,
+    },
+    Wanted {
+        group: "gateway.networking.k8s.io",
+        kind: "TCPRoute",
+        fields: None,
+    },
+    Wanted {
+        group: "gateway.networking.k8s.io",
+        kind: "UDPRoute",
+        fields: None,
+    },
+    Wanted {
+        group: "gateway.networking.k8s.io",
+        kind: "ReferenceGrant",
+        fields: None,
+    },
+    Wanted {
+        group: "gateway.networking.k8s.io",
+        kind: "BackendTLSPolicy",
+        fields: None,
+    },
+    Wanted {
+        group: "",
+        kind: "Service",
+        fields: None,
+    },
+    Wanted {
+        group: "discovery.k8s.io",
+        kind: "EndpointSlice",
+        fields: None,
+    },
+    Wanted {
+        group: "",
+        kind: "Secret",
+        fields: Some("type=kubernetes.io/tls"),
+    },
+    Wanted {
+        group: "",
+        kind: "Namespace",
+        fields: None,
+    },
+];
+
+/// One watched kind.
+#[derive(Clone)]
+pub struct Watched {
+    /// The resource as served.
+    pub resource: ApiResource,
+    objects: Projection<serde_json::Value>,
+}
+
+/// The watched objects.
+pub struct Index {
+    watched: Mutex<Vec<Watched>>,
+    changed: Arc<Notify>,
+}
+
+impl Index {
+    /// Starts discovery and the watches; `changed` is notified on every change.
+    pub fn start(client: kube::Client, stop: CancellationToken) -> Arc<Self> {
+        let index = Arc::new(Self {
+            watched: Mutex::new(Vec::new()),
+            changed: Arc::new(Notify::new()),
+        });
+        tokio::spawn(discover(index.clone(), client, stop));
+        index
+    }
+
+    /// Notified after each change of any watched object.
+    pub fn changed(&self) -> Arc<Notify> {
+        self.changed.clone()
+    }
+
+    fn watched(&self) -> Vec<Watched> {
+        self.watched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The served resource of a kind, when it is watched.
+    pub fn resource(&self, kind: &str) -> Option<ApiResource> {
+        self.watched()
+            .into_iter()
+            .find(|w| w.resource.kind == kind)
+            .map(|w| w.resource)
+    }
+
+    /// Waits until every kind watched so far has its first list.
+    pub async fn listed(&self) {
+        for w in self.watched() {
+            let _ = w.objects.wait_until_ready().await;
+        }
+    }
+
+    /// The stored object of a kind (as JSON, without managedFields).
+    pub fn object(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<serde_json::Value>> {
+        self.watched()
+            .into_iter()
+            .find(|w| w.resource.kind == kind)
+            .and_then(|w| w.objects.get(namespace, name))
+    }
+
+    /// Every stored object of a kind.
+    pub fn objects(&self, kind: &str) -> Vec<Arc<serde_json::Value>> {
+        self.watched()
+            .into_iter()
+            .find(|w| w.resource.kind == kind)
+            .map(|w| w.objects.state())
+            .unwrap_or_default()
+    }
+
+    /// Kinds watched.
+    pub fn kinds(&self) -> BTreeSet<String> {
+        self.watched()
+            .into_iter()
+            .map(|w| w.resource.kind)
+            .collect()
+    }
+
+    /// The translator's input now.
+    pub fn input(&self) -> Input {
+        let mut input = Input::default();
+        for w in self.watched() {
+            for object in w.objects.state() {
+                if let Err(e) = input.add(object.as_ref().clone()) {
+                    tracing::warn!(error = %e, "skipping an object the translator cannot read");
+                }
+            }
+        }
+        input
+    }
+}
+
+async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationToken) {
+    let mut started: BTreeSet<&'static str> = BTreeSet::new();
+    let mut warned: BTreeSet<&'static str> = BTreeSet::new();
+    loop {
+        let groups: Vec<&str> = WANTED.iter().map(|w| w.group).collect();
+        match Discovery::new(client.clone()).filter(&groups).run().await {
+            Ok(discovery) => {
+                for wanted in WANTED {
+                    if started.contains(wanted.kind) {
+                        continue;
+                    }
+                    let found = discovery
+                        .get(wanted.group)
+                        .and_then(|g| g.recommended_kind(wanted.kind));
+                    let Some((resource, _)) = found else {
+                        if warned.insert(wanted.kind) {
+                            tracing::warn!(
+                                group = wanted.group,
+                                kind = wanted.kind,
+                                "kind not served; looking again every {}s",
+                                REDISCOVER.as_secs()
+                            );
+                        }
+                        continue;
+                    };
+                    tracing::info!(kind = wanted.kind, version = %resource.version, "watching");
+                    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+                    let mut config = watcher::Config::default();
+                    if let Some(fields) = wanted.fields {
+                        config = config.fields(fields);
+                    }
+                    let kind = wanted.kind;
+                    let objects = project(
+                        api,
+                        config,
+                        move |o: &DynamicObject| {
+                            let mut value = serde_json::to_value(o).unwrap_or_default();
+                            if let Some(map) = value.as_object_mut() {
+                                map.insert("kind".into(), kind.into());
+                                if let Some(meta) =
+                                    map.get_mut("metadata").and_then(|m| m.as_object_mut())
+                                {
+                                    meta.remove("managedFields");
+                                }
+                            }
+                            value
+                        },
+                        index.changed.clone(),
+                        stop.clone(),
+                    );
+                    index
+                        .watched
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(Watched { resource, objects });
+                    started.insert(wanted.kind);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "API discovery failed; retrying"),
+        }
+        if started.len() == WANTED.len() {
+            return;
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(REDISCOVER) => {}
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The control plane's metrics (`alb_xds_` prefix): connected proxies, pushes and their
+//! latency, ACKs and NACKs by type, translation duration and errors, snapshot sizes. Labels are
+//! the resource type (short: `cluster`, `listener`…) and the Gateway; never a proxy's id or
+//! address.
+
+use std::time::Duration;
+
+use fairlead_kit::metrics::{FAST_LATENCY_BUCKETS, Metrics, MetricsError};
+use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
+
+use crate::server::Observer;
+use crate::sotw::Verdict;
+
+/// The short name of a type URL, for labels.
+pub fn short(type_url: &str) -> &'static str {
+    match type_url {
+        crate::cache::CLUSTER => "cluster",
+        crate::cache::ENDPOINT => "endpoint",
+        crate::cache::SECRET => "secret",
+        crate::cache::LISTENER => "listener",
+        crate::cache::ROUTE => "route",
+        _ => "other",
+    }
+}
+
+/// The `alb_xds_*` families.
+#[derive(Clone)]
+pub struct XdsMetrics {
+    connected: IntGaugeVec,
+    pushes: IntCounterVec,
+    push_latency: HistogramVec,
+    verdicts: IntCounterVec,
+    /// Translation duration.
+    pub translation: HistogramVec,
+    /// Translations that failed to publish or write status.
+    pub errors: IntCounterVec,
+    /// Resources per Gateway and type.
+    pub snapshot: IntGaugeVec,
+    /// Status writes by result.
+    pub status_writes: IntCounterVec,
+}
+
+impl XdsMetrics {
+    /// Registers the families.
+    pub fn new(metrics: &Metrics) -> Result<Self, MetricsError> {
+        Ok(Self {
+            connected: metrics.gauge_vec(
+                "alb_xds_connected_proxies",
+                "Proxies with an open xDS stream, by Gateway.",
+                &["gateway"],
+            )?,
+            pushes: metrics.counter_vec(
+                "alb_xds_pushes_total",
+                "xDS responses sent, by Gateway and type.",
+                &["gateway", "type"],
+            )?,
+            push_latency: metrics.histogram_vec(
+                "alb_xds_push_latency_seconds",
+                "Time from a snapshot being published to its response going out on a stream.",
+                &["type"],
+                FAST_LATENCY_BUCKETS,
+            )?,
+            verdicts: metrics.counter_vec(
+                "alb_xds_responses_total",
+                "Proxies' answers to xDS responses, by type and verdict (ack, nack).",
+                &["gateway", "type", "verdict"],
+            )?,
+            translation: metrics.histogram_vec(
+                "alb_xds_translation_duration_seconds",
+                "Duration of one translation of every Gateway.",
+                &[],
+                FAST_LATENCY_BUCKETS,
+            )?,
+            errors: metrics.counter_vec(
+                "alb_xds_translation_errors_total",
+                "Objects the translator could not read or statuses it could not write, by stage.",
+                &["stage"],
+            )?,
+            snapshot: metrics.gauge_vec(
+                "alb_xds_snapshot_resources",
+                "Resources in the current snapshot, by Gateway and type.",
+                &["gateway", "type"],
+            )?,
+            status_writes: metrics.counter_vec(
+                "alb_xds_status_writes_total",
+                "Gateway API status writes, by result.",
+                &["result"],
+            )?,
+        })
+    }
+}
+
+impl Observer for XdsMetrics {
+    fn connected(&self, group: &str) {
+        self.connected.with_label_values(&[group]).inc();
+    }
+
+    fn disconnected(&self, group: &str) {
+        self.connected.with_label_values(&[group]).dec();
+    }
+
+    fn pushed(&self, group: &str, type_url: &str, _resources: usize, latency: Option<Duration>) {
+        let kind = short(type_url);
+        self.pushes.with_label_values(&[group, kind]).inc();
+        if let Some(latency) = latency {
+            self.push_latency
+                .with_label_values(&[kind])
+                .observe(latency.as_secs_f64());
+        }
+    }
+
+    fn verdict(&self, group: &str, verdict: &Verdict) {
+        let (type_url, what) = match verdict {
+            Verdict::Ack { type_url, .. } => (type_url, "ack"),
+            Verdict::Nack { type_url, .. } => (type_url, "nack"),
+        };
+        self.verdicts
+            .with_label_values(&[group, short(type_url), what])
+            .inc();
+    }
+}

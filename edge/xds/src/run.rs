@@ -1,0 +1,101 @@
+//! The control plane's loop: wait for a change in the index (debounced by milliseconds),
+//! translate every Gateway, publish the snapshots (unchanged ones wake nobody), and — on the
+//! Lease holder only — write the statuses that changed.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fairlead_kit::lease::{self, LeaseConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::{Cache, Snapshot};
+use crate::index::Index;
+use crate::metrics::{XdsMetrics, short};
+use crate::status::StatusWriter;
+
+/// The Lease of the status writer.
+pub const LEASE: &str = "alb-xds-status-writer";
+
+/// How long changes arriving together are collected before one translation.
+pub const DEBOUNCE: Duration = Duration::from_millis(10);
+
+/// Everything is translated again this often even without events (a failed status write is
+/// retried, a missed event cannot last).
+const RESYNC: Duration = Duration::from_secs(30);
+
+/// The loop's settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The GatewayClass controller name served.
+    pub controller_name: String,
+    /// The status writer's Lease.
+    pub lease: LeaseConfig,
+}
+
+/// Runs until `stop`; `ready` is called after the first translation.
+pub async fn run(
+    client: kube::Client,
+    cache: Arc<Cache>,
+    settings: Settings,
+    metrics: XdsMetrics,
+    stop: CancellationToken,
+    ready: impl FnOnce(),
+) {
+    let index = Index::start(client.clone(), stop.clone());
+    let (leadership, _lease) = lease::spawn(client.clone(), settings.lease.clone(), stop.clone());
+    let writer = StatusWriter::new(client, &settings.controller_name);
+    let changed = index.changed();
+    let mut ready = Some(ready);
+    let mut resync = tokio::time::interval(RESYNC);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
+            _ = resync.tick() => {}
+        }
+        index.listed().await;
+        let span = tracing::info_span!("xds.translate", gateways = tracing::field::Empty);
+        let _entered = span.enter();
+        let started = Instant::now();
+        let input = index.input();
+        let translation = fairlead_edge_translate::translate(&input, &settings.controller_name);
+        metrics
+            .translation
+            .with_label_values(&[] as &[&str])
+            .observe(started.elapsed().as_secs_f64());
+        span.record("gateways", translation.gateways.len());
+        let keep: BTreeSet<String> = translation.gateways.keys().cloned().collect();
+        for (gateway, resources) in translation.gateways {
+            let snapshot = Snapshot::new(resources);
+            for (type_url, count) in snapshot.sizes() {
+                metrics
+                    .snapshot
+                    .with_label_values(&[gateway.as_str(), short(type_url)])
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
+            }
+            if cache.set(&gateway, snapshot) {
+                tracing::debug!(gateway = %gateway, "published a new snapshot");
+            }
+        }
+        cache.retain(&keep);
+        drop(_entered);
+        if let Some(ready) = ready.take() {
+            ready();
+        }
+        if leadership.is_leader() {
+            let written = writer.write(&index, &translation.statuses).await;
+            metrics
+                .status_writes
+                .with_label_values(&["ok"])
+                .inc_by(u64::try_from(written.writes).unwrap_or_default());
+            if written.failures > 0 {
+                metrics
+                    .status_writes
+                    .with_label_values(&["error"])
+                    .inc_by(u64::try_from(written.failures).unwrap_or_default());
+                metrics.errors.with_label_values(&["status"]).inc();
+            }
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Writing the translator's statuses back, only when they change, keeping each condition's
+//! `lastTransitionTime` while its status stays the same.
+//!
+//! GatewayClasses and Gateways of our class are ours: their status is merge-patched. A route's
+//! `status.parents` is an atomic list shared with other Gateway controllers: it is read, our
+//! entries (by `controllerName`) are replaced and the others kept, and the object is written
+//! to `/status` with its `resourceVersion` as a precondition; a 409 (someone wrote in between)
+//! re-reads and retries. Never a forced apply, which would wipe the others' entries.
+
+use std::sync::Arc;
+
+use fairlead_edge_translate::status::{Condition, Statuses};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::index::Index;
+
+/// Route kinds whose `status.parents` we share.
+pub const ROUTE_KINDS: &[&str] = &["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"];
+
+/// How many times a route status write is retried after a conflict.
+const CONFLICT_RETRIES: usize = 3;
+
+/// Conditions as JSON, keeping `lastTransitionTime` from `current` where the type's status
+/// is unchanged.
+pub fn conditions(desired: &[Condition], current: Option<&Value>, now: &str) -> Value {
+    let current: Vec<Value> = current
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    Value::Array(
+        desired
+            .iter()
+            .map(|c| {
+                let since = current
+                    .iter()
+                    .find(|o| o["type"] == c.type_.as_str() && o["status"] == c.status.as_str())
+                    .and_then(|o| o["lastTransitionTime"].as_str())
+                    .unwrap_or(now);
+                let mut v = serde_json::to_value(c).unwrap_or_default();
+                v["lastTransitionTime"] = json!(since);
+                v
+            })
+            .collect(),
+    )
+}
+
+/// The status of `current` with our route parent entries replaced by `ours`.
+pub fn route_parents(current: &Value, controller_name: &str, ours: &[Value]) -> Value {
+    let mut parents: Vec<Value> = current["status"]["parents"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p["controllerName"] != controller_name)
+        .collect();
+    parents.extend(ours.iter().cloned());
+    Value::Array(parents)
+}
+
+/// What one round of writes did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Objects written.
+    pub writes: usize,
+    /// Writes that failed (retried next round).
+    pub failures: usize,
+}
+
+/// Writes statuses that differ from the stored ones.
+pub struct StatusWriter {
+    client: kube::Client,
+    controller_name: String,
+}
+
+impl StatusWriter {
+    /// A writer for `controller_name`.
+    pub fn new(client: kube::Client, controller_name: &str) -> Self {
+        Self {
+            client,
+            controller_name: controller_name.to_owned(),
+        }
+    }
+
+    /// Writes what changed.
+    pub async fn write(&self, index: &Index, statuses: &Statuses) -> Written {
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        let mut written = Written::default();
+        let mut count = |r: Result<bool, kube::Error>, what: &str| match r {
+            Ok(true) => written.writes += 1,
+            Ok(false) => {}
+            Err(e) => {
+                written.failures += 1;
+                tracing::warn!(object = what, error = %e, "status write failed; retrying next round");
+            }
+        };
+        for (name, desired) in &statuses.gateway_classes {
+            let Some(current) = index.object("GatewayClass", "", name) else {
+                continue;
+            };
+            let status = json!({"conditions": conditions(desired, Some(&current["status"]["conditions"]), &now)});
+            count(
+                self.merge(index, "GatewayClass", "", name, &current, status)
+                    .await,
+                name,
+            );
+        }
+        for (key, desired) in &statuses.gateways {
+            let (namespace, name) = key.split_once('/').unwrap_or_default();
+            let Some(current) = index.object("Gateway", namespace, name) else {
+                continue;
+            };
+            let listeners: Vec<Value> = desired
+                .listeners
+                .iter()
+                .map(|l| {
+                    let previous = current["status"]["listeners"]
+                        .as_array()
+                        .and_then(|ls| ls.iter().find(|c| c["name"] == l.name.as_str()))
+                        .map(|c| &c["conditions"]);
+                    json!({
+                        "name": l.name,
+                        "supportedKinds": l.supported_kinds,
+                        "attachedRoutes": l.attached_routes,
+                        "conditions": conditions(&l.conditions, previous, &now),
+                    })
+                })
+                .collect();
+            let status = json!({
+                "addresses": desired.addresses,
+                "conditions": conditions(&desired.conditions, Some(&current["status"]["conditions"]), &now),
+                "listeners": listeners,
+            });
+            count(
+                self.merge(index, "Gateway", namespace, name, &current, status)
+                    .await,
+                key,
+            );
+        }
+        for kind in ROUTE_KINDS {
+            for current in index.objects(kind) {
+                let namespace = current["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default();
+                let name = current["metadata"]["name"].as_str().unwrap_or_default();
+                let key = format!("{kind}/{namespace}/{name}");
+                let desired = statuses.routes.get(&key).cloned().unwrap_or_default();
+                let had_ours = current["status"]["parents"].as_array().is_some_and(|ps| {
+                    ps.iter()
+                        .any(|p| p["controllerName"] == self.controller_name.as_str())
+                });
+                if desired.is_empty() && !had_ours {
+                    continue;
+                }
+                count(
+                    self.route(index, kind, current.clone(), &desired, &now)
+                        .await,
+                    &key,
+                );
+            }
+        }
+        written
+    }
+
+    fn api(&self, index: &Index, kind: &str, namespace: &str) -> Option<Api<DynamicObject>> {
+        let resource = index.resource(kind)?;
+        Some(if namespace.is_empty() {
+            Api::all_with(self.client.clone(), &resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), namespace, &resource)
+        })
+    }
+
+    /// Merge-patches `status` when it differs from the stored one.
+    async fn merge(
+        &self,
+        index: &Index,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        current: &Value,
+        status: Value,
+    ) -> Result<bool, kube::Error> {
+        if same(&current["status"], &status) {
+            return Ok(false);
+        }
+        let Some(api) = self.api(index, kind, namespace) else {
+            return Ok(false);
+        };
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .map(|_| true)
+    }
+
+    /// Replaces our entries of a route's `status.parents`, with the resourceVersion as a
+    /// precondition, re-reading after a conflict.
+    async fn route(
+        &self,
+        index: &Index,
+        kind: &str,
+        mut current: Arc<Value>,
+        desired: &[fairlead_edge_translate::status::RouteParentStatus],
+        now: &str,
+    ) -> Result<bool, kube::Error> {
+        let namespace = current["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let name = current["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let Some(api) = self.api(index, kind, &namespace) else {
+            return Ok(false);
+        };
+        for attempt in 0..=CONFLICT_RETRIES {
+            let previous = current["status"]["parents"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let ours: Vec<Value> = desired
+                .iter()
+                .map(|p| {
+                    let before = previous.iter().find(|o| {
+                        o["controllerName"] == self.controller_name.as_str()
+                            && serde_json::from_value::<fairlead_edge_translate::model::ParentRef>(o["parentRef"].clone()).ok().as_ref() == Some(&p.parent_ref)
+                    });
+                    json!({
+                        "parentRef": p.parent_ref,
+                        "controllerName": p.controller_name,
+                        "conditions": conditions(&p.conditions, before.map(|b| &b["conditions"]), now),
+                    })
+                })
+                .collect();
+            let parents = route_parents(&current, &self.controller_name, &ours);
+            if same(&current["status"]["parents"], &parents) {
+                return Ok(attempt > 0);
+            }
+            let mut object = current.as_ref().clone();
+            object["status"]["parents"] = parents;
+            let body: DynamicObject = match serde_json::from_value(object) {
+                Ok(body) => body,
+                Err(e) => {
+                    tracing::warn!(route = %name, error = %e, "route does not read back; skipping its status");
+                    return Ok(false);
+                }
+            };
+            match api
+                .replace_status(&name, &PostParams::default(), &body)
+                .await
+            {
+                Ok(_) => return Ok(true),
+                Err(kube::Error::Api(status))
+                    if status.code == 409 && attempt < CONFLICT_RETRIES =>
+                {
+                    let fresh = api.get_status(&name).await?;
+                    current = Arc::new(serde_json::to_value(fresh).unwrap_or_default());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Whether two JSON values are the same, a missing value counting as an empty one.
+fn same(a: &Value, b: &Value) -> bool {
+    let empty = |v: &Value| {
+        v.is_null()
+            || v.as_array().is_some_and(Vec::is_empty)
+            || v.as_object().is_some_and(|o| o.is_empty())
+    };
+    a == b || (empty(a) && empty(b))
+}

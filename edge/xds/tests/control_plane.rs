@@ -1,0 +1,180 @@
+//! The control plane against the embedded API server: the Gateway API CRDs and the `d8-alb`
+//! class installed, objects applied, the index → translate → snapshot loop publishing, and the
+//! statuses written back — a route's parent entries of another controller kept.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fairlead_edge_xds::cache::{Cache, LISTENER, ROUTE};
+use fairlead_edge_xds::metrics::XdsMetrics;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "gateway.networking.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "gateway.networking.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+async fn create(client: &kube::Client, value: serde_json::Value) {
+    let kind = value["kind"].as_str().unwrap().to_owned();
+    let api_version = value["apiVersion"].as_str().unwrap().to_owned();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+    let plural = format!("{}s", kind.to_lowercase());
+    let ar = ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+        plural,
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let object: DynamicObject = serde_json::from_value(value).unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
+}
+
+async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{what} did not happen");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_become_snapshots_and_statuses() {
+    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
+        .await
+        .unwrap();
+    let client = server.client().await.unwrap();
+    fairlead_edge_xds::crds::install(&client, fairlead_edge_translate::CONTROLLER_NAME)
+        .await
+        .unwrap();
+    create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "default"},
+        "spec": {"gatewayClassName": "d8-alb", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})).await;
+    create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "shop", "namespace": "default"},
+        "spec": {"parentRefs": [{"name": "gw"}, {"name": "elsewhere"}], "hostnames": ["shop.example.com"],
+                 "rules": [{"backendRefs": [{"name": "shop", "port": 8080}]}]}})).await;
+    create(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "shop", "namespace": "default"},
+        "spec": {"ports": [{"name": "http", "port": 8080}]}}),
+    )
+    .await;
+    create(&client, json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "shop-1", "namespace": "default", "labels": {"kubernetes.io/service-name": "shop"}},
+        "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+        "endpoints": [{"addresses": ["10.0.0.1"]}]})).await;
+    // Another controller's entry for its own parent: must survive our writes.
+    let routes: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &resource("HTTPRoute", "httproutes"),
+    );
+    let theirs = json!({"parentRef": {"name": "elsewhere"}, "controllerName": "example.com/other",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    routes
+        .patch_status(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"parents": [theirs]}})),
+        )
+        .await
+        .unwrap();
+
+    let cache = Arc::new(Cache::new());
+    let metrics = XdsMetrics::new(&fairlead_kit::Metrics::new("test").unwrap()).unwrap();
+    let stop = CancellationToken::new();
+    let settings = fairlead_edge_xds::run::Settings {
+        controller_name: fairlead_edge_translate::CONTROLLER_NAME.into(),
+        lease: fairlead_kit::lease::LeaseConfig::new("alb-xds", "default", "test"),
+    };
+    tokio::spawn(fairlead_edge_xds::run::run(
+        client.clone(),
+        cache.clone(),
+        settings,
+        metrics,
+        stop.clone(),
+        || {},
+    ));
+
+    eventually("the snapshot", || {
+        let cache = cache.clone();
+        async move {
+            let snapshot = cache.get("default/gw");
+            snapshot.get(LISTENER, "http-80").is_some() && snapshot.get(ROUTE, "http-80").is_some()
+        }
+    })
+    .await;
+    let gateways: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &resource("Gateway", "gateways"));
+    eventually("the Gateway's status", || {
+        let gateways = gateways.clone();
+        async move {
+            let gw = gateways.get("gw").await.unwrap();
+            let status = &gw.data["status"];
+            status["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["type"] == "Programmed"
+                        && c["status"] == "True"
+                        && c["lastTransitionTime"].is_string()
+                })
+            }) && status["listeners"][0]["attachedRoutes"] == 1
+        }
+    })
+    .await;
+    eventually("the route's parents", || {
+        let routes = routes.clone();
+        async move {
+            let route = routes.get("shop").await.unwrap();
+            let parents = route.data["status"]["parents"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let ours = parents.iter().any(|p| {
+                p["controllerName"] == fairlead_edge_translate::CONTROLLER_NAME
+                    && p["parentRef"]["name"] == "gw"
+                    && p["conditions"][0]["type"] == "Accepted"
+                    && p["conditions"][0]["status"] == "True"
+            });
+            let kept = parents
+                .iter()
+                .any(|p| p["controllerName"] == "example.com/other");
+            ours && kept && parents.len() == 2
+        }
+    })
+    .await;
+
+    // A change to the route is published.
+    let before = cache.get("default/gw").version(ROUTE);
+    routes
+        .patch(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"hostnames": ["shop.example.com", "www.example.com"]}})),
+        )
+        .await
+        .unwrap();
+    eventually("the new route configuration", || {
+        let cache = cache.clone();
+        let before = before.clone();
+        async move { cache.get("default/gw").version(ROUTE) != before }
+    })
+    .await;
+    stop.cancel();
+}
