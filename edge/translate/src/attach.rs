@@ -22,6 +22,9 @@ pub struct Attached {
     pub entry: std::sync::Arc<http::Entry>,
 }
 
+/// A stream route attached to a listener, with the hostnames (SNI) it serves there.
+pub type AttachedStream = (Option<Vec<String>>, std::sync::Arc<crate::stream::Entry>);
+
 /// A Gateway during translation: its listeners and what attached to them.
 pub struct GatewayState<'a> {
     /// `namespace/name`.
@@ -32,6 +35,8 @@ pub struct GatewayState<'a> {
     pub listeners: Vec<ResolvedListener>,
     /// HTTP entries per listener (same index as `listeners`).
     pub http: Vec<Vec<Attached>>,
+    /// Stream routes per listener, with the hostnames (SNI) served there.
+    pub streams: Vec<Vec<AttachedStream>>,
 }
 
 impl<'a> GatewayState<'a> {
@@ -46,11 +51,13 @@ impl<'a> GatewayState<'a> {
             .collect();
         let listeners = gateway::resolve(&listeners, input, grants, gateway.metadata.generation);
         let http = vec![Vec::new(); listeners.len()];
+        let streams = vec![Vec::new(); listeners.len()];
         Self {
             key: gateway::key(gateway),
             gateway,
             listeners,
             http,
+            streams,
         }
     }
 }
@@ -94,41 +101,68 @@ pub fn namespace_allowed(
     }
 }
 
-/// A route of a kind served through HTTP listeners, translated.
-struct HttpLike<'a> {
+/// What a route translated into.
+enum Content {
+    /// HTTP route entries (HTTPRoute, GRPCRoute).
+    Http(Vec<http::Entry>),
+    /// A stream route (TLSRoute, TCPRoute, UDPRoute).
+    Stream(std::sync::Arc<crate::stream::Entry>),
+}
+
+/// A route of any kind, translated.
+struct RouteView<'a> {
     kind: &'static str,
     metadata: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     parent_refs: &'a [ParentRef],
     hostnames: &'a [String],
-    translated: Result<http::Translated, http::Rejected>,
+    translated: Result<(Content, Option<crate::backend::Unresolved>), http::Rejected>,
 }
 
-/// Attaches every HTTPRoute and GRPCRoute, recording their parent statuses.
-pub fn http_routes(
+/// Attaches every route, recording the parent statuses.
+pub fn routes(
     gateways: &mut [GatewayState<'_>],
     input: &Input,
     grants: &Grants<'_>,
     controller_name: &str,
     statuses: &mut Statuses,
 ) {
-    let mut routes: Vec<HttpLike<'_>> = input
+    let http_like = |t: Result<http::Translated, http::Rejected>| {
+        t.map(|t| (Content::Http(t.entries), t.unresolved))
+    };
+    let mut routes: Vec<RouteView<'_>> = input
         .http_routes
         .iter()
-        .map(|r| HttpLike {
+        .map(|r| RouteView {
             kind: "HTTPRoute",
             metadata: &r.metadata,
             parent_refs: &r.spec.parent_refs,
             hostnames: &r.spec.hostnames,
-            translated: http::translate(r, input, grants),
+            translated: http_like(http::translate(r, input, grants)),
         })
-        .chain(input.grpc_routes.iter().map(|r| HttpLike {
+        .chain(input.grpc_routes.iter().map(|r| RouteView {
             kind: "GRPCRoute",
             metadata: &r.metadata,
             parent_refs: &r.spec.parent_refs,
             hostnames: &r.spec.hostnames,
-            translated: crate::grpc::translate(r, input, grants),
+            translated: http_like(crate::grpc::translate(r, input, grants)),
         }))
         .collect();
+    for (kind, list) in [
+        ("TLSRoute", &input.tls_routes),
+        ("TCPRoute", &input.tcp_routes),
+        ("UDPRoute", &input.udp_routes),
+    ] {
+        routes.extend(list.iter().map(|r| {
+            RouteView {
+                kind,
+                metadata: &r.metadata,
+                parent_refs: &r.spec.parent_refs,
+                hostnames: &r.spec.hostnames,
+                translated: crate::stream::translate(r, kind, input, grants)
+                    .map(|(e, u)| (Content::Stream(std::sync::Arc::new(e)), u)),
+            }
+        }));
+    }
     routes.sort_by_key(|r| {
         (
             r.kind,
@@ -155,7 +189,7 @@ pub fn http_routes(
                     message.clone(),
                     generation,
                 ),
-                Ok(t) => {
+                Ok((content, _)) => {
                     match attach(
                         state,
                         parent,
@@ -167,11 +201,18 @@ pub fn http_routes(
                         Ok(places) => {
                             for (listener, hostnames) in places {
                                 state.listeners[listener].attached += 1;
-                                for entry in &t.entries {
-                                    state.http[listener].push(Attached {
-                                        hostnames: hostnames.clone(),
-                                        entry: std::sync::Arc::new(entry.clone()),
-                                    });
+                                match content {
+                                    Content::Http(entries) => {
+                                        for entry in entries {
+                                            state.http[listener].push(Attached {
+                                                hostnames: hostnames.clone(),
+                                                entry: std::sync::Arc::new(entry.clone()),
+                                            });
+                                        }
+                                    }
+                                    Content::Stream(entry) => {
+                                        state.streams[listener].push((hostnames, entry.clone()));
+                                    }
                                 }
                             }
                             Condition::new(
@@ -188,7 +229,7 @@ pub fn http_routes(
                     }
                 }
             };
-            let resolved = match translated.as_ref().ok().and_then(|t| t.unresolved.as_ref()) {
+            let resolved = match translated.as_ref().ok().and_then(|(_, u)| u.as_ref()) {
                 Some(u) => Condition::new(
                     "ResolvedRefs",
                     false,

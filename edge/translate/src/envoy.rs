@@ -162,34 +162,50 @@ pub fn resources(state: &GatewayState<'_>, input: &Input) -> Resources {
     let mut out = Resources::default();
     let mut backends: BTreeSet<Backend> = BTreeSet::new();
     let mut secrets: BTreeSet<String> = BTreeSet::new();
-    let mut ports: BTreeMap<(u16, Protocol), Vec<usize>> = BTreeMap::new();
+    // Envoy listeners by (port, UDP): HTTPS and TLS listeners of one port share one Envoy
+    // listener (chains picked by SNI); other protocols on one TCP port are conflicts.
+    let mut ports: BTreeMap<(u16, bool), Vec<usize>> = BTreeMap::new();
     for (i, l) in state.listeners.iter().enumerate() {
         if let (true, Some(protocol)) = (l.programmed(), l.protocol) {
-            ports.entry((l.port, protocol)).or_default().push(i);
+            ports
+                .entry((l.port, protocol == Protocol::Udp))
+                .or_default()
+                .push(i);
         }
     }
-    for ((port, protocol), indices) in &ports {
-        let name = format!("{}-{port}", protocol.name());
-        match protocol {
-            Protocol::Http => {
-                let attached: Vec<&Attached> =
-                    indices.iter().flat_map(|i| &state.http[*i]).collect();
-                out.routes
-                    .push(route_configuration(&name, *port, &attached, &mut backends));
-                out.listeners.push(listener::Listener {
-                    name: name.clone(),
-                    address: Some(socket("0.0.0.0", *port, false)),
-                    filter_chains: vec![listener::FilterChain {
-                        filters: vec![connection_manager(&name, &name)],
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                });
+    for ((port, udp), indices) in &ports {
+        let first = indices
+            .iter()
+            .filter_map(|i| state.listeners[*i].protocol)
+            .min()
+            .unwrap_or(Protocol::Tcp);
+        let name = format!("{}-{port}", first.name());
+        if *udp {
+            if let Some(listener) = udp_listener(&name, *port, indices, state, &mut backends) {
+                out.listeners.push(listener);
             }
-            Protocol::Https => {
-                let mut chains = Vec::new();
-                for i in indices {
-                    let l = &state.listeners[*i];
+            continue;
+        }
+        if first == Protocol::Http {
+            let attached: Vec<&Attached> = indices.iter().flat_map(|i| &state.http[*i]).collect();
+            out.routes
+                .push(route_configuration(&name, *port, &attached, &mut backends));
+            out.listeners.push(listener::Listener {
+                name: name.clone(),
+                address: Some(socket("0.0.0.0", *port, false)),
+                filter_chains: vec![listener::FilterChain {
+                    filters: vec![connection_manager(&name, &name)],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            continue;
+        }
+        let mut chains = Vec::new();
+        for i in indices {
+            let l = &state.listeners[*i];
+            match l.protocol {
+                Some(Protocol::Https) => {
                     let config = format!("{name}-{}", l.name);
                     let attached: Vec<&Attached> = state.http[*i].iter().collect();
                     out.routes.push(route_configuration(
@@ -199,30 +215,58 @@ pub fn resources(state: &GatewayState<'_>, input: &Input) -> Resources {
                         &mut backends,
                     ));
                     secrets.extend(l.certificates.iter().cloned());
-                    chains.push(tls_chain(l, &config));
+                    chains.push(tls_chain(l, connection_manager(&config, &config)));
                 }
-                // The chain without a hostname is the default: it goes last.
-                chains.sort_by_key(|c: &listener::FilterChain| {
-                    c.filter_chain_match
-                        .as_ref()
-                        .is_none_or(|m| m.server_names.is_empty())
-                });
-                out.listeners.push(listener::Listener {
-                    name: name.clone(),
-                    address: Some(socket("0.0.0.0", *port, false)),
-                    listener_filters: vec![listener::ListenerFilter {
-                        name: "envoy.filters.listener.tls_inspector".into(),
-                        config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
-                            any(&envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector::default()),
-                        )),
-                        ..Default::default()
-                    }],
-                    filter_chains: chains,
-                    ..Default::default()
-                });
+                Some(Protocol::Tls | Protocol::Tcp) => {
+                    chains.extend(stream_chains(&name, l, &state.streams[*i], &mut backends));
+                    if !l.passthrough {
+                        secrets.extend(l.certificates.iter().cloned());
+                    }
+                }
+                _ => {}
             }
-            Protocol::Tls | Protocol::Tcp | Protocol::Udp => {}
         }
+        // One chain per set of server names (the first by precedence wins); the chain
+        // without names is the default and goes last.
+        let mut seen = BTreeSet::new();
+        chains.retain(|c: &listener::FilterChain| {
+            seen.insert(
+                c.filter_chain_match
+                    .as_ref()
+                    .map(|m| m.server_names.clone())
+                    .unwrap_or_default(),
+            )
+        });
+        chains.sort_by_key(|c: &listener::FilterChain| {
+            c.filter_chain_match
+                .as_ref()
+                .is_none_or(|m| m.server_names.is_empty())
+        });
+        if chains.is_empty() {
+            continue;
+        }
+        let sni = chains.iter().any(|c| {
+            c.filter_chain_match
+                .as_ref()
+                .is_some_and(|m| !m.server_names.is_empty())
+        }) || chains.iter().any(|c| c.transport_socket.is_some());
+        out.listeners.push(listener::Listener {
+            name: name.clone(),
+            address: Some(socket("0.0.0.0", *port, false)),
+            listener_filters: if sni {
+                vec![listener::ListenerFilter {
+                    name: "envoy.filters.listener.tls_inspector".into(),
+                    config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
+                        any(&envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector::default()),
+                    )),
+                    ..Default::default()
+                }]
+            } else {
+                Vec::new()
+            },
+            filter_chains: chains,
+            ..Default::default()
+        });
     }
     for backend in &backends {
         out.clusters.push(cluster_for(backend));
@@ -252,7 +296,8 @@ pub fn resources(state: &GatewayState<'_>, input: &Input) -> Resources {
     out
 }
 
-fn tls_chain(l: &ResolvedListener, route_config: &str) -> listener::FilterChain {
+/// A chain that terminates TLS with the listener's certificates, then runs `filter`.
+fn tls_chain(l: &ResolvedListener, filter: listener::Filter) -> listener::FilterChain {
     let context = tls::DownstreamTlsContext {
         common_tls_context: Some(tls::CommonTlsContext {
             tls_certificate_sds_secret_configs: l
@@ -274,7 +319,7 @@ fn tls_chain(l: &ResolvedListener, route_config: &str) -> listener::FilterChain 
             server_names: vec![h.clone()],
             ..Default::default()
         }),
-        filters: vec![connection_manager(route_config, route_config)],
+        filters: vec![filter],
         transport_socket: Some(core::TransportSocket {
             name: "envoy.transport_sockets.tls".into(),
             config_type: Some(core::transport_socket::ConfigType::TypedConfig(any(
@@ -283,6 +328,164 @@ fn tls_chain(l: &ResolvedListener, route_config: &str) -> listener::FilterChain 
         }),
         ..Default::default()
     }
+}
+
+/// The cluster choice of weighted stream backends: one cluster, or a weighted set; a share
+/// whose backend did not resolve goes to a cluster that does not exist, so its connections
+/// are closed.
+fn stream_clusters(
+    entry: &crate::stream::Entry,
+    backends: &mut BTreeSet<Backend>,
+) -> Vec<(String, u32)> {
+    let mut out: Vec<(String, u32)> = entry
+        .backends
+        .iter()
+        .map(|w| {
+            if let Some(b) = &w.backend {
+                backends.insert(b.clone());
+            }
+            (
+                w.backend
+                    .as_ref()
+                    .map_or_else(|| "invalid-backend".to_owned(), Backend::cluster),
+                w.weight,
+            )
+        })
+        .collect();
+    if out.is_empty() {
+        out.push(("invalid-backend".to_owned(), 1));
+    }
+    out
+}
+
+fn tcp_proxy(stat_prefix: &str, clusters: &[(String, u32)]) -> listener::Filter {
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3 as tcp;
+    let specifier = match clusters {
+        [(one, _)] => tcp::tcp_proxy::ClusterSpecifier::Cluster(one.clone()),
+        many => {
+            tcp::tcp_proxy::ClusterSpecifier::WeightedClusters(tcp::tcp_proxy::WeightedCluster {
+                clusters: many
+                    .iter()
+                    .map(
+                        |(name, weight)| tcp::tcp_proxy::weighted_cluster::ClusterWeight {
+                            name: name.clone(),
+                            weight: *weight,
+                            ..Default::default()
+                        },
+                    )
+                    .collect(),
+            })
+        }
+    };
+    listener::Filter {
+        name: "envoy.filters.network.tcp_proxy".into(),
+        config_type: Some(listener::filter::ConfigType::TypedConfig(any(
+            &tcp::TcpProxy {
+                stat_prefix: stat_prefix.to_owned(),
+                cluster_specifier: Some(specifier),
+                ..Default::default()
+            },
+        ))),
+    }
+}
+
+/// The chains of a TLS or TCP listener: TLS passthrough gets one chain per route, matched by
+/// the SNI names the route serves there; TLS termination and TCP forward to the first route
+/// by precedence (a listener forwards a connection one way).
+fn stream_chains(
+    name: &str,
+    l: &ResolvedListener,
+    attached: &[crate::attach::AttachedStream],
+    backends: &mut BTreeSet<Backend>,
+) -> Vec<listener::FilterChain> {
+    let mut entries: Vec<_> = attached.iter().collect();
+    entries.sort_by(|a, b| a.1.order.cmp(&b.1.order));
+    let names = |hostnames: &Option<Vec<String>>| -> Option<listener::FilterChainMatch> {
+        hostnames
+            .clone()
+            .or_else(|| l.hostname.clone().map(|h| vec![h]))
+            .filter(|h| !h.is_empty())
+            .map(|server_names| listener::FilterChainMatch {
+                server_names,
+                ..Default::default()
+            })
+    };
+    match (l.protocol, l.passthrough) {
+        (Some(Protocol::Tls), true) => entries
+            .into_iter()
+            .map(|(hostnames, entry)| listener::FilterChain {
+                name: format!("{}/{}", l.name, entry.name),
+                filter_chain_match: names(hostnames),
+                filters: vec![tcp_proxy(name, &stream_clusters(entry, backends))],
+                ..Default::default()
+            })
+            .collect(),
+        (Some(Protocol::Tls), false) => entries
+            .first()
+            .map(|(_, entry)| tls_chain(l, tcp_proxy(name, &stream_clusters(entry, backends))))
+            .into_iter()
+            .collect(),
+        _ => entries
+            .first()
+            .map(|(_, entry)| listener::FilterChain {
+                name: format!("{}/{}", l.name, entry.name),
+                filters: vec![tcp_proxy(name, &stream_clusters(entry, backends))],
+                ..Default::default()
+            })
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// A UDP listener: the first UDPRoute by precedence, to its first backend (a weighted split of
+/// datagrams is not offered: a weighted UDPRoute is sent to its first backend, the documented
+/// limit).
+fn udp_listener(
+    name: &str,
+    port: u16,
+    indices: &[usize],
+    state: &GatewayState<'_>,
+    backends: &mut BTreeSet<Backend>,
+) -> Option<listener::Listener> {
+    use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3 as udp;
+    let mut entries: Vec<_> = indices.iter().flat_map(|i| &state.streams[*i]).collect();
+    entries.sort_by(|a, b| a.1.order.cmp(&b.1.order));
+    let (_, entry) = entries.first()?;
+    let cluster = stream_clusters(entry, backends).remove(0).0;
+    use envoy_types::pb::xds::core::v3::TypedExtensionConfig;
+    use envoy_types::pb::xds::r#type::matcher::v3 as xds_matcher;
+    // Every datagram takes the no-match action: the route to the cluster.
+    let config = udp::UdpProxyConfig {
+        stat_prefix: name.to_owned(),
+        route_specifier: Some(udp::udp_proxy_config::RouteSpecifier::Matcher(
+            xds_matcher::Matcher {
+                on_no_match: Some(Box::new(xds_matcher::matcher::OnMatch {
+                    on_match: Some(xds_matcher::matcher::on_match::OnMatch::Action(
+                        TypedExtensionConfig {
+                            name: "route".into(),
+                            typed_config: Some(any(&udp::Route { cluster })),
+                        },
+                    )),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
+    Some(listener::Listener {
+        name: name.to_owned(),
+        address: Some(socket("0.0.0.0", port, true)),
+        listener_filters: vec![listener::ListenerFilter {
+            name: "envoy.filters.udp_listener.udp_proxy".into(),
+            config_type: Some(listener::listener_filter::ConfigType::TypedConfig(any(
+                &config,
+            ))),
+            ..Default::default()
+        }],
+        udp_listener_config: Some(listener::UdpListenerConfig::default()),
+        ..Default::default()
+    })
 }
 
 /// A route configuration: one virtual host per hostname (`*` for routes without one), routes

@@ -18,6 +18,7 @@ pub mod http;
 pub mod model;
 pub mod refs;
 pub mod status;
+pub mod stream;
 
 use std::collections::BTreeMap;
 
@@ -80,7 +81,7 @@ pub fn translate(input: &Input, controller_name: &str) -> Translation {
         .map(|g| attach::GatewayState::new(g, input, &grants))
         .collect();
     gateways.sort_by(|a, b| a.key.cmp(&b.key));
-    attach::http_routes(
+    attach::routes(
         &mut gateways,
         input,
         &grants,
