@@ -141,7 +141,8 @@ pub fn unsupported_rules(schema: &Value) -> Vec<String> {
                 .references()
                 .functions()
                 .into_iter()
-                .filter(|f| !f.starts_with('_') && !f.starts_with('@'))
+                // Operators (`_&&_`, `!_`, `-_`, `@in`…) are not functions to look up.
+                .filter(|f| !f.starts_with(['_', '@', '!', '-']))
                 .filter(|f| !KUBERNETES_FUNCTIONS.contains(f))
                 .filter(|f| !known_function(f))
                 .map(str::to_owned)
@@ -345,7 +346,7 @@ mod tests {
     fn unknown_functions_are_reported_and_skipped() {
         let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
             "x-kubernetes-validations": [{"rule": "self.x.isFancy()"}, {"rule": "size(self) > 0"},
-                                          {"rule": "self.("}]}}});
+                                          {"rule": "self.("}, {"rule": "!has(self.y) && -self.x < 0"}]}}});
         let report = unsupported_rules(&schema);
         assert_eq!(report.len(), 2, "{report:?}");
         assert!(report[0].contains("isFancy"));

@@ -107,6 +107,14 @@ async fn bad_resources_are_rejected_with_the_field_path() {
         wrong_block.contains("mode HTTP needs the http block"),
         "{wrong_block}"
     );
+    let two_blocks = create(
+        &api,
+        swh(json!({"ports": [{"port": 80}],
+        "healthcheck": {"probes": [{"mode": "HTTP", "http": {"targetPort": 80}, "tcp": {"targetPort": 80}}]}})),
+    )
+    .await
+    .unwrap_err();
+    assert!(two_blocks.contains("no other probe block"), "{two_blocks}");
 
     let bad_mode = create(
         &api,
