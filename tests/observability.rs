@@ -37,6 +37,7 @@ fn expressions() -> Vec<(String, String)> {
                     .unwrap()
                     .replace("$namespace", ".*")
                     .replace("$swh", ".*")
+                    .replace("$gateway", ".*")
                     .replace("$__rate_interval", "5m");
                 out.push((format!("{}: {}", path.display(), panel["title"]), expr));
             }
@@ -132,8 +133,28 @@ spec:
   selector: {{app: web}}
   ports: [{{name: web, port: 80, targetPort: {port}}}]
   healthcheck: {{initialDelaySeconds: 0, periodSeconds: 1, probes: [{{mode: TCP, tcp: {{targetPort: {port}}}}}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  gatewayClassName: d8-alb
+  listeners: [{{name: http, port: 8080, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: web, namespace: default}}
+spec:
+  parentRefs: [{{name: gw}}]
+  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: other, namespace: default}}
+spec: {{ports: [{{name: http, port: 80}}]}}
 "#)).unwrap();
     let admin = free_port();
+    let xds = free_port();
     let mut up = Command::new(BIN)
         .args([
             "--log-format",
@@ -141,11 +162,11 @@ spec:
             "up",
             "--api-addr",
             "127.0.0.1:0",
-            "--xds-addr",
-            "127.0.0.1:0",
             "--admin-addr",
         ])
         .arg(format!("127.0.0.1:{admin}"))
+        .arg("--xds-addr")
+        .arg(format!("127.0.0.1:{xds}"))
         .arg("--kubeconfig")
         .arg(dir.path().join("kubeconfig"))
         .arg("-f")
@@ -157,12 +178,18 @@ spec:
     let prometheus = Prometheus::start(&[format!("127.0.0.1:{admin}").parse().unwrap()])
         .await
         .unwrap();
+    let proxy = tokio::spawn(proxy(xds, dir.path().join("kubeconfig")));
     let deadline = Instant::now() + Duration::from_secs(30);
     let wanted = [
         "swh_probe_total",
         "swh_endpoints",
         "swh_endpointslice_writes_total",
         "swh_status_writes_total",
+        "alb_xds_connected_proxies",
+        "alb_xds_pushes_total",
+        "alb_xds_responses_total",
+        "alb_xds_push_latency_seconds_bucket",
+        "alb_xds_snapshot_resources",
     ];
     loop {
         let names = prometheus.metric_names().await.unwrap();
@@ -203,7 +230,63 @@ spec:
         ready[0]["value"][1], "1",
         "the dashboard's ready-endpoints query sees the probed pod"
     );
+    proxy.abort();
     let _ = up.kill();
     let _ = up.wait();
     drop(backend);
+}
+
+/// A proxy of Gateway `default/gw` on `fairlead up`'s xDS server: it fetches and ACKs the
+/// clusters, then changes the route (so a push follows) and ACKs what comes, until aborted.
+async fn proxy(xds: u16, kubeconfig: PathBuf) {
+    use envoy_types::pb::envoy::config::core::v3::Node;
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+    use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+    const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+    let mut client = loop {
+        match AggregatedDiscoveryServiceClient::connect(format!("http://127.0.0.1:{xds}")).await {
+            Ok(client) => break client,
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tx.send(DiscoveryRequest {
+        node: Some(Node {
+            id: "observability".into(),
+            cluster: "default/gw".into(),
+            ..Default::default()
+        }),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut responses = client
+        .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut changed = false;
+    while let Ok(Some(response)) = responses.message().await {
+        tx.send(DiscoveryRequest {
+            type_url: response.type_url.clone(),
+            version_info: response.version_info.clone(),
+            response_nonce: response.nonce.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        if !changed {
+            changed = true;
+            // A second backend (another Service): the clusters change, and are pushed.
+            let status = Command::new("kubectl")
+                .env("KUBECONFIG", &kubeconfig)
+                .args(["patch", "httproute", "web", "--type=merge", "-p"])
+                .arg(r#"{"spec":{"rules":[{"backendRefs":[{"name":"web","port":80},{"name":"other","port":80}]}]}}"#)
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "kubectl patch failed");
+        }
+    }
 }

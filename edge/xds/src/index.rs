@@ -188,17 +188,20 @@ impl Index {
             .collect()
     }
 
-    /// The translator's input now.
-    pub fn input(&self) -> Input {
+    /// The translator's input now, and how many objects it could not read (logged and
+    /// skipped).
+    pub fn input(&self) -> (Input, usize) {
         let mut input = Input::default();
+        let mut skipped = 0;
         for w in self.watched() {
             for object in w.objects.state() {
                 if let Err(e) = input.add(object.as_ref().clone()) {
+                    skipped += 1;
                     tracing::warn!(error = %e, "skipping an object the translator cannot read");
                 }
             }
         }
-        input
+        (input, skipped)
     }
 }
 

@@ -41,9 +41,10 @@ pub struct XdsMetrics {
 }
 
 impl XdsMetrics {
-    /// Registers the families.
+    /// Registers the families, with every series of fixed labels present from the start (an
+    /// alert on a rate must not wait for the first error to have a series).
     pub fn new(metrics: &Metrics) -> Result<Self, MetricsError> {
-        Ok(Self {
+        let this = Self {
             connected: metrics.gauge_vec(
                 "alb_xds_connected_proxies",
                 "Proxies with an open xDS stream, by Gateway.",
@@ -86,7 +87,18 @@ impl XdsMetrics {
                 "Gateway API status writes, by result.",
                 &["result"],
             )?,
-        })
+        };
+        for stage in ["read", "status"] {
+            this.errors.with_label_values(&[stage]);
+        }
+        for result in ["ok", "error"] {
+            this.status_writes.with_label_values(&[result]);
+        }
+        for type_url in crate::cache::ORDER {
+            this.push_latency.with_label_values(&[short(type_url)]);
+        }
+        this.translation.with_label_values(&[] as &[&str]);
+        Ok(this)
     }
 }
 

@@ -58,7 +58,13 @@ pub async fn run(
         let span = tracing::info_span!("xds.translate", gateways = tracing::field::Empty);
         let _entered = span.enter();
         let started = Instant::now();
-        let input = index.input();
+        let (input, skipped) = index.input();
+        if skipped > 0 {
+            metrics
+                .errors
+                .with_label_values(&["read"])
+                .inc_by(u64::try_from(skipped).unwrap_or_default());
+        }
         let translation = fairlead_edge_translate::translate(&input, &settings.controller_name);
         metrics
             .translation
