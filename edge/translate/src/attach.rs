@@ -6,9 +6,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use crate::gateway::Owner;
 use crate::gateway::{self, ResolvedListener};
 use crate::http;
-use crate::model::{GATEWAY_GROUP, Gateway, Input, NamespacesFrom, ParentRef};
+use crate::model::{
+    GATEWAY_GROUP, Gateway, Input, Listener, ListenerSet, NamespacesFrom, ParentRef,
+};
 use crate::refs::Grants;
 use crate::status::{Condition, RouteParentStatus, Statuses};
 
@@ -37,27 +40,119 @@ pub struct GatewayState<'a> {
     pub http: Vec<Vec<Attached>>,
     /// Stream routes per listener, with the hostnames (SNI) served there.
     pub streams: Vec<Vec<AttachedStream>>,
+    /// ListenerSets naming this Gateway, in precedence order.
+    pub sets: Vec<SetState<'a>>,
+}
+
+/// A ListenerSet that names a Gateway of ours as its parent.
+pub struct SetState<'a> {
+    /// `namespace/name`.
+    pub key: String,
+    /// The ListenerSet.
+    pub set: &'a ListenerSet,
+    /// Whether the Gateway's `allowedListeners` admits it.
+    pub accepted: bool,
 }
 
 impl<'a> GatewayState<'a> {
-    /// Resolves the listeners of `gateway`.
-    pub fn new(gateway: &'a Gateway, input: &Input, grants: &Grants<'_>) -> Self {
-        let namespace = gateway.metadata.namespace.as_deref().unwrap_or_default();
-        let listeners: Vec<_> = gateway
+    /// Resolves the listeners of `gateway` and of the ListenerSets it admits, in precedence
+    /// order: the Gateway's own, then the ListenerSets oldest first, then by namespace/name.
+    pub fn new(gateway: &'a Gateway, input: &'a Input, grants: &Grants<'_>) -> Self {
+        let namespace = gateway.metadata.namespace.clone().unwrap_or_default();
+        let key = gateway::key(gateway);
+        let mut sets: Vec<SetState<'a>> = input
+            .listener_sets
+            .iter()
+            .filter(|s| {
+                let parent = &s.spec.parent_ref;
+                let set_namespace = s.metadata.namespace.as_deref().unwrap_or_default();
+                parent.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
+                    && parent.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+                    && format!(
+                        "{}/{}",
+                        parent.namespace.as_deref().unwrap_or(set_namespace),
+                        parent.name
+                    ) == key
+            })
+            .map(|set| {
+                let set_namespace = set.metadata.namespace.as_deref().unwrap_or_default();
+                let allowed = gateway
+                    .spec
+                    .allowed_listeners
+                    .as_ref()
+                    .and_then(|a| a.namespaces.as_ref());
+                let accepted = match allowed.and_then(|a| a.from.as_deref()).unwrap_or("None") {
+                    "None" => false,
+                    from => namespace_allowed(
+                        &NamespacesFrom {
+                            from: Some(from.to_owned()),
+                            selector: allowed.and_then(|a| a.selector.clone()),
+                        },
+                        &namespace,
+                        set_namespace,
+                        input,
+                    ),
+                };
+                SetState {
+                    key: format!(
+                        "{set_namespace}/{}",
+                        set.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                    set,
+                    accepted,
+                }
+            })
+            .collect();
+        sets.sort_by_key(|s| {
+            (
+                s.set
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| t.0.to_string())
+                    .unwrap_or_default(),
+                s.key.clone(),
+            )
+        });
+        let mut listeners: Vec<(&Listener, Owner)> = gateway
             .spec
             .listeners
             .iter()
-            .map(|l| (l, ("Gateway", namespace)))
+            .map(|l| {
+                (
+                    l,
+                    Owner {
+                        kind: "Gateway",
+                        namespace: namespace.clone(),
+                        set: None,
+                        generation: gateway.metadata.generation,
+                    },
+                )
+            })
             .collect();
-        let listeners = gateway::resolve(&listeners, input, grants, gateway.metadata.generation);
+        for s in sets.iter().filter(|s| s.accepted) {
+            for l in &s.set.spec.listeners {
+                listeners.push((
+                    l,
+                    Owner {
+                        kind: "ListenerSet",
+                        namespace: s.set.metadata.namespace.clone().unwrap_or_default(),
+                        set: Some(s.key.clone()),
+                        generation: s.set.metadata.generation,
+                    },
+                ));
+            }
+        }
+        let listeners = gateway::resolve(&listeners, input, grants);
         let http = vec![Vec::new(); listeners.len()];
         let streams = vec![Vec::new(); listeners.len()];
         Self {
-            key: gateway::key(gateway),
+            key,
             gateway,
             listeners,
             http,
             streams,
+            sets,
         }
     }
 }
@@ -259,23 +354,28 @@ pub fn routes(
     }
 }
 
-/// The index of the Gateway a parentRef names, when it is one of ours.
+/// The index of the Gateway a parentRef names (directly, or through one of its
+/// ListenerSets), when it is one of ours.
 fn our_gateway(
     gateways: &[GatewayState<'_>],
     parent: &ParentRef,
     route_namespace: &str,
 ) -> Option<usize> {
     let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
-    let kind = parent.kind.as_deref().unwrap_or("Gateway");
-    if group != GATEWAY_GROUP || kind != "Gateway" {
-        return None;
-    }
     let key = format!(
         "{}/{}",
         parent.namespace.as_deref().unwrap_or(route_namespace),
         parent.name
     );
-    gateways.iter().position(|g| g.key == key)
+    match (group, parent.kind.as_deref().unwrap_or("Gateway")) {
+        (GATEWAY_GROUP, "Gateway") => gateways.iter().position(|g| g.key == key),
+        (GATEWAY_GROUP, "ListenerSet") | (crate::model::EXPERIMENTAL_GROUP, "XListenerSet") => {
+            gateways
+                .iter()
+                .position(|g| g.sets.iter().any(|s| s.key == key))
+        }
+        _ => None,
+    }
 }
 
 /// A listener index and the hostnames a route serves there (`None` = any).
@@ -294,16 +394,21 @@ fn attach(
     hostnames: &[String],
     input: &Input,
 ) -> Result<Vec<Placement>, Refusal> {
-    let gateway_namespace = state
-        .gateway
-        .metadata
-        .namespace
-        .as_deref()
-        .unwrap_or_default();
+    let through_set =
+        matches!(parent.kind.as_deref(), Some("ListenerSet" | "XListenerSet")).then(|| {
+            format!(
+                "{}/{}",
+                parent.namespace.as_deref().unwrap_or(route_namespace),
+                parent.name
+            )
+        });
     let named: Vec<usize> = state
         .listeners
         .iter()
         .enumerate()
+        // A route naming the Gateway attaches to its own listeners only; one naming a
+        // ListenerSet, to that set's.
+        .filter(|(_, l)| l.set == through_set)
         .filter(|(_, l)| parent.section_name.as_deref().is_none_or(|s| s == l.name))
         .filter(|(_, l)| parent.port.is_none_or(|p| i32::from(l.port) == p))
         .map(|(i, _)| i)
@@ -332,7 +437,7 @@ fn attach(
             ));
             continue;
         }
-        if !namespace_allowed(&l.namespaces, gateway_namespace, route_namespace, input) {
+        if !namespace_allowed(&l.namespaces, &l.home, route_namespace, input) {
             reason.get_or_insert((
                 "NotAllowedByListeners",
                 format!(

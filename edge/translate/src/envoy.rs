@@ -206,7 +206,7 @@ pub fn resources(state: &GatewayState<'_>, input: &Input) -> Resources {
             let l = &state.listeners[*i];
             match l.protocol {
                 Some(Protocol::Https) => {
-                    let config = format!("{name}-{}", l.name);
+                    let config = format!("{name}-{}", l.envoy_name());
                     let attached: Vec<&Attached> = state.http[*i].iter().collect();
                     out.routes.push(route_configuration(
                         &config,
@@ -314,7 +314,7 @@ fn tls_chain(l: &ResolvedListener, filter: listener::Filter) -> listener::Filter
         ..Default::default()
     };
     listener::FilterChain {
-        name: l.name.clone(),
+        name: l.envoy_name(),
         filter_chain_match: l.hostname.as_ref().map(|h| listener::FilterChainMatch {
             server_names: vec![h.clone()],
             ..Default::default()
@@ -414,7 +414,7 @@ fn stream_chains(
         (Some(Protocol::Tls), true) => entries
             .into_iter()
             .map(|(hostnames, entry)| listener::FilterChain {
-                name: format!("{}/{}", l.name, entry.name),
+                name: format!("{}/{}", l.envoy_name(), entry.name),
                 filter_chain_match: names(hostnames),
                 filters: vec![tcp_proxy(name, &stream_clusters(entry, backends))],
                 ..Default::default()
@@ -428,7 +428,7 @@ fn stream_chains(
         _ => entries
             .first()
             .map(|(_, entry)| listener::FilterChain {
-                name: format!("{}/{}", l.name, entry.name),
+                name: format!("{}/{}", l.envoy_name(), entry.name),
                 filters: vec![tcp_proxy(name, &stream_clusters(entry, backends))],
                 ..Default::default()
             })

@@ -92,9 +92,22 @@ pub struct ResolvedListener {
     pub conditions: Vec<Condition>,
     /// Routes attached.
     pub attached: i32,
+    /// The ListenerSet (`namespace/name`) that declares it; `None` for the Gateway's own.
+    pub set: Option<String>,
+    /// The namespace of its declaring object (what `allowedRoutes: Same` means).
+    pub home: String,
 }
 
 impl ResolvedListener {
+    /// A name unique within the Gateway (listener names are unique only within their
+    /// Gateway or ListenerSet).
+    pub fn envoy_name(&self) -> String {
+        match &self.set {
+            Some(set) => format!("{set}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
     /// Whether routes are served through it.
     pub fn programmed(&self) -> bool {
         self.conditions
@@ -131,29 +144,45 @@ pub fn tls_secret<'a>(input: &'a Input, namespace: &str, name: &str) -> Option<&
         })
 }
 
-/// Resolves a list of listeners (of a Gateway, or a Gateway followed by its ListenerSets in
-/// precedence order); `owner` is the kind and namespace that refers to certificates.
+/// Who declares a listener: the Gateway or one of its ListenerSets. It is the referrer of the
+/// listener's certificates (ReferenceGrants are not inherited) and the namespace of
+/// `allowedRoutes: Same`.
+#[derive(Clone, Debug)]
+pub struct Owner {
+    /// `Gateway` or `ListenerSet`.
+    pub kind: &'static str,
+    /// Its namespace.
+    pub namespace: String,
+    /// The ListenerSet's `namespace/name`.
+    pub set: Option<String>,
+    /// Its generation.
+    pub generation: Option<i64>,
+}
+
+/// Resolves a list of listeners in precedence order (the Gateway's, then its ListenerSets
+/// oldest first, then by namespace/name); earlier listeners win conflicts.
 pub fn resolve(
-    listeners: &[(&Listener, (&str, &str))],
+    listeners: &[(&Listener, Owner)],
     input: &Input,
     grants: &Grants<'_>,
-    generation: Option<i64>,
 ) -> Vec<ResolvedListener> {
     let mut resolved: Vec<ResolvedListener> = listeners
         .iter()
-        .map(|(l, owner)| one(l, *owner, input, grants, generation))
+        .map(|(l, owner)| one(l, owner, input, grants))
         .collect();
-    conflicts(&mut resolved, generation);
+    conflicts(
+        &mut resolved,
+        &listeners
+            .iter()
+            .map(|(_, o)| o.generation)
+            .collect::<Vec<_>>(),
+    );
     resolved
 }
 
-fn one(
-    listener: &Listener,
-    (owner_kind, owner_namespace): (&str, &str),
-    input: &Input,
-    grants: &Grants<'_>,
-    generation: Option<i64>,
-) -> ResolvedListener {
+fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -> ResolvedListener {
+    let (owner_kind, owner_namespace) = (owner.kind, owner.namespace.as_str());
+    let generation = owner.generation;
     let protocol = Protocol::parse(&listener.protocol);
     let mut conditions = Vec::new();
     let mut refs_problem: Option<(&str, String)> = None;
@@ -289,6 +318,8 @@ fn one(
         namespaces: allowed.namespaces.unwrap_or_default(),
         conditions,
         attached: 0,
+        set: owner.set.clone(),
+        home: owner.namespace.clone(),
     }
 }
 
@@ -296,7 +327,7 @@ fn one(
 /// class, the same hostname twice (HostnameConflict). Earlier listeners win a hostname
 /// conflict (precedence: the Gateway's, then ListenerSets oldest first), as GEP-1713 orders
 /// them; protocol conflicts take every listener of the port down.
-fn conflicts(listeners: &mut [ResolvedListener], generation: Option<i64>) {
+fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
     let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
     for (i, l) in listeners.iter().enumerate() {
         if l.protocol.is_some() && l.port > 0 {
@@ -333,7 +364,7 @@ fn conflicts(listeners: &mut [ResolvedListener], generation: Option<i64>) {
                         "HostnameConflict",
                         format!(
                             "listener {} already serves port {} for hostname {:?}",
-                            listeners[*first].name,
+                            listeners[*first].envoy_name(),
                             l.port,
                             if host.is_empty() { "*" } else { &host }
                         ),
@@ -345,6 +376,7 @@ fn conflicts(listeners: &mut [ResolvedListener], generation: Option<i64>) {
         }
     }
     for (i, l) in listeners.iter_mut().enumerate() {
+        let generation = generations.get(i).copied().flatten();
         let conflict = reasons.get(&i);
         l.conditions.push(match conflict {
             Some((reason, message)) => {

@@ -90,57 +90,116 @@ pub fn translate(input: &Input, controller_name: &str) -> Translation {
     );
     let mut out = Translation::default();
     for g in &gateways {
-        let generation = g.gateway.metadata.generation;
-        let listeners: Vec<_> = g
-            .listeners
-            .iter()
-            .map(gateway::ResolvedListener::status)
-            .collect();
-        let valid = g.listeners.iter().filter(|l| l.programmed()).count();
-        let all_valid = valid == g.listeners.len();
-        statuses.gateways.insert(
-            g.key.clone(),
-            GatewayStatus {
-                addresses: g.gateway.spec.addresses.clone(),
-                conditions: vec![
-                    Condition::new(
-                        "Accepted",
-                        valid > 0 || g.listeners.is_empty(),
-                        if all_valid {
-                            "Accepted"
-                        } else {
-                            "ListenersNotValid"
-                        },
-                        if all_valid {
-                            "gateway accepted".to_owned()
-                        } else {
-                            format!(
-                                "{} of {} listeners are not valid",
-                                g.listeners.len() - valid,
-                                g.listeners.len()
-                            )
-                        },
-                        generation,
-                    ),
-                    Condition::new(
-                        "Programmed",
-                        valid > 0,
-                        if valid > 0 { "Programmed" } else { "Invalid" },
-                        if valid > 0 {
-                            "configuration served over xDS"
-                        } else {
-                            "no valid listener"
-                        },
-                        generation,
-                    ),
-                ],
-                listeners,
-                attached_listener_sets: 0,
-            },
-        );
+        statuses.gateways.insert(g.key.clone(), gateway_status(g));
+        for set in &g.sets {
+            statuses
+                .listener_sets
+                .insert(set.key.clone(), listener_set_status(g, set));
+        }
         out.gateways
             .insert(g.key.clone(), envoy::resources(g, input));
     }
     out.statuses = statuses;
     out
+}
+
+/// A Gateway's status: its own listeners (not its ListenerSets'), and how many ListenerSets
+/// it admits.
+fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
+    let generation = g.gateway.metadata.generation;
+    let own: Vec<&gateway::ResolvedListener> =
+        g.listeners.iter().filter(|l| l.set.is_none()).collect();
+    let valid = own.iter().filter(|l| l.programmed()).count();
+    let all_valid = valid == own.len();
+    let serving = g.listeners.iter().any(|l| l.programmed());
+    let accepted_message = if all_valid {
+        "gateway accepted".to_owned()
+    } else {
+        format!(
+            "{} of {} listeners are not valid",
+            own.len() - valid,
+            own.len()
+        )
+    };
+    GatewayStatus {
+        addresses: g.gateway.spec.addresses.clone(),
+        conditions: vec![
+            Condition::new(
+                "Accepted",
+                valid > 0 || own.is_empty(),
+                if all_valid {
+                    "Accepted"
+                } else {
+                    "ListenersNotValid"
+                },
+                accepted_message,
+                generation,
+            ),
+            Condition::new(
+                "Programmed",
+                serving,
+                if serving { "Programmed" } else { "Invalid" },
+                if serving {
+                    "configuration served over xDS"
+                } else {
+                    "no valid listener"
+                },
+                generation,
+            ),
+        ],
+        listeners: own.iter().map(|l| l.status()).collect(),
+        attached_listener_sets: i32::try_from(g.sets.iter().filter(|s| s.accepted).count())
+            .unwrap_or(i32::MAX),
+    }
+}
+
+/// A ListenerSet's status: `Accepted=False`/`NotAllowed` when its Gateway's
+/// `allowedListeners` does not admit its namespace; else its listeners' statuses.
+fn listener_set_status(
+    g: &attach::GatewayState<'_>,
+    set: &attach::SetState<'_>,
+) -> status::ListenerSetStatus {
+    let generation = set.set.metadata.generation;
+    let mine: Vec<&gateway::ResolvedListener> = g
+        .listeners
+        .iter()
+        .filter(|l| l.set.as_deref() == Some(set.key.as_str()))
+        .collect();
+    let programmed = mine.iter().any(|l| l.programmed());
+    let conditions = if set.accepted {
+        vec![
+            Condition::new(
+                "Accepted",
+                true,
+                "Accepted",
+                "attached to its Gateway",
+                generation,
+            ),
+            Condition::new(
+                "Programmed",
+                programmed,
+                if programmed { "Programmed" } else { "Invalid" },
+                if programmed {
+                    "listeners served"
+                } else {
+                    "no valid listener"
+                },
+                generation,
+            ),
+        ]
+    } else {
+        let message = format!(
+            "Gateway {} does not allow ListenerSets from namespace {} (spec.allowedListeners)",
+            g.key,
+            set.set.metadata.namespace.as_deref().unwrap_or_default()
+        );
+        vec![
+            Condition::new("Accepted", false, "NotAllowed", message.clone(), generation),
+            Condition::new("Programmed", false, "NotAllowed", message, generation),
+        ]
+    };
+    status::ListenerSetStatus {
+        conditions,
+        listeners: mine.iter().map(|l| l.status()).collect(),
+    }
 }

@@ -19,6 +19,9 @@ use serde::Deserialize;
 /// The Gateway API group.
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 
+/// The Gateway API's experimental group (`XListenerSet` before ListenerSets reached v1).
+pub const EXPERIMENTAL_GROUP: &str = "gateway.networking.x-k8s.io";
+
 /// A `GatewayClass`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -71,6 +71,10 @@ pub struct Written {
 pub struct StatusWriter {
     client: kube::Client,
     controller_name: String,
+    /// What we last wrote per object, and the resourceVersion it produced: a server whose
+    /// schema lacks a field we write (an older Gateway API bundle) prunes it, and the stored
+    /// status never equals ours; without this, every round would write again.
+    written: std::sync::Mutex<std::collections::HashMap<String, (Value, String)>>,
 }
 
 impl StatusWriter {
@@ -79,6 +83,7 @@ impl StatusWriter {
         Self {
             client,
             controller_name: controller_name.to_owned(),
+            written: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -132,9 +137,45 @@ impl StatusWriter {
                 "addresses": desired.addresses,
                 "conditions": conditions(&desired.conditions, Some(&current["status"]["conditions"]), &now),
                 "listeners": listeners,
+                "attachedListenerSets": desired.attached_listener_sets,
             });
             count(
                 self.merge(index, "Gateway", namespace, name, &current, status)
+                    .await,
+                key,
+            );
+        }
+        for (key, desired) in &statuses.listener_sets {
+            let (namespace, name) = key.split_once('/').unwrap_or_default();
+            // Served as ListenerSet (v1) or, before Gateway API 1.5, as XListenerSet.
+            let Some((kind, current)) = ["ListenerSet", "XListenerSet"]
+                .into_iter()
+                .find_map(|k| index.object(k, namespace, name).map(|o| (k, o)))
+            else {
+                continue;
+            };
+            let listeners: Vec<Value> = desired
+                .listeners
+                .iter()
+                .map(|l| {
+                    let previous = current["status"]["listeners"]
+                        .as_array()
+                        .and_then(|ls| ls.iter().find(|c| c["name"] == l.name.as_str()))
+                        .map(|c| &c["conditions"]);
+                    json!({
+                        "name": l.name,
+                        "supportedKinds": l.supported_kinds,
+                        "attachedRoutes": l.attached_routes,
+                        "conditions": conditions(&l.conditions, previous, &now),
+                    })
+                })
+                .collect();
+            let status = json!({
+                "conditions": conditions(&desired.conditions, Some(&current["status"]["conditions"]), &now),
+                "listeners": listeners,
+            });
+            count(
+                self.merge(index, kind, namespace, name, &current, status)
                     .await,
                 key,
             );
@@ -186,16 +227,38 @@ impl StatusWriter {
         if same(&current["status"], &status) {
             return Ok(false);
         }
+        let key = format!("{kind}/{namespace}/{name}");
+        let version = current["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let unchanged = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+            .is_some_and(|(last, after)| *last == status && *after == version);
+        if unchanged {
+            return Ok(false);
+        }
         let Some(api) = self.api(index, kind, namespace) else {
             return Ok(false);
         };
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": status})),
-        )
-        .await
-        .map(|_| true)
+        let stored = api
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status.clone()})),
+            )
+            .await?;
+        self.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(
+                key,
+                (status, stored.metadata.resource_version.unwrap_or_default()),
+            );
+        Ok(true)
     }
 
     /// Replaces our entries of a route's `status.parents`, with the resourceVersion as a

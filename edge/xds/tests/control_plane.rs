@@ -160,6 +160,48 @@ async fn objects_become_snapshots_and_statuses() {
     })
     .await;
 
+    // Statuses are written once: another translation (any change) writes nothing new.
+    let settled = gateways.get("gw").await.unwrap().metadata.resource_version;
+    create(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "unrelated", "namespace": "default"},
+        "spec": {"ports": [{"name": "http", "port": 80}]}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        gateways.get("gw").await.unwrap().metadata.resource_version,
+        settled,
+        "an unchanged status is not written again"
+    );
+
+    // A ListenerSet the Gateway does not admit (no allowedListeners) says so.
+    create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+        "metadata": {"name": "extra", "namespace": "default"},
+        "spec": {"parentRef": {"name": "gw"}, "listeners": [{"name": "alt", "port": 8080, "protocol": "HTTP"}]}})).await;
+    let sets: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &resource("ListenerSet", "listenersets"),
+    );
+    eventually("the ListenerSet's status", || {
+        let sets = sets.clone();
+        async move {
+            let set = sets.get("extra").await.unwrap();
+            set.data["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "Accepted"
+                            && c["status"] == "False"
+                            && c["reason"] == "NotAllowed"
+                    })
+                })
+        }
+    })
+    .await;
+
     // A change to the route is published.
     let before = cache.get("default/gw").version(ROUTE);
     routes
