@@ -9,6 +9,64 @@ pub enum BenchCommand {
     Apiserver(ApiserverArgs),
     /// The health module: probe throughput against the machine's ceiling, withdrawal time.
     Health(HealthArgs),
+    /// The edge control plane: translation time and memory, push latency.
+    Edge(EdgeArgs),
+}
+
+/// Options of `fairlead bench edge`.
+#[derive(Debug, Args)]
+pub struct EdgeArgs {
+    /// Translations per figure (the median and maximum are reported).
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// Route changes for the push latency.
+    #[arg(long, default_value_t = 200)]
+    changes: usize,
+}
+
+/// Bytes allocated by this thread so far (jemalloc's counter).
+fn allocated() -> u64 {
+    tikv_jemalloc_ctl::thread::allocatedp::read()
+        .map(|p| p.get())
+        .unwrap_or_default()
+}
+
+fn edge_rows(args: &EdgeArgs) -> Vec<fairlead_apiserver::bench::Row> {
+    use fairlead_edge_xds::bench;
+    let mut rows = Vec::new();
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let shapes: Vec<(String, usize, usize, usize)> = [10, 100, 1_000, 10_000]
+        .into_iter()
+        .map(|n| {
+            (
+                format!("{n} HTTPRoutes, {} Services", (n / 2).max(1)),
+                n,
+                0,
+                (n / 2).max(1),
+            )
+        })
+        .chain(std::iter::once((
+            "Envoy Gateway's large: 500 HTTPRoutes, 250 GRPCRoutes, 500 Services".to_owned(),
+            500,
+            250,
+            500,
+        )))
+        .collect();
+    for (label, http, grpc, services) in shapes {
+        let input = bench::input(http, grpc, services);
+        let (median, max, bytes) = bench::translation(&input, args.runs, &allocated);
+        rows.push(fairlead_apiserver::bench::Row {
+            metric: format!("translation of {label}"),
+            value: format!(
+                "median {:.2} ms, max {:.2} ms, {:.1} MiB allocated",
+                ms(median),
+                ms(max),
+                mib(bytes)
+            ),
+        });
+    }
+    rows
 }
 
 /// Options of `fairlead bench health`.
@@ -68,6 +126,26 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             })
             .await?;
             print!("{}", fairlead_apiserver::bench::table(&rows));
+        }
+        BenchCommand::Edge(args) => {
+            let mut rows = tokio::task::spawn_blocking(move || {
+                let rows = edge_rows(&args);
+                (rows, args)
+            })
+            .await?;
+            let (p50, p99) = fairlead_edge_xds::bench::push_latency(1_000, rows.1.changes).await?;
+            rows.0.push(fairlead_apiserver::bench::Row {
+                metric: format!(
+                    "route change -> new RouteConfiguration at a client (1,000 routes, {} changes)",
+                    rows.1.changes
+                ),
+                value: format!(
+                    "p50 {:.2} ms, p99 {:.2} ms",
+                    p50.as_secs_f64() * 1000.0,
+                    p99.as_secs_f64() * 1000.0
+                ),
+            });
+            print!("{}", fairlead_apiserver::bench::table(&rows.0));
         }
         BenchCommand::Health(args) => {
             use fairlead_health::bench;

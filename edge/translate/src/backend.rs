@@ -71,12 +71,7 @@ pub fn resolve(
         });
     }
     let service = input
-        .services
-        .iter()
-        .find(|s| {
-            s.metadata.namespace.as_deref() == Some(namespace)
-                && s.metadata.name.as_deref() == Some(backend.name.as_str())
-        })
+        .service(namespace, &backend.name)
         .ok_or_else(|| Unresolved {
             reason: "BackendNotFound",
             message: format!("{field}: Service {namespace}/{} not found", backend.name),

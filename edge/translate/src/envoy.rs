@@ -840,13 +840,7 @@ fn cluster_for(backend: &Backend) -> cluster::Cluster {
 /// under its panic threshold.
 fn endpoints_for(backend: &Backend, input: &Input) -> endpoint::ClusterLoadAssignment {
     let mut hosts: BTreeMap<(String, u16), i32> = BTreeMap::new();
-    for slice in &input.endpoint_slices {
-        let labels = slice.metadata.labels.clone().unwrap_or_default();
-        if slice.metadata.namespace.as_deref() != Some(backend.namespace.as_str())
-            || labels.get("kubernetes.io/service-name") != Some(&backend.service)
-        {
-            continue;
-        }
+    for slice in input.slices_of(&backend.namespace, &backend.service) {
         let Some(port) = slice
             .ports
             .iter()

@@ -630,6 +630,17 @@ pub struct Input {
     pub secrets: Vec<Secret>,
     /// Namespaces (for label selectors).
     pub namespaces: Vec<Namespace>,
+    /// Services and EndpointSlices by namespace and Service name, built on first use (a
+    /// translation looks them up per backend reference; a scan each time is quadratic).
+    index: std::sync::OnceLock<Lookup>,
+}
+
+/// Positions in [`Input::services`] and [`Input::endpoint_slices`] by namespace and Service
+/// name.
+#[derive(Clone, Debug, Default)]
+struct Lookup {
+    services: std::collections::HashMap<(String, String), usize>,
+    slices: std::collections::HashMap<(String, String), Vec<usize>>,
 }
 
 /// An object the input could not take.
@@ -656,9 +667,63 @@ pub enum InputError {
 }
 
 impl Input {
+    fn lookup(&self) -> &Lookup {
+        self.index.get_or_init(|| {
+            let mut lookup = Lookup::default();
+            for (i, s) in self.services.iter().enumerate() {
+                lookup.services.insert(
+                    (
+                        s.metadata.namespace.clone().unwrap_or_default(),
+                        s.metadata.name.clone().unwrap_or_default(),
+                    ),
+                    i,
+                );
+            }
+            for (i, s) in self.endpoint_slices.iter().enumerate() {
+                if let Some(service) = s
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("kubernetes.io/service-name"))
+                {
+                    lookup
+                        .slices
+                        .entry((
+                            s.metadata.namespace.clone().unwrap_or_default(),
+                            service.clone(),
+                        ))
+                        .or_default()
+                        .push(i);
+                }
+            }
+            lookup
+        })
+    }
+
+    /// The Service `namespace/name`.
+    pub fn service(&self, namespace: &str, name: &str) -> Option<&Service> {
+        let i = self
+            .lookup()
+            .services
+            .get(&(namespace.to_owned(), name.to_owned()))?;
+        self.services.get(*i)
+    }
+
+    /// The EndpointSlices of Service `namespace/name`.
+    pub fn slices_of(&self, namespace: &str, service: &str) -> Vec<&EndpointSlice> {
+        self.lookup()
+            .slices
+            .get(&(namespace.to_owned(), service.to_owned()))
+            .into_iter()
+            .flatten()
+            .filter_map(|i| self.endpoint_slices.get(*i))
+            .collect()
+    }
+
     /// Adds one object given as JSON, by its `kind`; kinds the translator does not read are
     /// ignored (`Ok(false)`).
     pub fn add(&mut self, object: serde_json::Value) -> Result<bool, InputError> {
+        self.index = std::sync::OnceLock::new();
         let kind = object
             .get("kind")
             .and_then(|k| k.as_str())

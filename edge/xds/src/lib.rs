@@ -6,6 +6,7 @@
 //! responses to send, so every protocol rule is tested without a network; the server only
 //! moves messages between them and the streams.
 
+pub mod bench;
 pub mod bootstrap;
 pub mod cache;
 pub mod cli;
