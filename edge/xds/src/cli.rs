@@ -88,7 +88,10 @@ pub async fn start(
     tracing::info!(addr = %bound, "xDS server listening");
     let stop = runtime.shutdown.token();
     let server = tonic::transport::Server::builder()
-        .add_service(Ads::new(cache.clone(), Arc::new(metrics.clone())).into_service())
+        .add_routes(crate::services::routes(Ads::new(
+            cache.clone(),
+            Arc::new(metrics.clone()),
+        )))
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             stop.clone().cancelled_owned(),

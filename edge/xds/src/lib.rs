@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod node;
 pub mod run;
 pub mod server;
+pub mod services;
 pub mod sotw;
 pub mod status;
 

@@ -46,9 +46,10 @@ pub struct Quiet;
 impl Observer for Quiet {}
 
 /// The ADS service.
+#[derive(Clone)]
 pub struct Ads {
-    cache: Arc<Cache>,
-    observer: Arc<dyn Observer>,
+    pub(crate) cache: Arc<Cache>,
+    pub(crate) observer: Arc<dyn Observer>,
 }
 
 impl Ads {
@@ -64,7 +65,7 @@ impl Ads {
 }
 
 /// A stream's protocol state, either variant.
-trait Protocol: Send + 'static {
+pub(crate) trait Protocol: Send + 'static {
     type Request: Send + 'static;
     type Response: Send + 'static;
     fn node(request: &Self::Request) -> Option<&envoy_types::pb::envoy::config::core::v3::Node>;
@@ -129,13 +130,16 @@ impl Protocol for Delta {
 }
 
 /// Runs one stream until the client leaves or the response channel closes.
-async fn serve<P: Protocol>(
+pub(crate) async fn serve<P, S>(
     mut protocol: P,
     cache: Arc<Cache>,
     observer: Arc<dyn Observer>,
-    mut requests: Streaming<P::Request>,
+    mut requests: S,
     responses: mpsc::Sender<Result<P::Response, Status>>,
-) {
+) where
+    P: Protocol,
+    S: futures::Stream<Item = Result<P::Request, Status>> + Unpin + Send + 'static,
+{
     let first = match requests.next().await {
         Some(Ok(request)) => request,
         _ => return,

@@ -160,3 +160,63 @@ async fn a_node_without_a_gateway_is_refused() {
         status.message()
     );
 }
+
+#[tokio::test]
+async fn per_type_services_stream_and_fetch() {
+    use envoy_types::pb::envoy::service::cluster::v3::cluster_discovery_service_client::ClusterDiscoveryServiceClient;
+    use envoy_types::pb::envoy::service::listener::v3::listener_discovery_service_client::ListenerDiscoveryServiceClient;
+    let cache = Arc::new(Cache::new());
+    cache.set("default/gw", common::snapshot(true));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_routes(fairlead_edge_xds::services::routes(Ads::new(
+                cache.clone(),
+                Arc::new(Recorder::default()),
+            )))
+            .serve_with_incoming(TcpListenerStream::new(listener)),
+    );
+    let url = format!("http://{addr}");
+
+    // CDS on its own stream; the request leaves type_url empty, as per-type clients may.
+    let mut cds = ClusterDiscoveryServiceClient::connect(url.clone())
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(1);
+    tx.send(DiscoveryRequest {
+        node: node("default/gw"),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut responses = cds
+        .stream_clusters(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let clusters = next(&mut responses).await;
+    assert_eq!(clusters.type_url, CLUSTER);
+    assert_eq!(clusters.resources.len(), 2);
+
+    // LDS by a unary fetch.
+    let mut lds = ListenerDiscoveryServiceClient::connect(url).await.unwrap();
+    let listeners = lds
+        .fetch_listeners(DiscoveryRequest {
+            node: node("default/gw"),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listeners.type_url, fairlead_edge_xds::cache::LISTENER);
+    assert_eq!(listeners.resources.len(), 1);
+    let refused = lds
+        .fetch_listeners(DiscoveryRequest {
+            node: node("nobody"),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+}
