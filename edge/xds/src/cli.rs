@@ -81,6 +81,11 @@ pub async fn start(
 ) -> anyhow::Result<SocketAddr> {
     let metrics = XdsMetrics::new(&runtime.metrics)?;
     let cache = Arc::new(Cache::new());
+    let (nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();
+    let observer = crate::server::Observers(vec![
+        Arc::new(metrics.clone()),
+        Arc::new(crate::server::NackForwarder(nacks_tx)),
+    ]);
     let listener = tokio::net::TcpListener::bind(xds_addr)
         .await
         .with_context(|| format!("binding the xDS server to {xds_addr}"))?;
@@ -90,7 +95,7 @@ pub async fn start(
     let server = tonic::transport::Server::builder()
         .add_routes(crate::services::routes(Ads::new(
             cache.clone(),
-            Arc::new(metrics.clone()),
+            Arc::new(observer),
         )))
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
@@ -107,6 +112,7 @@ pub async fn start(
         cache,
         settings,
         metrics,
+        nacks,
         stop,
         move || ready.ready(),
     ));

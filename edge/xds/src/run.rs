@@ -33,15 +33,23 @@ pub struct Settings {
     pub lease: LeaseConfig,
 }
 
-/// Runs until `stop`; `ready` is called after the first translation.
+/// Runs until `stop`; `ready` is called after the first translation. Proxies' rejections
+/// arriving on `nacks` become Warning Events on their Gateway (once per version).
 pub async fn run(
     client: kube::Client,
     cache: Arc<Cache>,
     settings: Settings,
     metrics: XdsMetrics,
+    mut nacks: tokio::sync::mpsc::UnboundedReceiver<crate::server::Nack>,
     stop: CancellationToken,
     ready: impl FnOnce(),
 ) {
+    let events = fairlead_kit::events::Events::new(
+        client.clone(),
+        "fairlead-edge-xds",
+        Some(settings.lease.identity.clone()),
+    );
+    let mut reported: BTreeSet<(String, &'static str, String)> = BTreeSet::new();
     let index = Index::start(client.clone(), stop.clone());
     let (leadership, _lease) = lease::spawn(client.clone(), settings.lease.clone(), stop.clone());
     let writer = StatusWriter::new(client, &settings.controller_name);
@@ -53,6 +61,13 @@ pub async fn run(
             () = stop.cancelled() => return,
             () = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
             _ = resync.tick() => {}
+            Some(nack) = nacks.recv() => {
+                // Many proxies reject the same version: one Event per version.
+                if reported.insert((nack.group.clone(), nack.type_name, nack.version.clone())) {
+                    report(&events, &index, &nack).await;
+                }
+                continue;
+            }
         }
         index.listed().await;
         let span = tracing::info_span!("xds.translate", gateways = tracing::field::Empty);
@@ -104,4 +119,27 @@ pub async fn run(
             }
         }
     }
+}
+
+/// A Warning Event on the Gateway whose proxies rejected a version.
+async fn report(events: &fairlead_kit::events::Events, index: &Index, nack: &crate::server::Nack) {
+    let (namespace, name) = nack.group.split_once('/').unwrap_or_default();
+    let Some(gateway) = index.object("Gateway", namespace, name) else {
+        return;
+    };
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: gateway["apiVersion"].as_str().map(str::to_owned),
+        kind: Some("Gateway".into()),
+        name: Some(name.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        uid: gateway["metadata"]["uid"].as_str().map(str::to_owned),
+        ..Default::default()
+    };
+    let note = format!(
+        "a proxy rejected {} version {}: {}",
+        nack.type_name, nack.version, nack.message
+    );
+    events
+        .warning(&reference, "ConfigurationRejected", "Push", note)
+        .await;
 }

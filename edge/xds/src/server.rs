@@ -45,6 +45,66 @@ pub struct Quiet;
 
 impl Observer for Quiet {}
 
+/// Several observers, each told everything.
+pub struct Observers(pub Vec<Arc<dyn Observer>>);
+
+impl Observer for Observers {
+    fn connected(&self, group: &str) {
+        self.0.iter().for_each(|o| o.connected(group));
+    }
+    fn disconnected(&self, group: &str) {
+        self.0.iter().for_each(|o| o.disconnected(group));
+    }
+    fn pushed(
+        &self,
+        group: &str,
+        type_url: &str,
+        resources: usize,
+        latency: Option<std::time::Duration>,
+    ) {
+        self.0
+            .iter()
+            .for_each(|o| o.pushed(group, type_url, resources, latency));
+    }
+    fn verdict(&self, group: &str, verdict: &Verdict) {
+        self.0.iter().for_each(|o| o.verdict(group, verdict));
+    }
+}
+
+/// A proxy's rejection of a configuration, for the Gateway's Events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nack {
+    /// `namespace/gateway`.
+    pub group: String,
+    /// The rejected version's type (short name).
+    pub type_name: &'static str,
+    /// The version.
+    pub version: String,
+    /// The proxy's reason.
+    pub message: String,
+}
+
+/// An observer that forwards NACKs (to the loop that turns them into Events).
+pub struct NackForwarder(pub mpsc::UnboundedSender<Nack>);
+
+impl Observer for NackForwarder {
+    fn verdict(&self, group: &str, verdict: &Verdict) {
+        if let Verdict::Nack {
+            type_url,
+            version,
+            message,
+        } = verdict
+        {
+            let _ = self.0.send(Nack {
+                group: group.to_owned(),
+                type_name: crate::metrics::short(type_url),
+                version: version.clone(),
+                message: message.clone(),
+            });
+        }
+    }
+}
+
 /// The ADS service.
 #[derive(Clone)]
 pub struct Ads {

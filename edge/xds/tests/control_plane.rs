@@ -104,11 +104,14 @@ async fn objects_become_snapshots_and_statuses() {
         controller_name: fairlead_edge_translate::CONTROLLER_NAME.into(),
         lease: fairlead_kit::lease::LeaseConfig::new("alb-xds", "default", "test"),
     };
+    let (nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();
+    let forwarder = fairlead_edge_xds::server::NackForwarder(nacks_tx);
     tokio::spawn(fairlead_edge_xds::run::run(
         client.clone(),
         cache.clone(),
         settings,
         metrics,
+        nacks,
         stop.clone(),
         || {},
     ));
@@ -198,6 +201,44 @@ async fn objects_become_snapshots_and_statuses() {
                             && c["reason"] == "NotAllowed"
                     })
                 })
+        }
+    })
+    .await;
+
+    // Proxies rejecting a version: one Warning Event on the Gateway per version, however many
+    // proxies say so.
+    use fairlead_edge_xds::server::Observer as _;
+    for _ in 0..3 {
+        forwarder.verdict(
+            "default/gw",
+            &fairlead_edge_xds::sotw::Verdict::Nack {
+                type_url: fairlead_edge_xds::cache::ROUTE.into(),
+                version: "v1".into(),
+                message: "route: invalid regex".into(),
+            },
+        );
+    }
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    eventually("the ConfigurationRejected Event", || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.unwrap();
+            let rejected: Vec<_> = list
+                .items
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("ConfigurationRejected"))
+                .collect();
+            rejected.len() == 1
+                && rejected[0]
+                    .regarding
+                    .as_ref()
+                    .and_then(|r| r.name.as_deref())
+                    == Some("gw")
+                && rejected[0]
+                    .note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("invalid regex"))
         }
     })
     .await;
