@@ -20,6 +20,9 @@ pub const LEASE: &str = "alb-xds-status-writer";
 /// How long changes arriving together are collected before one translation.
 pub const DEBOUNCE: Duration = Duration::from_millis(10);
 
+/// How long a translation waits for watches that have not listed yet.
+const LISTED_WAIT: Duration = Duration::from_secs(10);
+
 /// Everything is translated again this often even without events (a failed status write is
 /// retried, a missed event cannot last).
 const RESYNC: Duration = Duration::from_secs(30);
@@ -69,7 +72,15 @@ pub async fn run(
                 continue;
             }
         }
-        index.listed().await;
+        // The first lists, but never for long: a kind whose watch keeps failing (RBAC, a
+        // broken conversion) must not stop every Gateway's configuration; it reads as empty
+        // and its watch keeps retrying (and warning).
+        if tokio::time::timeout(LISTED_WAIT, index.listed())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some watches have not listed yet; translating what is known");
+        }
         let span = tracing::info_span!("xds.translate", gateways = tracing::field::Empty);
         let _entered = span.enter();
         let started = Instant::now();

@@ -44,14 +44,22 @@ fn roots(ca_pem: Option<&str>) -> Result<RootCertStore, ProbeFailure> {
                 return Err(ProbeFailure::Config("caCert holds no certificate".into()));
             }
         }
-        None => {
-            let native = rustls_native_certs::load_native_certs();
-            for cert in native.certs {
-                let _ = roots.add(cert);
-            }
-        }
+        None => return Ok(system_roots().clone()),
     }
     Ok(roots)
+}
+
+/// The system's trust store, read once per process (not per probe: an HTTPS probe without a
+/// `caCert` would otherwise read every certificate file of the system each time).
+fn system_roots() -> &'static RootCertStore {
+    static ROOTS: std::sync::OnceLock<RootCertStore> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = RootCertStore::empty();
+        for cert in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(cert);
+        }
+        roots
+    })
 }
 
 /// A client certificate and key (PEM).
