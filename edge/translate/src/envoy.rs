@@ -37,7 +37,8 @@ pub fn any<M: Message + Name>(message: &M) -> Any {
     }
 }
 
-fn ads() -> core::ConfigSource {
+/// A config source: over the ADS stream, v3.
+pub fn ads() -> core::ConfigSource {
     core::ConfigSource {
         resource_api_version: core::ApiVersion::V3 as i32,
         config_source_specifier: Some(core::config_source::ConfigSourceSpecifier::Ads(
@@ -47,7 +48,8 @@ fn ads() -> core::ConfigSource {
     }
 }
 
-fn socket(address: &str, port: u16, udp: bool) -> core::Address {
+/// A socket address (TCP, or UDP when `udp`).
+pub fn socket(address: &str, port: u16, udp: bool) -> core::Address {
     core::Address {
         address: Some(core::address::Address::SocketAddress(core::SocketAddress {
             protocol: if udp {

@@ -5,8 +5,7 @@
 
 use std::cmp::Reverse;
 
-use crate::backend;
-use crate::http::{self, Action, Entry, Match, PathMatch, Rejected, Translated, Weighted};
+use crate::http::{self, Action, Entry, Match, PathMatch, Rejected, Translated};
 use crate::model::{GrpcRoute, Input};
 use crate::refs::Grants;
 
@@ -81,42 +80,20 @@ pub fn translate(
                 "{field}.filters: RequestRedirect and URLRewrite are not GRPCRoute filters"
             )));
         }
-        let resolve = |b: &crate::model::BackendRef, f: &str| {
-            backend::resolve(b, ("GRPCRoute", &namespace), f, input, grants, true)
+        let refs = http::RuleRefs {
+            kind: "GRPCRoute",
+            namespace: &namespace,
+            field: &field,
+            http2: true,
+            headers_only: false,
         };
-        let mut backends = Vec::new();
-        for (b, backend_ref) in rule.backend_refs.iter().enumerate() {
-            let f = format!("{field}.backendRefs[{b}]");
-            let own = http::filters(&format!("{f}.filters"), &backend_ref.filters)?;
-            let weight = u32::try_from(backend_ref.weight.unwrap_or(1).max(0)).unwrap_or(1);
-            let backend = match resolve(backend_ref, &f) {
-                Ok(b) => Some(b),
-                Err(problem) => {
-                    unresolved.get_or_insert(problem);
-                    None
-                }
-            };
-            if weight > 0 {
-                backends.push(Weighted {
-                    backend,
-                    weight,
-                    request_headers: own.request,
-                    response_headers: own.response,
-                });
-            }
-        }
-        let mut mirrors = Vec::new();
-        for (m, (mirror, percent)) in rule_filters.mirrors.iter().enumerate() {
-            match resolve(
-                mirror,
-                &format!("{field}.filters[{m}].requestMirror.backendRef"),
-            ) {
-                Ok(b) => mirrors.push((b, *percent)),
-                Err(problem) => {
-                    unresolved.get_or_insert(problem);
-                }
-            }
-        }
+        let (backends, mirrors) = refs.resolve(
+            &rule.backend_refs,
+            &rule_filters.mirrors,
+            input,
+            grants,
+            &mut unresolved,
+        )?;
         let action = Action::Forward {
             backends,
             rewrite: None,

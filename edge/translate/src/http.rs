@@ -323,6 +323,83 @@ pub(crate) fn rank(path: &PathMatch) -> (u8, Reverse<usize>) {
     }
 }
 
+/// Mirror backends and the percent of requests each gets.
+pub(crate) type Mirrors = Vec<(Backend, u32)>;
+
+/// Where a rule's references come from, for resolving them.
+pub(crate) struct RuleRefs<'a> {
+    /// The route kind (the referrer of ReferenceGrants).
+    pub(crate) kind: &'a str,
+    /// The route's namespace.
+    pub(crate) namespace: &'a str,
+    /// The rule's field path (`spec.rules[0]`).
+    pub(crate) field: &'a str,
+    /// The backends speak HTTP/2 (gRPC).
+    pub(crate) http2: bool,
+    /// Backend filters other than header modifiers are refused.
+    pub(crate) headers_only: bool,
+}
+
+impl RuleRefs<'_> {
+    /// A rule's weighted backends (with their own header filters) and its mirrors, resolved;
+    /// the first reference that does not resolve is kept in `unresolved`, and its share
+    /// stays (a `None` backend) so that it fails as the spec asks.
+    pub(crate) fn resolve(
+        &self,
+        backend_refs: &[BackendRef],
+        mirrors: &[(BackendRef, u32)],
+        input: &Input,
+        grants: &Grants<'_>,
+        unresolved: &mut Option<crate::backend::Unresolved>,
+    ) -> Result<(Vec<Weighted>, Mirrors), Rejected> {
+        let field = self.field;
+        let resolve = |b: &BackendRef, f: &str| {
+            backend::resolve(b, (self.kind, self.namespace), f, input, grants, self.http2)
+        };
+        let mut backends = Vec::new();
+        for (b, backend_ref) in backend_refs.iter().enumerate() {
+            let f = format!("{field}.backendRefs[{b}]");
+            let own = filters(&format!("{f}.filters"), &backend_ref.filters)?;
+            if self.headers_only
+                && (own.redirect.is_some() || own.rewrite.is_some() || !own.mirrors.is_empty())
+            {
+                return Err(Rejected(format!(
+                    "{f}.filters: only header modifiers are supported on a backend"
+                )));
+            }
+            let weight = u32::try_from(backend_ref.weight.unwrap_or(1).max(0)).unwrap_or(1);
+            let backend = match resolve(backend_ref, &f) {
+                Ok(b) => Some(b),
+                Err(problem) => {
+                    unresolved.get_or_insert(problem);
+                    None
+                }
+            };
+            if weight > 0 {
+                backends.push(Weighted {
+                    backend,
+                    weight,
+                    request_headers: own.request,
+                    response_headers: own.response,
+                });
+            }
+        }
+        let mut resolved_mirrors = Vec::new();
+        for (m, (mirror, percent)) in mirrors.iter().enumerate() {
+            match resolve(
+                mirror,
+                &format!("{field}.filters[{m}].requestMirror.backendRef"),
+            ) {
+                Ok(b) => resolved_mirrors.push((b, *percent)),
+                Err(problem) => {
+                    unresolved.get_or_insert(problem);
+                }
+            }
+        }
+        Ok((backends, resolved_mirrors))
+    }
+}
+
 /// Translates one HTTPRoute.
 pub fn translate(
     route: &HttpRoute,
@@ -348,45 +425,20 @@ pub fn translate(
     for (r, rule) in rules.iter().enumerate() {
         let field = format!("spec.rules[{r}]");
         let rule_filters = filters(&format!("{field}.filters"), &rule.filters)?;
-        let resolve = |b: &BackendRef, f: &str| {
-            backend::resolve(b, ("HTTPRoute", &namespace), f, input, grants, false)
+        let refs = RuleRefs {
+            kind: "HTTPRoute",
+            namespace: &namespace,
+            field: &field,
+            http2: false,
+            headers_only: true,
         };
-        let mut backends = Vec::new();
-        for (b, backend_ref) in rule.backend_refs.iter().enumerate() {
-            let f = format!("{field}.backendRefs[{b}]");
-            let own = filters(&format!("{f}.filters"), &backend_ref.filters)?;
-            if own.redirect.is_some() || own.rewrite.is_some() || !own.mirrors.is_empty() {
-                return Err(Rejected(format!(
-                    "{f}.filters: only header modifiers are supported on a backend"
-                )));
-            }
-            let weight = u32::try_from(backend_ref.weight.unwrap_or(1).max(0)).unwrap_or(1);
-            let backend = match resolve(backend_ref, &f) {
-                Ok(b) => Some(b),
-                Err(problem) => {
-                    unresolved.get_or_insert(problem);
-                    None
-                }
-            };
-            if weight > 0 {
-                backends.push(Weighted {
-                    backend,
-                    weight,
-                    request_headers: own.request,
-                    response_headers: own.response,
-                });
-            }
-        }
-        let mut mirrors = Vec::new();
-        for (m, (mirror, percent)) in rule_filters.mirrors.iter().enumerate() {
-            let f = format!("{field}.filters[{m}].requestMirror.backendRef");
-            match resolve(mirror, &f) {
-                Ok(b) => mirrors.push((b, *percent)),
-                Err(problem) => {
-                    unresolved.get_or_insert(problem);
-                }
-            }
-        }
+        let (backends, mirrors) = refs.resolve(
+            &rule.backend_refs,
+            &rule_filters.mirrors,
+            input,
+            grants,
+            &mut unresolved,
+        )?;
         let timeouts = rule.timeouts.clone().unwrap_or_default();
         let timeout = match timeouts
             .request

@@ -2,9 +2,9 @@
 //! rule, weighted; a backend that does not resolve keeps its share, whose connections are
 //! rejected, as the spec asks of these kinds.
 
-use crate::backend::{self, Unresolved};
-use crate::http::{Rejected, Weighted};
-use crate::model::{HeaderModifier, Input, StreamRoute};
+use crate::backend::Unresolved;
+use crate::http::{Rejected, RuleRefs, Weighted};
+use crate::model::{Input, StreamRoute};
 use crate::refs::Grants;
 
 /// A stream route's forwarding.
@@ -34,41 +34,20 @@ pub fn translate(
         )));
     }
     let mut unresolved = None;
-    let mut backends = Vec::new();
-    for (b, backend_ref) in route
+    let refs = RuleRefs {
+        kind,
+        namespace: &namespace,
+        field: "spec.rules[0]",
+        http2: false,
+        headers_only: false,
+    };
+    let backend_refs = route
         .spec
         .rules
         .first()
         .map(|r| r.backend_refs.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
-        let field = format!("spec.rules[0].backendRefs[{b}]");
-        let weight = u32::try_from(backend_ref.weight.unwrap_or(1).max(0)).unwrap_or(1);
-        let backend = match backend::resolve(
-            backend_ref,
-            (kind, &namespace),
-            &field,
-            input,
-            grants,
-            false,
-        ) {
-            Ok(b) => Some(b),
-            Err(problem) => {
-                unresolved.get_or_insert(problem);
-                None
-            }
-        };
-        if weight > 0 {
-            backends.push(Weighted {
-                backend,
-                weight,
-                request_headers: HeaderModifier::default(),
-                response_headers: HeaderModifier::default(),
-            });
-        }
-    }
+        .unwrap_or_default();
+    let (backends, _) = refs.resolve(backend_refs, &[], input, grants, &mut unresolved)?;
     let created = route
         .metadata
         .creation_timestamp

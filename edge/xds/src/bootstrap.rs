@@ -6,8 +6,7 @@
 use envoy_types::pb::envoy::config::bootstrap::v3::{Admin, Bootstrap, bootstrap};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{
-    self as core, AggregatedConfigSource, ApiConfigSource, ApiVersion, ConfigSource, GrpcService,
-    Node, api_config_source, config_source, grpc_service,
+    self as core, ApiConfigSource, ApiVersion, GrpcService, Node, api_config_source, grpc_service,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -22,27 +21,7 @@ use crate::cli::BootstrapArgs;
 /// The static cluster of the xDS server.
 const XDS_CLUSTER: &str = "fairlead-xds";
 
-fn socket(host: &str, port: u16) -> core::Address {
-    core::Address {
-        address: Some(core::address::Address::SocketAddress(core::SocketAddress {
-            address: host.to_owned(),
-            port_specifier: Some(core::socket_address::PortSpecifier::PortValue(u32::from(
-                port,
-            ))),
-            ..Default::default()
-        })),
-    }
-}
-
-fn ads() -> ConfigSource {
-    ConfigSource {
-        resource_api_version: ApiVersion::V3 as i32,
-        config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
-            AggregatedConfigSource {},
-        )),
-        ..Default::default()
-    }
-}
+use fairlead_edge_translate::envoy::{ads, socket};
 
 /// Why no bootstrap could be made.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +83,7 @@ pub fn bootstrap(args: &BootstrapArgs) -> Result<Bootstrap, BootstrapError> {
             endpoints: vec![LocalityLbEndpoints {
                 lb_endpoints: vec![LbEndpoint {
                     host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
-                        address: Some(socket(host, port)),
+                        address: Some(socket(host, port, false)),
                         ..Default::default()
                     })),
                     ..Default::default()
@@ -122,7 +101,7 @@ pub fn bootstrap(args: &BootstrapArgs) -> Result<Bootstrap, BootstrapError> {
             ..Default::default()
         }),
         admin: Some(Admin {
-            address: Some(socket("127.0.0.1", args.admin_port)),
+            address: Some(socket("127.0.0.1", args.admin_port, false)),
             ..Default::default()
         }),
         dynamic_resources: Some(bootstrap::DynamicResources {

@@ -16,28 +16,32 @@ use crate::delta::Delta;
 use crate::server::{Ads, serve};
 use crate::sotw::Sotw;
 
-fn typed(
-    requests: Streaming<DiscoveryRequest>,
-    type_url: &'static str,
-) -> impl futures::Stream<Item = Result<DiscoveryRequest, Status>> + Unpin + Send + 'static {
-    requests.map(move |r| {
-        r.map(|mut r| {
-            if r.type_url.is_empty() {
-                r.type_url = type_url.to_owned();
-            }
-            r
-        })
-    })
+/// A request that names its resource type.
+trait Typed {
+    fn type_url(&mut self) -> &mut String;
 }
 
-fn typed_delta(
-    requests: Streaming<DeltaDiscoveryRequest>,
+impl Typed for DiscoveryRequest {
+    fn type_url(&mut self) -> &mut String {
+        &mut self.type_url
+    }
+}
+
+impl Typed for DeltaDiscoveryRequest {
+    fn type_url(&mut self) -> &mut String {
+        &mut self.type_url
+    }
+}
+
+/// The requests of a per-type stream, with an empty `type_url` read as the service's type.
+fn typed<R: Typed + Send + 'static>(
+    requests: Streaming<R>,
     type_url: &'static str,
-) -> impl futures::Stream<Item = Result<DeltaDiscoveryRequest, Status>> + Unpin + Send + 'static {
+) -> impl futures::Stream<Item = Result<R, Status>> + Unpin + Send + 'static {
     requests.map(move |r| {
         r.map(|mut r| {
-            if r.type_url.is_empty() {
-                r.type_url = type_url.to_owned();
+            if r.type_url().is_empty() {
+                *r.type_url() = type_url.to_owned();
             }
             r
         })
@@ -71,7 +75,7 @@ impl Ads {
             Delta::new(),
             self.cache.clone(),
             self.observer.clone(),
-            typed_delta(requests, type_url),
+            typed(requests, type_url),
             tx,
         ));
         ReceiverStream::new(rx)

@@ -45,6 +45,29 @@ pub fn conditions(desired: &[Condition], current: Option<&Value>, now: &str) -> 
     )
 }
 
+/// Listener statuses as JSON, keeping each listener's condition times from `current`.
+pub fn listeners(
+    desired: &[fairlead_edge_translate::status::ListenerStatus],
+    current: &Value,
+    now: &str,
+) -> Vec<Value> {
+    desired
+        .iter()
+        .map(|l| {
+            let previous = current["status"]["listeners"]
+                .as_array()
+                .and_then(|ls| ls.iter().find(|c| c["name"] == l.name.as_str()))
+                .map(|c| &c["conditions"]);
+            json!({
+                "name": l.name,
+                "supportedKinds": l.supported_kinds,
+                "attachedRoutes": l.attached_routes,
+                "conditions": conditions(&l.conditions, previous, now),
+            })
+        })
+        .collect()
+}
+
 /// The status of `current` with our route parent entries replaced by `ours`.
 pub fn route_parents(current: &Value, controller_name: &str, ours: &[Value]) -> Value {
     let mut parents: Vec<Value> = current["status"]["parents"]
@@ -117,22 +140,7 @@ impl StatusWriter {
             let Some(current) = index.object("Gateway", namespace, name) else {
                 continue;
             };
-            let listeners: Vec<Value> = desired
-                .listeners
-                .iter()
-                .map(|l| {
-                    let previous = current["status"]["listeners"]
-                        .as_array()
-                        .and_then(|ls| ls.iter().find(|c| c["name"] == l.name.as_str()))
-                        .map(|c| &c["conditions"]);
-                    json!({
-                        "name": l.name,
-                        "supportedKinds": l.supported_kinds,
-                        "attachedRoutes": l.attached_routes,
-                        "conditions": conditions(&l.conditions, previous, &now),
-                    })
-                })
-                .collect();
+            let listeners = listeners(&desired.listeners, &current, &now);
             let status = json!({
                 "addresses": desired.addresses,
                 "conditions": conditions(&desired.conditions, Some(&current["status"]["conditions"]), &now),
@@ -154,22 +162,7 @@ impl StatusWriter {
             else {
                 continue;
             };
-            let listeners: Vec<Value> = desired
-                .listeners
-                .iter()
-                .map(|l| {
-                    let previous = current["status"]["listeners"]
-                        .as_array()
-                        .and_then(|ls| ls.iter().find(|c| c["name"] == l.name.as_str()))
-                        .map(|c| &c["conditions"]);
-                    json!({
-                        "name": l.name,
-                        "supportedKinds": l.supported_kinds,
-                        "attachedRoutes": l.attached_routes,
-                        "conditions": conditions(&l.conditions, previous, &now),
-                    })
-                })
-                .collect();
+            let listeners = listeners(&desired.listeners, &current, &now);
             let status = json!({
                 "conditions": conditions(&desired.conditions, Some(&current["status"]["conditions"]), &now),
                 "listeners": listeners,
