@@ -25,6 +25,7 @@ use prost::{Message, Name};
 use crate::Resources;
 use crate::attach::{Attached, GatewayState};
 use crate::backend::Backend;
+use crate::backend_tls::{Policies, TrustAnchors, UpstreamTls};
 use crate::gateway::{Protocol, ResolvedListener};
 use crate::http::{Action, Entry, PathMatch, ValueMatch};
 use crate::model::{HeaderModifier, Input};
@@ -159,8 +160,12 @@ pub fn grpc_route_configuration(
     Some(config)
 }
 
-/// The Envoy resources of one Gateway.
-pub fn resources(state: &GatewayState<'_>, input: &Input) -> Resources {
+/// The Envoy resources of one Gateway, and the backends they reach.
+pub fn resources(
+    state: &GatewayState<'_>,
+    input: &Input,
+    tls: &Policies,
+) -> (Resources, Vec<Backend>) {
     let mut out = Resources::default();
     let mut backends: BTreeSet<Backend> = BTreeSet::new();
     let mut secrets: BTreeSet<String> = BTreeSet::new();
@@ -271,8 +276,19 @@ pub fn resources(state: &GatewayState<'_>, input: &Input) -> Resources {
         });
     }
     for backend in &backends {
-        out.clusters.push(cluster_for(backend));
-        out.endpoints.push(endpoints_for(backend, input));
+        let upstream = tls.for_backend(backend);
+        out.clusters.push(cluster_for(backend, upstream));
+        out.endpoints
+            .push(if upstream.is_some_and(|u| u.anchors.is_none()) {
+                // No valid trust anchor: no endpoint, so requests fail (503) instead of going
+                // out unchecked.
+                endpoint::ClusterLoadAssignment {
+                    cluster_name: backend.cluster(),
+                    ..Default::default()
+                }
+            } else {
+                endpoints_for(backend, input)
+            });
     }
     for key in &secrets {
         if let Some((namespace, name)) = key.split_once('/')
@@ -295,7 +311,7 @@ pub fn resources(state: &GatewayState<'_>, input: &Input) -> Resources {
             });
         }
     }
-    out
+    (out, backends.into_iter().collect())
 }
 
 /// A chain that terminates TLS with the listener's certificates, then runs `filter`.
@@ -797,8 +813,9 @@ fn envoy_route(entry: &Entry, backends: &mut BTreeSet<Backend>) -> route::Route 
     }
 }
 
-fn cluster_for(backend: &Backend) -> cluster::Cluster {
+fn cluster_for(backend: &Backend, upstream: Option<&UpstreamTls>) -> cluster::Cluster {
     cluster::Cluster {
+        transport_socket: upstream.map(|u| upstream_tls(u, backend.http2)),
         name: backend.cluster(),
         cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
             cluster::cluster::DiscoveryType::Eds as i32,
@@ -833,6 +850,67 @@ fn cluster_for(backend: &Backend) -> cluster::Cluster {
             Default::default()
         },
         ..Default::default()
+    }
+}
+
+/// The TLS transport socket of a cluster under a BackendTLSPolicy: SNI, trust anchors, and
+/// the names of which the certificate must carry one.
+fn upstream_tls(u: &UpstreamTls, http2: bool) -> core::TransportSocket {
+    let trusted_ca = u.anchors.as_ref().map(|a| core::DataSource {
+        specifier: Some(match a {
+            TrustAnchors::System => core::data_source::Specifier::Filename(
+                crate::backend_tls::SYSTEM_TRUST_STORE.to_owned(),
+            ),
+            TrustAnchors::Pem(pem) => core::data_source::Specifier::InlineBytes(pem.clone()),
+        }),
+        ..Default::default()
+    });
+    let match_typed_subject_alt_names = u
+        .names
+        .iter()
+        .map(|n| {
+            let (san_type, value) = match n {
+                crate::backend_tls::Name::Dns(v) => {
+                    (tls::subject_alt_name_matcher::SanType::Dns, v)
+                }
+                crate::backend_tls::Name::Uri(v) => {
+                    (tls::subject_alt_name_matcher::SanType::Uri, v)
+                }
+            };
+            tls::SubjectAltNameMatcher {
+                san_type: san_type as i32,
+                matcher: Some(matcher::StringMatcher {
+                    match_pattern: Some(matcher::string_matcher::MatchPattern::Exact(
+                        value.clone(),
+                    )),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let context = tls::UpstreamTlsContext {
+        sni: u.sni.clone(),
+        common_tls_context: Some(tls::CommonTlsContext {
+            alpn_protocols: if http2 { vec!["h2".into()] } else { Vec::new() },
+            validation_context_type: Some(
+                tls::common_tls_context::ValidationContextType::ValidationContext(
+                    tls::CertificateValidationContext {
+                        trusted_ca,
+                        match_typed_subject_alt_names,
+                        ..Default::default()
+                    },
+                ),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    core::TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(core::transport_socket::ConfigType::TypedConfig(any(
+            &context,
+        ))),
     }
 }
 

@@ -6,10 +6,12 @@
 //! `model` (input as plain data) → `gateway` (listeners, conflicts, certificates) → `http`
 //! (route rules, matches, filters, precedence) with `backend` and `refs` (references and
 //! grants) → `attach` (parentRefs, allowedRoutes, hostnames; route status) → `envoy`
-//! (listeners, route configurations, clusters, endpoints, secrets).
+//! (listeners, route configurations, clusters, endpoints, secrets), with `backend_tls` (how
+//! clusters speak TLS to their Services, and the policies' status).
 
 pub mod attach;
 pub mod backend;
+pub mod backend_tls;
 pub mod envoy;
 pub mod gateway;
 pub mod grpc;
@@ -88,7 +90,9 @@ pub fn translate(input: &Input, controller_name: &str) -> Translation {
         controller_name,
         &mut statuses,
     );
+    let tls = backend_tls::Policies::new(input);
     let mut out = Translation::default();
+    let mut used = Vec::with_capacity(gateways.len());
     for g in &gateways {
         statuses.gateways.insert(g.key.clone(), gateway_status(g));
         for set in &g.sets {
@@ -96,9 +100,14 @@ pub fn translate(input: &Input, controller_name: &str) -> Translation {
                 .listener_sets
                 .insert(set.key.clone(), listener_set_status(g, set));
         }
-        out.gateways
-            .insert(g.key.clone(), envoy::resources(g, input));
+        let (resources, backends) = envoy::resources(g, input, &tls);
+        out.gateways.insert(g.key.clone(), resources);
+        used.push((g.key.as_str(), backends));
     }
+    statuses.backend_tls_policies = tls.statuses(
+        used.iter().map(|(k, b)| (*k, b.as_slice())),
+        controller_name,
+    );
     out.statuses = statuses;
     out
 }

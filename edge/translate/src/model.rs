@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Deserialize;
@@ -601,6 +601,77 @@ pub struct GrantTo {
     pub name: Option<String>,
 }
 
+/// A `BackendTLSPolicy` (GEP-1897): how the proxy speaks TLS to a Service.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsPolicy {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: BackendTlsPolicySpec,
+}
+
+/// `BackendTLSPolicy.spec`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsPolicySpec {
+    /// The Services (and optionally their ports, by name) the policy applies to.
+    #[serde(default)]
+    pub target_refs: Vec<PolicyTargetRef>,
+    /// How the backend's certificate is checked.
+    #[serde(default)]
+    pub validation: BackendTlsValidation,
+}
+
+/// `targetRefs[]` of a policy: a local object, optionally one section (a Service port name).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyTargetRef {
+    /// Group (core when empty).
+    #[serde(default)]
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Section (a Service port name).
+    #[serde(default)]
+    pub section_name: Option<String>,
+}
+
+/// `BackendTLSPolicy.spec.validation`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsValidation {
+    /// CA bundles (ConfigMaps with a `ca.crt` key) in the policy's namespace.
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<ObjectRef>,
+    /// `System`: the proxy's trust store instead of `caCertificateRefs`.
+    #[serde(default, rename = "wellKnownCACertificates")]
+    pub well_known_ca_certificates: Option<String>,
+    /// SNI, and the name the certificate must carry unless `subjectAltNames` is given.
+    #[serde(default)]
+    pub hostname: String,
+    /// Names of which the certificate must carry at least one.
+    #[serde(default)]
+    pub subject_alt_names: Vec<SubjectAltName>,
+}
+
+/// `subjectAltNames[]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubjectAltName {
+    /// `Hostname` or `URI`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The DNS name of `type: Hostname`.
+    #[serde(default)]
+    pub hostname: Option<String>,
+    /// The URI of `type: URI` (a SPIFFE ID, say).
+    #[serde(default)]
+    pub uri: Option<String>,
+}
+
 /// Everything the translator reads, as the index holds it.
 #[derive(Clone, Debug, Default)]
 pub struct Input {
@@ -622,6 +693,10 @@ pub struct Input {
     pub udp_routes: Vec<StreamRoute>,
     /// ReferenceGrants.
     pub reference_grants: Vec<ReferenceGrant>,
+    /// BackendTLSPolicies.
+    pub backend_tls_policies: Vec<BackendTlsPolicy>,
+    /// ConfigMaps (CA bundles of BackendTLSPolicies).
+    pub config_maps: Vec<ConfigMap>,
     /// Services.
     pub services: Vec<Service>,
     /// EndpointSlices.
@@ -756,6 +831,8 @@ impl Input {
             "TCPRoute" => push(&mut self.tcp_routes, object),
             "UDPRoute" => push(&mut self.udp_routes, object),
             "ReferenceGrant" => push(&mut self.reference_grants, object),
+            "BackendTLSPolicy" => push(&mut self.backend_tls_policies, object),
+            "ConfigMap" => push(&mut self.config_maps, object),
             "Service" => push(&mut self.services, object),
             "EndpointSlice" => push(&mut self.endpoint_slices, object),
             "Secret" => push(&mut self.secrets, object),

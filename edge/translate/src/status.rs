@@ -101,6 +101,18 @@ pub struct RouteParentStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// One entry of a policy's `status.ancestors`, ours: the Gateway it takes effect on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyAncestorStatus {
+    /// The Gateway.
+    pub ancestor_ref: ParentRef,
+    /// Our controller name.
+    pub controller_name: String,
+    /// `Accepted` and `ResolvedRefs`.
+    pub conditions: Vec<Condition>,
+}
+
 /// A route by kind, namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct RouteKey {
@@ -130,4 +142,7 @@ pub struct Statuses {
     pub listener_sets: BTreeMap<String, ListenerSetStatus>,
     /// Routes: our entries of `status.parents`.
     pub routes: BTreeMap<String, Vec<RouteParentStatus>>,
+    /// BackendTLSPolicies (`namespace/name`): our entries of `status.ancestors`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub backend_tls_policies: BTreeMap<String, Vec<PolicyAncestorStatus>>,
 }

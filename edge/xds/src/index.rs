@@ -104,6 +104,11 @@ const WANTED: &[Wanted] = &[
         kind: "Namespace",
         fields: None,
     },
+    Wanted {
+        group: "",
+        kind: "ConfigMap",
+        fields: None,
+    },
 ];
 
 /// One watched kind.

@@ -5,7 +5,8 @@
 //! `status.parents` is an atomic list shared with other Gateway controllers: it is read, our
 //! entries (by `controllerName`) are replaced and the others kept, and the object is written
 //! to `/status` with its `resourceVersion` as a precondition; a 409 (someone wrote in between)
-//! re-reads and retries. Never a forced apply, which would wipe the others' entries.
+//! re-reads and retries. Never a forced apply, which would wipe the others' entries. A
+//! BackendTLSPolicy's `status.ancestors` is shared the same way.
 
 use std::sync::Arc;
 
@@ -17,6 +18,31 @@ use crate::index::Index;
 
 /// Route kinds whose `status.parents` we share.
 pub const ROUTE_KINDS: &[&str] = &["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"];
+
+/// A status list shared with other controllers: routes' `parents`, policies' `ancestors`.
+#[derive(Clone, Copy)]
+struct Shared {
+    /// The list under `status`.
+    list: &'static str,
+    /// The reference field of an entry.
+    reference: &'static str,
+}
+
+const PARENTS: Shared = Shared {
+    list: "parents",
+    reference: "parentRef",
+};
+
+const ANCESTORS: Shared = Shared {
+    list: "ancestors",
+    reference: "ancestorRef",
+};
+
+/// One of our entries of a shared list.
+struct Entry<'a> {
+    reference: &'a fairlead_edge_translate::model::ParentRef,
+    conditions: &'a [Condition],
+}
 
 /// How many times a route status write is retried after a conflict.
 const CONFLICT_RETRIES: usize = 3;
@@ -68,9 +94,9 @@ pub fn listeners(
         .collect()
 }
 
-/// The status of `current` with our route parent entries replaced by `ours`.
-pub fn route_parents(current: &Value, controller_name: &str, ours: &[Value]) -> Value {
-    let mut parents: Vec<Value> = current["status"]["parents"]
+/// The list `status.<list>` of `current` with our entries replaced by `ours`.
+pub fn shared_list(current: &Value, list: &str, controller_name: &str, ours: &[Value]) -> Value {
+    let mut parents: Vec<Value> = current["status"][list]
         .as_array()
         .cloned()
         .unwrap_or_default()
@@ -173,25 +199,53 @@ impl StatusWriter {
                 key,
             );
         }
-        for kind in ROUTE_KINDS {
+        for kind in ROUTE_KINDS.iter().chain(&["BackendTLSPolicy"]) {
             for current in index.objects(kind) {
                 let namespace = current["metadata"]["namespace"]
                     .as_str()
                     .unwrap_or_default();
                 let name = current["metadata"]["name"].as_str().unwrap_or_default();
-                let key = format!("{kind}/{namespace}/{name}");
-                let desired = statuses.routes.get(&key).cloned().unwrap_or_default();
-                let had_ours = current["status"]["parents"].as_array().is_some_and(|ps| {
+                let (shared, desired): (Shared, Vec<Entry<'_>>) = if *kind == "BackendTLSPolicy" {
+                    let key = format!("{namespace}/{name}");
+                    let entries = statuses.backend_tls_policies.get(&key);
+                    (
+                        ANCESTORS,
+                        entries
+                            .into_iter()
+                            .flatten()
+                            .map(|a| Entry {
+                                reference: &a.ancestor_ref,
+                                conditions: &a.conditions,
+                            })
+                            .collect(),
+                    )
+                } else {
+                    let key = format!("{kind}/{namespace}/{name}");
+                    let entries = statuses.routes.get(&key);
+                    (
+                        PARENTS,
+                        entries
+                            .into_iter()
+                            .flatten()
+                            .map(|p| Entry {
+                                reference: &p.parent_ref,
+                                conditions: &p.conditions,
+                            })
+                            .collect(),
+                    )
+                };
+                let had_ours = current["status"][shared.list].as_array().is_some_and(|ps| {
                     ps.iter()
                         .any(|p| p["controllerName"] == self.controller_name.as_str())
                 });
                 if desired.is_empty() && !had_ours {
                     continue;
                 }
+                let what = format!("{kind}/{namespace}/{name}");
                 count(
-                    self.route(index, kind, current.clone(), &desired, &now)
+                    self.shared(index, kind, shared, current.clone(), &desired, &now)
                         .await,
-                    &key,
+                    &what,
                 );
             }
         }
@@ -254,14 +308,15 @@ impl StatusWriter {
         Ok(true)
     }
 
-    /// Replaces our entries of a route's `status.parents`, with the resourceVersion as a
-    /// precondition, re-reading after a conflict.
-    async fn route(
+    /// Replaces our entries of a shared status list (a route's `parents`, a policy's
+    /// `ancestors`), with the resourceVersion as a precondition, re-reading after a conflict.
+    async fn shared(
         &self,
         index: &Index,
         kind: &str,
+        shared: Shared,
         mut current: Arc<Value>,
-        desired: &[fairlead_edge_translate::status::RouteParentStatus],
+        desired: &[Entry<'_>],
         now: &str,
     ) -> Result<bool, kube::Error> {
         let namespace = current["metadata"]["namespace"]
@@ -276,7 +331,7 @@ impl StatusWriter {
             return Ok(false);
         };
         for attempt in 0..=CONFLICT_RETRIES {
-            let previous = current["status"]["parents"]
+            let previous = current["status"][shared.list]
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
@@ -285,25 +340,26 @@ impl StatusWriter {
                 .map(|p| {
                     let before = previous.iter().find(|o| {
                         o["controllerName"] == self.controller_name.as_str()
-                            && serde_json::from_value::<fairlead_edge_translate::model::ParentRef>(o["parentRef"].clone()).ok().as_ref() == Some(&p.parent_ref)
+                            && serde_json::from_value::<fairlead_edge_translate::model::ParentRef>(o[shared.reference].clone()).ok().as_ref() == Some(p.reference)
                     });
-                    json!({
-                        "parentRef": p.parent_ref,
-                        "controllerName": p.controller_name,
-                        "conditions": conditions(&p.conditions, before.map(|b| &b["conditions"]), now),
-                    })
+                    let mut entry = json!({
+                        "controllerName": self.controller_name,
+                        "conditions": conditions(p.conditions, before.map(|b| &b["conditions"]), now),
+                    });
+                    entry[shared.reference] = json!(p.reference);
+                    entry
                 })
                 .collect();
-            let parents = route_parents(&current, &self.controller_name, &ours);
-            if same(&current["status"]["parents"], &parents) {
+            let list = shared_list(&current, shared.list, &self.controller_name, &ours);
+            if same(&current["status"][shared.list], &list) {
                 return Ok(attempt > 0);
             }
             let mut object = current.as_ref().clone();
-            object["status"]["parents"] = parents;
+            object["status"][shared.list] = list;
             let body: DynamicObject = match serde_json::from_value(object) {
                 Ok(body) => body,
                 Err(e) => {
-                    tracing::warn!(route = %name, error = %e, "route does not read back; skipping its status");
+                    tracing::warn!(kind, object = %name, error = %e, "object does not read back; skipping its status");
                     return Ok(false);
                 }
             };

@@ -26,7 +26,11 @@ async fn create(client: &kube::Client, value: serde_json::Value) {
     let kind = value["kind"].as_str().unwrap().to_owned();
     let api_version = value["apiVersion"].as_str().unwrap().to_owned();
     let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
-    let plural = format!("{}s", kind.to_lowercase());
+    let lower = kind.to_lowercase();
+    let plural = match lower.strip_suffix("cy") {
+        Some(stem) => format!("{stem}cies"),
+        None => format!("{lower}s"),
+    };
     let ar = ApiResource {
         group: group.into(),
         version: version.into(),
@@ -239,6 +243,75 @@ async fn objects_become_snapshots_and_statuses() {
                     .note
                     .as_deref()
                     .is_some_and(|n| n.contains("invalid regex"))
+        }
+    })
+    .await;
+
+    // A BackendTLSPolicy on the route's Service: the cluster speaks TLS, and the policy's
+    // ancestors gain our entry for the Gateway next to another controller's.
+    create(
+        &client,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "shop-ca", "namespace": "default"},
+        "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}}),
+    )
+    .await;
+    create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",
+        "metadata": {"name": "shop-tls", "namespace": "default"},
+        "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "shop"}],
+                 "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "shop-ca"}],
+                                "hostname": "shop.default.svc"}}}))
+    .await;
+    let policies: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &resource("BackendTLSPolicy", "backendtlspolicies"),
+    );
+    let theirs = json!({"ancestorRef": {"name": "other-gw"}, "controllerName": "example.com/other",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    policies
+        .patch_status(
+            "shop-tls",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ancestors": [theirs]}})),
+        )
+        .await
+        .unwrap();
+    eventually("the TLS cluster", || {
+        let cache = cache.clone();
+        async move {
+            cache
+                .get("default/gw")
+                .get(fairlead_edge_xds::cache::CLUSTER, "default/shop/8080")
+                .is_some_and(|c| {
+                    use prost::Message as _;
+                    envoy_types::pb::envoy::config::cluster::v3::Cluster::decode(
+                        c.any.value.as_slice(),
+                    )
+                    .is_ok_and(|c| c.transport_socket.is_some())
+                })
+        }
+    })
+    .await;
+    eventually("the policy's ancestors", || {
+        let policies = policies.clone();
+        async move {
+            let policy = policies.get("shop-tls").await.unwrap();
+            let ancestors = policy.data["status"]["ancestors"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let ours = ancestors.iter().any(|a| {
+                a["controllerName"] == fairlead_edge_translate::CONTROLLER_NAME
+                    && a["ancestorRef"]["name"] == "gw"
+                    && a["ancestorRef"]["kind"] == "Gateway"
+                    && a["conditions"][0]["type"] == "Accepted"
+                    && a["conditions"][0]["status"] == "True"
+            });
+            let kept = ancestors
+                .iter()
+                .any(|a| a["controllerName"] == "example.com/other");
+            ours && kept && ancestors.len() == 2
         }
     })
     .await;

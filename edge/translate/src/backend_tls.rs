@@ -1,0 +1,350 @@
+//! BackendTLSPolicy (GEP-1897): which Service ports the proxy reaches over TLS, with which
+//! SNI, trust anchors and names to check, and the policies' own conditions.
+//!
+//! A policy targets Services (a whole Service, or one port by its name as `sectionName`).
+//! Where several target the same Service port, the oldest wins, then the first by name; the
+//! others are `Accepted=False`/`Conflicted`. CA bundles come from ConfigMaps (key `ca.crt`) in
+//! the policy's namespace, or from the proxy's system trust store
+//! (`wellKnownCACertificates: System`). A policy whose every CA reference is invalid is
+//! `Accepted=False`/`NoValidCACertificate`, and its backends get no endpoints, so requests
+//! to them fail with a 5xx as the spec demands rather than go out unchecked.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::backend::Backend;
+use crate::model::{BackendTlsPolicy, Input, ParentRef};
+use crate::status::{Condition, PolicyAncestorStatus};
+
+/// Where the proxy finds the system trust store (the Envoy image's Debian bundle).
+pub const SYSTEM_TRUST_STORE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// Trust anchors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TrustAnchors {
+    /// The proxy's system trust store.
+    System,
+    /// PEM bundles, concatenated.
+    Pem(Vec<u8>),
+}
+
+/// A name the backend's certificate must carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Name {
+    /// A DNS name.
+    Dns(String),
+    /// A URI.
+    Uri(String),
+}
+
+/// How the proxy speaks TLS to one backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamTls {
+    /// The policy, `namespace/name`.
+    pub policy: String,
+    /// SNI.
+    pub sni: String,
+    /// Trust anchors; `None` when every CA reference is invalid (no connection may be made).
+    pub anchors: Option<TrustAnchors>,
+    /// Names of which the certificate must carry one.
+    pub names: Vec<Name>,
+}
+
+/// One policy's decision, independent of the Gateways that use it.
+#[derive(Clone, Debug)]
+struct Decided {
+    conditions: Vec<Condition>,
+    tls: UpstreamTls,
+    /// `(namespace, service, section)` targets.
+    targets: Vec<(String, String, Option<String>)>,
+}
+
+/// The policies of an input, resolved.
+#[derive(Debug, Default)]
+pub struct Policies {
+    /// Decisions by policy key, in key order.
+    decided: BTreeMap<String, Decided>,
+    /// The winning policy per `(namespace, service, section)`.
+    winners: HashMap<(String, String, Option<String>), String>,
+}
+
+impl Policies {
+    /// Resolves the policies of `input`.
+    pub fn new(input: &Input) -> Self {
+        let mut policies = Self::default();
+        if input.backend_tls_policies.is_empty() {
+            return policies;
+        }
+        let mut claims: HashMap<(String, String, Option<String>), Vec<&BackendTlsPolicy>> =
+            HashMap::new();
+        for policy in &input.backend_tls_policies {
+            let namespace = policy.metadata.namespace.clone().unwrap_or_default();
+            let decided = decide(policy, input);
+            for target in &decided.targets {
+                claims.entry(target.clone()).or_default().push(policy);
+            }
+            policies.decided.insert(
+                format!(
+                    "{namespace}/{}",
+                    policy.metadata.name.as_deref().unwrap_or_default()
+                ),
+                decided,
+            );
+        }
+        let mut lost: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (target, mut claimants) in claims {
+            claimants.sort_by(|a, b| {
+                (&a.metadata.creation_timestamp, &a.metadata.name)
+                    .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
+            });
+            let key = |p: &BackendTlsPolicy| {
+                format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap_or_default(),
+                    p.metadata.name.as_deref().unwrap_or_default()
+                )
+            };
+            let winner = key(claimants[0]);
+            for loser in &claimants[1..] {
+                lost.entry(key(loser)).or_default().push(winner.clone());
+            }
+            policies.winners.insert(target, winner);
+        }
+        for (key, winners) in lost {
+            let Some(decided) = policies.decided.get_mut(&key) else {
+                continue;
+            };
+            let won_any = policies.winners.values().any(|w| *w == key);
+            if !won_any {
+                let generation = decided
+                    .conditions
+                    .first()
+                    .and_then(|c| c.observed_generation);
+                decided.conditions[0] = Condition::new(
+                    "Accepted",
+                    false,
+                    "Conflicted",
+                    format!(
+                        "spec.targetRefs: every target is taken by an older policy ({})",
+                        winners.join(", ")
+                    ),
+                    generation,
+                );
+            }
+        }
+        policies
+    }
+
+    /// The TLS settings for `backend`: the policy on its port, else the one on the whole
+    /// Service.
+    pub fn for_backend(&self, backend: &Backend) -> Option<&UpstreamTls> {
+        if self.winners.is_empty() {
+            return None;
+        }
+        let port = (
+            backend.namespace.clone(),
+            backend.service.clone(),
+            Some(backend.port_name.clone()),
+        );
+        let whole = (backend.namespace.clone(), backend.service.clone(), None);
+        let key = self
+            .winners
+            .get(&port)
+            .or_else(|| self.winners.get(&whole))?;
+        self.decided.get(key).map(|d| &d.tls)
+    }
+
+    /// The policies' statuses: one ancestor entry per Gateway whose configuration reaches a
+    /// Service the policy targets. `used` lists each Gateway's backends.
+    pub fn statuses<'a>(
+        &self,
+        used: impl IntoIterator<Item = (&'a str, &'a [Backend])>,
+        controller_name: &str,
+    ) -> BTreeMap<String, Vec<PolicyAncestorStatus>> {
+        let mut out: BTreeMap<String, Vec<PolicyAncestorStatus>> = BTreeMap::new();
+        if self.decided.is_empty() {
+            return out;
+        }
+        for (gateway, backends) in used {
+            let (namespace, name) = gateway.split_once('/').unwrap_or_default();
+            for (key, decided) in &self.decided {
+                let reaches = decided.targets.iter().any(|(ns, svc, section)| {
+                    backends.iter().any(|b| {
+                        b.namespace == *ns
+                            && b.service == *svc
+                            && section.as_ref().is_none_or(|s| *s == b.port_name)
+                    })
+                });
+                if reaches {
+                    out.entry(key.clone())
+                        .or_default()
+                        .push(PolicyAncestorStatus {
+                            ancestor_ref: ParentRef {
+                                group: Some(crate::model::GATEWAY_GROUP.to_owned()),
+                                kind: Some("Gateway".to_owned()),
+                                namespace: Some(namespace.to_owned()),
+                                name: name.to_owned(),
+                                section_name: None,
+                                port: None,
+                            },
+                            controller_name: controller_name.to_owned(),
+                            conditions: decided.conditions.clone(),
+                        });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One policy's TLS settings and conditions (`Accepted`, `ResolvedRefs`), before conflicts.
+fn decide(policy: &BackendTlsPolicy, input: &Input) -> Decided {
+    let namespace = policy.metadata.namespace.clone().unwrap_or_default();
+    let generation = policy.metadata.generation;
+    let validation = &policy.spec.validation;
+    let targets = policy
+        .spec
+        .target_refs
+        .iter()
+        .filter(|t| t.group.is_empty() && t.kind == "Service")
+        .map(|t| (namespace.clone(), t.name.clone(), t.section_name.clone()))
+        .collect();
+    let names = if validation.subject_alt_names.is_empty() {
+        vec![Name::Dns(validation.hostname.clone())]
+    } else {
+        validation
+            .subject_alt_names
+            .iter()
+            .filter_map(|san| match san.type_.as_str() {
+                "Hostname" => san.hostname.clone().map(Name::Dns),
+                "URI" => san.uri.clone().map(Name::Uri),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut tls = UpstreamTls {
+        policy: format!(
+            "{namespace}/{}",
+            policy.metadata.name.as_deref().unwrap_or_default()
+        ),
+        sni: validation.hostname.clone(),
+        anchors: None,
+        names,
+    };
+    let accepted = |holds: bool, reason: &str, message: String| {
+        Condition::new("Accepted", holds, reason, message, generation)
+    };
+    let resolved = |holds: bool, reason: &str, message: String| {
+        Condition::new("ResolvedRefs", holds, reason, message, generation)
+    };
+    if let Some(known) = validation
+        .well_known_ca_certificates
+        .as_deref()
+        .filter(|k| !k.is_empty())
+    {
+        let conditions = if known == "System" && validation.ca_certificate_refs.is_empty() {
+            tls.anchors = Some(TrustAnchors::System);
+            vec![
+                accepted(true, "Accepted", "policy accepted".to_owned()),
+                resolved(true, "ResolvedRefs", "system trust store".to_owned()),
+            ]
+        } else {
+            let message = if known == "System" {
+                "spec.validation: caCertificateRefs and wellKnownCACertificates are exclusive"
+                    .to_owned()
+            } else {
+                format!(
+                    "spec.validation.wellKnownCACertificates: {known:?} is not supported (System is)"
+                )
+            };
+            vec![
+                accepted(false, "Invalid", message.clone()),
+                resolved(false, "Invalid", message),
+            ]
+        };
+        return Decided {
+            conditions,
+            tls,
+            targets,
+        };
+    }
+    let mut bundle = Vec::new();
+    let mut problems = Vec::new();
+    let mut worst = "ResolvedRefs";
+    for (i, r) in validation.ca_certificate_refs.iter().enumerate() {
+        let field = format!("spec.validation.caCertificateRefs[{i}]");
+        let group = r.group.as_deref().unwrap_or_default();
+        let kind = r.kind.as_deref().unwrap_or_default();
+        if !group.is_empty() || kind != "ConfigMap" {
+            worst = "InvalidKind";
+            problems.push(format!(
+                "{field}: {group}/{kind} is not supported (ConfigMap is)"
+            ));
+            continue;
+        }
+        let pem = input
+            .config_maps
+            .iter()
+            .find(|c| {
+                c.metadata.namespace.as_deref() == Some(namespace.as_str())
+                    && c.metadata.name.as_deref() == Some(r.name.as_str())
+            })
+            .map(|c| c.data.as_ref().and_then(|d| d.get("ca.crt")));
+        match pem {
+            None => problems.push(format!(
+                "{field}: ConfigMap {namespace}/{} not found",
+                r.name
+            )),
+            Some(None) => problems.push(format!(
+                "{field}: ConfigMap {namespace}/{} has no key ca.crt",
+                r.name
+            )),
+            Some(Some(pem)) if !pem.contains("-----BEGIN CERTIFICATE-----") => {
+                problems.push(format!(
+                    "{field}: ca.crt of ConfigMap {namespace}/{} holds no PEM certificate",
+                    r.name
+                ))
+            }
+            Some(Some(pem)) => {
+                bundle.extend_from_slice(pem.trim_end().as_bytes());
+                bundle.push(b'\n');
+            }
+        }
+        if !problems.is_empty() && worst == "ResolvedRefs" {
+            worst = "InvalidCACertificateRef";
+        }
+    }
+    if validation.ca_certificate_refs.is_empty() {
+        let message =
+            "spec.validation: caCertificateRefs or wellKnownCACertificates is required".to_owned();
+        return Decided {
+            conditions: vec![
+                accepted(false, "Invalid", message.clone()),
+                resolved(false, "Invalid", message),
+            ],
+            tls,
+            targets,
+        };
+    }
+    let conditions = if bundle.is_empty() {
+        let message = problems.join("; ");
+        vec![
+            accepted(false, "NoValidCACertificate", message.clone()),
+            resolved(false, worst, message),
+        ]
+    } else {
+        tls.anchors = Some(TrustAnchors::Pem(bundle));
+        vec![
+            accepted(true, "Accepted", "policy accepted".to_owned()),
+            if problems.is_empty() {
+                resolved(true, "ResolvedRefs", "all references resolved".to_owned())
+            } else {
+                resolved(false, worst, problems.join("; "))
+            },
+        ]
+    };
+    Decided {
+        conditions,
+        tls,
+        targets,
+    }
+}
