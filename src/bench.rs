@@ -22,6 +22,20 @@ pub struct EdgeArgs {
     /// Route changes for the push latency.
     #[arg(long, default_value_t = 200)]
     changes: usize,
+    /// Which figures to measure (all when not given).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<EdgePart>,
+}
+
+/// The figures of `fairlead bench edge`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum EdgePart {
+    /// Translation time and allocation per shape.
+    Translation,
+    /// Route change to the new RouteConfiguration at a client.
+    Push,
+    /// Resident memory of `fairlead edge xds` at 1,000 routes.
+    Rss,
 }
 
 /// Bytes allocated by this thread so far (jemalloc's counter).
@@ -31,7 +45,7 @@ fn allocated() -> u64 {
         .unwrap_or_default()
 }
 
-fn edge_rows(args: &EdgeArgs) -> Vec<fairlead_apiserver::bench::Row> {
+fn edge_rows(runs: usize) -> Vec<fairlead_apiserver::bench::Row> {
     use fairlead_edge_xds::bench;
     let mut rows = Vec::new();
     let mib = |b: u64| b as f64 / 1048576.0;
@@ -55,7 +69,7 @@ fn edge_rows(args: &EdgeArgs) -> Vec<fairlead_apiserver::bench::Row> {
         .collect();
     for (label, http, grpc, services) in shapes {
         let input = bench::input(http, grpc, services);
-        let (median, max, bytes) = bench::translation(&input, args.runs, &allocated);
+        let (median, max, bytes) = bench::translation(&input, runs, &allocated);
         rows.push(fairlead_apiserver::bench::Row {
             metric: format!("translation of {label}"),
             value: format!(
@@ -67,6 +81,122 @@ fn edge_rows(args: &EdgeArgs) -> Vec<fairlead_apiserver::bench::Row> {
         });
     }
     rows
+}
+
+/// The resident memory of a `fairlead edge xds` process serving `routes` HTTPRoutes (the
+/// synthetic input of the translation figures, created in an embedded API server), once it
+/// is ready and a proxy holds its configuration.
+async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_apiserver::bench::Row> {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::discovery::ApiResource;
+    use serde::Deserialize as _;
+
+    let server =
+        fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default()).await?;
+    let client = server.client().await?;
+    fairlead_edge_xds::crds::install(&client, fairlead_edge_translate::CONTROLLER_NAME).await?;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "bench"}}))?,
+        )
+        .await?;
+    let text = fairlead_edge_xds::bench::yaml(routes, 0, (routes / 2).max(1));
+    let mut objects = Vec::new();
+    for document in serde_yaml_ng::Deserializer::from_str(&text) {
+        let value = serde_json::Value::deserialize(document)?;
+        if value["kind"] != "GatewayClass" {
+            objects.push(value);
+        }
+    }
+    {
+        use futures::StreamExt;
+        futures::stream::iter(objects)
+            .map(|value| {
+                let client = client.clone();
+                async move {
+                    let kind = value["kind"].as_str().unwrap_or_default().to_owned();
+                    let api_version = value["apiVersion"].as_str().unwrap_or_default().to_owned();
+                    let (group, version) =
+                        api_version.split_once('/').unwrap_or(("", &api_version));
+                    let plural = match kind.as_str() {
+                        "Gateway" => "gateways",
+                        "HTTPRoute" => "httproutes",
+                        "Service" => "services",
+                        "EndpointSlice" => "endpointslices",
+                        other => anyhow::bail!("the synthetic input has an unexpected {other}"),
+                    };
+                    let resource = ApiResource {
+                        group: group.into(),
+                        version: version.into(),
+                        api_version: api_version.clone(),
+                        kind,
+                        plural: plural.into(),
+                    };
+                    let api: Api<DynamicObject> = Api::namespaced_with(client, "bench", &resource);
+                    api.create(&PostParams::default(), &serde_json::from_value(value)?)
+                        .await?;
+                    Ok(())
+                }
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<anyhow::Result<()>>>()
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<Vec<()>>>()?;
+    }
+    let dir = std::env::temp_dir().join(format!("fairlead-bench-edge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig)?;
+    let xds = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let admin = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let mut child = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "--log-level",
+            "error",
+            "edge",
+            "xds",
+            "--lease-namespace",
+            "default",
+        ])
+        .args([
+            "--xds-addr",
+            &xds.to_string(),
+            "--admin-addr",
+            &admin.to_string(),
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let measured = async {
+        let holding = fairlead_edge_xds::bench::fetch_routes(xds, "bench/gw", "http-80").await?;
+        // The statuses of every route are written after the first translation; let them land.
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        anyhow::Ok((holding, fairlead_apiserver::bench::resident(child.id())))
+    }
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (virtual_hosts, rss) = measured?;
+    Ok(fairlead_apiserver::bench::Row {
+        metric: format!(
+            "`fairlead edge xds` RSS at {routes} HTTPRoutes ({virtual_hosts} virtual hosts served)"
+        ),
+        value: rss.map_or_else(
+            || "n/a".into(),
+            |(all, anon)| {
+                format!(
+                    "{:.1} MiB ({:.1} MiB anonymous)",
+                    all as f64 / 1048576.0,
+                    anon as f64 / 1048576.0
+                )
+            },
+        ),
+    })
 }
 
 /// Options of `fairlead bench health`.
@@ -128,24 +258,31 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             print!("{}", fairlead_apiserver::bench::table(&rows));
         }
         BenchCommand::Edge(args) => {
-            let mut rows = tokio::task::spawn_blocking(move || {
-                let rows = edge_rows(&args);
-                (rows, args)
-            })
-            .await?;
-            let (p50, p99) = fairlead_edge_xds::bench::push_latency(1_000, rows.1.changes).await?;
-            rows.0.push(fairlead_apiserver::bench::Row {
-                metric: format!(
-                    "route change -> new RouteConfiguration at a client (1,000 routes, {} changes)",
-                    rows.1.changes
-                ),
-                value: format!(
-                    "p50 {:.2} ms, p99 {:.2} ms",
-                    p50.as_secs_f64() * 1000.0,
-                    p99.as_secs_f64() * 1000.0
-                ),
-            });
-            print!("{}", fairlead_apiserver::bench::table(&rows.0));
+            let wanted = |part| args.only.is_empty() || args.only.contains(&part);
+            let mut rows = Vec::new();
+            if wanted(EdgePart::Translation) {
+                let runs = args.runs;
+                rows.extend(tokio::task::spawn_blocking(move || edge_rows(runs)).await?);
+            }
+            if wanted(EdgePart::Push) {
+                let (p50, p99) =
+                    fairlead_edge_xds::bench::push_latency(1_000, args.changes).await?;
+                rows.push(fairlead_apiserver::bench::Row {
+                    metric: format!(
+                        "route change -> new RouteConfiguration at a client (1,000 routes, {} changes)",
+                        args.changes
+                    ),
+                    value: format!(
+                        "p50 {:.2} ms, p99 {:.2} ms",
+                        p50.as_secs_f64() * 1000.0,
+                        p99.as_secs_f64() * 1000.0
+                    ),
+                });
+            }
+            if wanted(EdgePart::Rss) {
+                rows.push(edge_rss(1_000).await?);
+            }
+            print!("{}", fairlead_apiserver::bench::table(&rows));
         }
         BenchCommand::Health(args) => {
             use fairlead_health::bench;

@@ -55,6 +55,21 @@ pub enum BenchError {
     Kube(#[from] kube::Error),
 }
 
+/// A process's resident memory: all of it, and the anonymous part (heap and stacks, without
+/// the pages of the binary itself), in bytes.
+pub fn resident(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        line.split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+            .map(|kib| kib * 1024)
+    };
+    Some((field("VmRSS:")?, field("RssAnon:")?))
+}
+
 fn rss_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;

@@ -310,21 +310,6 @@ pub async fn withdrawal(options: Options) -> anyhow::Result<Row> {
     })
 }
 
-/// A process's resident memory: all of it, and the anonymous part (heap and stacks, without
-/// the pages of the binary itself), in bytes.
-fn resident(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        line.split_whitespace()
-            .nth(1)?
-            .parse::<u64>()
-            .ok()
-            .map(|kib| kib * 1024)
-    };
-    Some((field("VmRSS:")?, field("RssAnon:")?))
-}
-
 /// The resident memory of a `fairlead health agent` process serving `targets` targets (pods
 /// of its node, one TCP probe each, spread over ten resources), after its first probe round
 /// and status writes.
@@ -387,7 +372,7 @@ pub async fn agent_rss(targets: usize) -> anyhow::Result<Row> {
         .spawn()?;
     // One probe period (10 s) plus its writes.
     tokio::time::sleep(Duration::from_secs(14)).await;
-    let rss = resident(agent.id());
+    let rss = fairlead_apiserver::bench::resident(agent.id());
     let _ = agent.kill();
     let _ = agent.wait();
     let _ = std::fs::remove_dir_all(&dir);

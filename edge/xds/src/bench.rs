@@ -12,6 +12,11 @@ use fairlead_edge_translate::model::Input;
 /// Services each with an EndpointSlice of three endpoints; route `i` goes to Service
 /// `i % services`.
 pub fn input(http: usize, grpc: usize, services: usize) -> Input {
+    Input::from_yaml(&yaml(http, grpc, services)).expect("the synthetic input reads")
+}
+
+/// The objects of [`input`] as a YAML stream (the GatewayClass first).
+pub fn yaml(http: usize, grpc: usize, services: usize) -> String {
     let mut yaml = String::from(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: d8-alb}\nspec: {controllerName: alb.network.deckhouse.io/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: bench}\nspec:\n  gatewayClassName: d8-alb\n  listeners: [{name: http, port: 80, protocol: HTTP}]\n",
     );
@@ -39,7 +44,7 @@ pub fn input(http: usize, grpc: usize, services: usize) -> Input {
             s = i % services,
         );
     }
-    Input::from_yaml(&yaml).expect("the synthetic input reads")
+    yaml
 }
 
 /// Median and maximum of `runs` translations of `input` (with the snapshot built, as the
@@ -156,6 +161,59 @@ pub async fn push_latency(
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
     Ok((at(0.5), at(0.99)))
+}
+
+/// Connects to the ADS server at `addr` as a proxy of `gateway` (retrying for a minute while
+/// it starts) and waits for the route configuration `name`; returns its virtual hosts.
+pub async fn fetch_routes(
+    addr: std::net::SocketAddr,
+    gateway: &str,
+    name: &str,
+) -> Result<usize, tonic::Status> {
+    use envoy_types::pb::envoy::config::core::v3::Node;
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+    use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+    use prost::Message as _;
+
+    let mut attempts = 0;
+    let mut client = loop {
+        match AggregatedDiscoveryServiceClient::connect(format!("http://{addr}")).await {
+            Ok(client) => break client,
+            Err(e) if attempts >= 600 => return Err(tonic::Status::unavailable(e.to_string())),
+            Err(_) => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let request = DiscoveryRequest {
+        node: Some(Node {
+            id: "bench".into(),
+            cluster: gateway.into(),
+            ..Default::default()
+        }),
+        type_url: crate::cache::ROUTE.into(),
+        resource_names: vec![name.into()],
+        ..Default::default()
+    };
+    // The request stream stays open while waiting: a closed one ends the server's stream.
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let _ = tx.send(request).await;
+    let mut responses = client
+        .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    while let Some(response) = responses.message().await? {
+        if let Some(any) = response.resources.first() {
+            let routes = RouteConfiguration::decode(any.value.as_slice())
+                .map_err(|e| tonic::Status::internal(e.to_string()))?;
+            return Ok(routes.virtual_hosts.len());
+        }
+    }
+    Err(tonic::Status::aborted(
+        "the stream closed before the route configuration came",
+    ))
 }
 
 #[cfg(test)]
