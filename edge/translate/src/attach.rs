@@ -21,6 +21,9 @@ use crate::status::{Condition, RouteParentStatus, Statuses};
 pub struct Attached {
     /// Hostnames.
     pub hostnames: Option<Vec<String>>,
+    /// From a GRPCRoute (else an HTTPRoute): the two kinds never share a hostname on one
+    /// listener.
+    pub grpc: bool,
     /// The entry.
     pub entry: std::sync::Arc<http::Entry>,
 }
@@ -199,7 +202,7 @@ pub fn namespace_allowed(
 /// What a route translated into.
 enum Content {
     /// HTTP route entries (HTTPRoute, GRPCRoute).
-    Http(Vec<http::Entry>),
+    Http(Vec<std::sync::Arc<http::Entry>>),
     /// A stream route (TLSRoute, TCPRoute, UDPRoute).
     Stream(std::sync::Arc<crate::stream::Entry>),
 }
@@ -222,7 +225,12 @@ pub fn routes(
     statuses: &mut Statuses,
 ) {
     let http_like = |t: Result<http::Translated, http::Rejected>| {
-        t.map(|t| (Content::Http(t.entries), t.unresolved))
+        t.map(|t| {
+            (
+                Content::Http(t.entries.into_iter().map(std::sync::Arc::new).collect()),
+                t.unresolved,
+            )
+        })
     };
     let mut routes: Vec<RouteView<'_>> = input
         .http_routes
@@ -258,12 +266,21 @@ pub fn routes(
             }
         }));
     }
-    routes.sort_by_key(|r| {
+    // Oldest first, then by namespace/name: where routes conflict (an HTTPRoute and a
+    // GRPCRoute sharing a hostname on a listener), the one attached first wins.
+    routes.sort_by(|a, b| {
         (
-            r.kind,
-            r.metadata.namespace.clone(),
-            r.metadata.name.clone(),
+            &a.metadata.creation_timestamp,
+            &a.metadata.namespace,
+            &a.metadata.name,
+            a.kind,
         )
+            .cmp(&(
+                &b.metadata.creation_timestamp,
+                &b.metadata.namespace,
+                &b.metadata.name,
+                b.kind,
+            ))
     });
     for route in routes {
         let namespace = route.metadata.namespace.clone().unwrap_or_default();
@@ -293,30 +310,68 @@ pub fn routes(
                         route.hostnames,
                         input,
                     ) {
-                        Ok(places) => {
-                            for (listener, hostnames) in places {
-                                state.listeners[listener].attached += 1;
+                        Ok(mut places) => {
+                            let grpc = route.kind == "GRPCRoute";
+                            let mut rival = None;
+                            if matches!(content, Content::Http(_)) {
+                                places.retain(|(listener, hostnames)| {
+                                    let other = state.http[*listener].iter().find(|a| {
+                                        a.grpc != grpc
+                                            && crate::hostname::overlap(
+                                                a.hostnames.as_deref(),
+                                                hostnames.as_deref(),
+                                            )
+                                    });
+                                    if let Some(other) = other {
+                                        rival.get_or_insert_with(|| {
+                                            let mut parts = other.entry.name.splitn(3, '/');
+                                            format!(
+                                                "{}/{}",
+                                                parts.next().unwrap_or_default(),
+                                                parts.next().unwrap_or_default()
+                                            )
+                                        });
+                                    }
+                                    other.is_none()
+                                });
+                            }
+                            for (listener, hostnames) in &places {
+                                state.listeners[*listener].attached += 1;
                                 match content {
                                     Content::Http(entries) => {
                                         for entry in entries {
-                                            state.http[listener].push(Attached {
+                                            state.http[*listener].push(Attached {
                                                 hostnames: hostnames.clone(),
-                                                entry: std::sync::Arc::new(entry.clone()),
+                                                grpc,
+                                                entry: entry.clone(),
                                             });
                                         }
                                     }
                                     Content::Stream(entry) => {
-                                        state.streams[listener].push((hostnames, entry.clone()));
+                                        state.streams[*listener]
+                                            .push((hostnames.clone(), entry.clone()));
                                     }
                                 }
                             }
-                            Condition::new(
-                                "Accepted",
-                                true,
-                                "Accepted",
-                                "route accepted",
-                                generation,
-                            )
+                            match rival {
+                                Some(rival) if places.is_empty() => Condition::new(
+                                    "Accepted",
+                                    false,
+                                    "Conflicted",
+                                    format!(
+                                        "an older {} ({rival}) serves an intersecting hostname on the listener; HTTPRoutes and GRPCRoutes do not share a hostname",
+                                        if grpc { "HTTPRoute" } else { "GRPCRoute" }
+                                    ),
+                                    generation,
+                                ),
+                                _ => Condition::new(
+                                    "Accepted",
+                                    true,
+                                    "Accepted",
+                                    "route accepted",
+                                    generation,
+                                ),
+                            }
                         }
                         Err((reason, message)) => {
                             Condition::new("Accepted", false, reason, message, generation)
@@ -421,15 +476,10 @@ fn attach(
     }
     let mut places = Vec::new();
     let mut reason: Option<(&'static str, String)> = None;
+    // A listener's own state does not decide attachment (the spec counts routes attached to
+    // an invalid listener in its attachedRoutes); an invalid listener is just not served.
     for i in named {
         let l = &state.listeners[i];
-        if !l.programmed() {
-            reason.get_or_insert((
-                "NotAllowedByListeners",
-                format!("listener {} is not valid", l.name),
-            ));
-            continue;
-        }
         if !l.kinds.iter().any(|k| k.kind == kind) {
             reason.get_or_insert((
                 "NotAllowedByListeners",

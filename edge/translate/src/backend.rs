@@ -19,14 +19,22 @@ pub struct Backend {
     pub port_name: String,
     /// Speaks HTTP/2 without TLS (gRPC, or `appProtocol` h2c/grpc).
     pub http2: bool,
+    /// Behind a TLS passthrough listener: the client's TLS goes through untouched, so no
+    /// BackendTLSPolicy applies (it would wrap TLS in TLS).
+    pub passthrough: bool,
 }
 
 impl Backend {
     /// The Envoy cluster name (`/h2` when it speaks HTTP/2: an HTTPRoute and a GRPCRoute to
-    /// the same plain port need two clusters).
+    /// the same plain port need two clusters; `/passthrough` behind TLS passthrough, which
+    /// never originates TLS).
     pub fn cluster(&self) -> String {
         let h2 = if self.http2 { "/h2" } else { "" };
-        format!("{}/{}/{}{h2}", self.namespace, self.service, self.port)
+        let passthrough = if self.passthrough { "/passthrough" } else { "" };
+        format!(
+            "{}/{}/{}{h2}{passthrough}",
+            self.namespace, self.service, self.port
+        )
     }
 }
 
@@ -104,5 +112,6 @@ pub fn resolve(
         port: u16::try_from(port).unwrap_or_default(),
         port_name: service_port.name.clone().unwrap_or_default(),
         http2: http2 || matches!(app, "kubernetes.io/h2c" | "grpc" | "h2c"),
+        passthrough: false,
     })
 }

@@ -135,9 +135,9 @@ impl Policies {
     }
 
     /// The TLS settings for `backend`: the policy on its port, else the one on the whole
-    /// Service.
+    /// Service; none behind TLS passthrough (the client's TLS reaches the backend as is).
     pub fn for_backend(&self, backend: &Backend) -> Option<&UpstreamTls> {
-        if self.winners.is_empty() {
+        if self.winners.is_empty() || backend.passthrough {
             return None;
         }
         let port = (
@@ -169,7 +169,8 @@ impl Policies {
             for (key, decided) in &self.decided {
                 let reaches = decided.targets.iter().any(|(ns, svc, section)| {
                     backends.iter().any(|b| {
-                        b.namespace == *ns
+                        !b.passthrough
+                            && b.namespace == *ns
                             && b.service == *svc
                             && section.as_ref().is_none_or(|s| *s == b.port_name)
                     })

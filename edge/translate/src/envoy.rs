@@ -194,9 +194,25 @@ pub fn resources(
             continue;
         }
         if first == Protocol::Http {
-            let attached: Vec<&Attached> = indices.iter().flat_map(|i| &state.http[*i]).collect();
-            out.routes
-                .push(route_configuration(&name, *port, &attached, &mut backends));
+            let listeners: Vec<(Option<&str>, Vec<&Attached>)> = indices
+                .iter()
+                .map(|i| {
+                    (
+                        state.listeners[*i].hostname.as_deref(),
+                        state.http[*i].iter().collect(),
+                    )
+                })
+                .collect();
+            let origin = Origin {
+                port: *port,
+                secure: false,
+            };
+            out.routes.push(route_configuration(
+                &name,
+                origin,
+                &listeners,
+                &mut backends,
+            ));
             out.listeners.push(listener::Listener {
                 name: name.clone(),
                 address: Some(socket("0.0.0.0", *port, false)),
@@ -214,11 +230,15 @@ pub fn resources(
             match l.protocol {
                 Some(Protocol::Https) => {
                     let config = format!("{name}-{}", l.envoy_name());
-                    let attached: Vec<&Attached> = state.http[*i].iter().collect();
+                    let listeners = [(l.hostname.as_deref(), state.http[*i].iter().collect())];
+                    let origin = Origin {
+                        port: *port,
+                        secure: true,
+                    };
                     out.routes.push(route_configuration(
                         &config,
-                        *port,
-                        &attached,
+                        origin,
+                        &listeners,
                         &mut backends,
                     ));
                     secrets.extend(l.certificates.iter().cloned());
@@ -233,17 +253,21 @@ pub fn resources(
                 _ => {}
             }
         }
-        // One chain per set of server names (the first by precedence wins); the chain
-        // without names is the default and goes last.
-        let mut seen = BTreeSet::new();
-        chains.retain(|c: &listener::FilterChain| {
-            seen.insert(
-                c.filter_chain_match
-                    .as_ref()
-                    .map(|m| m.server_names.clone())
-                    .unwrap_or_default(),
-            )
-        });
+        // Each server name belongs to the first chain by precedence that names it (Envoy
+        // rejects a listener whose chains overlap): later chains lose the names already
+        // taken, and a chain left with none is dropped. One chain without names is the
+        // default and goes last.
+        let mut taken: BTreeSet<String> = BTreeSet::new();
+        let mut default_taken = false;
+        chains.retain_mut(
+            |c: &mut listener::FilterChain| match c.filter_chain_match.as_mut() {
+                Some(m) if !m.server_names.is_empty() => {
+                    m.server_names.retain(|n| taken.insert(n.clone()));
+                    !m.server_names.is_empty()
+                }
+                _ => !std::mem::replace(&mut default_taken, true),
+            },
+        );
         chains.sort_by_key(|c: &listener::FilterChain| {
             c.filter_chain_match
                 .as_ref()
@@ -353,21 +377,22 @@ fn tls_chain(l: &ResolvedListener, filter: listener::Filter) -> listener::Filter
 /// are closed.
 fn stream_clusters(
     entry: &crate::stream::Entry,
+    passthrough: bool,
     backends: &mut BTreeSet<Backend>,
 ) -> Vec<(String, u32)> {
     let mut out: Vec<(String, u32)> = entry
         .backends
         .iter()
         .map(|w| {
-            if let Some(b) = &w.backend {
-                backends.insert(b.clone());
-            }
-            (
-                w.backend
-                    .as_ref()
-                    .map_or_else(|| "invalid-backend".to_owned(), Backend::cluster),
-                w.weight,
-            )
+            let backend = w.backend.as_ref().map(|b| Backend {
+                passthrough,
+                ..b.clone()
+            });
+            let cluster = backend
+                .as_ref()
+                .map_or_else(|| "invalid-backend".to_owned(), Backend::cluster);
+            backends.extend(backend);
+            (cluster, w.weight)
         })
         .collect();
     if out.is_empty() {
@@ -434,20 +459,22 @@ fn stream_chains(
             .map(|(hostnames, entry)| listener::FilterChain {
                 name: format!("{}/{}", l.envoy_name(), entry.name),
                 filter_chain_match: names(hostnames),
-                filters: vec![tcp_proxy(name, &stream_clusters(entry, backends))],
+                filters: vec![tcp_proxy(name, &stream_clusters(entry, true, backends))],
                 ..Default::default()
             })
             .collect(),
         (Some(Protocol::Tls), false) => entries
             .first()
-            .map(|(_, entry)| tls_chain(l, tcp_proxy(name, &stream_clusters(entry, backends))))
+            .map(|(_, entry)| {
+                tls_chain(l, tcp_proxy(name, &stream_clusters(entry, false, backends)))
+            })
             .into_iter()
             .collect(),
         _ => entries
             .first()
             .map(|(_, entry)| listener::FilterChain {
                 name: format!("{}/{}", l.envoy_name(), entry.name),
-                filters: vec![tcp_proxy(name, &stream_clusters(entry, backends))],
+                filters: vec![tcp_proxy(name, &stream_clusters(entry, false, backends))],
                 ..Default::default()
             })
             .into_iter()
@@ -455,9 +482,9 @@ fn stream_chains(
     }
 }
 
-/// A UDP listener: the first UDPRoute by precedence, to its first backend (a weighted split of
-/// datagrams is not offered: a weighted UDPRoute is sent to its first backend, the documented
-/// limit).
+/// A UDP listener: the first UDPRoute by precedence, to its first valid backend (a weighted
+/// split of datagrams is not offered: a weighted UDPRoute is sent to its first backend that
+/// resolved, the documented limit).
 fn udp_listener(
     name: &str,
     port: u16,
@@ -469,7 +496,20 @@ fn udp_listener(
     let mut entries: Vec<_> = indices.iter().flat_map(|i| &state.streams[*i]).collect();
     entries.sort_by(|a, b| a.1.order.cmp(&b.1.order));
     let (_, entry) = entries.first()?;
-    let cluster = stream_clusters(entry, backends).remove(0).0;
+    // The first backend that resolved and carries weight; without one, datagrams go to a
+    // cluster that does not exist and are dropped.
+    let cluster = entry
+        .backends
+        .iter()
+        .filter(|w| w.weight > 0)
+        .find_map(|w| w.backend.as_ref())
+        .map_or_else(
+            || "invalid-backend".to_owned(),
+            |b| {
+                backends.insert(b.clone());
+                b.cluster()
+            },
+        );
     use envoy_types::pb::xds::core::v3::TypedExtensionConfig;
     use envoy_types::pb::xds::r#type::matcher::v3 as xds_matcher;
     // Every datagram takes the no-match action: the route to the cluster.
@@ -509,41 +549,95 @@ fn udp_listener(
 /// A route configuration: one virtual host per hostname (`*` for routes without one), routes
 /// in the spec's precedence. Domains carry `host` and `host:port`, since clients (gRPC among
 /// them) send the port in the authority when it is not the scheme's default.
+/// Where a route configuration is served: its port and whether it is behind TLS (redirects
+/// derive their port from it).
+#[derive(Clone, Copy)]
+struct Origin {
+    port: u16,
+    secure: bool,
+}
+
+/// The route configuration of one port: a virtual host per hostname. Listener isolation: a
+/// host is served by the most specific listener whose hostname matches it, and only that
+/// listener's routes apply (a listener without routes still gets its host, answering 404,
+/// rather than leave it to a wildcard listener). Within a host, the routes whose hostname
+/// matches it most specifically come first (exact before wildcard before none), then the
+/// rule precedence.
 fn route_configuration(
     name: &str,
-    port: u16,
-    attached: &[&Attached],
+    origin: Origin,
+    listeners: &[(Option<&str>, Vec<&Attached>)],
     backends: &mut BTreeSet<Backend>,
 ) -> route::RouteConfiguration {
-    let mut hosts: BTreeMap<String, Vec<&Entry>> = BTreeMap::new();
-    for a in attached {
-        match &a.hostnames {
-            None => hosts.entry("*".into()).or_default().push(&a.entry),
-            Some(names) => {
-                for h in names {
-                    hosts.entry(h.clone()).or_default().push(&a.entry);
+    use crate::hostname::specificity;
+    let mut hosts: BTreeSet<&str> = BTreeSet::new();
+    for (hostname, attached) in listeners {
+        if let Some(h) = hostname {
+            hosts.insert(h);
+        }
+        for a in attached {
+            match &a.hostnames {
+                None => {
+                    hosts.insert("*");
                 }
+                Some(names) => hosts.extend(names.iter().map(String::as_str)),
             }
         }
     }
-    let virtual_hosts = hosts
-        .into_iter()
-        .map(|(host, mut entries)| {
-            entries.sort_by(|a, b| a.order.cmp(&b.order));
-            entries.dedup_by(|a, b| a.name == b.name);
-            let domains = if host == "*" {
-                vec!["*".to_owned()]
-            } else {
-                vec![host.clone(), format!("{host}:{port}")]
-            };
-            route::VirtualHost {
-                name: host.clone(),
-                domains,
-                routes: entries.iter().map(|e| envoy_route(e, backends)).collect(),
-                ..Default::default()
-            }
+    let covered = |host: &str, hosts: &BTreeSet<&str>| {
+        hosts.iter().any(|other| {
+            *other != host && (*other == "*" || specificity(Some(other), host).is_some())
         })
-        .collect();
+    };
+    let mut virtual_hosts = Vec::new();
+    for host in &hosts {
+        let listener = listeners
+            .iter()
+            .filter_map(|(h, attached)| {
+                let rank = if *host == "*" {
+                    h.is_none().then_some((0, 0))
+                } else {
+                    specificity(*h, host)
+                };
+                rank.map(|r| (r, attached))
+            })
+            .max_by_key(|(rank, _)| *rank);
+        let mut entries: Vec<((u8, usize), &Entry)> = listener
+            .into_iter()
+            .flat_map(|(_, attached)| attached.iter())
+            .filter_map(|a| {
+                let rank = match &a.hostnames {
+                    None => Some((0, 0)),
+                    Some(_) if *host == "*" => None,
+                    Some(names) => names
+                        .iter()
+                        .filter_map(|n| specificity(Some(n), host))
+                        .max(),
+                };
+                rank.map(|r| (r, a.entry.as_ref()))
+            })
+            .collect();
+        if entries.is_empty() && !covered(host, &hosts) {
+            continue;
+        }
+        entries.sort_by(|(ra, a), (rb, b)| rb.cmp(ra).then_with(|| a.order.cmp(&b.order)));
+        let mut seen = BTreeSet::new();
+        entries.retain(|(_, e)| seen.insert(e.name.as_str()));
+        let domains = if *host == "*" {
+            vec!["*".to_owned()]
+        } else {
+            vec![(*host).to_owned(), format!("{host}:{}", origin.port)]
+        };
+        virtual_hosts.push(route::VirtualHost {
+            name: (*host).to_owned(),
+            domains,
+            routes: entries
+                .iter()
+                .map(|(_, e)| envoy_route(e, origin, backends))
+                .collect(),
+            ..Default::default()
+        });
+    }
     route::RouteConfiguration {
         name: name.to_owned(),
         virtual_hosts,
@@ -647,7 +741,65 @@ fn header_options(modifier: &HeaderModifier) -> Vec<core::HeaderValueOption> {
         .collect()
 }
 
-fn envoy_route(entry: &Entry, backends: &mut BTreeSet<Backend>) -> route::Route {
+/// The port of a redirect, as the spec derives it: the one given; else the well-known port
+/// of the scheme given; else the listener's. Zero (no port in `Location`, as the spec asks
+/// for a scheme's well-known port) where Envoy gets it right without one: a new hostname
+/// carries no port, and on a listener at its scheme's well-known port clients send none.
+fn redirect_port(r: &crate::model::RequestRedirect, origin: Origin) -> u32 {
+    let well_known = |scheme: &str| match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
+    let listener_scheme = if origin.secure { "https" } else { "http" };
+    let scheme = r.scheme.as_deref().unwrap_or(listener_scheme);
+    let port = match (r.port, r.scheme.as_deref()) {
+        (Some(p), _) => u32::try_from(p).unwrap_or_default(),
+        (None, Some(s)) => well_known(s).unwrap_or(u32::from(origin.port)),
+        (None, None) => u32::from(origin.port),
+    };
+    let standard_listener = well_known(listener_scheme) == Some(u32::from(origin.port));
+    if well_known(scheme) == Some(port) && (standard_listener || r.hostname.is_some()) {
+        0
+    } else {
+        port
+    }
+}
+
+/// How `ReplacePrefixMatch` replaces the matched prefix, as the spec's table has it: trailing
+/// slashes of the prefix and the replacement do not count, and replacing with `/` (or
+/// nothing) leaves one slash, never two (`/foo/bar` → `/bar`). A plain prefix rewrite where
+/// that holds, an expression where it would not (a root prefix, an empty replacement).
+enum PrefixReplacement {
+    Prefix(String),
+    Regex(matcher::RegexMatchAndSubstitute),
+}
+
+fn prefix_replacement(matched: &PathMatch, replacement: &str) -> PrefixReplacement {
+    let prefix = match matched {
+        PathMatch::Prefix(p) => p.trim_end_matches('/'),
+        _ => "",
+    };
+    let replacement = replacement.trim_end_matches('/');
+    let regex = |pattern: String, substitution: String| {
+        PrefixReplacement::Regex(matcher::RegexMatchAndSubstitute {
+            pattern: Some(matcher::RegexMatcher {
+                regex: pattern,
+                ..Default::default()
+            }),
+            substitution,
+        })
+    };
+    if prefix.is_empty() {
+        regex("^/".into(), format!("{replacement}/"))
+    } else if replacement.is_empty() {
+        regex(format!("^{}/*", regex::escape(prefix)), "/".into())
+    } else {
+        PrefixReplacement::Prefix(replacement.to_owned())
+    }
+}
+
+fn envoy_route(entry: &Entry, origin: Origin, backends: &mut BTreeSet<Backend>) -> route::Route {
     let action = match &entry.action {
         Action::Redirect(r) => {
             use route::redirect_action as ra;
@@ -656,10 +808,12 @@ fn envoy_route(entry: &Entry, backends: &mut BTreeSet<Backend>) -> route::Route 
                     .replace_full_path
                     .clone()
                     .map(ra::PathRewriteSpecifier::PathRedirect),
-                "ReplacePrefixMatch" => p
-                    .replace_prefix_match
-                    .clone()
-                    .map(ra::PathRewriteSpecifier::PrefixRewrite),
+                "ReplacePrefixMatch" => p.replace_prefix_match.as_deref().map(|r| {
+                    match prefix_replacement(&entry.matcher.path, r) {
+                        PrefixReplacement::Prefix(p) => ra::PathRewriteSpecifier::PrefixRewrite(p),
+                        PrefixReplacement::Regex(r) => ra::PathRewriteSpecifier::RegexRewrite(r),
+                    }
+                }),
                 _ => None,
             });
             route::route::Action::Redirect(route::RedirectAction {
@@ -668,10 +822,7 @@ fn envoy_route(entry: &Entry, backends: &mut BTreeSet<Backend>) -> route::Route 
                     .clone()
                     .map(ra::SchemeRewriteSpecifier::SchemeRedirect),
                 host_redirect: r.hostname.clone().unwrap_or_default(),
-                port_redirect: r
-                    .port
-                    .and_then(|p| u32::try_from(p).ok())
-                    .unwrap_or_default(),
+                port_redirect: redirect_port(r, origin),
                 path_rewrite_specifier: path,
                 response_code: match r.status_code {
                     Some(301) => ra::RedirectResponseCode::MovedPermanently as i32,
@@ -746,18 +897,19 @@ fn envoy_route(entry: &Entry, backends: &mut BTreeSet<Backend>) -> route::Route 
                     timeout: timeout.map(duration),
                     request_mirror_policies: mirrors
                         .iter()
-                        .map(|(b, percent)| {
+                        .map(|(b, share)| {
+                            use envoy_types::pb::envoy::r#type::v3::{
+                                FractionalPercent, fractional_percent::DenominatorType,
+                            };
                             backends.insert(b.clone());
                             route::route_action::RequestMirrorPolicy {
                                 cluster: b.cluster(),
-                                runtime_fraction: (*percent < 100).then(|| {
+                                runtime_fraction: (*share < 1_000_000).then(|| {
                                     core::RuntimeFractionalPercent {
-                                        default_value: Some(
-                                            envoy_types::pb::envoy::r#type::v3::FractionalPercent {
-                                                numerator: *percent,
-                                                denominator: 0,
-                                            },
-                                        ),
+                                        default_value: Some(FractionalPercent {
+                                            numerator: *share,
+                                            denominator: DenominatorType::Million as i32,
+                                        }),
                                         ..Default::default()
                                     }
                                 }),
@@ -790,8 +942,15 @@ fn envoy_route(entry: &Entry, backends: &mut BTreeSet<Backend>) -> route::Route 
                                 });
                             }
                             "ReplacePrefixMatch" => {
-                                action.prefix_rewrite =
-                                    path.replace_prefix_match.clone().unwrap_or_default();
+                                match prefix_replacement(
+                                    &entry.matcher.path,
+                                    path.replace_prefix_match.as_deref().unwrap_or_default(),
+                                ) {
+                                    PrefixReplacement::Prefix(p) => action.prefix_rewrite = p,
+                                    PrefixReplacement::Regex(r) => {
+                                        action.regex_rewrite = Some(r);
+                                    }
+                                }
                             }
                             _ => {}
                         }
@@ -917,10 +1076,14 @@ fn upstream_tls(u: &UpstreamTls, http2: bool) -> core::TransportSocket {
 /// The endpoints of a backend from the EndpointSlices of its Service: the slice port whose
 /// name is the Service port's; `ready` (absent = true) → HEALTHY; terminating but `serving` →
 /// DRAINING; anything else is left out, since Envoy still sends traffic to UNHEALTHY hosts
-/// under its panic threshold.
+/// under its panic threshold. FQDN slices are skipped (EDS takes IP addresses).
 fn endpoints_for(backend: &Backend, input: &Input) -> endpoint::ClusterLoadAssignment {
     let mut hosts: BTreeMap<(String, u16), i32> = BTreeMap::new();
     for slice in input.slices_of(&backend.namespace, &backend.service) {
+        // Envoy's EDS takes IP addresses only: an FQDN slice would fail the whole update.
+        if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
+            continue;
+        }
         let Some(port) = slice
             .ports
             .iter()

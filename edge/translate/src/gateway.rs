@@ -324,9 +324,9 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
 }
 
 /// Marks conflicts: on one port, protocols of different classes (ProtocolConflict); within a
-/// class, the same hostname twice (HostnameConflict). Earlier listeners win a hostname
-/// conflict (precedence: the Gateway's, then ListenerSets oldest first), as GEP-1713 orders
-/// them; protocol conflicts take every listener of the port down.
+/// class, the same hostname twice (HostnameConflict). Earlier listeners win both (precedence:
+/// the Gateway's, then ListenerSets oldest first), as GEP-1713 orders them: only the later
+/// listeners are Conflicted, and the port keeps serving the first.
 fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
     let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
     for (i, l) in listeners.iter().enumerate() {
@@ -336,22 +336,27 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
     }
     let mut reasons: BTreeMap<usize, (&str, String)> = BTreeMap::new();
     for indices in by_port.values() {
-        let tcp_classes: std::collections::BTreeSet<u8> = indices
+        // The first listener in precedence order (the Gateway's own, then ListenerSets by
+        // age) claims the port for its class of protocol; later listeners of another class
+        // are the conflicted ones (GEP-1713), so a ListenerSet cannot take a port away.
+        let owner = indices
             .iter()
             .filter_map(|i| listeners[*i].protocol)
             .map(Protocol::port_class)
-            .filter(|c| *c != 3)
-            .collect();
+            .find(|c| *c != 3);
         let mut seen: BTreeMap<(u8, String), usize> = BTreeMap::new();
         for i in indices {
             let l = &listeners[*i];
             let class = l.protocol.map_or(0, Protocol::port_class);
-            if class != 3 && tcp_classes.len() > 1 {
+            if class != 3 && owner.is_some_and(|o| o != class) {
                 reasons.insert(
                     *i,
                     (
                         "ProtocolConflict",
-                        format!("port {} is used with incompatible protocols", l.port),
+                        format!(
+                            "port {} is already used by an earlier listener with an incompatible protocol",
+                            l.port
+                        ),
                     ),
                 );
                 continue;

@@ -115,15 +115,20 @@ pub fn translate(
                 query: Vec::new(),
                 method: None,
             };
-            let (kind, length) = http::rank(&matcher.path);
+            // The spec's GRPCRoute precedence: the most characters of service, then of
+            // method, then the most header matches (whatever the match type).
+            let length = |v: Option<&String>| v.map_or(0, String::len);
+            let (service, method) = spec.method.as_ref().map_or((0, 0), |m| {
+                (length(m.service.as_ref()), length(m.method.as_ref()))
+            });
             entries.push(Entry {
                 name: format!("{namespace}/{name}/grpc/rule/{r}/match/{m}"),
                 order: (
-                    kind,
-                    length,
+                    0,
+                    Reverse(service),
                     true,
+                    Reverse(method),
                     Reverse(matcher.headers.len()),
-                    Reverse(0),
                     created.clone(),
                     format!("{namespace}/{name}"),
                     r,

@@ -18,6 +18,31 @@ pub fn intersect(listener: Option<&str>, route: &[String]) -> Option<Vec<String>
     }
 }
 
+/// How specifically `pattern` (a hostname, a `*.` wildcard, or `None` for any) matches the
+/// virtual host `host`: `None` when it does not; more specific patterns compare greater (an
+/// exact name, then the longer wildcard, then any host).
+pub fn specificity(pattern: Option<&str>, host: &str) -> Option<(u8, usize)> {
+    match pattern {
+        None => Some((0, 0)),
+        Some(p) if p.eq_ignore_ascii_case(host) => {
+            Some((if p.starts_with('*') { 1 } else { 2 }, p.len()))
+        }
+        Some(p) => p
+            .strip_prefix('*')
+            .filter(|suffix| host.len() > suffix.len() && host.ends_with(suffix))
+            .map(|_| (1, p.len())),
+    }
+}
+
+/// Whether two hostname sets (`None` = any) share a hostname.
+pub fn overlap(a: Option<&[String]>, b: Option<&[String]>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (None, Some(names)) | (Some(names), None) => !names.is_empty(),
+        (Some(a), Some(b)) => a.iter().any(|x| b.iter().any(|y| pair(x, y).is_some())),
+    }
+}
+
 fn pair(listener: &str, route: &str) -> Option<String> {
     let covers = |wildcard: &str, host: &str| {
         wildcard

@@ -69,7 +69,7 @@ pub enum Action {
         backends: Vec<Weighted>,
         /// URL rewrite.
         rewrite: Option<UrlRewrite>,
-        /// Mirrors (backend, percent).
+        /// Mirrors (backend, share in parts per million).
         mirrors: Vec<(Backend, u32)>,
         /// Whole-request timeout.
         timeout: Option<Duration>,
@@ -100,7 +100,8 @@ pub struct Entry {
 
 /// The spec's precedence: exact path, then regular expressions, then the longest prefix; a
 /// method match; the most header matches; the most query matches; then the oldest route, the
-/// route's namespace/name, the rule and the match order.
+/// route's namespace/name, the rule and the match order. GRPCRoute entries fill the same
+/// slots with their own precedence (service length, method length, header matches).
 pub type Order = (
     u8,
     Reverse<usize>,
@@ -243,7 +244,7 @@ pub(crate) struct Filters {
     pub(crate) response: HeaderModifier,
     pub(crate) redirect: Option<RequestRedirect>,
     pub(crate) rewrite: Option<UrlRewrite>,
-    pub(crate) mirrors: Vec<(BackendRef, u32)>,
+    pub(crate) mirrors: Vec<(BackendRef, u32, String)>,
 }
 
 pub(crate) fn filters(field: &str, list: &[HttpFilter]) -> Result<Filters, Rejected> {
@@ -291,8 +292,28 @@ pub(crate) fn filters(field: &str, list: &[HttpFilter]) -> Result<Filters, Rejec
                     .request_mirror
                     .clone()
                     .ok_or_else(|| missing(i, "requestMirror"))?;
-                let percent = u32::try_from(m.percent.unwrap_or(100).clamp(0, 100)).unwrap_or(100);
-                out.mirrors.push((m.backend_ref, percent));
+                let share = match (m.percent, &m.fraction) {
+                    (Some(_), Some(_)) => {
+                        return Err(Rejected(format!(
+                            "{field}[{i}].requestMirror: percent and fraction are exclusive"
+                        )));
+                    }
+                    (_, Some(f)) => {
+                        let denominator = f.denominator.unwrap_or(100);
+                        if denominator <= 0 || f.numerator < 0 || f.numerator > denominator {
+                            return Err(Rejected(format!(
+                                "{field}[{i}].requestMirror.fraction: needs 0 <= numerator <= denominator, denominator > 0"
+                            )));
+                        }
+                        i64::from(f.numerator) * PER_MILLION / i64::from(denominator)
+                    }
+                    (percent, None) => i64::from(percent.unwrap_or(100).clamp(0, 100)) * 10_000,
+                };
+                out.mirrors.push((
+                    m.backend_ref,
+                    u32::try_from(share).unwrap_or(0),
+                    format!("{field}[{i}].requestMirror.backendRef"),
+                ));
             }
             other => {
                 return Err(Rejected(format!(
@@ -323,7 +344,46 @@ pub(crate) fn rank(path: &PathMatch) -> (u8, Reverse<usize>) {
     }
 }
 
-/// Mirror backends and the percent of requests each gets.
+/// The route timeout of `timeouts`: without retries the backend request is the request, so
+/// the shorter of `request` and `backendRequest` bounds it (`0s` is no limit; no limit at all
+/// is `Some(0)`, which Envoy reads as none).
+fn timeout(
+    field: &str,
+    timeouts: Option<&crate::model::HttpTimeouts>,
+) -> Result<Option<std::time::Duration>, Rejected> {
+    let Some(timeouts) = timeouts else {
+        return Ok(None);
+    };
+    let mut limits = Vec::new();
+    for (name, text) in [
+        ("request", &timeouts.request),
+        ("backendRequest", &timeouts.backend_request),
+    ] {
+        if let Some(text) = text {
+            limits.push(duration(text).ok_or_else(|| {
+                Rejected(format!(
+                    "{field}.timeouts.{name}: {text:?} is not a duration"
+                ))
+            })?);
+        }
+    }
+    if limits.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(
+        limits
+            .iter()
+            .copied()
+            .filter(|d| !d.is_zero())
+            .min()
+            .unwrap_or_default(),
+    ))
+}
+
+/// The unit of a mirror's share: parts per million.
+const PER_MILLION: i64 = 1_000_000;
+
+/// Mirror backends and the share of requests each gets, in parts per million.
 pub(crate) type Mirrors = Vec<(Backend, u32)>;
 
 /// Where a rule's references come from, for resolving them.
@@ -347,7 +407,7 @@ impl RuleRefs<'_> {
     pub(crate) fn resolve(
         &self,
         backend_refs: &[BackendRef],
-        mirrors: &[(BackendRef, u32)],
+        mirrors: &[(BackendRef, u32, String)],
         input: &Input,
         grants: &Grants<'_>,
         unresolved: &mut Option<crate::backend::Unresolved>,
@@ -385,11 +445,8 @@ impl RuleRefs<'_> {
             }
         }
         let mut resolved_mirrors = Vec::new();
-        for (m, (mirror, percent)) in mirrors.iter().enumerate() {
-            match resolve(
-                mirror,
-                &format!("{field}.filters[{m}].requestMirror.backendRef"),
-            ) {
+        for (mirror, percent, field) in mirrors {
+            match resolve(mirror, field) {
                 Ok(b) => resolved_mirrors.push((b, *percent)),
                 Err(problem) => {
                     unresolved.get_or_insert(problem);
@@ -439,17 +496,7 @@ pub fn translate(
             grants,
             &mut unresolved,
         )?;
-        let timeouts = rule.timeouts.clone().unwrap_or_default();
-        let timeout = match timeouts
-            .request
-            .as_deref()
-            .or(timeouts.backend_request.as_deref())
-        {
-            None => None,
-            Some(text) => Some(duration(text).ok_or_else(|| {
-                Rejected(format!("{field}.timeouts: {text:?} is not a duration"))
-            })?),
-        };
+        let timeout = timeout(&field, rule.timeouts.as_ref())?;
         let action = match rule_filters.redirect.clone() {
             Some(redirect) => Action::Redirect(redirect),
             None => Action::Forward {

@@ -449,6 +449,20 @@ pub struct RequestMirror {
     /// Share of requests mirrored, in percent.
     #[serde(default)]
     pub percent: Option<i32>,
+    /// Share of requests mirrored, as a fraction (instead of `percent`).
+    #[serde(default)]
+    pub fraction: Option<Fraction>,
+}
+
+/// `requestMirror.fraction`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fraction {
+    /// Numerator.
+    pub numerator: i32,
+    /// Denominator (default 100).
+    #[serde(default)]
+    pub denominator: Option<i32>,
 }
 
 /// A `GRPCRoute`.
