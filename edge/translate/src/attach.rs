@@ -282,6 +282,9 @@ pub fn routes(
                 b.kind,
             ))
     });
+    // Hostnames claimed per (Gateway, listener) by HTTPRoutes [0] and GRPCRoutes [1].
+    let mut claims: std::collections::HashMap<(usize, usize), [crate::hostname::Claims; 2]> =
+        std::collections::HashMap::new();
     for route in routes {
         let namespace = route.metadata.namespace.clone().unwrap_or_default();
         let name = route.metadata.name.clone().unwrap_or_default();
@@ -315,24 +318,15 @@ pub fn routes(
                             let mut rival = None;
                             if matches!(content, Content::Http(_)) {
                                 places.retain(|(listener, hostnames)| {
-                                    let other = state.http[*listener].iter().find(|a| {
-                                        a.grpc != grpc
-                                            && crate::hostname::overlap(
-                                                a.hostnames.as_deref(),
-                                                hostnames.as_deref(),
-                                            )
-                                    });
-                                    if let Some(other) = other {
+                                    let claimed = claims.entry((g, *listener)).or_default();
+                                    if claimed[usize::from(!grpc)].overlaps(hostnames.as_deref()) {
                                         rival.get_or_insert_with(|| {
-                                            let mut parts = other.entry.name.splitn(3, '/');
-                                            format!(
-                                                "{}/{}",
-                                                parts.next().unwrap_or_default(),
-                                                parts.next().unwrap_or_default()
-                                            )
+                                            state.listeners[*listener].name.clone()
                                         });
+                                        return false;
                                     }
-                                    other.is_none()
+                                    claimed[usize::from(grpc)].add(hostnames.as_deref());
+                                    true
                                 });
                             }
                             for (listener, hostnames) in &places {
@@ -359,7 +353,7 @@ pub fn routes(
                                     false,
                                     "Conflicted",
                                     format!(
-                                        "an older {} ({rival}) serves an intersecting hostname on the listener; HTTPRoutes and GRPCRoutes do not share a hostname",
+                                        "an older {} serves an intersecting hostname on listener {rival}; HTTPRoutes and GRPCRoutes do not share a hostname",
                                         if grpc { "HTTPRoute" } else { "GRPCRoute" }
                                     ),
                                     generation,

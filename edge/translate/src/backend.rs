@@ -6,17 +6,19 @@ use k8s_openapi::api::core::v1::ServicePort;
 use crate::model::{BackendRef, GATEWAY_GROUP, Input};
 use crate::refs::Grants;
 
-/// A resolved backend: one port of one Service; it becomes one Envoy cluster.
+/// A resolved backend: one port of one Service; it becomes one Envoy cluster. Its names are
+/// shared (`Arc<str>`): a backend is copied into every route share and cluster set that uses
+/// it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Backend {
     /// Service namespace.
-    pub namespace: String,
+    pub namespace: std::sync::Arc<str>,
     /// Service name.
-    pub service: String,
+    pub service: std::sync::Arc<str>,
     /// Service port.
     pub port: u16,
     /// The Service port's name (EndpointSlice ports carry it).
-    pub port_name: String,
+    pub port_name: std::sync::Arc<str>,
     /// Speaks HTTP/2 without TLS (gRPC, or `appProtocol` h2c/grpc).
     pub http2: bool,
     /// Behind a TLS passthrough listener: the client's TLS goes through untouched, so no
@@ -107,10 +109,10 @@ pub fn resolve(
         })?;
     let app = service_port.app_protocol.as_deref().unwrap_or_default();
     Ok(Backend {
-        namespace: namespace.to_owned(),
-        service: backend.name.clone(),
+        namespace: namespace.into(),
+        service: backend.name.as_str().into(),
         port: u16::try_from(port).unwrap_or_default(),
-        port_name: service_port.name.clone().unwrap_or_default(),
+        port_name: service_port.name.as_deref().unwrap_or_default().into(),
         http2: http2 || matches!(app, "kubernetes.io/h2c" | "grpc" | "h2c"),
         passthrough: false,
     })

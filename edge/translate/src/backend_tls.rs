@@ -141,11 +141,11 @@ impl Policies {
             return None;
         }
         let port = (
-            backend.namespace.clone(),
-            backend.service.clone(),
-            Some(backend.port_name.clone()),
+            backend.namespace.to_string(),
+            backend.service.to_string(),
+            Some(backend.port_name.to_string()),
         );
-        let whole = (backend.namespace.clone(), backend.service.clone(), None);
+        let whole = (port.0.clone(), port.1.clone(), None);
         let key = self
             .winners
             .get(&port)
@@ -170,9 +170,9 @@ impl Policies {
                 let reaches = decided.targets.iter().any(|(ns, svc, section)| {
                     backends.iter().any(|b| {
                         !b.passthrough
-                            && b.namespace == *ns
-                            && b.service == *svc
-                            && section.as_ref().is_none_or(|s| *s == b.port_name)
+                            && *b.namespace == **ns
+                            && *b.service == **svc
+                            && section.as_deref().is_none_or(|s| s == &*b.port_name)
                     })
                 });
                 if reaches {

@@ -299,6 +299,10 @@ pub fn resources(
             ..Default::default()
         });
     }
+    // Envoy's Cluster is a large message (over 3 KB before any field is set): sized once
+    // rather than doubled into.
+    out.clusters.reserve_exact(backends.len());
+    out.endpoints.reserve_exact(backends.len());
     for backend in &backends {
         let upstream = tls.for_backend(backend);
         out.clusters.push(cluster_for(backend, upstream));
@@ -570,58 +574,96 @@ fn route_configuration(
     backends: &mut BTreeSet<Backend>,
 ) -> route::RouteConfiguration {
     use crate::hostname::specificity;
+    /// One listener's attached entries by the hostname they serve: exact (and wildcard)
+    /// names looked up by equality, wildcards also scanned for the names they cover, and the
+    /// entries without hostnames that every host of the listener gets.
+    #[derive(Default)]
+    struct ByHost<'a> {
+        named: std::collections::HashMap<&'a str, Vec<&'a Entry>>,
+        wildcards: BTreeMap<&'a str, Vec<&'a Entry>>,
+        any: Vec<&'a Entry>,
+    }
     let mut hosts: BTreeSet<&str> = BTreeSet::new();
+    let mut indexed: Vec<ByHost<'_>> = Vec::with_capacity(listeners.len());
     for (hostname, attached) in listeners {
         if let Some(h) = hostname {
             hosts.insert(h);
         }
+        let mut by_host = ByHost::default();
         for a in attached {
             match &a.hostnames {
                 None => {
                     hosts.insert("*");
+                    by_host.any.push(&a.entry);
                 }
-                Some(names) => hosts.extend(names.iter().map(String::as_str)),
+                Some(names) => {
+                    for n in names {
+                        hosts.insert(n);
+                        by_host.named.entry(n).or_default().push(&a.entry);
+                        if n.starts_with('*') {
+                            by_host.wildcards.entry(n).or_default().push(&a.entry);
+                        }
+                    }
+                }
             }
         }
+        indexed.push(by_host);
     }
-    let covered = |host: &str, hosts: &BTreeSet<&str>| {
-        hosts.iter().any(|other| {
-            *other != host && (*other == "*" || specificity(Some(other), host).is_some())
-        })
-    };
-    let mut virtual_hosts = Vec::new();
+    let wildcard_hosts: Vec<&str> = hosts
+        .iter()
+        .copied()
+        .filter(|h| *h == "*" || h.starts_with('*'))
+        .collect();
+    let mut virtual_hosts = Vec::with_capacity(hosts.len());
     for host in &hosts {
-        let listener = listeners
+        let best = listeners
             .iter()
-            .filter_map(|(h, attached)| {
+            .zip(&indexed)
+            .filter_map(|((h, _), by_host)| {
                 let rank = if *host == "*" {
                     h.is_none().then_some((0, 0))
                 } else {
                     specificity(*h, host)
                 };
-                rank.map(|r| (r, attached))
+                rank.map(|r| (r, by_host))
             })
-            .max_by_key(|(rank, _)| *rank);
-        let mut entries: Vec<((u8, usize), &Entry)> = listener
-            .into_iter()
-            .flat_map(|(_, attached)| attached.iter())
-            .filter_map(|a| {
-                let rank = match &a.hostnames {
-                    None => Some((0, 0)),
-                    Some(_) if *host == "*" => None,
-                    Some(names) => names
-                        .iter()
-                        .filter_map(|n| specificity(Some(n), host))
-                        .max(),
-                };
-                rank.map(|r| (r, a.entry.as_ref()))
-            })
-            .collect();
-        if entries.is_empty() && !covered(host, &hosts) {
+            .max_by_key(|(rank, _)| *rank)
+            .map(|(_, by_host)| by_host);
+        let mut entries: Vec<((u8, usize), &Entry)> = Vec::new();
+        if let Some(by_host) = best {
+            entries.extend(by_host.any.iter().map(|e| ((0, 0), *e)));
+            if *host != "*" {
+                let exact = if host.starts_with('*') { 1 } else { 2 };
+                entries.extend(
+                    by_host
+                        .named
+                        .get(host)
+                        .into_iter()
+                        .flatten()
+                        .map(|e| ((exact, host.len()), *e)),
+                );
+                for (w, covering) in &by_host.wildcards {
+                    if let Some(rank) = (*w != *host).then(|| specificity(Some(w), host)).flatten()
+                    {
+                        entries.extend(covering.iter().map(|e| (rank, *e)));
+                    }
+                }
+            }
+        }
+        // A listener's own host with nothing to serve still gets a (404) virtual host when a
+        // wildcard or catch-all would otherwise answer for it.
+        let covered = || {
+            wildcard_hosts
+                .iter()
+                .any(|w| w != host && (*w == "*" || specificity(Some(w), host).is_some()))
+        };
+        if entries.is_empty() && !covered() {
             continue;
         }
+        // The most specific hostname first, then rule precedence; an entry reached through
+        // several names keeps its most specific.
         entries.sort_by(|(ra, a), (rb, b)| rb.cmp(ra).then_with(|| a.order.cmp(&b.order)));
-        let mut seen = BTreeSet::new();
+        let mut seen = std::collections::HashSet::with_capacity(entries.len());
         entries.retain(|(_, e)| seen.insert(e.name.as_str()));
         let domains = if *host == "*" {
             vec!["*".to_owned()]
@@ -800,7 +842,7 @@ fn prefix_replacement(matched: &PathMatch, replacement: &str) -> PrefixReplaceme
 }
 
 fn envoy_route(entry: &Entry, origin: Origin, backends: &mut BTreeSet<Backend>) -> route::Route {
-    let action = match &entry.action {
+    let action = match entry.action.as_ref() {
         Action::Redirect(r) => {
             use route::redirect_action as ra;
             let path = r.path.as_ref().and_then(|p| match p.type_.as_str() {
@@ -1088,7 +1130,7 @@ fn endpoints_for(backend: &Backend, input: &Input) -> endpoint::ClusterLoadAssig
             .ports
             .iter()
             .flatten()
-            .find(|p| p.name.clone().unwrap_or_default() == backend.port_name)
+            .find(|p| p.name.as_deref().unwrap_or_default() == &*backend.port_name)
             .and_then(|p| p.port)
             .and_then(|p| u16::try_from(p).ok())
         else {

@@ -94,13 +94,13 @@ pub fn translate(
             grants,
             &mut unresolved,
         )?;
-        let action = Action::Forward {
+        let action = std::sync::Arc::new(Action::Forward {
             backends,
             rewrite: None,
             mirrors,
             timeout: None,
             grpc: true,
-        };
+        });
         let default_match = [crate::model::GrpcMatch::default()];
         let matches = if rule.matches.is_empty() {
             &default_match[..]

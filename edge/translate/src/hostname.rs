@@ -34,26 +34,70 @@ pub fn specificity(pattern: Option<&str>, host: &str) -> Option<(u8, usize)> {
     }
 }
 
-/// Whether two hostname sets (`None` = any) share a hostname.
-pub fn overlap(a: Option<&[String]>, b: Option<&[String]>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (None, Some(names)) | (Some(names), None) => !names.is_empty(),
-        (Some(a), Some(b)) => a.iter().any(|x| b.iter().any(|y| pair(x, y).is_some())),
+/// The hostnames claimed on one listener by the routes of one kind (HTTPRoutes or
+/// GRPCRoutes), for finding the other kind's overlaps without comparing every pair.
+#[derive(Debug, Default)]
+pub struct Claims {
+    /// A route without hostnames (any host) is attached.
+    any: bool,
+    /// Exact names, lowercase.
+    exact: std::collections::HashSet<String>,
+    /// Wildcard names (`*.example.com`), lowercase.
+    wildcards: Vec<String>,
+}
+
+impl Claims {
+    /// Whether `names` (`None` = any) share a hostname with the claims.
+    pub fn overlaps(&self, names: Option<&[String]>) -> bool {
+        let Some(names) = names else {
+            return self.any || !self.exact.is_empty() || !self.wildcards.is_empty();
+        };
+        if names.is_empty() {
+            return false;
+        }
+        if self.any {
+            return true;
+        }
+        names.iter().any(|n| {
+            let n = n.to_ascii_lowercase();
+            if n.starts_with('*') {
+                self.wildcards.iter().any(|w| pair(w, &n).is_some())
+                    || self.exact.iter().any(|e| pair(&n, e).is_some())
+            } else {
+                self.exact.contains(&n) || self.wildcards.iter().any(|w| pair(w, &n).is_some())
+            }
+        })
+    }
+
+    /// Adds `names` (`None` = any).
+    pub fn add(&mut self, names: Option<&[String]>) {
+        let Some(names) = names else {
+            self.any = true;
+            return;
+        };
+        for n in names {
+            let n = n.to_ascii_lowercase();
+            if n.starts_with('*') {
+                self.wildcards.push(n);
+            } else {
+                self.exact.insert(n);
+            }
+        }
     }
 }
 
 fn pair(listener: &str, route: &str) -> Option<String> {
     let covers = |wildcard: &str, host: &str| {
-        wildcard
-            .strip_prefix('*')
-            .is_some_and(|suffix| host.len() > suffix.len() && host.ends_with(suffix))
+        wildcard.strip_prefix('*').is_some_and(|suffix| {
+            host.len() > suffix.len()
+                && host.is_char_boundary(host.len() - suffix.len())
+                && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+        })
     };
-    let (l, r) = (listener.to_ascii_lowercase(), route.to_ascii_lowercase());
-    if l == r || covers(&l, &r) {
-        Some(r)
-    } else if covers(&r, &l) {
-        Some(l)
+    if listener.eq_ignore_ascii_case(route) || covers(listener, route) {
+        Some(route.to_ascii_lowercase())
+    } else if covers(route, listener) {
+        Some(listener.to_ascii_lowercase())
     } else {
         None
     }

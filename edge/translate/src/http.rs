@@ -90,8 +90,8 @@ pub struct Entry {
     pub order: Order,
     /// Match.
     pub matcher: Match,
-    /// Action.
-    pub action: Action,
+    /// Action (shared by the entries of one rule).
+    pub action: std::sync::Arc<Action>,
     /// Rule-level request header changes.
     pub request_headers: HeaderModifier,
     /// Rule-level response header changes.
@@ -497,7 +497,7 @@ pub fn translate(
             &mut unresolved,
         )?;
         let timeout = timeout(&field, rule.timeouts.as_ref())?;
-        let action = match rule_filters.redirect.clone() {
+        let action = std::sync::Arc::new(match rule_filters.redirect.clone() {
             Some(redirect) => Action::Redirect(redirect),
             None => Action::Forward {
                 backends,
@@ -506,7 +506,7 @@ pub fn translate(
                 timeout,
                 grpc: false,
             },
-        };
+        });
         let default_match = [crate::model::HttpMatch::default()];
         let matches = if rule.matches.is_empty() {
             &default_match[..]

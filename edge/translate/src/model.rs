@@ -728,8 +728,10 @@ pub struct Input {
 /// name.
 #[derive(Clone, Debug, Default)]
 struct Lookup {
-    services: std::collections::HashMap<(String, String), usize>,
-    slices: std::collections::HashMap<(String, String), Vec<usize>>,
+    /// Namespace → name → position (two levels, so a lookup by `&str` allocates nothing).
+    services: std::collections::HashMap<String, std::collections::HashMap<String, usize>>,
+    /// Namespace → Service name → positions.
+    slices: std::collections::HashMap<String, std::collections::HashMap<String, Vec<usize>>>,
 }
 
 /// An object the input could not take.
@@ -760,13 +762,11 @@ impl Input {
         self.index.get_or_init(|| {
             let mut lookup = Lookup::default();
             for (i, s) in self.services.iter().enumerate() {
-                lookup.services.insert(
-                    (
-                        s.metadata.namespace.clone().unwrap_or_default(),
-                        s.metadata.name.clone().unwrap_or_default(),
-                    ),
-                    i,
-                );
+                lookup
+                    .services
+                    .entry(s.metadata.namespace.clone().unwrap_or_default())
+                    .or_default()
+                    .insert(s.metadata.name.clone().unwrap_or_default(), i);
             }
             for (i, s) in self.endpoint_slices.iter().enumerate() {
                 if let Some(service) = s
@@ -777,10 +777,9 @@ impl Input {
                 {
                     lookup
                         .slices
-                        .entry((
-                            s.metadata.namespace.clone().unwrap_or_default(),
-                            service.clone(),
-                        ))
+                        .entry(s.metadata.namespace.clone().unwrap_or_default())
+                        .or_default()
+                        .entry(service.clone())
                         .or_default()
                         .push(i);
                 }
@@ -791,22 +790,23 @@ impl Input {
 
     /// The Service `namespace/name`.
     pub fn service(&self, namespace: &str, name: &str) -> Option<&Service> {
-        let i = self
-            .lookup()
-            .services
-            .get(&(namespace.to_owned(), name.to_owned()))?;
+        let i = self.lookup().services.get(namespace)?.get(name)?;
         self.services.get(*i)
     }
 
     /// The EndpointSlices of Service `namespace/name`.
-    pub fn slices_of(&self, namespace: &str, service: &str) -> Vec<&EndpointSlice> {
+    pub fn slices_of(
+        &self,
+        namespace: &str,
+        service: &str,
+    ) -> impl Iterator<Item = &EndpointSlice> {
         self.lookup()
             .slices
-            .get(&(namespace.to_owned(), service.to_owned()))
+            .get(namespace)
+            .and_then(|names| names.get(service))
             .into_iter()
             .flatten()
             .filter_map(|i| self.endpoint_slices.get(*i))
-            .collect()
     }
 
     /// Adds one object given as JSON, by its `kind`; kinds the translator does not read are

@@ -40,7 +40,13 @@ pub fn wildcard_type(type_url: &str) -> bool {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// One resource, packed, with its content hash.
@@ -75,7 +81,8 @@ impl Resource {
 pub struct Snapshot {
     resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>>,
     versions: BTreeMap<&'static str, String>,
-    /// The translated resources (for listeners made on request, see [`Snapshot::get`]).
+    /// The translated listeners and routes (for listeners made on request, see
+    /// [`Snapshot::get`]); clusters, endpoints and secrets are kept encoded only.
     source: Arc<Resources>,
     /// When the cache published it (push latency is measured from here).
     published: Option<std::time::Instant>,
@@ -90,7 +97,7 @@ impl PartialEq for Snapshot {
 
 impl Snapshot {
     /// A snapshot of a Gateway's translated resources.
-    pub fn new(source: Resources) -> Self {
+    pub fn new(mut source: Resources) -> Self {
         let mut resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>> =
             BTreeMap::new();
         let mut add = |type_url: &'static str, r: Resource| {
@@ -99,14 +106,14 @@ impl Snapshot {
                 .or_default()
                 .insert(r.name.clone(), Arc::new(r));
         };
-        for c in &source.clusters {
-            add(CLUSTER, Resource::new(&c.name, c));
+        for c in std::mem::take(&mut source.clusters) {
+            add(CLUSTER, Resource::new(&c.name, &c));
         }
-        for e in &source.endpoints {
-            add(ENDPOINT, Resource::new(&e.cluster_name, e));
+        for e in std::mem::take(&mut source.endpoints) {
+            add(ENDPOINT, Resource::new(&e.cluster_name, &e));
         }
-        for s in &source.secrets {
-            add(SECRET, Resource::new(&s.name, s));
+        for s in std::mem::take(&mut source.secrets) {
+            add(SECRET, Resource::new(&s.name, &s));
         }
         for l in &source.listeners {
             add(LISTENER, Resource::new(&l.name, l));

@@ -216,14 +216,26 @@ pub(crate) async fn serve<P, S>(
     observer.connected(&group);
     let mut snapshots = cache.subscribe(&group);
     let mut pending = Some(first);
+    // One span per response: a push after a change (`change = true`, with the time since
+    // the snapshot was published) or an answer to a request.
     let send = |response: P::Response, published: Option<std::time::Instant>| {
+        use tracing::Instrument as _;
+        let since = published.map(|at| at.elapsed());
         observer.pushed(
             &group,
             P::type_url(&response),
             P::resources(&response),
-            published.map(|at| at.elapsed()),
+            since,
         );
-        responses.send(Ok(response))
+        let span = tracing::info_span!(
+            "xds.push",
+            group = %group,
+            type_url = P::type_url(&response),
+            resources = P::resources(&response),
+            change = published.is_some(),
+            since_publish_ms = since.map(|d| d.as_secs_f64() * 1000.0),
+        );
+        responses.send(Ok(response)).instrument(span)
     };
     loop {
         if let Some(request) = pending.take() {
