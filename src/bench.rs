@@ -85,7 +85,8 @@ fn edge_rows(runs: usize) -> Vec<fairlead_apiserver::bench::Row> {
 
 /// The resident memory of a `fairlead edge xds` process serving `routes` HTTPRoutes (the
 /// synthetic input of the translation figures, created in an embedded API server), once it
-/// is ready and a proxy holds its configuration.
+/// is ready, a proxy holds its configuration, and 15 s have passed (statuses written, freed
+/// memory returned).
 async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_apiserver::bench::Row> {
     use kube::api::{Api, DynamicObject, PostParams};
     use kube::discovery::ApiResource;
@@ -173,8 +174,9 @@ async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_apiserver::bench::Ro
         .spawn()?;
     let measured = async {
         let holding = fairlead_edge_xds::bench::fetch_routes(xds, "bench/gw", "http-80").await?;
-        // The statuses of every route are written after the first translation; let them land.
-        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        // The statuses of every route are written after the first translation; let them land
+        // and the allocator return what the first translations freed (its decay is 10 s).
+        tokio::time::sleep(std::time::Duration::from_secs(15)).await;
         anyhow::Ok((holding, fairlead_apiserver::bench::resident(child.id())))
     }
     .await;
