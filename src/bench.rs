@@ -159,6 +159,7 @@ async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_apiserver::bench::Ro
             "error",
             "edge",
             "xds",
+            "--insecure",
             "--lease-namespace",
             "default",
         ])

@@ -1,8 +1,9 @@
 //! `fairlead up`: the appliance on one machine. It starts the embedded API server (HTTPS on
 //! loopback, a CA generated at start, a kubeconfig written for clients), the health module
 //! (its CRD, a local Node, the controller and the agent of that node), the edge control plane
-//! (the Gateway API CRDs, the `d8-alb` GatewayClass, the xDS server), applies the manifests of
-//! `-f DIR`, and serves the admin endpoints and telemetry of the process.
+//! (the Gateway API CRDs, the `d8-alb` GatewayClass, the xDS server over mutual TLS with a CA
+//! of its own, whose files it writes for proxies), applies the manifests of `-f DIR`, and
+//! serves the admin endpoints and telemetry of the process.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -104,12 +105,50 @@ async fn start_health(runtime: &Runtime, client: &kube::Client, node: &str) -> a
     Ok(())
 }
 
+/// The xDS server's mutual TLS: a CA generated at start, a serving certificate for
+/// `localhost` and the server's address, and one client certificate for local proxies. The
+/// CA and the proxy's certificate and key are written to `dir` (`ca.crt`, `proxy.crt`,
+/// `proxy.key`) for `fairlead edge bootstrap --xds-ca/--xds-cert/--xds-key`.
+fn xds_tls(
+    dir: &std::path::Path,
+    addr: SocketAddr,
+) -> anyhow::Result<fairlead_edge_xds::cli::XdsTls> {
+    use fairlead_kit::pki::Ca;
+    let ca = Ca::generate("fairlead-up xds CA")?;
+    let ip = if addr.ip().is_unspecified() {
+        std::net::IpAddr::from([127, 0, 0, 1])
+    } else {
+        addr.ip()
+    };
+    let server = ca.issue_server(&["localhost"], &[ip])?;
+    let proxy = ca.issue_client("fairlead-up-proxy")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = |name: &str, text: &str, private: bool| -> anyhow::Result<()> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        if private {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        }
+        Ok(())
+    };
+    write("ca.crt", ca.cert_pem(), false)?;
+    write("proxy.crt", &proxy.cert_pem, false)?;
+    write("proxy.key", &proxy.key_pem, true)?;
+    Ok(fairlead_edge_xds::cli::XdsTls {
+        cert_pem: server.cert_pem,
+        key_pem: server.key_pem,
+        client_ca_pem: Some(ca.cert_pem().to_owned()),
+    })
+}
+
 /// Installs the Gateway API CRDs and the `d8-alb` GatewayClass, and starts the xDS control
 /// plane.
 async fn start_edge(
     runtime: &Runtime,
     client: &kube::Client,
     xds_addr: SocketAddr,
+    tls: fairlead_edge_xds::cli::XdsTls,
 ) -> anyhow::Result<SocketAddr> {
     use fairlead_edge_xds::{cli, crds, run};
     let controller = fairlead_edge_translate::CONTROLLER_NAME;
@@ -120,7 +159,7 @@ async fn start_edge(
         controller_name: controller.to_owned(),
         lease: fairlead_kit::lease::LeaseConfig::new(run::LEASE, "kube-system", "fairlead-up"),
     };
-    cli::start(runtime, client.clone(), xds_addr, settings).await
+    cli::start(runtime, client.clone(), xds_addr, Some(tls), settings).await
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
@@ -168,7 +207,13 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
     }
     let client = server.client().await?;
     start_health(&runtime, &client, &args.node_name).await?;
-    let xds_addr = start_edge(&runtime, &client, args.xds_addr).await?;
+    let xds_dir = args
+        .kubeconfig
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join("xds");
+    let tls = xds_tls(&xds_dir, args.xds_addr)?;
+    let xds_addr = start_edge(&runtime, &client, args.xds_addr, tls).await?;
     if let Some(dir) = &args.manifests {
         let applied = fairlead_apiserver::manifests::apply_dir(&client, server.registry(), dir)
             .await
@@ -181,6 +226,7 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         kubeconfig = %args.kubeconfig.display(),
         admin = %admin_addr,
         xds = %xds_addr,
+        xds_certificates = %xds_dir.display(),
         "fairlead up: running (embedded API server: development and test only); Ctrl-C to stop"
     );
     // The components drain first, while the API server they talk to is still up.

@@ -422,6 +422,17 @@ spec:
 }
 
 #[test]
+fn edge_xds_refuses_to_serve_plaintext_unless_asked() {
+    let out = run(&["edge", "xds", "--admin-addr", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--tls-cert-file") && stderr.contains("--insecure"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
     let out = run(&[
         "edge",
@@ -447,6 +458,55 @@ fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
     assert_eq!(
         bootstrap["dynamicResources"]["adsConfig"]["apiType"],
         "GRPC"
+    );
+
+    // Mutual TLS to the xDS server: the CA, and the proxy's certificate and key, as files.
+    let tls = run(&[
+        "edge",
+        "bootstrap",
+        "--gateway",
+        "infra/web",
+        "--xds",
+        "xds.d8-alb.svc:18000",
+        "--xds-ca",
+        "/etc/fairlead/ca.crt",
+        "--xds-cert",
+        "/etc/fairlead/proxy.crt",
+        "--xds-key",
+        "/etc/fairlead/proxy.key",
+    ]);
+    assert!(
+        tls.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tls.stderr)
+    );
+    let bootstrap: serde_json::Value = serde_yaml_ng::from_slice(&tls.stdout).unwrap();
+    let socket = &bootstrap["staticResources"]["clusters"][0]["transportSocket"];
+    assert_eq!(socket["name"], "envoy.transport_sockets.tls");
+    let context = &socket["typedConfig"];
+    assert_eq!(context["sni"], "xds.d8-alb.svc");
+    assert_eq!(
+        context["commonTlsContext"]["validationContext"]["trustedCa"]["filename"],
+        "/etc/fairlead/ca.crt"
+    );
+    assert_eq!(
+        context["commonTlsContext"]["tlsCertificates"][0]["privateKey"]["filename"],
+        "/etc/fairlead/proxy.key"
+    );
+    let half = run(&[
+        "edge",
+        "bootstrap",
+        "--gateway",
+        "a/b",
+        "--xds",
+        "x:1",
+        "--xds-cert",
+        "c",
+    ]);
+    assert_eq!(
+        half.status.code(),
+        Some(2),
+        "a client certificate needs its key and a CA"
     );
 
     let bad = run(&["edge", "bootstrap", "--gateway", "web", "--xds", "x:1"]);

@@ -230,25 +230,84 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         ready[0]["value"][1], "1",
         "the dashboard's ready-endpoints query sees the probed pod"
     );
+    // The proxy streams until aborted: finished means it failed (TLS refused, a panic).
+    if proxy.is_finished() {
+        let result = proxy.await;
+        panic!("the proxy stopped early: {result:?}");
+    }
     proxy.abort();
     let _ = up.kill();
     let _ = up.wait();
     drop(backend);
 }
 
-/// A proxy of Gateway `default/gw` on `fairlead up`'s xDS server: it fetches and ACKs the
-/// clusters, then changes the route (so a push follows) and ACKs what comes, until aborted.
+/// A proxy of Gateway `default/gw` on `fairlead up`'s xDS server, over mutual TLS with the
+/// certificates `fairlead up` wrote beside the kubeconfig: it fetches and ACKs the clusters,
+/// then changes the route (so a push follows) and ACKs what comes, until aborted. Before
+/// that, a plaintext client and a TLS client without a certificate are refused.
 async fn proxy(xds: u16, kubeconfig: PathBuf) {
     use envoy_types::pb::envoy::config::core::v3::Node;
     use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
     use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+    use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
     const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-    let mut client = loop {
-        match AggregatedDiscoveryServiceClient::connect(format!("http://127.0.0.1:{xds}")).await {
-            Ok(client) => break client,
+    let files = kubeconfig.parent().unwrap().join("xds");
+    let read = |name: &str| std::fs::read_to_string(files.join(name));
+    let (ca, cert, key) = loop {
+        match (read("ca.crt"), read("proxy.crt"), read("proxy.key")) {
+            (Ok(ca), Ok(cert), Ok(key)) => break (ca, cert, key),
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let endpoint = |tls: Option<ClientTlsConfig>| {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let endpoint = Channel::from_shared(format!("{scheme}://127.0.0.1:{xds}")).unwrap();
+        match tls {
+            Some(tls) => endpoint.tls_config(tls).unwrap(),
+            None => endpoint,
+        }
+    };
+    let tls = || {
+        ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&ca))
+            .domain_name("localhost")
+    };
+    let channel = loop {
+        match endpoint(Some(tls().identity(Identity::from_pem(&cert, &key))))
+            .connect()
+            .await
+        {
+            Ok(channel) => break channel,
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     };
+    let hello = || DiscoveryRequest {
+        node: Some(Node {
+            id: "stranger".into(),
+            cluster: "default/gw".into(),
+            ..Default::default()
+        }),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    };
+    // Refused: plaintext, and TLS without a client certificate.
+    for refused in [endpoint(None), endpoint(Some(tls()))] {
+        let answered = match refused.connect().await {
+            Err(_) => false,
+            Ok(channel) => match AggregatedDiscoveryServiceClient::new(channel)
+                .stream_aggregated_resources(tokio_stream::iter([hello()]))
+                .await
+            {
+                Err(_) => false,
+                Ok(response) => matches!(response.into_inner().message().await, Ok(Some(_))),
+            },
+        };
+        assert!(
+            !answered,
+            "the xDS server answered a client without a valid certificate"
+        );
+    }
+    let mut client = AggregatedDiscoveryServiceClient::new(channel);
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     tx.send(DiscoveryRequest {
         node: Some(Node {

@@ -1,5 +1,6 @@
 //! A small certificate authority: generated at start, issuing serving certificates for the
-//! embedded API server, webhooks and the xDS server, and rustls configurations to serve them.
+//! embedded API server, webhooks and the xDS server, client certificates for the proxies that
+//! reach the xDS server over mutual TLS, and rustls configurations to serve them.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -94,6 +95,11 @@ impl Ca {
         ips: &[IpAddr],
     ) -> Result<CertifiedKey, PkiError> {
         self.issue(dns_names, ips, ExtendedKeyUsagePurpose::ServerAuth)
+    }
+
+    /// Issues a client certificate (for mutual TLS) naming `common_name`.
+    pub fn issue_client(&self, common_name: &str) -> Result<CertifiedKey, PkiError> {
+        self.issue(&[common_name], &[], ExtendedKeyUsagePurpose::ClientAuth)
     }
 
     fn issue(

@@ -1,6 +1,7 @@
 //! The Envoy bootstrap of `fairlead edge bootstrap`: the node names its Gateway
 //! (`node.cluster = <namespace>/<name>`), listeners and clusters come over ADS from the xDS
-//! server, which is the one static cluster (HTTP/2). Checked against Envoy's validation rules
+//! server, which is the one static cluster (HTTP/2; over TLS when `--xds-ca` is given, with
+//! the proxy's client certificate for mutual TLS). Checked against Envoy's validation rules
 //! before it is printed.
 
 use envoy_types::pb::envoy::config::bootstrap::v3::{Admin, Bootstrap, bootstrap};
@@ -59,8 +60,48 @@ pub fn bootstrap(args: &BootstrapArgs) -> Result<Bootstrap, BootstrapError> {
         ),
         ..Default::default()
     };
+    let transport_socket = args.xds_ca.as_ref().map(|ca| {
+        use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
+        let file = |path: &std::path::Path| core::DataSource {
+            specifier: Some(core::data_source::Specifier::Filename(
+                path.display().to_string(),
+            )),
+            ..Default::default()
+        };
+        let context = tls::UpstreamTlsContext {
+            sni: host.to_owned(),
+            common_tls_context: Some(tls::CommonTlsContext {
+                alpn_protocols: vec!["h2".into()],
+                tls_certificates: match (&args.xds_cert, &args.xds_key) {
+                    (Some(cert), Some(key)) => vec![tls::TlsCertificate {
+                        certificate_chain: Some(file(cert)),
+                        private_key: Some(file(key)),
+                        ..Default::default()
+                    }],
+                    _ => Vec::new(),
+                },
+                validation_context_type: Some(
+                    tls::common_tls_context::ValidationContextType::ValidationContext(
+                        tls::CertificateValidationContext {
+                            trusted_ca: Some(file(ca)),
+                            ..Default::default()
+                        },
+                    ),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        core::TransportSocket {
+            name: "envoy.transport_sockets.tls".into(),
+            config_type: Some(core::transport_socket::ConfigType::TypedConfig(
+                fairlead_edge_translate::envoy::any(&context),
+            )),
+        }
+    });
     let xds_cluster = Cluster {
         name: XDS_CLUSTER.into(),
+        transport_socket,
         cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(if host
             .parse::<std::net::IpAddr>()
             .is_ok()

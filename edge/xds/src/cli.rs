@@ -42,6 +42,58 @@ pub struct XdsArgs {
     /// This replica's identity in the Lease.
     #[arg(long, env = "POD_NAME", default_value = "fairlead-edge-xds")]
     pub identity: String,
+    /// The xDS server's certificate (PEM); with `--tls-key-file`, the server speaks TLS.
+    #[arg(long, requires = "tls_key_file")]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// The private key of `--tls-cert-file` (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_key_file: Option<std::path::PathBuf>,
+    /// CA bundle (PEM) that proxies' client certificates must chain to (mutual TLS).
+    #[arg(long, requires = "tls_cert_file")]
+    pub client_ca_file: Option<std::path::PathBuf>,
+    /// Serve xDS in plaintext (without TLS flags the server refuses to start).
+    #[arg(long, conflicts_with = "tls_cert_file")]
+    pub insecure: bool,
+}
+
+/// The TLS of the xDS server: its certificate, and the CA of the proxies' client certificates
+/// when it asks for them (mutual TLS).
+#[derive(Clone)]
+pub struct XdsTls {
+    /// Certificate chain, PEM.
+    pub cert_pem: String,
+    /// Private key, PEM.
+    pub key_pem: String,
+    /// CA bundle the clients' certificates must chain to, PEM.
+    pub client_ca_pem: Option<String>,
+}
+
+impl std::fmt::Debug for XdsTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdsTls")
+            .field("mutual", &self.client_ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdsArgs {
+    /// The TLS settings the flags ask for: `None` only with `--insecure`.
+    fn tls(&self) -> anyhow::Result<Option<XdsTls>> {
+        let read = |path: &std::path::Path| {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+        };
+        match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(cert), Some(key)) => Ok(Some(XdsTls {
+                cert_pem: read(cert)?,
+                key_pem: read(key)?,
+                client_ca_pem: self.client_ca_file.as_deref().map(read).transpose()?,
+            })),
+            _ if self.insecure => Ok(None),
+            _ => anyhow::bail!(
+                "the xDS server needs --tls-cert-file and --tls-key-file (and --client-ca-file for mutual TLS), or --insecure for plaintext"
+            ),
+        }
+    }
 }
 
 /// A Gateway named `namespace/name`.
@@ -69,14 +121,26 @@ pub struct BootstrapArgs {
     /// Port of Envoy's admin interface (on 127.0.0.1).
     #[arg(long, default_value_t = 19000)]
     pub admin_port: u16,
+    /// CA bundle (file, as Envoy reads it) that the xDS server's certificate must chain to;
+    /// without it the proxy speaks plaintext to the xDS server.
+    #[arg(long)]
+    pub xds_ca: Option<std::path::PathBuf>,
+    /// The proxy's client certificate for mutual TLS (file).
+    #[arg(long, requires_all = ["xds_ca", "xds_key"])]
+    pub xds_cert: Option<std::path::PathBuf>,
+    /// The private key of `--xds-cert` (file).
+    #[arg(long, requires = "xds_cert")]
+    pub xds_key: Option<std::path::PathBuf>,
 }
 
-/// Starts the control plane in `runtime`: the xDS server on `xds_addr` and the translation
-/// loop (readiness `xds` after the first translation). Returns the bound xDS address.
+/// Starts the control plane in `runtime`: the xDS server on `xds_addr` (over TLS unless `tls`
+/// is `None`) and the translation loop (readiness `xds` after the first translation). Returns
+/// the bound xDS address.
 pub async fn start(
     runtime: &Runtime,
     client: kube::Client,
     xds_addr: SocketAddr,
+    tls: Option<XdsTls>,
     settings: crate::run::Settings,
 ) -> anyhow::Result<SocketAddr> {
     let metrics = XdsMetrics::new(&runtime.metrics)?;
@@ -90,9 +154,26 @@ pub async fn start(
         .await
         .with_context(|| format!("binding the xDS server to {xds_addr}"))?;
     let bound = listener.local_addr()?;
-    tracing::info!(addr = %bound, "xDS server listening");
+    let mut builder = tonic::transport::Server::builder();
+    match &tls {
+        Some(tls) => {
+            use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+            let mut config =
+                ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+            if let Some(ca) = &tls.client_ca_pem {
+                config = config.client_ca_root(Certificate::from_pem(ca));
+            }
+            builder = builder
+                .tls_config(config)
+                .context("the xDS server's TLS configuration")?;
+            tracing::info!(addr = %bound, mutual = tls.client_ca_pem.is_some(), "xDS server listening (TLS)");
+        }
+        None => {
+            tracing::warn!(addr = %bound, "xDS server listening in plaintext (--insecure)");
+        }
+    }
     let stop = runtime.shutdown.token();
-    let server = tonic::transport::Server::builder()
+    let server = builder
         .add_routes(crate::services::routes(Ads::new(
             cache.clone(),
             Arc::new(observer),
@@ -121,6 +202,7 @@ pub async fn start(
 
 /// Runs the control plane until a shutdown signal, with its admin server.
 pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
+    let tls = args.tls()?;
     let runtime = Runtime::start(global, "fairlead-edge-xds", DEFAULT_DRAIN_DEADLINE)?;
     let client = kube::Client::try_default()
         .await
@@ -137,7 +219,7 @@ pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
         controller_name: args.controller_name,
         lease: LeaseConfig::new(crate::run::LEASE, &args.lease_namespace, &args.identity),
     };
-    start(&runtime, client, args.xds_addr, settings).await?;
+    start(&runtime, client, args.xds_addr, tls, settings).await?;
     runtime.finish().await;
     Ok(())
 }
