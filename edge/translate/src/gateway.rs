@@ -380,8 +380,49 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
             }
         }
     }
+    // HTTPS listeners of one port whose hostnames overlap (a wildcard and a name it covers):
+    // served, but a client's HTTP/2 connection to one may be reused for the other, so both
+    // say OverlappingTLSConfig (set only when it holds).
+    let mut overlapping: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for indices in by_port.values() {
+        let https: Vec<(usize, &str)> = indices
+            .iter()
+            .filter(|i| listeners[**i].protocol == Some(Protocol::Https))
+            .filter_map(|i| listeners[*i].hostname.as_deref().map(|h| (*i, h)))
+            .collect();
+        for (a, (i, h)) in https.iter().enumerate() {
+            for (j, g) in &https[a + 1..] {
+                let covers =
+                    |x: &str, y: &str| x != y && crate::hostname::specificity(Some(x), y).is_some();
+                if covers(h, g) || covers(g, h) {
+                    overlapping
+                        .entry(*i)
+                        .or_default()
+                        .push(listeners[*j].name.clone());
+                    overlapping
+                        .entry(*j)
+                        .or_default()
+                        .push(listeners[*i].name.clone());
+                }
+            }
+        }
+    }
     for (i, l) in listeners.iter_mut().enumerate() {
         let generation = generations.get(i).copied().flatten();
+        if let Some(others) = overlapping.get(&i) {
+            l.conditions.push(Condition::new(
+                "OverlappingTLSConfig",
+                true,
+                "OverlappingHostnames",
+                format!(
+                    "hostname {} overlaps listener(s) {} on port {}",
+                    l.hostname.as_deref().unwrap_or_default(),
+                    others.join(", "),
+                    l.port
+                ),
+                generation,
+            ));
+        }
         let conflict = reasons.get(&i);
         l.conditions.push(match conflict {
             Some((reason, message)) => {
