@@ -111,7 +111,9 @@ pub async fn run(
             }
         }
         cache.retain(&keep);
+        // The span ends with the translation and its snapshots (not after the status writes).
         drop(_entered);
+        drop(span);
         if let Some(ready) = ready.take() {
             ready();
         }
