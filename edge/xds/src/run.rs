@@ -98,8 +98,16 @@ pub async fn run(
             .observe(started.elapsed().as_secs_f64());
         span.record("gateways", translation.gateways.len());
         let keep: BTreeSet<String> = translation.gateways.keys().cloned().collect();
-        for (gateway, resources) in translation.gateways {
-            let snapshot = Snapshot::new(resources);
+        let snapshots: Vec<(String, Snapshot)> = translation
+            .gateways
+            .into_iter()
+            .map(|(gateway, resources)| (gateway, Snapshot::new(resources)))
+            .collect();
+        // The span ends with the translation and its snapshots, before anything is pushed
+        // (and not after the status writes).
+        drop(_entered);
+        drop(span);
+        for (gateway, snapshot) in snapshots {
             for (type_url, count) in snapshot.sizes() {
                 metrics
                     .snapshot
@@ -111,9 +119,6 @@ pub async fn run(
             }
         }
         cache.retain(&keep);
-        // The span ends with the translation and its snapshots (not after the status writes).
-        drop(_entered);
-        drop(span);
         if let Some(ready) = ready.take() {
             ready();
         }
