@@ -168,7 +168,19 @@ async fn objects_become_snapshots_and_statuses() {
     .await;
 
     // Statuses are written once: another translation (any change) writes nothing new.
-    let settled = gateways.get("gw").await.unwrap().metadata.resource_version;
+    // Settled: no write still in flight from the rounds before (a slow machine may be one
+    // round behind), then the unrelated change.
+    let mut before = gateways.get("gw").await.unwrap();
+    for round in 0.. {
+        assert!(round < 20, "the Gateway's status never settles");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let again = gateways.get("gw").await.unwrap();
+        if again.metadata.resource_version == before.metadata.resource_version {
+            break;
+        }
+        before = again;
+    }
+    let settled = before.metadata.resource_version.clone();
     create(
         &client,
         json!({"apiVersion": "v1", "kind": "Service",
@@ -177,10 +189,11 @@ async fn objects_become_snapshots_and_statuses() {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = gateways.get("gw").await.unwrap();
     assert_eq!(
-        gateways.get("gw").await.unwrap().metadata.resource_version,
-        settled,
-        "an unchanged status is not written again"
+        after.metadata.resource_version, settled,
+        "an unchanged status is not written again: {:#} became {:#}",
+        before.data["status"], after.data["status"]
     );
 
     // A ListenerSet the Gateway does not admit (no allowedListeners) says so.
