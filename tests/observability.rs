@@ -230,6 +230,41 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         ready[0]["value"][1], "1",
         "the dashboard's ready-endpoints query sees the probed pod"
     );
+    // `kubectl get` shows the upstream bundle's columns for the generated Gateway API CRDs.
+    let get = |kind: &str, name: &str| {
+        let out = Command::new("kubectl")
+            .env("KUBECONFIG", dir.path().join("kubeconfig"))
+            .args(["get", kind, name])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let gateway = get("gateway", "gw");
+    let (header, row) = gateway.split_once('\n').unwrap();
+    let columns: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(
+        columns,
+        ["NAME", "CLASS", "ADDRESS", "PROGRAMMED", "AGE"],
+        "{gateway}"
+    );
+    let values: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(values[..2], ["gw", "d8-alb"], "{gateway}");
+    assert!(values.contains(&"True"), "programmed: {gateway}");
+    let class = get("gatewayclass", "d8-alb");
+    assert!(
+        class.contains("CONTROLLER")
+            && class.contains("alb.network.deckhouse.io/gateway-controller"),
+        "{class}"
+    );
+    assert!(
+        get("httproute", "web").starts_with("NAME"),
+        "routes print a table"
+    );
     // The proxy streams until aborted: finished means it failed (TLS refused, a panic).
     if proxy.is_finished() {
         let result = proxy.await;

@@ -28,6 +28,53 @@ pub fn gateway_api() -> Vec<CustomResourceDefinition> {
         ReferenceGrant::crd(),
         BackendTlsPolicy::crd(),
     ]
+    .into_iter()
+    .map(with_columns)
+    .collect()
+}
+
+/// The `kubectl get` columns of the upstream bundle, which the generated CRDs lack: a class's
+/// controller and acceptance, a Gateway's class, address and programming, a route's
+/// hostnames, and every object's age.
+fn with_columns(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
+    let column = |name: &str, type_: &str, path: &str| CustomResourceColumnDefinition {
+        name: name.to_owned(),
+        type_: type_.to_owned(),
+        json_path: path.to_owned(),
+        ..Default::default()
+    };
+    let condition = |type_: &str| format!(".status.conditions[?(@.type==\"{type_}\")].status");
+    let mut columns = match crd.spec.names.kind.as_str() {
+        "GatewayClass" => vec![
+            column("Controller", "string", ".spec.controllerName"),
+            column("Accepted", "string", &condition("Accepted")),
+        ],
+        "Gateway" => vec![
+            column("Class", "string", ".spec.gatewayClassName"),
+            column("Address", "string", ".status.addresses[*].value"),
+            column("Programmed", "string", &condition("Programmed")),
+        ],
+        "ListenerSet" => vec![
+            column("Accepted", "string", &condition("Accepted")),
+            column("Programmed", "string", &condition("Programmed")),
+        ],
+        "HTTPRoute" | "GRPCRoute" | "TLSRoute" => {
+            vec![column("Hostnames", "string", ".spec.hostnames")]
+        }
+        _ => Vec::new(),
+    };
+    columns.push(column("Age", "date", ".metadata.creationTimestamp"));
+    for version in &mut crd.spec.versions {
+        if version
+            .additional_printer_columns
+            .as_ref()
+            .is_none_or(Vec::is_empty)
+        {
+            version.additional_printer_columns = Some(columns.clone());
+        }
+    }
+    crd
 }
 
 /// Creates the CRDs and the GatewayClass that do not exist yet (existing ones are left as
