@@ -1,7 +1,8 @@
-//! gRPC's own xDS client (PyPI `grpcio`, C-core) as the data plane: real RPCs to two local
-//! gRPC backends through a GRPCRoute served by fairlead. A header match goes to backend A, an
-//! 80/20 split holds within tolerance, an endpoint marked not ready leaves the traffic, and a
-//! route change is followed on the same stream. Any NACK fails the test.
+//! gRPC's own xDS clients as the data plane: PyPI `grpcio` (C-core) and npm
+//! `@grpc/grpc-js-xds` (an independent implementation in TypeScript) each send real RPCs to two
+//! local gRPC backends through a GRPCRoute served by fairlead. A header match goes to backend
+//! A, an 80/20 split holds within tolerance, an endpoint marked not ready leaves the traffic,
+//! and a route change is followed on the same stream. Any NACK fails the test.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -149,8 +150,9 @@ fn count(v: &serde_json::Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grpc_clients_route_real_rpcs_through_fairlead() {
+/// Runs the scenario against the data plane `command` starts (given the two backend ports
+/// and `GRPC_XDS_BOOTSTRAP`).
+async fn scenario(name: &str, mut command: Command) {
     let (port_a, port_b) = (
         fairlead_kit::testing::free_port(),
         fairlead_kit::testing::free_port(),
@@ -165,7 +167,7 @@ async fn grpc_clients_route_real_rpcs_through_fairlead() {
             .add_service(Ads::new(cache.clone(), recorder.clone()).into_service())
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );
-    let dir = std::env::temp_dir().join(format!("fairlead-grpc-xds-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("fairlead-grpc-xds-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bootstrap = dir.join("bootstrap.json");
     std::fs::write(
@@ -177,9 +179,7 @@ async fn grpc_clients_route_real_rpcs_through_fairlead() {
         .to_string(),
     )
     .unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/grpc_xds.py");
-    let mut child = Command::new("python3")
-        .arg(script)
+    let mut child = command
         .arg(port_a.to_string())
         .arg(port_b.to_string())
         .env("GRPC_XDS_BOOTSTRAP", &bootstrap)
@@ -187,12 +187,16 @@ async fn grpc_clients_route_real_rpcs_through_fairlead() {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("python3 with grpcio (scripts/setup installs it)");
+        .unwrap_or_else(|e| panic!("{name}: {e} (scripts/setup installs the clients)"));
     let stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut ready = String::new();
     stdout.read_line(&mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready", "the data plane did not start");
+    assert_eq!(
+        ready.trim(),
+        "ready",
+        "{name}: the data plane did not start"
+    );
     let mut client = Client {
         child,
         stdin,
@@ -239,6 +243,23 @@ async fn grpc_clients_route_real_rpcs_through_fairlead() {
         "one stream, never reconnected"
     );
     let nacks = recorder.nacks.lock().unwrap().clone();
-    assert!(nacks.is_empty(), "gRPC rejected configuration: {nacks:?}");
+    assert!(nacks.is_empty(), "{name} rejected configuration: {nacks:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpcio_routes_real_rpcs_through_fairlead() {
+    let mut python = Command::new("python3");
+    python.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/grpc_xds.py"));
+    scenario("grpcio", python).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_js_xds_routes_real_rpcs_through_fairlead() {
+    let mut node = Command::new("node");
+    node.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/node/grpc_xds.js"
+    ));
+    scenario("grpc-js-xds", node).await;
 }
