@@ -122,14 +122,29 @@ fn xds_tls(
     };
     let server = ca.issue_server(&["localhost"], &[ip])?;
     let proxy = ca.issue_client("fairlead-up-proxy")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    // Written to a new file (never through an old one or a link) created with its final
+    // mode, then renamed into place: the key is never readable by others, even briefly.
     let write = |name: &str, text: &str, private: bool| -> anyhow::Result<()> {
         let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-        if private {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-        }
+        let staged = dir.join(format!(".{name}.new"));
+        let _ = std::fs::remove_file(&staged);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(if private { 0o600 } else { 0o644 })
+            .open(&staged)
+            .with_context(|| format!("writing {}", staged.display()))?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&staged, &path).with_context(|| format!("writing {}", path.display()))?;
         Ok(())
     };
     write("ca.crt", ca.cert_pem(), false)?;

@@ -485,6 +485,12 @@ fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
     assert_eq!(socket["name"], "envoy.transport_sockets.tls");
     let context = &socket["typedConfig"];
     assert_eq!(context["sni"], "xds.d8-alb.svc");
+    let san = &context["commonTlsContext"]["validationContext"]["matchTypedSubjectAltNames"][0];
+    assert_eq!(
+        san["sanType"], "DNS",
+        "the server must name the address dialled"
+    );
+    assert_eq!(san["matcher"]["exact"], "xds.d8-alb.svc");
     assert_eq!(
         context["commonTlsContext"]["validationContext"]["trustedCa"]["filename"],
         "/etc/fairlead/ca.crt"

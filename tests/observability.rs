@@ -294,6 +294,22 @@ async fn proxy(xds: u16, kubeconfig: PathBuf) {
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     };
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |name: &str| {
+            std::fs::metadata(files.join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(
+            mode("proxy.key"),
+            0o600,
+            "the proxy's key is its owner's only"
+        );
+        assert_eq!(mode(""), 0o700, "so is the directory");
+    }
     let endpoint = |tls: Option<ClientTlsConfig>| {
         let scheme = if tls.is_some() { "https" } else { "http" };
         let endpoint = Channel::from_shared(format!("{scheme}://127.0.0.1:{xds}")).unwrap();

@@ -21,20 +21,21 @@ pub struct Backend {
     pub port_name: std::sync::Arc<str>,
     /// Speaks HTTP/2 without TLS (gRPC, or `appProtocol` h2c/grpc).
     pub http2: bool,
-    /// Behind a TLS passthrough listener: the client's TLS goes through untouched, so no
-    /// BackendTLSPolicy applies (it would wrap TLS in TLS).
-    pub passthrough: bool,
+    /// Forwarded as is: behind TLS passthrough (the client's TLS goes through untouched) or
+    /// UDP, so no BackendTLSPolicy applies (it would wrap TLS in TLS, or TLS around
+    /// datagrams).
+    pub opaque: bool,
 }
 
 impl Backend {
     /// The Envoy cluster name (`/h2` when it speaks HTTP/2: an HTTPRoute and a GRPCRoute to
-    /// the same plain port need two clusters; `/passthrough` behind TLS passthrough, which
-    /// never originates TLS).
+    /// the same plain port need two clusters; `/opaque` behind TLS passthrough and for UDP,
+    /// which never originate TLS).
     pub fn cluster(&self) -> String {
         let h2 = if self.http2 { "/h2" } else { "" };
-        let passthrough = if self.passthrough { "/passthrough" } else { "" };
+        let opaque = if self.opaque { "/opaque" } else { "" };
         format!(
-            "{}/{}/{}{h2}{passthrough}",
+            "{}/{}/{}{h2}{opaque}",
             self.namespace, self.service, self.port
         )
     }
@@ -114,6 +115,6 @@ pub fn resolve(
         port: u16::try_from(port).unwrap_or_default(),
         port_name: service_port.name.as_deref().unwrap_or_default().into(),
         http2: http2 || matches!(app, "kubernetes.io/h2c" | "grpc" | "h2c"),
-        passthrough: false,
+        opaque: false,
     })
 }

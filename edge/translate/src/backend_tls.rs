@@ -90,54 +90,31 @@ impl Policies {
                 decided,
             );
         }
-        let mut lost: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (target, mut claimants) in claims {
             claimants.sort_by(|a, b| {
                 (&a.metadata.creation_timestamp, &a.metadata.name)
                     .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
             });
-            let key = |p: &BackendTlsPolicy| {
+            policies.winners.insert(
+                target,
                 format!(
                     "{}/{}",
-                    p.metadata.namespace.as_deref().unwrap_or_default(),
-                    p.metadata.name.as_deref().unwrap_or_default()
-                )
-            };
-            let winner = key(claimants[0]);
-            for loser in &claimants[1..] {
-                lost.entry(key(loser)).or_default().push(winner.clone());
-            }
-            policies.winners.insert(target, winner);
-        }
-        for (key, winners) in lost {
-            let Some(decided) = policies.decided.get_mut(&key) else {
-                continue;
-            };
-            let won_any = policies.winners.values().any(|w| *w == key);
-            if !won_any {
-                let generation = decided
-                    .conditions
-                    .first()
-                    .and_then(|c| c.observed_generation);
-                decided.conditions[0] = Condition::new(
-                    "Accepted",
-                    false,
-                    "Conflicted",
-                    format!(
-                        "spec.targetRefs: every target is taken by an older policy ({})",
-                        winners.join(", ")
-                    ),
-                    generation,
-                );
-            }
+                    claimants[0]
+                        .metadata
+                        .namespace
+                        .as_deref()
+                        .unwrap_or_default(),
+                    claimants[0].metadata.name.as_deref().unwrap_or_default()
+                ),
+            );
         }
         policies
     }
 
     /// The TLS settings for `backend`: the policy on its port, else the one on the whole
-    /// Service; none behind TLS passthrough (the client's TLS reaches the backend as is).
+    /// Service; none behind TLS passthrough or for UDP (forwarded as is).
     pub fn for_backend(&self, backend: &Backend) -> Option<&UpstreamTls> {
-        if self.winners.is_empty() || backend.passthrough {
+        if self.winners.is_empty() || backend.opaque {
             return None;
         }
         let port = (
@@ -169,7 +146,7 @@ impl Policies {
             for (key, decided) in &self.decided {
                 let reaches = decided.targets.iter().any(|(ns, svc, section)| {
                     backends.iter().any(|b| {
-                        !b.passthrough
+                        !b.opaque
                             && *b.namespace == **ns
                             && *b.service == **svc
                             && section.as_deref().is_none_or(|s| s == &*b.port_name)
@@ -195,6 +172,24 @@ impl Policies {
         }
         out
     }
+}
+
+/// Whether `pem` holds one or more certificates, each readable as a trust anchor (what the
+/// proxy will parse: a bundle it cannot read would fail the whole cluster update).
+fn certificates(pem: &str) -> bool {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    let mut any = false;
+    for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        let Ok(cert) = cert else {
+            return false;
+        };
+        if webpki::anchor_from_trusted_cert(&cert).is_err() {
+            return false;
+        }
+        any = true;
+    }
+    any
 }
 
 /// One policy's TLS settings and conditions (`Accepted`, `ResolvedRefs`), before conflicts.
@@ -299,12 +294,10 @@ fn decide(policy: &BackendTlsPolicy, input: &Input) -> Decided {
                 "{field}: ConfigMap {namespace}/{} has no key ca.crt",
                 r.name
             )),
-            Some(Some(pem)) if !pem.contains("-----BEGIN CERTIFICATE-----") => {
-                problems.push(format!(
-                    "{field}: ca.crt of ConfigMap {namespace}/{} holds no PEM certificate",
-                    r.name
-                ))
-            }
+            Some(Some(pem)) if !certificates(pem) => problems.push(format!(
+                "{field}: ca.crt of ConfigMap {namespace}/{} is not a PEM bundle of X.509 certificates",
+                r.name
+            )),
             Some(Some(pem)) => {
                 bundle.extend_from_slice(pem.trim_end().as_bytes());
                 bundle.push(b'\n');

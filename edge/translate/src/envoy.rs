@@ -381,7 +381,7 @@ fn tls_chain(l: &ResolvedListener, filter: listener::Filter) -> listener::Filter
 /// are closed.
 fn stream_clusters(
     entry: &crate::stream::Entry,
-    passthrough: bool,
+    opaque: bool,
     backends: &mut BTreeSet<Backend>,
 ) -> Vec<(String, u32)> {
     let mut out: Vec<(String, u32)> = entry
@@ -389,7 +389,7 @@ fn stream_clusters(
         .iter()
         .map(|w| {
             let backend = w.backend.as_ref().map(|b| Backend {
-                passthrough,
+                opaque,
                 ..b.clone()
             });
             let cluster = backend
@@ -510,8 +510,13 @@ fn udp_listener(
         .map_or_else(
             || "invalid-backend".to_owned(),
             |b| {
-                backends.insert(b.clone());
-                b.cluster()
+                let b = Backend {
+                    opaque: true,
+                    ..b.clone()
+                };
+                let name = b.cluster();
+                backends.insert(b);
+                name
             },
         );
     use envoy_types::pb::xds::core::v3::TypedExtensionConfig;
@@ -1016,7 +1021,11 @@ fn envoy_route(entry: &Entry, origin: Origin, backends: &mut BTreeSet<Backend>) 
 
 fn cluster_for(backend: &Backend, upstream: Option<&UpstreamTls>) -> cluster::Cluster {
     cluster::Cluster {
-        transport_socket: upstream.map(|u| upstream_tls(u, backend.http2)),
+        // Without a trust anchor there is no TLS to configure (Envoy refuses name checks
+        // without a CA): the cluster gets no endpoints instead, see `resources`.
+        transport_socket: upstream
+            .and_then(|u| Some((u, u.anchors.as_ref()?)))
+            .map(|(u, anchors)| upstream_tls(u, anchors, backend.http2)),
         name: backend.cluster(),
         cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
             cluster::cluster::DiscoveryType::Eds as i32,
@@ -1056,9 +1065,9 @@ fn cluster_for(backend: &Backend, upstream: Option<&UpstreamTls>) -> cluster::Cl
 
 /// The TLS transport socket of a cluster under a BackendTLSPolicy: SNI, trust anchors, and
 /// the names of which the certificate must carry one.
-fn upstream_tls(u: &UpstreamTls, http2: bool) -> core::TransportSocket {
-    let trusted_ca = u.anchors.as_ref().map(|a| core::DataSource {
-        specifier: Some(match a {
+fn upstream_tls(u: &UpstreamTls, anchors: &TrustAnchors, http2: bool) -> core::TransportSocket {
+    let trusted_ca = Some(core::DataSource {
+        specifier: Some(match anchors {
             TrustAnchors::System => core::data_source::Specifier::Filename(
                 crate::backend_tls::SYSTEM_TRUST_STORE.to_owned(),
             ),

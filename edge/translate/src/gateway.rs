@@ -1,7 +1,7 @@
 //! Gateways and their listeners: which Gateways are ours, which listeners are valid, their
 //! conditions (Accepted, Conflicted, ResolvedRefs, Programmed) and the route kinds each accepts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Secret;
 
@@ -324,9 +324,10 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
 }
 
 /// Marks conflicts: on one port, protocols of different classes (ProtocolConflict); within a
-/// class, the same hostname twice (HostnameConflict). Earlier listeners win both (precedence:
-/// the Gateway's, then ListenerSets oldest first), as GEP-1713 orders them: only the later
-/// listeners are Conflicted, and the port keeps serving the first.
+/// class, the same hostname twice (HostnameConflict). Within one Gateway or ListenerSet a
+/// protocol conflict has no winner; between them, earlier listeners win (precedence: the
+/// Gateway's, then ListenerSets oldest first), as GEP-1713 orders them, and the port keeps
+/// serving the first.
 fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
     let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
     for (i, l) in listeners.iter().enumerate() {
@@ -336,29 +337,61 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
     }
     let mut reasons: BTreeMap<usize, (&str, String)> = BTreeMap::new();
     for indices in by_port.values() {
-        // The first listener in precedence order (the Gateway's own, then ListenerSets by
-        // age) claims the port for its class of protocol; later listeners of another class
-        // are the conflicted ones (GEP-1713), so a ListenerSet cannot take a port away.
-        let owner = indices
+        // Protocols of different classes on one port. Within one owner (the Gateway, or one
+        // ListenerSet) no listener wins: all of them are conflicted, as the spec says. Between
+        // owners, the first in precedence order with one class claims the port (GEP-1713), so
+        // a ListenerSet cannot take a port from its Gateway or an older set.
+        let mut owners: Vec<(&Option<String>, BTreeSet<u8>)> = Vec::new();
+        for i in indices {
+            let l = &listeners[*i];
+            let Some(class) = l.protocol.map(Protocol::port_class).filter(|c| *c != 3) else {
+                continue;
+            };
+            match owners.iter_mut().find(|(o, _)| **o == l.set) {
+                Some((_, classes)) => {
+                    classes.insert(class);
+                }
+                None => owners.push((&l.set, BTreeSet::from([class]))),
+            }
+        }
+        let claim = owners
             .iter()
-            .filter_map(|i| listeners[*i].protocol)
-            .map(Protocol::port_class)
-            .find(|c| *c != 3);
+            .find(|(_, classes)| classes.len() == 1)
+            .and_then(|(owner, classes)| Some(((*owner).clone(), *classes.first()?)));
+        let torn: Vec<Option<String>> = owners
+            .iter()
+            .filter(|(_, classes)| classes.len() > 1)
+            .map(|(owner, _)| (*owner).clone())
+            .collect();
         let mut seen: BTreeMap<(u8, String), usize> = BTreeMap::new();
         for i in indices {
             let l = &listeners[*i];
             let class = l.protocol.map_or(0, Protocol::port_class);
-            if class != 3 && owner.is_some_and(|o| o != class) {
-                reasons.insert(
-                    *i,
-                    (
-                        "ProtocolConflict",
-                        format!(
-                            "port {} is already used by an earlier listener with an incompatible protocol",
-                            l.port
-                        ),
-                    ),
-                );
+            let message = if class == 3 {
+                None
+            } else if torn.contains(&l.set) {
+                Some(format!(
+                    "port {} is used with incompatible protocols by listeners of the same {}",
+                    l.port,
+                    if l.set.is_some() {
+                        "ListenerSet"
+                    } else {
+                        "Gateway"
+                    }
+                ))
+            } else if claim
+                .as_ref()
+                .is_some_and(|(owner, c)| *c != class && *owner != l.set)
+            {
+                Some(format!(
+                    "port {} is already used by an earlier listener with an incompatible protocol",
+                    l.port
+                ))
+            } else {
+                None
+            };
+            if let Some(message) = message {
+                reasons.insert(*i, ("ProtocolConflict", message));
                 continue;
             }
             let host = l.hostname.clone().unwrap_or_default();
@@ -385,16 +418,21 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
     // say OverlappingTLSConfig (set only when it holds).
     let mut overlapping: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for indices in by_port.values() {
-        let https: Vec<(usize, &str)> = indices
+        let https: Vec<(usize, Option<&str>)> = indices
             .iter()
             .filter(|i| listeners[**i].protocol == Some(Protocol::Https))
-            .filter_map(|i| listeners[*i].hostname.as_deref().map(|h| (*i, h)))
+            .filter(|i| !reasons.contains_key(i))
+            .map(|i| (*i, listeners[*i].hostname.as_deref()))
             .collect();
+        // `None` (any host) covers every name; a wildcard covers the names below it.
+        let covers = |x: Option<&str>, y: Option<&str>| match (x, y) {
+            (None, Some(_)) => true,
+            (Some(x), Some(y)) => x != y && crate::hostname::specificity(Some(x), y).is_some(),
+            _ => false,
+        };
         for (a, (i, h)) in https.iter().enumerate() {
             for (j, g) in &https[a + 1..] {
-                let covers =
-                    |x: &str, y: &str| x != y && crate::hostname::specificity(Some(x), y).is_some();
-                if covers(h, g) || covers(g, h) {
+                if covers(*h, *g) || covers(*g, *h) {
                     overlapping
                         .entry(*i)
                         .or_default()
@@ -416,7 +454,7 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
                 "OverlappingHostnames",
                 format!(
                     "hostname {} overlaps listener(s) {} on port {}",
-                    l.hostname.as_deref().unwrap_or_default(),
+                    l.hostname.as_deref().unwrap_or("(any)"),
                     others.join(", "),
                     l.port
                 ),

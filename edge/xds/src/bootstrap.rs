@@ -84,6 +84,26 @@ pub fn bootstrap(args: &BootstrapArgs) -> Result<Bootstrap, BootstrapError> {
                     tls::common_tls_context::ValidationContextType::ValidationContext(
                         tls::CertificateValidationContext {
                             trusted_ca: Some(file(ca)),
+                            // The server's certificate must name the address dialled, not
+                            // merely chain to the CA (which signs the proxies' too).
+                            match_typed_subject_alt_names: vec![tls::SubjectAltNameMatcher {
+                                san_type: if host.parse::<std::net::IpAddr>().is_ok() {
+                                    tls::subject_alt_name_matcher::SanType::IpAddress
+                                } else {
+                                    tls::subject_alt_name_matcher::SanType::Dns
+                                } as i32,
+                                matcher: Some(
+                                    envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher {
+                                        match_pattern: Some(
+                                            envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern::Exact(
+                                                host.to_owned(),
+                                            ),
+                                        ),
+                                        ..Default::default()
+                                    },
+                                ),
+                                ..Default::default()
+                            }],
                             ..Default::default()
                         },
                     ),

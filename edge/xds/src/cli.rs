@@ -162,6 +162,10 @@ pub async fn start(
                 ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
             if let Some(ca) = &tls.client_ca_pem {
                 config = config.client_ca_root(Certificate::from_pem(ca));
+            } else {
+                tracing::warn!(
+                    "xDS without client certificates (--client-ca-file): any client that reaches the port can name any Gateway and receive its configuration, TLS private keys included"
+                );
             }
             builder = builder
                 .tls_config(config)

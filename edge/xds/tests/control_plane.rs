@@ -12,6 +12,9 @@ use kube::discovery::ApiResource;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+/// A CA certificate (self-signed, P-256) for the BackendTLSPolicy's ConfigMap.
+const CA: &str = "-----BEGIN CERTIFICATE-----\nMIIBkjCCATegAwIBAgIUV3PFwYZZGixuFSESY9DQBA7Mb9YwCgYIKoZIzj0EAwIw\nHTEbMBkGA1UEAwwSZmFpcmxlYWQgZ29sZGVuIENBMCAXDTI2MTEzMDE1NTExNFoY\nDzIxMjYxMTA2MTU1MTE0WjAdMRswGQYDVQQDDBJmYWlybGVhZCBnb2xkZW4gQ0Ew\nWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAAR5TL9ZoWZTgpNUX7hiyPG1eC4ypa3U\ni1kvFyzsV6ElfyWHYRrPa9ZcGibwhmxfK+XX/gKkssFdK0cViXkMNiqRo1MwUTAd\nBgNVHQ4EFgQUD6DeTkpyPl3vv+17NoWYF/IAe50wHwYDVR0jBBgwFoAUD6DeTkpy\nPl3vv+17NoWYF/IAe50wDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNJADBG\nAiEAtlrnYOQHIrhJ97uDju/pUw1aNEagKXbE8UxNXEV2G+kCIQDd1MLfQZK7lFRW\nIxAIce1IID8IMPU9zTjB3p11rVgeMw==\n-----END CERTIFICATE-----\n";
+
 fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: "gateway.networking.k8s.io".into(),
@@ -266,7 +269,7 @@ async fn objects_become_snapshots_and_statuses() {
         &client,
         json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "shop-ca", "namespace": "default"},
-        "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}}),
+        "data": {"ca.crt": CA}}),
     )
     .await;
     create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",
