@@ -118,7 +118,8 @@ impl<V> Projection<V> {
 }
 
 /// Starts a watch that keeps `project(object)` of every object; `notify` wakes the component
-/// after each change.
+/// after each change of a projection (an update that leaves the projection as it was, say a
+/// field the projection drops, wakes nobody).
 pub fn project<K, V, F>(
     api: Api<K>,
     config: watcher::Config,
@@ -128,7 +129,7 @@ pub fn project<K, V, F>(
 ) -> Projection<V>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-    V: Send + Sync + 'static,
+    V: PartialEq + Send + Sync + 'static,
     F: Fn(&K) -> V + Send + 'static,
 {
     use std::collections::HashMap;
@@ -182,12 +183,15 @@ where
                 }
                 watcher::Event::Apply(object) => {
                     let value = Arc::new(project(&object));
-                    write().insert(key(&object), value);
-                    notify.notify_one();
+                    let previous = write().insert(key(&object), value.clone());
+                    if previous.is_none_or(|p| *p != *value) {
+                        notify.notify_one();
+                    }
                 }
                 watcher::Event::Delete(object) => {
-                    write().remove(&key(&object));
-                    notify.notify_one();
+                    if write().remove(&key(&object)).is_some() {
+                        notify.notify_one();
+                    }
                 }
             }
         }

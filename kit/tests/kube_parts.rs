@@ -244,5 +244,34 @@ async fn projections_follow_creates_updates_and_deletes() {
     maps.delete("a", &Default::default()).await.unwrap();
     eventually("the delete", || values.get("default", "a").is_none()).await;
     assert_eq!(values.state().len(), 1);
+
+    // A change the projection drops (another key) wakes nobody; one it keeps does.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let woken = || async {
+        tokio::time::timeout(Duration::from_millis(300), notify.notified())
+            .await
+            .is_ok()
+    };
+    // Consume a wake-up left over from the changes above.
+    let _ = woken().await;
+    maps.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"other": "x"}})),
+    )
+    .await
+    .unwrap();
+    assert!(!woken().await, "an unchanged projection woke the component");
+    maps.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "4"}})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        woken().await,
+        "a changed projection did not wake the component"
+    );
     stop.cancel();
 }

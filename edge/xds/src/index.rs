@@ -246,6 +246,21 @@ async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationTok
                         api,
                         config,
                         move |o: &DynamicObject| {
+                            // A ConfigMap matters only as a CA bundle: kept as its name and
+                            // `ca.crt`, so the cluster's other ConfigMaps (and their churn)
+                            // neither take memory nor wake the translation.
+                            if kind == "ConfigMap" {
+                                let mut data = serde_json::Map::new();
+                                if let Some(ca) = o.data.pointer("/data/ca.crt") {
+                                    data.insert("ca.crt".into(), ca.clone());
+                                }
+                                return serde_json::json!({
+                                    "apiVersion": "v1",
+                                    "kind": "ConfigMap",
+                                    "metadata": {"name": o.metadata.name, "namespace": o.metadata.namespace},
+                                    "data": data,
+                                });
+                            }
                             let mut value = serde_json::to_value(o).unwrap_or_default();
                             if let Some(map) = value.as_object_mut() {
                                 map.insert("kind".into(), kind.into());
