@@ -62,9 +62,13 @@ pub fn bootstrap(args: &BootstrapArgs) -> Result<Bootstrap, BootstrapError> {
     };
     let transport_socket = args.xds_ca.as_ref().map(|ca| {
         use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
+        // Absolute, so Envoy finds the files whatever directory it is started from.
         let file = |path: &std::path::Path| core::DataSource {
             specifier: Some(core::data_source::Specifier::Filename(
-                path.display().to_string(),
+                std::path::absolute(path)
+                    .unwrap_or_else(|_| path.to_path_buf())
+                    .display()
+                    .to_string(),
             )),
             ..Default::default()
         };
