@@ -88,67 +88,20 @@ fn edge_rows(runs: usize) -> Vec<fairlead_apiserver::bench::Row> {
 /// is ready, a proxy holds its configuration, and 15 s have passed (statuses written, freed
 /// memory returned).
 async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_apiserver::bench::Row> {
-    use kube::api::{Api, DynamicObject, PostParams};
-    use kube::discovery::ApiResource;
-    use serde::Deserialize as _;
-
     let server =
         fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default()).await?;
     let client = server.client().await?;
     fairlead_edge_xds::crds::install(&client, fairlead_edge_translate::CONTROLLER_NAME).await?;
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": "bench"}}))?,
-        )
-        .await?;
-    let text = fairlead_edge_xds::bench::yaml(routes, 0, (routes / 2).max(1));
-    let mut objects = Vec::new();
-    for document in serde_yaml_ng::Deserializer::from_str(&text) {
-        let value = serde_json::Value::deserialize(document)?;
-        if value["kind"] != "GatewayClass" {
-            objects.push(value);
-        }
-    }
-    {
-        use futures::StreamExt;
-        futures::stream::iter(objects)
-            .map(|value| {
-                let client = client.clone();
-                async move {
-                    let kind = value["kind"].as_str().unwrap_or_default().to_owned();
-                    let api_version = value["apiVersion"].as_str().unwrap_or_default().to_owned();
-                    let (group, version) =
-                        api_version.split_once('/').unwrap_or(("", &api_version));
-                    let plural = match kind.as_str() {
-                        "Gateway" => "gateways",
-                        "HTTPRoute" => "httproutes",
-                        "Service" => "services",
-                        "EndpointSlice" => "endpointslices",
-                        other => anyhow::bail!("the synthetic input has an unexpected {other}"),
-                    };
-                    let resource = ApiResource {
-                        group: group.into(),
-                        version: version.into(),
-                        api_version: api_version.clone(),
-                        kind,
-                        plural: plural.into(),
-                    };
-                    let api: Api<DynamicObject> = Api::namespaced_with(client, "bench", &resource);
-                    api.create(&PostParams::default(), &serde_json::from_value(value)?)
-                        .await?;
-                    Ok(())
-                }
-            })
-            .buffer_unordered(16)
-            .collect::<Vec<anyhow::Result<()>>>()
-            .await
-            .into_iter()
-            .collect::<anyhow::Result<Vec<()>>>()?;
-    }
     let dir = std::env::temp_dir().join(format!("fairlead-bench-edge-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("objects.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: bench}}\n---\n{}",
+            fairlead_edge_xds::bench::yaml(routes, 0, (routes / 2).max(1))
+        ),
+    )?;
+    fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &dir).await?;
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig)?;
     let xds = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;

@@ -39,8 +39,6 @@ pub enum Name {
 /// How the proxy speaks TLS to one backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpstreamTls {
-    /// The policy, `namespace/name`.
-    pub policy: String,
     /// SNI.
     pub sni: String,
     /// Trust anchors; `None` when every CA reference is invalid (no connection may be made).
@@ -77,36 +75,18 @@ impl Policies {
         let mut claims: HashMap<(String, String, Option<String>), Vec<&BackendTlsPolicy>> =
             HashMap::new();
         for policy in &input.backend_tls_policies {
-            let namespace = policy.metadata.namespace.clone().unwrap_or_default();
             let decided = decide(policy, input);
             for target in &decided.targets {
                 claims.entry(target.clone()).or_default().push(policy);
             }
-            policies.decided.insert(
-                format!(
-                    "{namespace}/{}",
-                    policy.metadata.name.as_deref().unwrap_or_default()
-                ),
-                decided,
-            );
+            policies.decided.insert(key(policy), decided);
         }
         for (target, mut claimants) in claims {
             claimants.sort_by(|a, b| {
                 (&a.metadata.creation_timestamp, &a.metadata.name)
                     .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
             });
-            policies.winners.insert(
-                target,
-                format!(
-                    "{}/{}",
-                    claimants[0]
-                        .metadata
-                        .namespace
-                        .as_deref()
-                        .unwrap_or_default(),
-                    claimants[0].metadata.name.as_deref().unwrap_or_default()
-                ),
-            );
+            policies.winners.insert(target, key(claimants[0]));
         }
         policies
     }
@@ -192,6 +172,15 @@ fn certificates(pem: &str) -> bool {
     any
 }
 
+/// A policy's key, `namespace/name`.
+fn key(policy: &BackendTlsPolicy) -> String {
+    format!(
+        "{}/{}",
+        policy.metadata.namespace.as_deref().unwrap_or_default(),
+        policy.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
 /// One policy's TLS settings and conditions (`Accepted`, `ResolvedRefs`), before conflicts.
 fn decide(policy: &BackendTlsPolicy, input: &Input) -> Decided {
     let namespace = policy.metadata.namespace.clone().unwrap_or_default();
@@ -218,10 +207,6 @@ fn decide(policy: &BackendTlsPolicy, input: &Input) -> Decided {
             .collect()
     };
     let mut tls = UpstreamTls {
-        policy: format!(
-            "{namespace}/{}",
-            policy.metadata.name.as_deref().unwrap_or_default()
-        ),
         sni: validation.hostname.clone(),
         anchors: None,
         names,

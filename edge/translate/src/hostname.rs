@@ -27,11 +27,18 @@ pub fn specificity(pattern: Option<&str>, host: &str) -> Option<(u8, usize)> {
         Some(p) if p.eq_ignore_ascii_case(host) => {
             Some((if p.starts_with('*') { 1 } else { 2 }, p.len()))
         }
-        Some(p) => p
-            .strip_prefix('*')
-            .filter(|suffix| host.len() > suffix.len() && host.ends_with(suffix))
-            .map(|_| (1, p.len())),
+        Some(p) => covers(p, host).then_some((1, p.len())),
     }
+}
+
+/// Whether `wildcard` (`*.example.com`) covers `host` (one or more labels in front of its
+/// suffix), case-insensitively.
+fn covers(wildcard: &str, host: &str) -> bool {
+    wildcard.strip_prefix('*').is_some_and(|suffix| {
+        host.len() > suffix.len()
+            && host.is_char_boundary(host.len() - suffix.len())
+            && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+    })
 }
 
 /// The hostnames claimed on one listener by the routes of one kind (HTTPRoutes or
@@ -87,13 +94,6 @@ impl Claims {
 }
 
 fn pair(listener: &str, route: &str) -> Option<String> {
-    let covers = |wildcard: &str, host: &str| {
-        wildcard.strip_prefix('*').is_some_and(|suffix| {
-            host.len() > suffix.len()
-                && host.is_char_boundary(host.len() - suffix.len())
-                && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
-        })
-    };
     if listener.eq_ignore_ascii_case(route) || covers(listener, route) {
         Some(route.to_ascii_lowercase())
     } else if covers(route, listener) {

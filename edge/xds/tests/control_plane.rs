@@ -2,15 +2,17 @@
 //! class installed, objects applied, the index → translate → snapshot loop publishing, and the
 //! statuses written back — a route's parent entries of another controller kept.
 
+mod cluster;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use cluster::{cluster, control_plane, create};
+
 use fairlead_edge_xds::cache::{Cache, LISTENER, ROUTE};
-use fairlead_edge_xds::metrics::XdsMetrics;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 /// A CA certificate (self-signed, P-256) for the BackendTLSPolicy's ConfigMap.
 const CA: &str = "-----BEGIN CERTIFICATE-----\nMIIBkjCCATegAwIBAgIUV3PFwYZZGixuFSESY9DQBA7Mb9YwCgYIKoZIzj0EAwIw\nHTEbMBkGA1UEAwwSZmFpcmxlYWQgZ29sZGVuIENBMCAXDTI2MTEzMDE1NTExNFoY\nDzIxMjYxMTA2MTU1MTE0WjAdMRswGQYDVQQDDBJmYWlybGVhZCBnb2xkZW4gQ0Ew\nWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAAR5TL9ZoWZTgpNUX7hiyPG1eC4ypa3U\ni1kvFyzsV6ElfyWHYRrPa9ZcGibwhmxfK+XX/gKkssFdK0cViXkMNiqRo1MwUTAd\nBgNVHQ4EFgQUD6DeTkpyPl3vv+17NoWYF/IAe50wHwYDVR0jBBgwFoAUD6DeTkpy\nPl3vv+17NoWYF/IAe50wDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNJADBG\nAiEAtlrnYOQHIrhJ97uDju/pUw1aNEagKXbE8UxNXEV2G+kCIQDd1MLfQZK7lFRW\nIxAIce1IID8IMPU9zTjB3p11rVgeMw==\n-----END CERTIFICATE-----\n";
@@ -23,27 +25,6 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
         kind: kind.into(),
         plural: plural.into(),
     }
-}
-
-async fn create(client: &kube::Client, value: serde_json::Value) {
-    let kind = value["kind"].as_str().unwrap().to_owned();
-    let api_version = value["apiVersion"].as_str().unwrap().to_owned();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
-    let lower = kind.to_lowercase();
-    let plural = match lower.strip_suffix("cy") {
-        Some(stem) => format!("{stem}cies"),
-        None => format!("{lower}s"),
-    };
-    let ar = ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: api_version.clone(),
-        kind: kind.clone(),
-        plural,
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    let object: DynamicObject = serde_json::from_value(value).unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap();
 }
 
 async fn eventually<F, Fut>(what: &str, check: F)
@@ -62,13 +43,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_become_snapshots_and_statuses() {
-    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
-        .await
-        .unwrap();
-    let client = server.client().await.unwrap();
-    fairlead_edge_xds::crds::install(&client, fairlead_edge_translate::CONTROLLER_NAME)
-        .await
-        .unwrap();
+    let (_server, client) = cluster().await;
     create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
         "metadata": {"name": "gw", "namespace": "default"},
         "spec": {"gatewayClassName": "d8-alb", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})).await;
@@ -105,23 +80,7 @@ async fn objects_become_snapshots_and_statuses() {
         .unwrap();
 
     let cache = Arc::new(Cache::new());
-    let metrics = XdsMetrics::new(&fairlead_kit::Metrics::new("test").unwrap()).unwrap();
-    let stop = CancellationToken::new();
-    let settings = fairlead_edge_xds::run::Settings {
-        controller_name: fairlead_edge_translate::CONTROLLER_NAME.into(),
-        lease: fairlead_kit::lease::LeaseConfig::new("alb-xds", "default", "test"),
-    };
-    let (nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();
-    let forwarder = fairlead_edge_xds::server::NackForwarder(nacks_tx);
-    tokio::spawn(fairlead_edge_xds::run::run(
-        client.clone(),
-        cache.clone(),
-        settings,
-        metrics,
-        nacks,
-        stop.clone(),
-        || {},
-    ));
+    let (stop, forwarder) = control_plane(&client, &cache);
 
     eventually("the snapshot", || {
         let cache = cache.clone();

@@ -2,17 +2,17 @@
 //! (with the number of Gateways) and a span per response pushed to a proxy (its node group
 //! and type).
 
+mod cluster;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use cluster::{cluster, control_plane, create};
+
 use fairlead_edge_xds::cache::{Cache, ROUTE};
-use fairlead_edge_xds::metrics::XdsMetrics;
+use fairlead_kit::LogFormat;
 use fairlead_kit::telemetry::{Telemetry, TelemetryConfig};
 use fairlead_kit::testing::otlp::OtlpReceiver;
-use fairlead_kit::{LogFormat, Metrics};
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::discovery::ApiResource;
-use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn translations_and_pushes_are_traced() {
@@ -24,51 +24,14 @@ async fn translations_and_pushes_are_traced() {
         otlp_endpoint: Some(receiver.endpoint()),
     })
     .unwrap();
-    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
-        .await
-        .unwrap();
-    let client = server.client().await.unwrap();
-    fairlead_edge_xds::crds::install(&client, fairlead_edge_translate::CONTROLLER_NAME)
-        .await
-        .unwrap();
-    let gateways: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "default",
-        &ApiResource {
-            group: "gateway.networking.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "Gateway".into(),
-            plural: "gateways".into(),
-        },
-    );
-    let gateway = serde_json::from_value(serde_json::json!({
+    let (_server, client) = cluster().await;
+    create(&client, serde_json::json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
         "metadata": {"name": "gw", "namespace": "default"},
         "spec": {"gatewayClassName": "d8-alb", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}))
-    .unwrap();
-    gateways
-        .create(&PostParams::default(), &gateway)
-        .await
-        .unwrap();
-
+    .await;
     let cache = Arc::new(Cache::new());
-    let metrics = XdsMetrics::new(&Metrics::new("traces").unwrap()).unwrap();
-    let stop = CancellationToken::new();
-    let (_nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();
-    let settings = fairlead_edge_xds::run::Settings {
-        controller_name: fairlead_edge_translate::CONTROLLER_NAME.into(),
-        lease: fairlead_kit::lease::LeaseConfig::new("alb-xds", "default", "test"),
-    };
-    tokio::spawn(fairlead_edge_xds::run::run(
-        client.clone(),
-        cache.clone(),
-        settings,
-        metrics,
-        nacks,
-        stop.clone(),
-        || {},
-    ));
+    let (stop, _nacks) = control_plane(&client, &cache);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(
