@@ -56,14 +56,7 @@ pub fn translate(
     input: &Input,
     grants: &Grants<'_>,
 ) -> Result<Translated, Rejected> {
-    let namespace = route.metadata.namespace.clone().unwrap_or_default();
-    let name = route.metadata.name.clone().unwrap_or_default();
-    let created = route
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.to_string())
-        .unwrap_or_default();
+    let (namespace, name, created) = http::identity(&route.metadata);
     let mut entries = Vec::new();
     let mut unresolved = None;
     let default_rule = [crate::model::GrpcRule::default()];

@@ -457,20 +457,27 @@ impl RuleRefs<'_> {
     }
 }
 
+/// A route's namespace, name and creation time (the last orders routes of equal rules).
+pub(crate) fn identity(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> (String, String, String) {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+        meta.creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+    )
+}
+
 /// Translates one HTTPRoute.
 pub fn translate(
     route: &HttpRoute,
     input: &Input,
     grants: &Grants<'_>,
 ) -> Result<Translated, Rejected> {
-    let namespace = route.metadata.namespace.clone().unwrap_or_default();
-    let name = route.metadata.name.clone().unwrap_or_default();
-    let created = route
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.to_string())
-        .unwrap_or_default();
+    let (namespace, name, created) = identity(&route.metadata);
     let mut entries = Vec::new();
     let mut unresolved = None;
     let default_rule = [crate::model::HttpRule::default()];

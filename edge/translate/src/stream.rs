@@ -25,8 +25,7 @@ pub fn translate(
     input: &Input,
     grants: &Grants<'_>,
 ) -> Result<(Entry, Option<Unresolved>), Rejected> {
-    let namespace = route.metadata.namespace.clone().unwrap_or_default();
-    let name = route.metadata.name.clone().unwrap_or_default();
+    let (namespace, name, created) = crate::http::identity(&route.metadata);
     if route.spec.rules.len() > 1 {
         return Err(Rejected(format!(
             "spec.rules: {kind} supports one rule here, found {}",
@@ -48,12 +47,6 @@ pub fn translate(
         .map(|r| r.backend_refs.as_slice())
         .unwrap_or_default();
     let (backends, _) = refs.resolve(backend_refs, &[], input, grants, &mut unresolved)?;
-    let created = route
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.to_string())
-        .unwrap_or_default();
     Ok((
         Entry {
             name: format!("{kind}/{namespace}/{name}"),
