@@ -225,12 +225,7 @@ pub fn routes(
     statuses: &mut Statuses,
 ) {
     let http_like = |t: Result<http::Translated, http::Rejected>| {
-        t.map(|t| {
-            (
-                Content::Http(t.entries.into_iter().map(std::sync::Arc::new).collect()),
-                t.unresolved,
-            )
-        })
+        t.map(|t| (Content::Http(t.entries), t.unresolved))
     };
     let mut routes: Vec<RouteView<'_>> = input
         .http_routes
@@ -290,7 +285,7 @@ pub fn routes(
         let name = route.metadata.name.clone().unwrap_or_default();
         let generation = route.metadata.generation;
         let translated = &route.translated;
-        let mut parents = Vec::new();
+        let mut parents = Vec::with_capacity(route.parent_refs.len());
         for parent in route.parent_refs {
             let Some(g) = our_gateway(gateways, parent, &namespace) else {
                 continue;

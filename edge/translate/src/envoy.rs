@@ -22,13 +22,14 @@ use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
 use envoy_types::pb::google::protobuf::{Any, Duration as PbDuration, UInt32Value};
 use prost::{Message, Name};
 
-use crate::Resources;
 use crate::attach::{Attached, GatewayState};
 use crate::backend::Backend;
 use crate::backend_tls::{Policies, TrustAnchors, UpstreamTls};
 use crate::gateway::{Protocol, ResolvedListener};
 use crate::http::{Action, Entry, PathMatch, ValueMatch};
 use crate::model::{HeaderModifier, Input};
+use crate::wire;
+use crate::{Encoded, Resources};
 
 /// Packs a message into an `Any`.
 pub fn any<M: Message + Name>(message: &M) -> Any {
@@ -114,11 +115,11 @@ pub const GRPC_SHAPED: &str = "/grpc";
 /// listener whose routes are those of the Gateway's plain HTTP listener on `port` (gRFC
 /// A27/A28), shaped for gRPC (see [`grpc_route_configuration`]). `None` when the name is not
 /// `host:port` or the Gateway serves no HTTP there.
-pub fn api_listener(name: &str, resources: &Resources) -> Option<listener::Listener> {
+pub fn api_listener(name: &str, has_routes: impl Fn(&str) -> bool) -> Option<listener::Listener> {
     let (host, port) = name.rsplit_once(':')?;
     let port: u16 = port.parse().ok()?;
     let route_config = format!("{}-{port}", Protocol::Http.name());
-    if host.is_empty() || !resources.routes.iter().any(|r| r.name == route_config) {
+    if host.is_empty() || !has_routes(&route_config) {
         return None;
     }
     let shaped = format!("{route_config}{GRPC_SHAPED}");
@@ -137,10 +138,10 @@ pub fn api_listener(name: &str, resources: &Resources) -> Option<listener::Liste
 /// Envoy route the same request the same way.
 pub fn grpc_route_configuration(
     name: &str,
-    resources: &Resources,
+    routes: impl Fn(&str) -> Option<route::RouteConfiguration>,
 ) -> Option<route::RouteConfiguration> {
     let base = name.strip_suffix(GRPC_SHAPED)?;
-    let mut config = resources.routes.iter().find(|r| r.name == base)?.clone();
+    let mut config = routes(base)?;
     config.name = name.to_owned();
     for host in &mut config.virtual_hosts {
         for r in &mut host.routes {
@@ -189,7 +190,7 @@ pub fn resources(
         let name = format!("{}-{port}", first.name());
         if *udp {
             if let Some(listener) = udp_listener(&name, *port, indices, state, &mut backends) {
-                out.listeners.push(listener);
+                out.listeners.push(Encoded::new(name, &listener));
             }
             continue;
         }
@@ -213,7 +214,7 @@ pub fn resources(
                 &listeners,
                 &mut backends,
             ));
-            out.listeners.push(listener::Listener {
+            let listener = listener::Listener {
                 name: name.clone(),
                 address: Some(socket("0.0.0.0", *port, false)),
                 filter_chains: vec![listener::FilterChain {
@@ -221,7 +222,8 @@ pub fn resources(
                     ..Default::default()
                 }],
                 ..Default::default()
-            });
+            };
+            out.listeners.push(Encoded::new(name, &listener));
             continue;
         }
         let mut chains = Vec::new();
@@ -281,7 +283,7 @@ pub fn resources(
                 .as_ref()
                 .is_some_and(|m| !m.server_names.is_empty())
         }) || chains.iter().any(|c| c.transport_socket.is_some());
-        out.listeners.push(listener::Listener {
+        let listener = listener::Listener {
             name: name.clone(),
             address: Some(socket("0.0.0.0", *port, false)),
             listener_filters: if sni {
@@ -297,26 +299,32 @@ pub fn resources(
             },
             filter_chains: chains,
             ..Default::default()
-        });
+        };
+        out.listeners.push(Encoded::new(name, &listener));
     }
-    // Envoy's Cluster is a large message (over 3 KB before any field is set): sized once
-    // rather than doubled into.
     out.clusters.reserve_exact(backends.len());
     out.endpoints.reserve_exact(backends.len());
     for backend in &backends {
         let upstream = tls.for_backend(backend);
-        out.clusters.push(cluster_for(backend, upstream));
-        out.endpoints
-            .push(if upstream.is_some_and(|u| u.anchors.is_none()) {
-                // No valid trust anchor: no endpoint, so requests fail (503) instead of going
-                // out unchecked.
-                endpoint::ClusterLoadAssignment {
-                    cluster_name: backend.cluster(),
-                    ..Default::default()
-                }
-            } else {
-                endpoints_for(backend, input)
-            });
+        let name = backend.cluster();
+        // Envoy's Cluster is a large message (over 3 KB before any field is set): built on
+        // the stack and encoded at once, never collected.
+        out.clusters.push(Encoded {
+            bytes: cluster_for(backend, name.clone(), upstream).encode_to_vec(),
+            name: name.clone(),
+        });
+        let bytes = if upstream.is_some_and(|u| u.anchors.is_none()) {
+            // No valid trust anchor: no endpoint, so requests fail (503) instead of going
+            // out unchecked.
+            endpoint::ClusterLoadAssignment {
+                cluster_name: name.clone(),
+                ..Default::default()
+            }
+            .encode_to_vec()
+        } else {
+            endpoints_for(backend, &name, input)
+        };
+        out.endpoints.push(Encoded { name, bytes });
     }
     for key in &secrets {
         if let Some((namespace, name)) = key.split_once('/')
@@ -329,14 +337,15 @@ pub fn resources(
                 )),
                 ..Default::default()
             };
-            out.secrets.push(tls::Secret {
+            let secret = tls::Secret {
                 name: key.clone(),
                 r#type: Some(tls::secret::Type::TlsCertificate(tls::TlsCertificate {
                     certificate_chain: Some(bytes("tls.crt")),
                     private_key: Some(bytes("tls.key")),
                     ..Default::default()
                 })),
-            });
+            };
+            out.secrets.push(Encoded::new(key.clone(), &secret));
         }
     }
     (out, backends.into_iter().collect())
@@ -577,7 +586,7 @@ fn route_configuration(
     origin: Origin,
     listeners: &[(Option<&str>, Vec<&Attached>)],
     backends: &mut BTreeSet<Backend>,
-) -> route::RouteConfiguration {
+) -> Encoded {
     use crate::hostname::specificity;
     /// One listener's attached entries by the hostname they serve: exact (and wildcard)
     /// names looked up by equality, wildcards also scanned for the names they cover, and the
@@ -619,7 +628,11 @@ fn route_configuration(
         .copied()
         .filter(|h| *h == "*" || h.starts_with('*'))
         .collect();
-    let mut virtual_hosts = Vec::with_capacity(hosts.len());
+    // Encoded as it is built (a `Route` is about 2 KB decoded): the configuration's name, then
+    // each virtual host (name, domains, routes), in the fields' order, as prost would.
+    let mut config = Vec::new();
+    wire::string(1, name, &mut config);
+    let mut host_bytes = Vec::new();
     for host in &hosts {
         let best = listeners
             .iter()
@@ -670,25 +683,20 @@ fn route_configuration(
         entries.sort_by(|(ra, a), (rb, b)| rb.cmp(ra).then_with(|| a.order.cmp(&b.order)));
         let mut seen = std::collections::HashSet::with_capacity(entries.len());
         entries.retain(|(_, e)| seen.insert(e.name.as_str()));
-        let domains = if *host == "*" {
-            vec!["*".to_owned()]
-        } else {
-            vec![(*host).to_owned(), format!("{host}:{}", origin.port)]
-        };
-        virtual_hosts.push(route::VirtualHost {
-            name: (*host).to_owned(),
-            domains,
-            routes: entries
-                .iter()
-                .map(|(_, e)| envoy_route(e, origin, backends))
-                .collect(),
-            ..Default::default()
-        });
+        host_bytes.clear();
+        wire::string(1, host, &mut host_bytes);
+        wire::string(2, host, &mut host_bytes);
+        if *host != "*" {
+            wire::string(2, &format!("{host}:{}", origin.port), &mut host_bytes);
+        }
+        for (_, e) in &entries {
+            wire::message(3, &envoy_route(e, origin, backends), &mut host_bytes);
+        }
+        wire::bytes(2, &host_bytes, &mut config);
     }
-    route::RouteConfiguration {
+    Encoded {
         name: name.to_owned(),
-        virtual_hosts,
-        ..Default::default()
+        bytes: config,
     }
 }
 
@@ -1019,14 +1027,18 @@ fn envoy_route(entry: &Entry, origin: Origin, backends: &mut BTreeSet<Backend>) 
     }
 }
 
-fn cluster_for(backend: &Backend, upstream: Option<&UpstreamTls>) -> cluster::Cluster {
+fn cluster_for(
+    backend: &Backend,
+    name: String,
+    upstream: Option<&UpstreamTls>,
+) -> cluster::Cluster {
     cluster::Cluster {
         // Without a trust anchor there is no TLS to configure (Envoy refuses name checks
         // without a CA): the cluster gets no endpoints instead, see `resources`.
         transport_socket: upstream
             .and_then(|u| Some((u, u.anchors.as_ref()?)))
             .map(|(u, anchors)| upstream_tls(u, anchors, backend.http2)),
-        name: backend.cluster(),
+        name,
         cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
             cluster::cluster::DiscoveryType::Eds as i32,
         )),
@@ -1128,7 +1140,9 @@ fn upstream_tls(u: &UpstreamTls, anchors: &TrustAnchors, http2: bool) -> core::T
 /// name is the Service port's; `ready` (absent = true) → HEALTHY; terminating but `serving` →
 /// DRAINING; anything else is left out, since Envoy still sends traffic to UNHEALTHY hosts
 /// under its panic threshold. FQDN slices are skipped (EDS takes IP addresses).
-fn endpoints_for(backend: &Backend, input: &Input) -> endpoint::ClusterLoadAssignment {
+/// Encoded as it is built (a decoded `LbEndpoint` is about 400 bytes): the cluster's name and
+/// one locality holding every endpoint.
+fn endpoints_for(backend: &Backend, cluster_name: &str, input: &Input) -> Vec<u8> {
     let mut hosts: BTreeMap<(String, u16), i32> = BTreeMap::new();
     for slice in input.slices_of(&backend.namespace, &backend.service) {
         // Envoy's EDS takes IP addresses only: an FQDN slice would fail the whole update.
@@ -1159,9 +1173,12 @@ fn endpoints_for(backend: &Backend, input: &Input) -> endpoint::ClusterLoadAssig
             }
         }
     }
-    let lb_endpoints = hosts
-        .into_iter()
-        .map(|((address, port), health)| endpoint::LbEndpoint {
+    // gRPC's xDS client rejects a locality without its (even empty) `locality` field and
+    // drops one without a weight.
+    let mut locality = Vec::new();
+    wire::message(1, &core::Locality::default(), &mut locality);
+    for ((address, port), health) in hosts {
+        let lb_endpoint = endpoint::LbEndpoint {
             health_status: health,
             host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
                 endpoint::Endpoint {
@@ -1170,18 +1187,12 @@ fn endpoints_for(backend: &Backend, input: &Input) -> endpoint::ClusterLoadAssig
                 },
             )),
             ..Default::default()
-        })
-        .collect();
-    endpoint::ClusterLoadAssignment {
-        cluster_name: backend.cluster(),
-        endpoints: vec![endpoint::LocalityLbEndpoints {
-            lb_endpoints,
-            // gRPC's xDS client rejects a locality without its (even empty) `locality` field
-            // and drops one without a weight.
-            locality: Some(core::Locality::default()),
-            load_balancing_weight: Some(UInt32Value { value: 1 }),
-            ..Default::default()
-        }],
-        ..Default::default()
+        };
+        wire::message(2, &lb_endpoint, &mut locality);
     }
+    wire::message(3, &UInt32Value { value: 1 }, &mut locality);
+    let mut assignment = Vec::with_capacity(cluster_name.len() + locality.len() + 8);
+    wire::string(1, cluster_name, &mut assignment);
+    wire::bytes(2, &locality, &mut assignment);
+    assignment
 }

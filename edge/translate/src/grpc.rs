@@ -57,7 +57,6 @@ pub fn translate(
     grants: &Grants<'_>,
 ) -> Result<Translated, Rejected> {
     let (namespace, name, created) = http::identity(&route.metadata);
-    let mut entries = Vec::new();
     let mut unresolved = None;
     let default_rule = [crate::model::GrpcRule::default()];
     let rules = if route.spec.rules.is_empty() {
@@ -65,6 +64,7 @@ pub fn translate(
     } else {
         &route.spec.rules[..]
     };
+    let mut entries = Vec::with_capacity(rules.iter().map(|r| r.matches.len().max(1)).sum());
     for (r, rule) in rules.iter().enumerate() {
         let field = format!("spec.rules[{r}]");
         let rule_filters = http::filters(&format!("{field}.filters"), &rule.filters)?;
@@ -114,7 +114,7 @@ pub fn translate(
             let (service, method) = spec.method.as_ref().map_or((0, 0), |m| {
                 (length(m.service.as_ref()), length(m.method.as_ref()))
             });
-            entries.push(Entry {
+            entries.push(std::sync::Arc::new(Entry {
                 name: format!("{namespace}/{name}/grpc/rule/{r}/match/{m}"),
                 order: (
                     0,
@@ -131,7 +131,7 @@ pub fn translate(
                 action: action.clone(),
                 request_headers: rule_filters.request.clone(),
                 response_headers: rule_filters.response.clone(),
-            });
+            }));
         }
     }
     Ok(Translated {

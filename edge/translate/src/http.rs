@@ -116,8 +116,8 @@ pub type Order = (
 
 /// A translated route: entries, and whether its references resolved.
 pub struct Translated {
-    /// Entries (empty when the route is rejected).
-    pub entries: Vec<Entry>,
+    /// Entries (empty when the route is rejected), shared with the listeners they attach to.
+    pub entries: Vec<std::sync::Arc<Entry>>,
     /// The first reference that did not resolve.
     pub unresolved: Option<Unresolved>,
 }
@@ -416,7 +416,7 @@ impl RuleRefs<'_> {
         let resolve = |b: &BackendRef, f: &str| {
             backend::resolve(b, (self.kind, self.namespace), f, input, grants, self.http2)
         };
-        let mut backends = Vec::new();
+        let mut backends = Vec::with_capacity(backend_refs.len());
         for (b, backend_ref) in backend_refs.iter().enumerate() {
             let f = format!("{field}.backendRefs[{b}]");
             let own = filters(&format!("{f}.filters"), &backend_ref.filters)?;
@@ -478,7 +478,6 @@ pub fn translate(
     grants: &Grants<'_>,
 ) -> Result<Translated, Rejected> {
     let (namespace, name, created) = identity(&route.metadata);
-    let mut entries = Vec::new();
     let mut unresolved = None;
     let default_rule = [crate::model::HttpRule::default()];
     let rules = if route.spec.rules.is_empty() {
@@ -486,6 +485,7 @@ pub fn translate(
     } else {
         &route.spec.rules[..]
     };
+    let mut entries = Vec::with_capacity(rules.iter().map(|r| r.matches.len().max(1)).sum());
     for (r, rule) in rules.iter().enumerate() {
         let field = format!("spec.rules[{r}]");
         let rule_filters = filters(&format!("{field}.filters"), &rule.filters)?;
@@ -523,7 +523,7 @@ pub fn translate(
         for (m, spec) in matches.iter().enumerate() {
             let matcher = matcher(&format!("{field}.matches[{m}]"), spec)?;
             let (kind, length) = rank(&matcher.path);
-            entries.push(Entry {
+            entries.push(std::sync::Arc::new(Entry {
                 name: format!("{namespace}/{name}/rule/{r}/match/{m}"),
                 order: (
                     kind,
@@ -540,7 +540,7 @@ pub fn translate(
                 action: action.clone(),
                 request_headers: rule_filters.request.clone(),
                 response_headers: rule_filters.response.clone(),
-            });
+            }));
         }
     }
     Ok(Translated {

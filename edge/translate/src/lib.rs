@@ -21,6 +21,7 @@ pub mod model;
 pub mod refs;
 pub mod status;
 pub mod stream;
+pub mod wire;
 
 use std::collections::BTreeMap;
 
@@ -30,19 +31,46 @@ use status::{Condition, GatewayStatus, Statuses};
 /// The controller name of GatewayClass `d8-alb`.
 pub const CONTROLLER_NAME: &str = "alb.network.deckhouse.io/gateway-controller";
 
-/// The Envoy resources of one Gateway (one xDS snapshot).
+/// One Envoy resource in its wire form: the translator encodes each resource as it builds it,
+/// so a translation never holds the (large) decoded messages of a whole Gateway, and the
+/// snapshot hashes and serves the bytes as they are.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Encoded {
+    /// The resource's name.
+    pub name: String,
+    /// The encoded message.
+    pub bytes: Vec<u8>,
+}
+
+impl Encoded {
+    /// Encodes `message` named `name`.
+    pub fn new<M: prost::Message>(name: impl Into<String>, message: &M) -> Self {
+        Self {
+            name: name.into(),
+            bytes: message.encode_to_vec(),
+        }
+    }
+
+    /// The message back (for tests, and for the rare resource derived from another).
+    pub fn decode<M: prost::Message + Default>(&self) -> Result<M, prost::DecodeError> {
+        M::decode(self.bytes.as_slice())
+    }
+}
+
+/// The Envoy resources of one Gateway (one xDS snapshot), encoded: `Listener`s,
+/// `RouteConfiguration`s, `Cluster`s, `ClusterLoadAssignment`s and TLS `Secret`s.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Resources {
     /// Listeners.
-    pub listeners: Vec<envoy_types::pb::envoy::config::listener::v3::Listener>,
+    pub listeners: Vec<Encoded>,
     /// Route configurations.
-    pub routes: Vec<envoy_types::pb::envoy::config::route::v3::RouteConfiguration>,
+    pub routes: Vec<Encoded>,
     /// Clusters.
-    pub clusters: Vec<envoy_types::pb::envoy::config::cluster::v3::Cluster>,
+    pub clusters: Vec<Encoded>,
     /// Endpoints (one assignment per cluster).
-    pub endpoints: Vec<envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment>,
+    pub endpoints: Vec<Encoded>,
     /// TLS secrets.
-    pub secrets: Vec<envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret>,
+    pub secrets: Vec<Encoded>,
 }
 
 /// What a translation yields.

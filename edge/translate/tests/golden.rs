@@ -12,12 +12,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use envoy_types::pb::envoy as pb;
 use fairlead_edge_translate::model::Input;
-use fairlead_edge_translate::{CONTROLLER_NAME, translate};
+use fairlead_edge_translate::{CONTROLLER_NAME, Encoded, translate};
 use prost::{Message, Name};
 
-fn render<M: Message + Name>(
-    per_gateway: impl Iterator<Item = (String, Vec<M>)>,
+fn render<M: Message + Name + Default>(
+    per_gateway: impl Iterator<Item = (String, Vec<Encoded>)>,
     problems: &mut Vec<String>,
 ) -> serde_json::Value {
     let mut out = serde_json::Map::new();
@@ -26,14 +27,26 @@ fn render<M: Message + Name>(
             continue;
         }
         let mut list = Vec::new();
-        for resource in &resources {
-            if let Err(e) = fairlead_envoy_protos::validate(resource) {
+        for encoded in &resources {
+            let resource: M = encoded.decode().expect("the translator's bytes decode");
+            if let Err(e) = fairlead_envoy_protos::validate(&resource) {
                 problems.push(format!(
                     "{gateway}: {} fails Envoy's rules: {e}",
                     M::full_name()
                 ));
             }
-            list.push(fairlead_envoy_protos::to_json(resource).expect("renders"));
+            let json = fairlead_envoy_protos::to_json(&resource).expect("renders");
+            // The snapshot serves a resource under the name the translator gives it, which
+            // must be the one inside the message.
+            let inner = json.get("name").or_else(|| json.get("clusterName"));
+            if inner.and_then(|n| n.as_str()) != Some(encoded.name.as_str()) {
+                problems.push(format!(
+                    "{gateway}: {} {:?} is named {inner:?} in its message",
+                    M::full_name(),
+                    encoded.name
+                ));
+            }
+            list.push(json);
         }
         out.insert(gateway, serde_json::Value::Array(list));
     }
@@ -50,7 +63,7 @@ fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
     let mut files = BTreeMap::new();
     files.insert(
         "listeners",
-        yaml(&render(
+        yaml(&render::<pb::config::listener::v3::Listener>(
             gateways
                 .iter()
                 .map(|(k, r)| (k.clone(), r.listeners.clone())),
@@ -59,14 +72,14 @@ fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
     );
     files.insert(
         "routes",
-        yaml(&render(
+        yaml(&render::<pb::config::route::v3::RouteConfiguration>(
             gateways.iter().map(|(k, r)| (k.clone(), r.routes.clone())),
             &mut problems,
         )),
     );
     files.insert(
         "clusters",
-        yaml(&render(
+        yaml(&render::<pb::config::cluster::v3::Cluster>(
             gateways
                 .iter()
                 .map(|(k, r)| (k.clone(), r.clusters.clone())),
@@ -75,7 +88,7 @@ fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
     );
     files.insert(
         "endpoints",
-        yaml(&render(
+        yaml(&render::<pb::config::endpoint::v3::ClusterLoadAssignment>(
             gateways
                 .iter()
                 .map(|(k, r)| (k.clone(), r.endpoints.clone())),
@@ -84,10 +97,12 @@ fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
     );
     files.insert(
         "secrets",
-        yaml(&render(
-            gateways.iter().map(|(k, r)| (k.clone(), r.secrets.clone())),
-            &mut problems,
-        )),
+        yaml(
+            &render::<pb::extensions::transport_sockets::tls::v3::Secret>(
+                gateways.iter().map(|(k, r)| (k.clone(), r.secrets.clone())),
+                &mut problems,
+            ),
+        ),
     );
     files.insert(
         "status",

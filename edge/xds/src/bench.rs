@@ -236,7 +236,9 @@ mod tests {
         let gw = &t.gateways["bench/gw"];
         // Two Services over HTTP/1 (HTTPRoutes) and over HTTP/2 (GRPCRoutes).
         assert_eq!(gw.clusters.len(), 4);
-        assert_eq!(gw.routes[0].virtual_hosts.len(), 5);
+        let routes: envoy_types::pb::envoy::config::route::v3::RouteConfiguration =
+            gw.routes[0].decode().expect("decodes");
+        assert_eq!(routes.virtual_hosts.len(), 5);
         let (_, _, bytes) = translation(&input, 1, &|| 0);
         assert_eq!(bytes, 0, "the counter given is the one used");
     }

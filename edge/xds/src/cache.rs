@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use envoy_types::pb::google::protobuf::Any;
-use fairlead_edge_translate::Resources;
+use fairlead_edge_translate::{Encoded, Resources};
 use prost::{Message, Name};
 use sha2::Digest;
 use tokio::sync::watch;
@@ -63,13 +63,23 @@ pub struct Resource {
 impl Resource {
     /// Packs `message` named `name`.
     pub fn new<M: Message + Name>(name: &str, message: &M) -> Self {
-        let value = message.encode_to_vec();
-        let hash = hex(&sha2::Sha256::digest(&value)[..16]);
+        Self::encoded(
+            M::type_url(),
+            Encoded {
+                name: name.to_owned(),
+                bytes: message.encode_to_vec(),
+            },
+        )
+    }
+
+    /// Packs a resource the translator encoded, of type `type_url`.
+    pub fn encoded(type_url: String, resource: Encoded) -> Self {
+        let hash = hex(&sha2::Sha256::digest(&resource.bytes)[..16]);
         Self {
-            name: name.to_owned(),
+            name: resource.name,
             any: Any {
-                type_url: M::type_url(),
-                value,
+                type_url,
+                value: resource.bytes,
             },
             hash,
         }
@@ -81,9 +91,6 @@ impl Resource {
 pub struct Snapshot {
     resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>>,
     versions: BTreeMap<&'static str, String>,
-    /// The translated listeners and routes (for listeners made on request, see
-    /// [`Snapshot::get`]); clusters, endpoints and secrets are kept encoded only.
-    source: Arc<Resources>,
     /// When the cache published it (push latency is measured from here).
     published: Option<std::time::Instant>,
 }
@@ -97,29 +104,21 @@ impl PartialEq for Snapshot {
 
 impl Snapshot {
     /// A snapshot of a Gateway's translated resources.
-    pub fn new(mut source: Resources) -> Self {
+    pub fn new(source: Resources) -> Self {
         let mut resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>> =
             BTreeMap::new();
-        let mut add = |type_url: &'static str, r: Resource| {
-            resources
-                .entry(type_url)
-                .or_default()
-                .insert(r.name.clone(), Arc::new(r));
-        };
-        for c in std::mem::take(&mut source.clusters) {
-            add(CLUSTER, Resource::new(&c.name, &c));
-        }
-        for e in std::mem::take(&mut source.endpoints) {
-            add(ENDPOINT, Resource::new(&e.cluster_name, &e));
-        }
-        for s in std::mem::take(&mut source.secrets) {
-            add(SECRET, Resource::new(&s.name, &s));
-        }
-        for l in &source.listeners {
-            add(LISTENER, Resource::new(&l.name, l));
-        }
-        for r in &source.routes {
-            add(ROUTE, Resource::new(&r.name, r));
+        for (type_url, list) in [
+            (CLUSTER, source.clusters),
+            (ENDPOINT, source.endpoints),
+            (SECRET, source.secrets),
+            (LISTENER, source.listeners),
+            (ROUTE, source.routes),
+        ] {
+            let of_type = resources.entry(type_url).or_default();
+            for r in list {
+                let r = Resource::encoded(type_url.to_owned(), r);
+                of_type.insert(r.name.clone(), Arc::new(r));
+            }
         }
         let versions = ORDER
             .iter()
@@ -136,7 +135,6 @@ impl Snapshot {
         Self {
             resources,
             versions,
-            source: Arc::new(source),
             published: None,
         }
     }
@@ -176,15 +174,22 @@ impl Snapshot {
         if let Some(r) = self.resources.get(type_url).and_then(|m| m.get(name)) {
             return Some(r.clone());
         }
+        use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
         use fairlead_edge_translate::envoy;
+        let routes = self.resources.get(ROUTE);
         match type_url {
             LISTENER => {
-                let listener = envoy::api_listener(name, &self.source)?;
+                let listener =
+                    envoy::api_listener(name, |n| routes.is_some_and(|r| r.contains_key(n)))?;
                 Some(Arc::new(Resource::new(name, &listener)))
             }
             ROUTE => {
-                let routes = envoy::grpc_route_configuration(name, &self.source)?;
-                Some(Arc::new(Resource::new(name, &routes)))
+                // Derived from the Gateway's own configuration, decoded only when a proxyless
+                // client asks.
+                let shaped = envoy::grpc_route_configuration(name, |base| {
+                    RouteConfiguration::decode(routes?.get(base)?.any.value.as_slice()).ok()
+                })?;
+                Some(Arc::new(Resource::new(name, &shaped)))
             }
             _ => None,
         }
