@@ -79,6 +79,18 @@ fn edge_rows(runs: usize) -> Vec<fairlead_apiserver::bench::Row> {
                 mib(bytes)
             ),
         });
+        if http >= 1_000 || grpc > 0 {
+            let (median, max, bytes) = bench::retranslation(&input, runs, &allocated);
+            rows.push(fairlead_apiserver::bench::Row {
+                metric: format!("translation after one HTTPRoute changed, {label}"),
+                value: format!(
+                    "median {:.2} ms, max {:.2} ms, {:.1} MiB allocated",
+                    ms(median),
+                    ms(max),
+                    mib(bytes)
+                ),
+            });
+        }
     }
     rows
 }

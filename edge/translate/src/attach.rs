@@ -9,11 +9,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::gateway::Owner;
 use crate::gateway::{self, ResolvedListener};
 use crate::http;
+use crate::memo::Memo;
 use crate::model::{
     GATEWAY_GROUP, Gateway, Input, Listener, ListenerSet, NamespacesFrom, ParentRef,
 };
+use crate::model::{GrpcRoute, HttpRoute, StreamRoute};
 use crate::refs::Grants;
 use crate::status::{Condition, RouteParentStatus, Statuses};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::sync::Arc;
 
 /// An HTTP route entry attached to a listener, with the hostnames it serves there (`None` =
 /// any).
@@ -200,67 +204,157 @@ pub fn namespace_allowed(
 }
 
 /// What a route translated into.
-enum Content {
+#[derive(Debug)]
+pub(crate) enum Content {
     /// HTTP route entries (HTTPRoute, GRPCRoute).
-    Http(Vec<std::sync::Arc<http::Entry>>),
+    Http(Vec<Arc<http::Entry>>),
     /// A stream route (TLSRoute, TCPRoute, UDPRoute).
-    Stream(std::sync::Arc<crate::stream::Entry>),
+    Stream(Arc<crate::stream::Entry>),
+}
+
+/// What translating a route gives: its content and the first reference that did not
+/// resolve, or why the route is rejected.
+pub(crate) type Outcome = Result<(Content, Option<crate::backend::Unresolved>), http::Rejected>;
+
+/// The route object an outcome came from.
+#[derive(Clone, Debug)]
+pub(crate) enum Source {
+    /// An HTTPRoute.
+    Http(Arc<HttpRoute>),
+    /// A GRPCRoute.
+    Grpc(Arc<GrpcRoute>),
+    /// A TLSRoute, TCPRoute or UDPRoute.
+    Stream(Arc<StreamRoute>),
+}
+
+impl Source {
+    fn same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Http(a), Self::Http(b)) => crate::memo::same(a, b),
+            (Self::Grpc(a), Self::Grpc(b)) => crate::memo::same(a, b),
+            (Self::Stream(a), Self::Stream(b)) => crate::memo::same(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// A route's outcome as the memo keeps it, with the object it came from.
+#[derive(Debug)]
+pub(crate) struct Translated {
+    source: Source,
+    outcome: Arc<Outcome>,
 }
 
 /// A route of any kind, translated.
 struct RouteView<'a> {
     kind: &'static str,
-    metadata: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    metadata: &'a ObjectMeta,
     parent_refs: &'a [ParentRef],
     hostnames: &'a [String],
-    translated: Result<(Content, Option<crate::backend::Unresolved>), http::Rejected>,
+    translated: Arc<Outcome>,
 }
 
-/// Attaches every route, recording the parent statuses.
-pub fn routes(
-    gateways: &mut [GatewayState<'_>],
-    input: &Input,
-    grants: &Grants<'_>,
-    controller_name: &str,
-    statuses: &mut Statuses,
-) {
+/// Every route of `input`, translated, or taken from `memo` when the same route was
+/// translated against the same Services and ReferenceGrants before.
+fn translated<'a>(input: &'a Input, grants: &Grants<'_>, memo: &mut Memo) -> Vec<RouteView<'a>> {
     let http_like = |t: Result<http::Translated, http::Rejected>| {
         t.map(|t| (Content::Http(t.entries), t.unresolved))
     };
-    let mut routes: Vec<RouteView<'_>> = input
-        .http_routes
-        .iter()
-        .map(|r| RouteView {
-            kind: "HTTPRoute",
-            metadata: &r.metadata,
-            parent_refs: &r.spec.parent_refs,
-            hostnames: &r.spec.hostnames,
-            translated: http_like(http::translate(r, input, grants)),
-        })
-        .chain(input.grpc_routes.iter().map(|r| RouteView {
-            kind: "GRPCRoute",
-            metadata: &r.metadata,
-            parent_refs: &r.spec.parent_refs,
-            hostnames: &r.spec.hostnames,
-            translated: http_like(crate::grpc::translate(r, input, grants)),
-        }))
-        .collect();
+    let mut view = |kind: &'static str,
+                    metadata: &'a ObjectMeta,
+                    parent_refs: &'a [ParentRef],
+                    hostnames: &'a [String],
+                    source: Source| {
+        let key = (
+            kind,
+            metadata.namespace.clone().unwrap_or_default(),
+            metadata.name.clone().unwrap_or_default(),
+        );
+        let translated = memo
+            .routes
+            .get_or_make(
+                key,
+                |old| old.source.same(&source),
+                || Translated {
+                    outcome: Arc::new(match &source {
+                        Source::Http(r) => http_like(http::translate(r, input, grants)),
+                        Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
+                        Source::Stream(r) => crate::stream::translate(r, kind, input, grants)
+                            .map(|(e, u)| (Content::Stream(Arc::new(e)), u)),
+                    }),
+                    source: source.clone(),
+                },
+            )
+            .outcome
+            .clone();
+        RouteView {
+            kind,
+            metadata,
+            parent_refs,
+            hostnames,
+            translated,
+        }
+    };
+    let mut routes = Vec::with_capacity(
+        input.http_routes.len()
+            + input.grpc_routes.len()
+            + input.tls_routes.len()
+            + input.tcp_routes.len()
+            + input.udp_routes.len(),
+    );
+    for r in &input.http_routes {
+        let spec = &r.spec;
+        let source = Source::Http(r.clone());
+        routes.push(view(
+            "HTTPRoute",
+            &r.metadata,
+            &spec.parent_refs,
+            &spec.hostnames,
+            source,
+        ));
+    }
+    for r in &input.grpc_routes {
+        let spec = &r.spec;
+        let source = Source::Grpc(r.clone());
+        routes.push(view(
+            "GRPCRoute",
+            &r.metadata,
+            &spec.parent_refs,
+            &spec.hostnames,
+            source,
+        ));
+    }
     for (kind, list) in [
         ("TLSRoute", &input.tls_routes),
         ("TCPRoute", &input.tcp_routes),
         ("UDPRoute", &input.udp_routes),
     ] {
-        routes.extend(list.iter().map(|r| {
-            RouteView {
+        for r in list {
+            let spec = &r.spec;
+            let source = Source::Stream(r.clone());
+            routes.push(view(
                 kind,
-                metadata: &r.metadata,
-                parent_refs: &r.spec.parent_refs,
-                hostnames: &r.spec.hostnames,
-                translated: crate::stream::translate(r, kind, input, grants)
-                    .map(|(e, u)| (Content::Stream(std::sync::Arc::new(e)), u)),
-            }
-        }));
+                &r.metadata,
+                &spec.parent_refs,
+                &spec.hostnames,
+                source,
+            ));
+        }
     }
+    routes
+}
+
+/// Attaches every route, recording the parent statuses; route translations come from and go
+/// to `memo`.
+pub(crate) fn routes(
+    gateways: &mut [GatewayState<'_>],
+    input: &Input,
+    grants: &Grants<'_>,
+    controller_name: &str,
+    statuses: &mut Statuses,
+    memo: &mut Memo,
+) {
+    let mut routes = translated(input, grants, memo);
     // Oldest first, then by namespace/name: where routes conflict (an HTTPRoute and a
     // GRPCRoute sharing a hostname on a listener), the one attached first wins.
     routes.sort_by(|a, b| {
@@ -284,7 +378,7 @@ pub fn routes(
         let namespace = route.metadata.namespace.clone().unwrap_or_default();
         let name = route.metadata.name.clone().unwrap_or_default();
         let generation = route.metadata.generation;
-        let translated = &route.translated;
+        let translated = route.translated.as_ref();
         let mut parents = Vec::with_capacity(route.parent_refs.len());
         for parent in route.parent_refs {
             let Some(g) = our_gateway(gateways, parent, &namespace) else {

@@ -27,9 +27,11 @@ use crate::backend::Backend;
 use crate::backend_tls::{Policies, TrustAnchors, UpstreamTls};
 use crate::gateway::{Protocol, ResolvedListener};
 use crate::http::{Action, Entry, PathMatch, ValueMatch};
+use crate::memo::{EncodedRoutes, Memo};
 use crate::model::{HeaderModifier, Input};
 use crate::wire;
 use crate::{Encoded, Resources};
+use std::sync::Arc;
 
 /// Packs a message into an `Any`.
 pub fn any<M: Message + Name>(message: &M) -> Any {
@@ -161,11 +163,13 @@ pub fn grpc_route_configuration(
     Some(config)
 }
 
-/// The Envoy resources of one Gateway, and the backends they reach.
-pub fn resources(
+/// The Envoy resources of one Gateway, and the backends they reach; Envoy routes whose
+/// entries are unchanged are taken from `memo`.
+pub(crate) fn resources(
     state: &GatewayState<'_>,
     input: &Input,
     tls: &Policies,
+    memo: &mut Memo,
 ) -> (Resources, Vec<Backend>) {
     let mut out = Resources::default();
     let mut backends: BTreeSet<Backend> = BTreeSet::new();
@@ -213,6 +217,7 @@ pub fn resources(
                 origin,
                 &listeners,
                 &mut backends,
+                &mut memo.encoded,
             ));
             let listener = listener::Listener {
                 name: name.clone(),
@@ -242,6 +247,7 @@ pub fn resources(
                         origin,
                         &listeners,
                         &mut backends,
+                        &mut memo.encoded,
                     ));
                     secrets.extend(l.certificates.iter().cloned());
                     chains.push(tls_chain(l, connection_manager(&config, &config)));
@@ -569,8 +575,8 @@ fn udp_listener(
 /// them) send the port in the authority when it is not the scheme's default.
 /// Where a route configuration is served: its port and whether it is behind TLS (redirects
 /// derive their port from it).
-#[derive(Clone, Copy)]
-struct Origin {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Origin {
     port: u16,
     secure: bool,
 }
@@ -586,6 +592,7 @@ fn route_configuration(
     origin: Origin,
     listeners: &[(Option<&str>, Vec<&Attached>)],
     backends: &mut BTreeSet<Backend>,
+    memo: &mut EncodedRoutes,
 ) -> Encoded {
     use crate::hostname::specificity;
     /// One listener's attached entries by the hostname they serve: exact (and wildcard)
@@ -593,9 +600,9 @@ fn route_configuration(
     /// entries without hostnames that every host of the listener gets.
     #[derive(Default)]
     struct ByHost<'a> {
-        named: std::collections::HashMap<&'a str, Vec<&'a Entry>>,
-        wildcards: BTreeMap<&'a str, Vec<&'a Entry>>,
-        any: Vec<&'a Entry>,
+        named: std::collections::HashMap<&'a str, Vec<&'a Arc<Entry>>>,
+        wildcards: BTreeMap<&'a str, Vec<&'a Arc<Entry>>>,
+        any: Vec<&'a Arc<Entry>>,
     }
     let mut hosts: BTreeSet<&str> = BTreeSet::new();
     let mut indexed: Vec<ByHost<'_>> = Vec::with_capacity(listeners.len());
@@ -647,7 +654,7 @@ fn route_configuration(
             })
             .max_by_key(|(rank, _)| *rank)
             .map(|(_, by_host)| by_host);
-        let mut entries: Vec<((u8, usize), &Entry)> = Vec::new();
+        let mut entries: Vec<((u8, usize), &Arc<Entry>)> = Vec::new();
         if let Some(by_host) = best {
             entries.extend(by_host.any.iter().map(|e| ((0, 0), *e)));
             if *host != "*" {
@@ -690,7 +697,13 @@ fn route_configuration(
             wire::string(2, &format!("{host}:{}", origin.port), &mut host_bytes);
         }
         for (_, e) in &entries {
-            wire::message(3, &envoy_route(e, origin, backends), &mut host_bytes);
+            referenced(e, backends);
+            let (_, route) = memo.get_or_make(
+                (e.name.clone(), origin),
+                |(old, _)| crate::memo::same(old, e),
+                || ((*e).clone(), envoy_route(e, origin).encode_to_vec()),
+            );
+            wire::bytes(3, route, &mut host_bytes);
         }
         wire::bytes(2, &host_bytes, &mut config);
     }
@@ -854,7 +867,24 @@ fn prefix_replacement(matched: &PathMatch, replacement: &str) -> PrefixReplaceme
     }
 }
 
-fn envoy_route(entry: &Entry, origin: Origin, backends: &mut BTreeSet<Backend>) -> route::Route {
+/// Adds the backends an entry sends to (its shares and mirrors) to `backends`.
+fn referenced(entry: &Entry, backends: &mut BTreeSet<Backend>) {
+    if let Action::Forward {
+        backends: weighted,
+        mirrors,
+        ..
+    } = entry.action.as_ref()
+    {
+        let shares = weighted.iter().filter_map(|w| w.backend.as_ref());
+        for b in shares.chain(mirrors.iter().map(|(b, _)| b)) {
+            if !backends.contains(b) {
+                backends.insert(b.clone());
+            }
+        }
+    }
+}
+
+fn envoy_route(entry: &Entry, origin: Origin) -> route::Route {
     let action = match entry.action.as_ref() {
         Action::Redirect(r) => {
             use route::redirect_action as ra;
@@ -904,9 +934,6 @@ fn envoy_route(entry: &Entry, origin: Origin, backends: &mut BTreeSet<Backend>) 
                 let clusters: Vec<route::weighted_cluster::ClusterWeight> = weighted
                     .iter()
                     .map(|w| {
-                        if let Some(b) = &w.backend {
-                            backends.insert(b.clone());
-                        }
                         route::weighted_cluster::ClusterWeight {
                             // A backend that did not resolve keeps its share, on a cluster that
                             // does not exist: Envoy answers it with the route's
@@ -956,7 +983,6 @@ fn envoy_route(entry: &Entry, origin: Origin, backends: &mut BTreeSet<Backend>) 
                             use envoy_types::pb::envoy::r#type::v3::{
                                 FractionalPercent, fractional_percent::DenominatorType,
                             };
-                            backends.insert(b.clone());
                             route::route_action::RequestMirrorPolicy {
                                 cluster: b.cluster(),
                                 runtime_fraction: (*share < 1_000_000).then(|| {

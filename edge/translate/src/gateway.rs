@@ -142,6 +142,7 @@ pub fn tls_secret<'a>(input: &'a Input, namespace: &str, name: &str) -> Option<&
                         && d.get("tls.key").is_some_and(|v| !v.0.is_empty())
                 })
         })
+        .map(AsRef::as_ref)
 }
 
 /// Who declares a listener: the Gateway or one of its ListenerSets. It is the referrer of the

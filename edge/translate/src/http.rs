@@ -61,7 +61,7 @@ pub struct Weighted {
 }
 
 /// What a matched request gets.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// Forward to the weighted backends, after an optional rewrite.
     Forward {
@@ -82,7 +82,7 @@ pub enum Action {
 }
 
 /// One Envoy route: a match of a rule, its action and header changes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
     /// Unique name: `namespace/name/rule/i/match/j`.
     pub name: String,

@@ -10,6 +10,7 @@
 //! become a condition on the object rather than a failure to read it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -23,7 +24,7 @@ pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 pub const EXPERIMENTAL_GROUP: &str = "gateway.networking.x-k8s.io";
 
 /// A `GatewayClass`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayClass {
     /// Metadata.
@@ -33,7 +34,7 @@ pub struct GatewayClass {
 }
 
 /// `GatewayClass.spec`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayClassSpec {
     /// The controller that serves the class.
@@ -41,7 +42,7 @@ pub struct GatewayClassSpec {
 }
 
 /// A `Gateway`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Gateway {
     /// Metadata.
@@ -51,7 +52,7 @@ pub struct Gateway {
 }
 
 /// `Gateway.spec`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewaySpec {
     /// The class.
@@ -79,7 +80,7 @@ pub struct Address {
 }
 
 /// `Gateway.spec.allowedListeners`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AllowedListeners {
     /// Namespaces.
@@ -88,7 +89,7 @@ pub struct AllowedListeners {
 }
 
 /// `from: Same | All | Selector | None` with its selector.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NamespacesFrom {
     /// Which namespaces.
@@ -100,7 +101,7 @@ pub struct NamespacesFrom {
 }
 
 /// A listener of a Gateway or a ListenerSet.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Listener {
     /// Name, unique within its Gateway or ListenerSet.
@@ -121,7 +122,7 @@ pub struct Listener {
 }
 
 /// `listeners[].tls`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenerTls {
     /// `Terminate` (default) or `Passthrough`.
@@ -133,7 +134,7 @@ pub struct ListenerTls {
 }
 
 /// `listeners[].allowedRoutes`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AllowedRoutes {
     /// Namespaces (default `Same`).
@@ -156,7 +157,7 @@ pub struct GroupKind {
 }
 
 /// A reference to an object by group, kind, name and optional namespace.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
     /// Group (core when empty).
@@ -173,7 +174,7 @@ pub struct ObjectRef {
 }
 
 /// A `ListenerSet` (GEP-1713).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenerSet {
     /// Metadata.
@@ -183,7 +184,7 @@ pub struct ListenerSet {
 }
 
 /// `ListenerSet.spec`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenerSetSpec {
     /// The Gateway it extends.
@@ -217,7 +218,7 @@ pub struct ParentRef {
 }
 
 /// A `backendRefs[]` entry of any route kind.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendRef {
     /// Group (core when empty).
@@ -243,7 +244,7 @@ pub struct BackendRef {
 }
 
 /// An `HTTPRoute`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRoute {
     /// Metadata.
@@ -253,7 +254,7 @@ pub struct HttpRoute {
 }
 
 /// `HTTPRoute.spec`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRouteSpec {
     /// Parents.
@@ -268,7 +269,7 @@ pub struct HttpRouteSpec {
 }
 
 /// `HTTPRoute.spec.rules[]`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRule {
     /// Optional name.
@@ -289,7 +290,7 @@ pub struct HttpRule {
 }
 
 /// `rules[].timeouts`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpTimeouts {
     /// The whole request (Gateway API duration, `10s`, `1m30s`, `0s` = none).
@@ -301,7 +302,7 @@ pub struct HttpTimeouts {
 }
 
 /// `rules[].matches[]`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpMatch {
     /// Path match (default `PathPrefix /`).
@@ -319,7 +320,7 @@ pub struct HttpMatch {
 }
 
 /// A path match.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PathMatch {
     /// `Exact`, `PathPrefix` (default) or `RegularExpression`.
@@ -331,7 +332,7 @@ pub struct PathMatch {
 }
 
 /// A header or query parameter match.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueMatch {
     /// `Exact` (default) or `RegularExpression`.
@@ -344,7 +345,7 @@ pub struct ValueMatch {
 }
 
 /// A filter of an HTTP or gRPC route (rule or backend).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpFilter {
     /// The filter type.
@@ -393,7 +394,7 @@ pub struct Header {
 }
 
 /// `RequestRedirect`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestRedirect {
     /// `http` or `https`.
@@ -414,7 +415,7 @@ pub struct RequestRedirect {
 }
 
 /// `URLRewrite`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct UrlRewrite {
     /// Host.
@@ -426,7 +427,7 @@ pub struct UrlRewrite {
 }
 
 /// A path modifier of a redirect or rewrite.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PathModifier {
     /// `ReplaceFullPath` or `ReplacePrefixMatch`.
@@ -441,7 +442,7 @@ pub struct PathModifier {
 }
 
 /// `RequestMirror`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestMirror {
     /// Where to mirror.
@@ -455,7 +456,7 @@ pub struct RequestMirror {
 }
 
 /// `requestMirror.fraction`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Fraction {
     /// Numerator.
@@ -466,7 +467,7 @@ pub struct Fraction {
 }
 
 /// A `GRPCRoute`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcRoute {
     /// Metadata.
@@ -476,7 +477,7 @@ pub struct GrpcRoute {
 }
 
 /// `GRPCRoute.spec`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcRouteSpec {
     /// Parents.
@@ -491,7 +492,7 @@ pub struct GrpcRouteSpec {
 }
 
 /// `GRPCRoute.spec.rules[]`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcRule {
     /// Matches (everything when empty).
@@ -506,7 +507,7 @@ pub struct GrpcRule {
 }
 
 /// `GRPCRoute.spec.rules[].matches[]`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcMatch {
     /// Service and method.
@@ -518,7 +519,7 @@ pub struct GrpcMatch {
 }
 
 /// A gRPC method match.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcMethodMatch {
     /// `Exact` (default) or `RegularExpression`.
@@ -533,7 +534,7 @@ pub struct GrpcMethodMatch {
 }
 
 /// A `TLSRoute`, `TCPRoute` or `UDPRoute`: parents, hostnames (TLS only) and backends.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamRoute {
     /// Metadata.
@@ -543,7 +544,7 @@ pub struct StreamRoute {
 }
 
 /// The spec of a stream route.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamRouteSpec {
     /// Parents.
@@ -558,7 +559,7 @@ pub struct StreamRouteSpec {
 }
 
 /// A stream route rule.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamRule {
     /// Backends.
@@ -567,7 +568,7 @@ pub struct StreamRule {
 }
 
 /// A `ReferenceGrant`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ReferenceGrant {
     /// Metadata.
@@ -577,7 +578,7 @@ pub struct ReferenceGrant {
 }
 
 /// `ReferenceGrant.spec`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ReferenceGrantSpec {
     /// Who may refer.
@@ -589,7 +590,7 @@ pub struct ReferenceGrantSpec {
 }
 
 /// `ReferenceGrant.spec.from[]`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrantFrom {
     /// Group.
@@ -602,7 +603,7 @@ pub struct GrantFrom {
 }
 
 /// `ReferenceGrant.spec.to[]`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrantTo {
     /// Group.
@@ -616,7 +617,7 @@ pub struct GrantTo {
 }
 
 /// A `BackendTLSPolicy` (GEP-1897): how the proxy speaks TLS to a Service.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendTlsPolicy {
     /// Metadata.
@@ -626,7 +627,7 @@ pub struct BackendTlsPolicy {
 }
 
 /// `BackendTLSPolicy.spec`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendTlsPolicySpec {
     /// The Services (and optionally their ports, by name) the policy applies to.
@@ -638,7 +639,7 @@ pub struct BackendTlsPolicySpec {
 }
 
 /// `targetRefs[]` of a policy: a local object, optionally one section (a Service port name).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyTargetRef {
     /// Group (core when empty).
@@ -654,7 +655,7 @@ pub struct PolicyTargetRef {
 }
 
 /// `BackendTLSPolicy.spec.validation`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendTlsValidation {
     /// CA bundles (ConfigMaps with a `ca.crt` key) in the policy's namespace.
@@ -672,7 +673,7 @@ pub struct BackendTlsValidation {
 }
 
 /// `subjectAltNames[]`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SubjectAltName {
     /// `Hostname` or `URI`.
@@ -690,35 +691,35 @@ pub struct SubjectAltName {
 #[derive(Clone, Debug, Default)]
 pub struct Input {
     /// GatewayClasses.
-    pub gateway_classes: Vec<GatewayClass>,
+    pub gateway_classes: Vec<Arc<GatewayClass>>,
     /// Gateways.
-    pub gateways: Vec<Gateway>,
+    pub gateways: Vec<Arc<Gateway>>,
     /// ListenerSets.
-    pub listener_sets: Vec<ListenerSet>,
+    pub listener_sets: Vec<Arc<ListenerSet>>,
     /// HTTPRoutes.
-    pub http_routes: Vec<HttpRoute>,
+    pub http_routes: Vec<Arc<HttpRoute>>,
     /// GRPCRoutes.
-    pub grpc_routes: Vec<GrpcRoute>,
+    pub grpc_routes: Vec<Arc<GrpcRoute>>,
     /// TLSRoutes.
-    pub tls_routes: Vec<StreamRoute>,
+    pub tls_routes: Vec<Arc<StreamRoute>>,
     /// TCPRoutes.
-    pub tcp_routes: Vec<StreamRoute>,
+    pub tcp_routes: Vec<Arc<StreamRoute>>,
     /// UDPRoutes.
-    pub udp_routes: Vec<StreamRoute>,
+    pub udp_routes: Vec<Arc<StreamRoute>>,
     /// ReferenceGrants.
-    pub reference_grants: Vec<ReferenceGrant>,
+    pub reference_grants: Vec<Arc<ReferenceGrant>>,
     /// BackendTLSPolicies.
-    pub backend_tls_policies: Vec<BackendTlsPolicy>,
+    pub backend_tls_policies: Vec<Arc<BackendTlsPolicy>>,
     /// ConfigMaps (CA bundles of BackendTLSPolicies).
-    pub config_maps: Vec<ConfigMap>,
+    pub config_maps: Vec<Arc<ConfigMap>>,
     /// Services.
-    pub services: Vec<Service>,
+    pub services: Vec<Arc<Service>>,
     /// EndpointSlices.
-    pub endpoint_slices: Vec<EndpointSlice>,
+    pub endpoint_slices: Vec<Arc<EndpointSlice>>,
     /// TLS Secrets.
-    pub secrets: Vec<Secret>,
+    pub secrets: Vec<Arc<Secret>>,
     /// Namespaces (for label selectors).
-    pub namespaces: Vec<Namespace>,
+    pub namespaces: Vec<Arc<Namespace>>,
     /// Services and EndpointSlices by namespace and Service name, built on first use (a
     /// translation looks them up per backend reference; a scan each time is quadratic).
     index: std::sync::OnceLock<Lookup>,
@@ -732,6 +733,84 @@ struct Lookup {
     services: std::collections::HashMap<String, std::collections::HashMap<String, usize>>,
     /// Namespace → Service name → positions.
     slices: std::collections::HashMap<String, std::collections::HashMap<String, Vec<usize>>>,
+}
+
+/// One object the translator reads, typed (read once, shared by every translation that
+/// follows until the object changes).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Object {
+    /// A GatewayClass.
+    GatewayClass(Arc<GatewayClass>),
+    /// A Gateway.
+    Gateway(Arc<Gateway>),
+    /// A ListenerSet (or XListenerSet).
+    ListenerSet(Arc<ListenerSet>),
+    /// An HTTPRoute.
+    HttpRoute(Arc<HttpRoute>),
+    /// A GRPCRoute.
+    GrpcRoute(Arc<GrpcRoute>),
+    /// A TLSRoute.
+    TlsRoute(Arc<StreamRoute>),
+    /// A TCPRoute.
+    TcpRoute(Arc<StreamRoute>),
+    /// A UDPRoute.
+    UdpRoute(Arc<StreamRoute>),
+    /// A ReferenceGrant.
+    ReferenceGrant(Arc<ReferenceGrant>),
+    /// A BackendTLSPolicy.
+    BackendTlsPolicy(Arc<BackendTlsPolicy>),
+    /// A ConfigMap.
+    ConfigMap(Arc<ConfigMap>),
+    /// A Service.
+    Service(Arc<Service>),
+    /// An EndpointSlice.
+    EndpointSlice(Arc<EndpointSlice>),
+    /// A TLS Secret.
+    Secret(Arc<Secret>),
+    /// A Namespace.
+    Namespace(Arc<Namespace>),
+}
+
+impl Object {
+    /// Reads an object given as JSON, by its `kind`; `None` for kinds the translator does not
+    /// read.
+    pub fn read(object: serde_json::Value) -> Result<Option<Self>, InputError> {
+        fn typed<T: serde::de::DeserializeOwned>(
+            object: serde_json::Value,
+        ) -> Result<Arc<T>, serde_json::Error> {
+            serde_json::from_value(object).map(Arc::new)
+        }
+        let kind = object
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let read = match kind.as_str() {
+            "GatewayClass" => typed(object).map(Self::GatewayClass),
+            "Gateway" => typed(object).map(Self::Gateway),
+            "ListenerSet" | "XListenerSet" => typed(object).map(Self::ListenerSet),
+            "HTTPRoute" => typed(object).map(Self::HttpRoute),
+            "GRPCRoute" => typed(object).map(Self::GrpcRoute),
+            "TLSRoute" => typed(object).map(Self::TlsRoute),
+            "TCPRoute" => typed(object).map(Self::TcpRoute),
+            "UDPRoute" => typed(object).map(Self::UdpRoute),
+            "ReferenceGrant" => typed(object).map(Self::ReferenceGrant),
+            "BackendTLSPolicy" => typed(object).map(Self::BackendTlsPolicy),
+            "ConfigMap" => typed(object).map(Self::ConfigMap),
+            "Service" => typed(object).map(Self::Service),
+            "EndpointSlice" => typed(object).map(Self::EndpointSlice),
+            "Secret" => typed(object).map(Self::Secret),
+            "Namespace" => typed(object).map(Self::Namespace),
+            _ => return Ok(None),
+        };
+        read.map(Some)
+            .map_err(|source| InputError::Object { kind, name, source })
+    }
 }
 
 /// An object the input could not take.
@@ -791,7 +870,7 @@ impl Input {
     /// The Service `namespace/name`.
     pub fn service(&self, namespace: &str, name: &str) -> Option<&Service> {
         let i = self.lookup().services.get(namespace)?.get(name)?;
-        self.services.get(*i)
+        self.services.get(*i).map(AsRef::as_ref)
     }
 
     /// The EndpointSlices of Service `namespace/name`.
@@ -806,54 +885,35 @@ impl Input {
             .and_then(|names| names.get(service))
             .into_iter()
             .flatten()
-            .filter_map(|i| self.endpoint_slices.get(*i))
+            .filter_map(|i| self.endpoint_slices.get(*i).map(AsRef::as_ref))
     }
 
     /// Adds one object given as JSON, by its `kind`; kinds the translator does not read are
     /// ignored (`Ok(false)`).
     pub fn add(&mut self, object: serde_json::Value) -> Result<bool, InputError> {
+        Ok(Object::read(object)?.map(|o| self.push(o)).is_some())
+    }
+
+    /// Adds one object already read.
+    pub fn push(&mut self, object: Object) {
         self.index = std::sync::OnceLock::new();
-        let kind = object
-            .get("kind")
-            .and_then(|k| k.as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(|n| n.as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let fail = |source| InputError::Object {
-            kind: kind.clone(),
-            name: name.clone(),
-            source,
-        };
-        fn push<T: serde::de::DeserializeOwned>(
-            list: &mut Vec<T>,
-            object: serde_json::Value,
-        ) -> Result<bool, serde_json::Error> {
-            list.push(serde_json::from_value(object)?);
-            Ok(true)
+        match object {
+            Object::GatewayClass(o) => self.gateway_classes.push(o),
+            Object::Gateway(o) => self.gateways.push(o),
+            Object::ListenerSet(o) => self.listener_sets.push(o),
+            Object::HttpRoute(o) => self.http_routes.push(o),
+            Object::GrpcRoute(o) => self.grpc_routes.push(o),
+            Object::TlsRoute(o) => self.tls_routes.push(o),
+            Object::TcpRoute(o) => self.tcp_routes.push(o),
+            Object::UdpRoute(o) => self.udp_routes.push(o),
+            Object::ReferenceGrant(o) => self.reference_grants.push(o),
+            Object::BackendTlsPolicy(o) => self.backend_tls_policies.push(o),
+            Object::ConfigMap(o) => self.config_maps.push(o),
+            Object::Service(o) => self.services.push(o),
+            Object::EndpointSlice(o) => self.endpoint_slices.push(o),
+            Object::Secret(o) => self.secrets.push(o),
+            Object::Namespace(o) => self.namespaces.push(o),
         }
-        match kind.as_str() {
-            "GatewayClass" => push(&mut self.gateway_classes, object),
-            "Gateway" => push(&mut self.gateways, object),
-            "ListenerSet" | "XListenerSet" => push(&mut self.listener_sets, object),
-            "HTTPRoute" => push(&mut self.http_routes, object),
-            "GRPCRoute" => push(&mut self.grpc_routes, object),
-            "TLSRoute" => push(&mut self.tls_routes, object),
-            "TCPRoute" => push(&mut self.tcp_routes, object),
-            "UDPRoute" => push(&mut self.udp_routes, object),
-            "ReferenceGrant" => push(&mut self.reference_grants, object),
-            "BackendTLSPolicy" => push(&mut self.backend_tls_policies, object),
-            "ConfigMap" => push(&mut self.config_maps, object),
-            "Service" => push(&mut self.services, object),
-            "EndpointSlice" => push(&mut self.endpoint_slices, object),
-            "Secret" => push(&mut self.secrets, object),
-            "Namespace" => push(&mut self.namespaces, object),
-            _ => Ok(false),
-        }
-        .map_err(fail)
     }
 
     /// Reads a stream of YAML documents (`---` separated).

@@ -7,7 +7,7 @@ use crate::model::{Input, ReferenceGrant};
 
 /// Checks references against the grants of the input.
 pub struct Grants<'a> {
-    grants: &'a [ReferenceGrant],
+    grants: &'a [std::sync::Arc<ReferenceGrant>],
 }
 
 impl<'a> Grants<'a> {

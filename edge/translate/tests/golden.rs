@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use envoy_types::pb::envoy as pb;
 use fairlead_edge_translate::model::Input;
-use fairlead_edge_translate::{CONTROLLER_NAME, Encoded, translate};
+use fairlead_edge_translate::{CONTROLLER_NAME, Encoded, Translator, translate};
 use prost::{Message, Name};
 
 fn render<M: Message + Name + Default>(
@@ -153,4 +153,89 @@ fn translations_match_the_golden_files() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A translator that remembers gives what a fresh one gives: here one translator goes through
+/// every case in turn (so each case meets the memory of another, with its routes, Services
+/// and entries of the same names where cases share them), then through each case again
+/// (everything remembered).
+#[test]
+fn a_translator_that_remembers_gives_what_a_fresh_one_gives() {
+    let mut translator = Translator::default();
+    let inputs: Vec<(PathBuf, Input)> = cases()
+        .into_iter()
+        .map(|case| {
+            let text = std::fs::read_to_string(case.join("in.yaml")).expect("in.yaml");
+            let input = Input::from_yaml(&text).expect("reads");
+            (case, input)
+        })
+        .collect();
+    for round in ["after another case", "after itself"] {
+        for (case, input) in &inputs {
+            if round == "after itself" {
+                translator.translate(input, CONTROLLER_NAME);
+            }
+            assert!(
+                translator.translate(input, CONTROLLER_NAME) == translate(input, CONTROLLER_NAME),
+                "{}: translated {round}, the result differs from a fresh translation",
+                case.display()
+            );
+        }
+    }
+}
+
+/// A route that changes while everything else stays is translated again, and so is every
+/// route when a Service changes: one translator goes from each case to the case with its
+/// routes changed (rules reversed, a hostname added, a backend weight changed), back, to the
+/// case with its Services' ports moved, and back; each result is a fresh translation's.
+#[test]
+fn a_translator_that_remembers_follows_a_changed_route() {
+    for case in cases() {
+        let text = std::fs::read_to_string(case.join("in.yaml")).expect("in.yaml");
+        let input = Input::from_yaml(&text).expect("reads");
+        let mut changed = input.clone();
+        for route in &mut changed.http_routes {
+            let route = std::sync::Arc::make_mut(route);
+            route.spec.rules.reverse();
+            route.spec.hostnames.push("changed.example.com".into());
+            if let Some(b) = route
+                .spec
+                .rules
+                .first_mut()
+                .and_then(|r| r.backend_refs.first_mut())
+            {
+                b.weight = Some(b.weight.unwrap_or(1) + 7);
+            }
+        }
+        for route in &mut changed.grpc_routes {
+            std::sync::Arc::make_mut(route).spec.rules.reverse();
+        }
+        // Or a Service changes its ports (routes resolve against it).
+        let mut moved = input.clone();
+        for service in &mut moved.services {
+            let service = std::sync::Arc::make_mut(service);
+            for port in service
+                .spec
+                .iter_mut()
+                .flat_map(|s| s.ports.iter_mut().flatten())
+            {
+                port.port += 1;
+            }
+        }
+        let mut translator = Translator::default();
+        let steps = [
+            ("original", &input),
+            ("changed", &changed),
+            ("back", &input),
+            ("Service moved", &moved),
+            ("back", &input),
+        ];
+        for (step, input) in steps {
+            assert!(
+                translator.translate(input, CONTROLLER_NAME) == translate(input, CONTROLLER_NAME),
+                "{}: the {step} input, translated after the others, differs from a fresh translation",
+                case.display()
+            );
+        }
+    }
 }

@@ -76,6 +76,47 @@ pub fn translation(
     (times[times.len() / 2], times[times.len() - 1], bytes)
 }
 
+/// Like [`translation`], but by a translator that remembers its last translation, each run
+/// after one HTTPRoute changed (the weights of its second rule): what the control plane does
+/// per change once it runs.
+pub fn retranslation(
+    input: &Input,
+    runs: usize,
+    allocated: &dyn Fn() -> u64,
+) -> (Duration, Duration, u64) {
+    let mut input = input.clone();
+    let mut translator = fairlead_edge_translate::Translator::default();
+    let mut change = 0;
+    let mut once = |input: &mut Input| {
+        change += 1;
+        if let Some(rule) = input
+            .http_routes
+            .first_mut()
+            .and_then(|r| std::sync::Arc::make_mut(r).spec.rules.get_mut(1))
+        {
+            rule.backend_refs[0].weight = Some(change % 50 + 1);
+        }
+        let t = translator.translate(input, fairlead_edge_translate::CONTROLLER_NAME);
+        t.gateways
+            .into_values()
+            .map(crate::cache::Snapshot::new)
+            .count()
+    };
+    std::hint::black_box(once(&mut input));
+    let before = allocated();
+    std::hint::black_box(once(&mut input));
+    let bytes = allocated().saturating_sub(before);
+    let mut times: Vec<Duration> = (0..runs.max(1))
+        .map(|_| {
+            let started = Instant::now();
+            std::hint::black_box(once(&mut input));
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    (times[times.len() / 2], times[times.len() - 1], bytes)
+}
+
 /// The latency from a route change to the new route configuration at a connected client
 /// (translation, snapshot, push, over a loopback gRPC stream), over `changes` changes of one
 /// route's weights on [`input`]`(routes, 0, routes / 2)`: (p50, p99).
@@ -90,9 +131,10 @@ pub async fn push_latency(
 
     let mut input = input(routes, 0, (routes / 2).max(1));
     let cache = Arc::new(crate::cache::Cache::new());
-    let publish = |input: &Input| {
-        let mut t =
-            fairlead_edge_translate::translate(input, fairlead_edge_translate::CONTROLLER_NAME);
+    // One translator throughout, as the control plane keeps one.
+    let mut translator = fairlead_edge_translate::Translator::default();
+    let mut publish = |input: &Input| {
+        let mut t = translator.translate(input, fairlead_edge_translate::CONTROLLER_NAME);
         let resources = t.gateways.remove("bench/gw").unwrap_or_default();
         cache.set("bench/gw", crate::cache::Snapshot::new(resources));
     };
@@ -140,10 +182,11 @@ pub async fn push_latency(
     let mut samples = Vec::with_capacity(changes);
     for change in 0..changes {
         let weight = i32::try_from(change % 50 + 1).unwrap_or(1);
+        // A changed object is a new one, as the index holds it.
         if let Some(rule) = input
             .http_routes
             .first_mut()
-            .and_then(|r| r.spec.rules.get_mut(1))
+            .and_then(|r| Arc::make_mut(r).spec.rules.get_mut(1))
         {
             rule.backend_refs[0].weight = Some(weight);
         }

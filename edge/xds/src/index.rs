@@ -2,14 +2,18 @@
 //! serves (found by discovery, so `ListenerSet` is read from `gateway.networking.k8s.io/v1` or
 //! as `XListenerSet` from `gateway.networking.x-k8s.io`, and `TCPRoute`/`UDPRoute` at whichever
 //! version is served). A kind that is not served is a warning, looked for again later, never a
-//! failure. Objects are kept as JSON (without managedFields) and read into the translator's
-//! input on each translation; an object the input cannot read is logged and skipped.
+//! failure. Each object is read into the translator's types once, when it changes, and every
+//! translation shares it until it changes again (so a translator that remembers sees the
+//! same object and reuses its work). Beside it the index keeps, for the kinds whose status
+//! the control plane writes, the object's metadata and status as JSON (what the status
+//! writer compares with); specs are not kept twice. An object the input cannot read is
+//! logged and skipped.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fairlead_edge_translate::model::Input;
+use fairlead_edge_translate::model::{Input, Object};
 use fairlead_kit::watch::{Projection, project};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::{ApiResource, Discovery};
@@ -116,7 +120,44 @@ const WANTED: &[Wanted] = &[
 pub struct Watched {
     /// The resource as served.
     pub resource: ApiResource,
-    objects: Projection<serde_json::Value>,
+    objects: Projection<Stored>,
+}
+
+/// One object as the index keeps it.
+#[derive(Debug, PartialEq)]
+struct Stored {
+    /// The object read into the translator's types, or why it could not be.
+    object: Result<Option<Object>, String>,
+    /// apiVersion, kind, metadata and status, for kinds whose status is written.
+    status: Option<Arc<serde_json::Value>>,
+}
+
+/// Kinds whose status the control plane writes.
+const WRITTEN: &[&str] = &[
+    "GatewayClass",
+    "Gateway",
+    "ListenerSet",
+    "XListenerSet",
+    "HTTPRoute",
+    "GRPCRoute",
+    "TLSRoute",
+    "TCPRoute",
+    "UDPRoute",
+    "BackendTLSPolicy",
+];
+
+impl Stored {
+    /// Reads `value` (a whole object, with its `kind`).
+    fn new(kind: &str, mut value: serde_json::Value) -> Self {
+        let object = Object::read(value.clone()).map_err(|e| e.to_string());
+        let status = WRITTEN.contains(&kind).then(|| {
+            if let Some(map) = value.as_object_mut() {
+                map.remove("spec");
+            }
+            Arc::new(value)
+        });
+        Self { object, status }
+    }
 }
 
 /// The watched objects.
@@ -163,7 +204,7 @@ impl Index {
         }
     }
 
-    /// The stored object of a kind (as JSON, without managedFields).
+    /// The metadata and status of an object of a kind whose status is written (as JSON).
     pub fn object(
         &self,
         kind: &str,
@@ -174,15 +215,19 @@ impl Index {
             .into_iter()
             .find(|w| w.resource.kind == kind)
             .and_then(|w| w.objects.get(namespace, name))
+            .and_then(|stored| stored.status.clone())
     }
 
-    /// Every stored object of a kind.
+    /// The metadata and status of every object of a kind whose status is written.
     pub fn objects(&self, kind: &str) -> Vec<Arc<serde_json::Value>> {
         self.watched()
             .into_iter()
             .find(|w| w.resource.kind == kind)
             .map(|w| w.objects.state())
             .unwrap_or_default()
+            .into_iter()
+            .filter_map(|stored| stored.status.clone())
+            .collect()
     }
 
     /// Kinds watched.
@@ -199,10 +244,14 @@ impl Index {
         let mut input = Input::default();
         let mut skipped = 0;
         for w in self.watched() {
-            for object in w.objects.state() {
-                if let Err(e) = input.add(object.as_ref().clone()) {
-                    skipped += 1;
-                    tracing::warn!(error = %e, "skipping an object the translator cannot read");
+            for stored in w.objects.state() {
+                match &stored.object {
+                    Ok(Some(object)) => input.push(object.clone()),
+                    Ok(None) => {}
+                    Err(e) => {
+                        skipped += 1;
+                        tracing::warn!(error = %e, "skipping an object the translator cannot read");
+                    }
                 }
             }
         }
@@ -254,12 +303,15 @@ async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationTok
                                 if let Some(ca) = o.data.pointer("/data/ca.crt") {
                                     data.insert("ca.crt".into(), ca.clone());
                                 }
-                                return serde_json::json!({
-                                    "apiVersion": "v1",
-                                    "kind": "ConfigMap",
-                                    "metadata": {"name": o.metadata.name, "namespace": o.metadata.namespace},
-                                    "data": data,
-                                });
+                                return Stored::new(
+                                    kind,
+                                    serde_json::json!({
+                                        "apiVersion": "v1",
+                                        "kind": "ConfigMap",
+                                        "metadata": {"name": o.metadata.name, "namespace": o.metadata.namespace},
+                                        "data": data,
+                                    }),
+                                );
                             }
                             let mut value = serde_json::to_value(o).unwrap_or_default();
                             if let Some(map) = value.as_object_mut() {
@@ -267,10 +319,14 @@ async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationTok
                                 if let Some(meta) =
                                     map.get_mut("metadata").and_then(|m| m.as_object_mut())
                                 {
+                                    // Neither the translator nor the status writer
+                                    // reads these; `kubectl apply` keeps a copy of the
+                                    // whole object in an annotation.
                                     meta.remove("managedFields");
+                                    meta.remove("annotations");
                                 }
                             }
-                            value
+                            Stored::new(kind, value)
                         },
                         index.changed.clone(),
                         stop.clone(),

@@ -59,6 +59,8 @@ pub async fn run(
     let changed = index.changed();
     let mut ready = Some(ready);
     let mut resync = tokio::time::interval(RESYNC);
+    // Remembers the last translation: a change costs what it touches.
+    let mut translator = fairlead_edge_translate::Translator::default();
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -91,7 +93,7 @@ pub async fn run(
                 .with_label_values(&["read"])
                 .inc_by(u64::try_from(skipped).unwrap_or_default());
         }
-        let translation = fairlead_edge_translate::translate(&input, &settings.controller_name);
+        let translation = translator.translate(&input, &settings.controller_name);
         metrics
             .translation
             .with_label_values(&[] as &[&str])

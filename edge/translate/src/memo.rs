@@ -1,0 +1,179 @@
+//! What one translation keeps for the next, so that a change costs in proportion to what it
+//! touches: the translated rules of each route (reused while the route, the Services and the
+//! ReferenceGrants are the same objects or equal ones) and the encoding of each Envoy route
+//! (reused while its entry is). Only work is saved: a memo never changes the output, which the
+//! tests check by translating the same inputs with and without one.
+//!
+//! Each cache keeps what the last translation used and drops the rest, so a deleted route
+//! leaves nothing behind.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+
+use crate::envoy::Origin;
+use crate::http::Entry;
+use crate::model::{Input, ReferenceGrant};
+
+/// A cache of one translation's results for the next: entries used in this translation are
+/// carried over, the rest dropped at [`Generations::next`].
+#[derive(Debug)]
+pub(crate) struct Generations<K, V> {
+    last: HashMap<K, V>,
+    this: HashMap<K, V>,
+}
+
+impl<K, V> Default for Generations<K, V> {
+    fn default() -> Self {
+        Self {
+            last: HashMap::new(),
+            this: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq, V> Generations<K, V> {
+    /// The value of `key` if one was made in this translation, or one from the last that
+    /// `valid` accepts; otherwise `make`s it. Either way it is kept for the next translation.
+    pub(crate) fn get_or_make(
+        &mut self,
+        key: K,
+        valid: impl FnOnce(&V) -> bool,
+        make: impl FnOnce() -> V,
+    ) -> &V {
+        use std::collections::hash_map::Entry as Slot;
+        let last = &mut self.last;
+        match self.this.entry(key) {
+            Slot::Occupied(o) => o.into_mut(),
+            Slot::Vacant(v) => {
+                let value = match last.remove(v.key()) {
+                    Some(old) if valid(&old) => old,
+                    _ => make(),
+                };
+                v.insert(value)
+            }
+        }
+    }
+
+    /// Ends a translation: what it used is what the next one may reuse.
+    pub(crate) fn next(&mut self) {
+        self.last = std::mem::take(&mut self.this);
+    }
+
+    /// Forgets everything.
+    pub(crate) fn clear(&mut self) {
+        self.last.clear();
+        self.this.clear();
+    }
+}
+
+/// The same object, or an equal one (inputs read again from JSON are new objects).
+pub(crate) fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
+/// What a route's translation reads besides the route: the Services (backend ports and
+/// protocols) and the ReferenceGrants.
+#[derive(Debug, Default)]
+pub(crate) struct World {
+    services: HashMap<(String, String), Arc<Service>>,
+    grants: Vec<Arc<ReferenceGrant>>,
+}
+
+impl World {
+    fn of(input: &Input) -> Self {
+        Self {
+            services: input
+                .services
+                .iter()
+                .map(|s| {
+                    (
+                        (
+                            s.metadata.namespace.clone().unwrap_or_default(),
+                            s.metadata.name.clone().unwrap_or_default(),
+                        ),
+                        s.clone(),
+                    )
+                })
+                .collect(),
+            grants: input.reference_grants.clone(),
+        }
+    }
+
+    /// Whether `input` has the same Services and ReferenceGrants.
+    fn holds_for(&self, input: &Input) -> bool {
+        self.services.len() == input.services.len()
+            && input.services.iter().all(|s| {
+                let key = (
+                    s.metadata.namespace.clone().unwrap_or_default(),
+                    s.metadata.name.clone().unwrap_or_default(),
+                );
+                self.services.get(&key).is_some_and(|old| same(old, s))
+            })
+            && self.grants.len() == input.reference_grants.len()
+            && self
+                .grants
+                .iter()
+                .zip(&input.reference_grants)
+                .all(|(a, b)| same(a, b))
+    }
+}
+
+/// Encoded Envoy routes by entry name and origin, with the entry each was made from.
+pub(crate) type EncodedRoutes = Generations<(String, Origin), (Arc<Entry>, Vec<u8>)>;
+
+/// The memo of one [`crate::Translator`].
+#[derive(Debug, Default)]
+pub(crate) struct Memo {
+    world: World,
+    /// Translated routes by kind, namespace and name.
+    pub(crate) routes: Generations<(&'static str, String, String), crate::attach::Translated>,
+    /// Encoded Envoy routes by entry name and origin.
+    pub(crate) encoded: EncodedRoutes,
+}
+
+impl Memo {
+    /// Starts a translation of `input`: translated routes are kept only while the Services
+    /// and ReferenceGrants they were resolved against are the same.
+    pub(crate) fn start(&mut self, input: &Input) {
+        if !self.world.holds_for(input) {
+            self.routes.clear();
+            self.world = World::of(input);
+        }
+    }
+
+    /// Ends a translation.
+    pub(crate) fn finish(&mut self) {
+        self.routes.next();
+        self.encoded.next();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generation_keeps_what_it_used_and_drops_the_rest() {
+        let mut g: Generations<&str, u32> = Generations::default();
+        assert_eq!(*g.get_or_make("a", |_| true, || 1), 1);
+        assert_eq!(*g.get_or_make("b", |_| true, || 2), 2);
+        g.next();
+        // Reused when valid, made again when not; "b" unused.
+        assert_eq!(*g.get_or_make("a", |_| true, || 10), 1);
+        assert_eq!(
+            *g.get_or_make("a", |_| false, || 11),
+            1,
+            "made once per translation"
+        );
+        g.next();
+        assert_eq!(*g.get_or_make("b", |_| true, || 20), 20, "b was dropped");
+        assert_eq!(
+            *g.get_or_make("a", |v| *v == 2, || 12),
+            12,
+            "invalid: made again"
+        );
+    }
+}
