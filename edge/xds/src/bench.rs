@@ -151,7 +151,7 @@ pub async fn push_latency(
                 crate::server::Ads::new(cache.clone(), Arc::new(crate::server::Quiet))
                     .into_service(),
             )
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(crate::server::incoming(listener)),
     );
     let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
         .await

@@ -183,7 +183,7 @@ pub async fn start(
             Arc::new(observer),
         )))
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            crate::server::incoming(listener),
             stop.clone().cancelled_owned(),
         );
     runtime.shutdown.spawn(async move {

@@ -128,8 +128,10 @@ pub struct Watched {
 struct Stored {
     /// The object read into the translator's types, or why it could not be.
     object: Result<Option<Object>, String>,
-    /// apiVersion, kind, metadata and status, for kinds whose status is written.
-    status: Option<Arc<serde_json::Value>>,
+    /// apiVersion, kind, metadata and status, for kinds whose status is written: JSON text,
+    /// read when the status writer asks (a `serde_json::Value` tree of a route's status takes
+    /// several times its text, and the writer reads it only after a change).
+    status: Option<Arc<str>>,
 }
 
 /// Kinds whose status the control plane writes.
@@ -154,9 +156,15 @@ impl Stored {
             if let Some(map) = value.as_object_mut() {
                 map.remove("spec");
             }
-            Arc::new(value)
+            Arc::from(value.to_string())
         });
         Self { object, status }
+    }
+
+    /// The status part, read.
+    fn status(&self) -> Option<Arc<serde_json::Value>> {
+        let text = self.status.as_deref()?;
+        serde_json::from_str(text).ok().map(Arc::new)
     }
 }
 
@@ -215,7 +223,7 @@ impl Index {
             .into_iter()
             .find(|w| w.resource.kind == kind)
             .and_then(|w| w.objects.get(namespace, name))
-            .and_then(|stored| stored.status.clone())
+            .and_then(|stored| stored.status())
     }
 
     /// The metadata and status of every object of a kind whose status is written.
@@ -226,7 +234,7 @@ impl Index {
             .map(|w| w.objects.state())
             .unwrap_or_default()
             .into_iter()
-            .filter_map(|stored| stored.status.clone())
+            .filter_map(|stored| stored.status())
             .collect()
     }
 

@@ -320,3 +320,10 @@ impl AggregatedDiscoveryService for Ads {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
+
+/// The connections of `listener` as the xDS server takes them: with `TCP_NODELAY`, since a
+/// response goes out in several writes and Nagle's algorithm would hold its last segment until
+/// the client's delayed ACK (40 ms on Linux), which measured as a 40 ms tail on pushes.
+pub fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
+}

@@ -15,7 +15,7 @@ use fairlead_edge_xds::cache::{CLUSTER, Cache};
 use fairlead_edge_xds::server::{Ads, Observer};
 use fairlead_edge_xds::sotw::Verdict;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 
 #[derive(Default)]
 struct Recorder(Mutex<Vec<String>>);
@@ -39,7 +39,7 @@ async fn serve(cache: Arc<Cache>, observer: Arc<Recorder>) -> String {
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(Ads::new(cache, observer).into_service())
-            .serve_with_incoming(TcpListenerStream::new(listener)),
+            .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
     );
     format!("http://{addr}")
 }
@@ -175,7 +175,7 @@ async fn per_type_services_stream_and_fetch() {
                 cache.clone(),
                 Arc::new(Recorder::default()),
             )))
-            .serve_with_incoming(TcpListenerStream::new(listener)),
+            .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
     );
     let url = format!("http://{addr}");
 

@@ -12,7 +12,6 @@ use fairlead_edge_translate::model::Input;
 use fairlead_edge_xds::cache::{Cache, Snapshot};
 use fairlead_edge_xds::server::{Ads, Observer};
 use fairlead_edge_xds::sotw::Verdict;
-use tokio_stream::wrappers::TcpListenerStream;
 
 #[derive(Default)]
 struct Recorder {
@@ -165,7 +164,7 @@ async fn scenario(name: &str, mut command: Command) {
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(Ads::new(cache.clone(), recorder.clone()).into_service())
-            .serve_with_incoming(TcpListenerStream::new(listener)),
+            .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
     );
     let dir = std::env::temp_dir().join(format!("fairlead-grpc-xds-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

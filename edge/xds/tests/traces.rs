@@ -43,7 +43,7 @@ async fn translations_and_pushes_are_traced() {
                 )
                 .into_service(),
             )
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
     );
     let hosts = tokio::time::timeout(
         Duration::from_secs(20),
