@@ -327,3 +327,26 @@ impl AggregatedDiscoveryService for Ads {
 pub fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
     tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt as _;
+
+    #[tokio::test]
+    async fn connections_are_taken_without_nagle() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
+        let addr = listener.local_addr().expect("address");
+        let mut incoming = super::incoming(listener);
+        let _client = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connects");
+        let accepted = incoming
+            .next()
+            .await
+            .expect("a connection")
+            .expect("accepted");
+        assert!(accepted.nodelay().expect("reads TCP_NODELAY"));
+    }
+}
