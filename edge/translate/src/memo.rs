@@ -78,39 +78,36 @@ pub(crate) fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
 /// protocols) and the ReferenceGrants.
 #[derive(Debug, Default)]
 pub(crate) struct World {
-    services: HashMap<(String, String), Arc<Service>>,
+    /// Services by namespace, then name (two levels, so a lookup by `&str` allocates nothing).
+    services: HashMap<String, HashMap<String, Arc<Service>>>,
+    count: usize,
     grants: Vec<Arc<ReferenceGrant>>,
 }
 
 impl World {
     fn of(input: &Input) -> Self {
+        let mut services: HashMap<String, HashMap<String, Arc<Service>>> = HashMap::new();
+        for s in &input.services {
+            services
+                .entry(s.metadata.namespace.clone().unwrap_or_default())
+                .or_default()
+                .insert(s.metadata.name.clone().unwrap_or_default(), s.clone());
+        }
         Self {
-            services: input
-                .services
-                .iter()
-                .map(|s| {
-                    (
-                        (
-                            s.metadata.namespace.clone().unwrap_or_default(),
-                            s.metadata.name.clone().unwrap_or_default(),
-                        ),
-                        s.clone(),
-                    )
-                })
-                .collect(),
+            services,
+            count: input.services.len(),
             grants: input.reference_grants.clone(),
         }
     }
 
     /// Whether `input` has the same Services and ReferenceGrants.
     fn holds_for(&self, input: &Input) -> bool {
-        self.services.len() == input.services.len()
+        self.count == input.services.len()
             && input.services.iter().all(|s| {
-                let key = (
-                    s.metadata.namespace.clone().unwrap_or_default(),
-                    s.metadata.name.clone().unwrap_or_default(),
-                );
-                self.services.get(&key).is_some_and(|old| same(old, s))
+                self.services
+                    .get(s.metadata.namespace.as_deref().unwrap_or_default())
+                    .and_then(|names| names.get(s.metadata.name.as_deref().unwrap_or_default()))
+                    .is_some_and(|old| same(old, s))
             })
             && self.grants.len() == input.reference_grants.len()
             && self
