@@ -699,8 +699,8 @@ fn route_configuration(
         for (_, e) in &entries {
             referenced(e, backends);
             let (_, route) = memo.get_or_make(
-                (e.name.clone(), origin),
-                |(old, _)| crate::memo::same(old, e),
+                (Arc::as_ptr(e) as usize, origin),
+                |(old, _)| Arc::ptr_eq(old, e),
                 || ((*e).clone(), envoy_route(e, origin).encode_to_vec()),
             );
             wire::bytes(3, route, &mut host_bytes);

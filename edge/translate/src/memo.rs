@@ -118,8 +118,10 @@ impl World {
     }
 }
 
-/// Encoded Envoy routes by entry name and origin, with the entry each was made from.
-pub(crate) type EncodedRoutes = Generations<(String, Origin), (Arc<Entry>, Vec<u8>)>;
+/// Encoded Envoy routes by entry (its address: the value holds the entry, so the address
+/// stays its own) and origin. A route translated again has new entries, which are encoded
+/// again; an unchanged route keeps its entries (see [`Memo::routes`]) and their encodings.
+pub(crate) type EncodedRoutes = Generations<(usize, Origin), (Arc<Entry>, Vec<u8>)>;
 
 /// The memo of one [`crate::Translator`].
 #[derive(Debug, Default)]
@@ -127,7 +129,7 @@ pub(crate) struct Memo {
     world: World,
     /// Translated routes by kind, namespace and name.
     pub(crate) routes: Generations<(&'static str, String, String), crate::attach::Translated>,
-    /// Encoded Envoy routes by entry name and origin.
+    /// Encoded Envoy routes by entry and origin.
     pub(crate) encoded: EncodedRoutes,
 }
 

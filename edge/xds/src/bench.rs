@@ -76,9 +76,9 @@ pub fn translation(
     (times[times.len() / 2], times[times.len() - 1], bytes)
 }
 
-/// Like [`translation`], but by a translator that remembers its last translation, each run
-/// after one HTTPRoute changed (the weights of its second rule): what the control plane does
-/// per change once it runs.
+/// Like [`translation`], but by a translator that remembers its last translation and with
+/// snapshots made after the last ones, each run after one HTTPRoute changed (the weights of
+/// its second rule): what the control plane does per change once it runs.
 pub fn retranslation(
     input: &Input,
     runs: usize,
@@ -86,6 +86,7 @@ pub fn retranslation(
 ) -> (Duration, Duration, u64) {
     let mut input = input.clone();
     let mut translator = fairlead_edge_translate::Translator::default();
+    let mut last: std::collections::BTreeMap<String, crate::cache::Snapshot> = Default::default();
     let mut change = 0;
     let mut once = |input: &mut Input| {
         change += 1;
@@ -97,10 +98,11 @@ pub fn retranslation(
             rule.backend_refs[0].weight = Some(change % 50 + 1);
         }
         let t = translator.translate(input, fairlead_edge_translate::CONTROLLER_NAME);
-        t.gateways
-            .into_values()
-            .map(crate::cache::Snapshot::new)
-            .count()
+        for (gateway, resources) in t.gateways {
+            let previous = last.remove(&gateway).unwrap_or_default();
+            last.insert(gateway, crate::cache::Snapshot::after(resources, &previous));
+        }
+        last.len()
     };
     std::hint::black_box(once(&mut input));
     let before = allocated();
@@ -136,7 +138,8 @@ pub async fn push_latency(
     let mut publish = |input: &Input| {
         let mut t = translator.translate(input, fairlead_edge_translate::CONTROLLER_NAME);
         let resources = t.gateways.remove("bench/gw").unwrap_or_default();
-        cache.set("bench/gw", crate::cache::Snapshot::new(resources));
+        let snapshot = crate::cache::Snapshot::after(resources, &cache.get("bench/gw"));
+        cache.set("bench/gw", snapshot);
     };
     publish(&input);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -105,6 +105,13 @@ impl PartialEq for Snapshot {
 impl Snapshot {
     /// A snapshot of a Gateway's translated resources.
     pub fn new(source: Resources) -> Self {
+        Self::after(source, &Self::default())
+    }
+
+    /// A snapshot of a Gateway's translated resources, taking from `previous` (the Gateway's
+    /// last snapshot) every resource whose bytes are the same, hash included: a change
+    /// hashes only what it changed.
+    pub fn after(source: Resources, previous: &Snapshot) -> Self {
         let mut resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>> =
             BTreeMap::new();
         for (type_url, list) in [
@@ -114,10 +121,17 @@ impl Snapshot {
             (LISTENER, source.listeners),
             (ROUTE, source.routes),
         ] {
+            let before = previous.resources.get(type_url);
             let of_type = resources.entry(type_url).or_default();
             for r in list {
-                let r = Resource::encoded(type_url.to_owned(), r);
-                of_type.insert(r.name.clone(), Arc::new(r));
+                let same = before
+                    .and_then(|b| b.get(&r.name))
+                    .filter(|old| old.any.value == r.bytes);
+                let r = match same {
+                    Some(old) => old.clone(),
+                    None => Arc::new(Resource::encoded(type_url.to_owned(), r)),
+                };
+                of_type.insert(r.name.clone(), r);
             }
         }
         let versions = ORDER
@@ -271,5 +285,40 @@ impl Cache {
     /// The current snapshot of a group.
     pub fn get(&self, group: &str) -> Arc<Snapshot> {
         self.sender(group).borrow().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resources(routes: &[(&str, &[u8])]) -> Resources {
+        Resources {
+            routes: routes
+                .iter()
+                .map(|(name, bytes)| Encoded {
+                    name: (*name).to_owned(),
+                    bytes: bytes.to_vec(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_snapshot_after_another_takes_its_unchanged_resources_and_is_the_same_snapshot() {
+        let first = Snapshot::new(resources(&[("a", b"1"), ("b", b"2")]));
+        let next = resources(&[("a", b"1"), ("b", b"3")]);
+        let after = Snapshot::after(next.clone(), &first);
+        let fresh = Snapshot::new(next);
+        assert!(Arc::ptr_eq(
+            &after.get(ROUTE, "a").expect("a"),
+            &first.get(ROUTE, "a").expect("a")
+        ));
+        let b = after.get(ROUTE, "b").expect("b");
+        assert_eq!(b.any.value, b"3");
+        assert_eq!(*b, *fresh.get(ROUTE, "b").expect("b"));
+        assert_eq!(after.version(ROUTE), fresh.version(ROUTE));
+        assert_ne!(after.version(ROUTE), first.version(ROUTE));
     }
 }

@@ -103,7 +103,10 @@ pub async fn run(
         let snapshots: Vec<(String, Snapshot)> = translation
             .gateways
             .into_iter()
-            .map(|(gateway, resources)| (gateway, Snapshot::new(resources)))
+            .map(|(gateway, resources)| {
+                let snapshot = Snapshot::after(resources, &cache.get(&gateway));
+                (gateway, snapshot)
+            })
             .collect();
         // The span ends with the translation and its snapshots, before anything is pushed
         // (and not after the status writes).
