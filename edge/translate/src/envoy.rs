@@ -31,6 +31,7 @@ use crate::memo::{EncodedRoutes, Memo};
 use crate::model::{HeaderModifier, Input};
 use crate::wire;
 use crate::{Encoded, Resources};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::sync::Arc;
 
 /// Packs a message into an `Any`.
@@ -315,22 +316,52 @@ pub(crate) fn resources(
         let name = backend.cluster();
         // Envoy's Cluster is a large message (over 3 KB before any field is set): built on
         // the stack and encoded at once, never collected.
+        let (_, cluster) = memo.clusters.get_or_make(
+            backend.clone(),
+            |(made_with, _)| made_with.as_ref() == upstream,
+            || {
+                let cluster = cluster_for(backend, name.clone(), upstream);
+                (upstream.cloned(), cluster.encode_to_vec())
+            },
+        );
         out.clusters.push(Encoded {
-            bytes: cluster_for(backend, name.clone(), upstream).encode_to_vec(),
             name: name.clone(),
+            bytes: cluster.clone(),
         });
-        let bytes = if upstream.is_some_and(|u| u.anchors.is_none()) {
-            // No valid trust anchor: no endpoint, so requests fail (503) instead of going
-            // out unchecked.
-            endpoint::ClusterLoadAssignment {
-                cluster_name: name.clone(),
-                ..Default::default()
-            }
-            .encode_to_vec()
-        } else {
-            endpoints_for(backend, &name, input)
-        };
-        out.endpoints.push(Encoded { name, bytes });
+        // No valid trust anchor: no endpoint, so requests fail (503) instead of going out
+        // unchecked.
+        let slices: Option<Vec<Arc<EndpointSlice>>> =
+            upstream.is_none_or(|u| u.anchors.is_some()).then(|| {
+                input
+                    .slices_of(&backend.namespace, &backend.service)
+                    .cloned()
+                    .collect()
+            });
+        let (_, assignment) = memo.endpoints.get_or_make(
+            backend.clone(),
+            |(made_from, _)| match (made_from, &slices) {
+                (Some(a), Some(b)) => {
+                    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| crate::memo::same(a, b))
+                }
+                (None, None) => true,
+                _ => false,
+            },
+            || {
+                let bytes = match &slices {
+                    Some(slices) => endpoints_for(backend, &name, slices),
+                    None => endpoint::ClusterLoadAssignment {
+                        cluster_name: name.clone(),
+                        ..Default::default()
+                    }
+                    .encode_to_vec(),
+                };
+                (slices.clone(), bytes)
+            },
+        );
+        out.endpoints.push(Encoded {
+            name,
+            bytes: assignment.clone(),
+        });
     }
     for key in &secrets {
         if let Some((namespace, name)) = key.split_once('/')
@@ -1168,9 +1199,9 @@ fn upstream_tls(u: &UpstreamTls, anchors: &TrustAnchors, http2: bool) -> core::T
 /// under its panic threshold. FQDN slices are skipped (EDS takes IP addresses).
 /// Encoded as it is built (a decoded `LbEndpoint` is about 400 bytes): the cluster's name and
 /// one locality holding every endpoint.
-fn endpoints_for(backend: &Backend, cluster_name: &str, input: &Input) -> Vec<u8> {
+fn endpoints_for(backend: &Backend, cluster_name: &str, slices: &[Arc<EndpointSlice>]) -> Vec<u8> {
     let mut hosts: BTreeMap<(String, u16), i32> = BTreeMap::new();
-    for slice in input.slices_of(&backend.namespace, &backend.service) {
+    for slice in slices {
         // Envoy's EDS takes IP addresses only: an FQDN slice would fail the whole update.
         if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
             continue;

@@ -1,7 +1,8 @@
 //! What one translation keeps for the next, so that a change costs in proportion to what it
 //! touches: the translated rules of each route (reused while the route, the Services and the
-//! ReferenceGrants are the same objects or equal ones) and the encoding of each Envoy route
-//! (reused while its entry is). Only work is saved: a memo never changes the output, which the
+//! ReferenceGrants are the same objects or equal ones), the encoding of each Envoy route
+//! (reused while its entry is), and the encoded cluster and endpoints of each backend (while
+//! its TLS and its EndpointSlices are the same). Only work is saved: a memo never changes the output, which the
 //! tests check by translating the same inputs with and without one.
 //!
 //! Each cache keeps what the last translation used and drops the rest, so a deleted route
@@ -12,6 +13,10 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use crate::backend::Backend;
+use crate::backend_tls::UpstreamTls;
 
 use crate::envoy::Origin;
 use crate::http::Entry;
@@ -123,6 +128,13 @@ impl World {
 /// again; an unchanged route keeps its entries (see [`Memo::routes`]) and their encodings.
 pub(crate) type EncodedRoutes = Generations<(usize, Origin), (Arc<Entry>, Vec<u8>)>;
 
+/// Encoded clusters by backend, with the TLS each was made with.
+pub(crate) type EncodedClusters = Generations<Backend, (Option<UpstreamTls>, Vec<u8>)>;
+
+/// Encoded endpoint assignments by backend, with the EndpointSlices each was made from
+/// (`None`: failing closed, no endpoints).
+pub(crate) type EncodedEndpoints = Generations<Backend, (Option<Vec<Arc<EndpointSlice>>>, Vec<u8>)>;
+
 /// The memo of one [`crate::Translator`].
 #[derive(Debug, Default)]
 pub(crate) struct Memo {
@@ -131,6 +143,10 @@ pub(crate) struct Memo {
     pub(crate) routes: Generations<(&'static str, String, String), crate::attach::Translated>,
     /// Encoded Envoy routes by entry and origin.
     pub(crate) encoded: EncodedRoutes,
+    /// Encoded clusters.
+    pub(crate) clusters: EncodedClusters,
+    /// Encoded endpoint assignments.
+    pub(crate) endpoints: EncodedEndpoints,
 }
 
 impl Memo {
@@ -147,6 +163,8 @@ impl Memo {
     pub(crate) fn finish(&mut self) {
         self.routes.next();
         self.encoded.next();
+        self.clusters.next();
+        self.endpoints.next();
     }
 }
 

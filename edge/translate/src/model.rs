@@ -878,14 +878,14 @@ impl Input {
         &self,
         namespace: &str,
         service: &str,
-    ) -> impl Iterator<Item = &EndpointSlice> {
+    ) -> impl Iterator<Item = &Arc<EndpointSlice>> {
         self.lookup()
             .slices
             .get(namespace)
             .and_then(|names| names.get(service))
             .into_iter()
             .flatten()
-            .filter_map(|i| self.endpoint_slices.get(*i).map(AsRef::as_ref))
+            .filter_map(|i| self.endpoint_slices.get(*i))
     }
 
     /// Adds one object given as JSON, by its `kind`; kinds the translator does not read are

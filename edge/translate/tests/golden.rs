@@ -184,10 +184,10 @@ fn a_translator_that_remembers_gives_what_a_fresh_one_gives() {
     }
 }
 
-/// A route that changes while everything else stays is translated again, and so is every
-/// route when a Service changes: one translator goes from each case to the case with its
-/// routes changed (rules reversed, a hostname added, a backend weight changed), back, to the
-/// case with its Services' ports moved, and back; each result is a fresh translation's.
+/// What changed is translated again: one translator goes from each case to the case with its
+/// routes changed (rules reversed, a hostname added, a backend weight changed), with its
+/// Services' ports moved, with no endpoint ready, and without BackendTLSPolicies, back to
+/// the case after each; every result is a fresh translation's.
 #[test]
 fn a_translator_that_remembers_follows_a_changed_route() {
     for case in cases() {
@@ -222,12 +222,29 @@ fn a_translator_that_remembers_follows_a_changed_route() {
                 port.port += 1;
             }
         }
+        // Or endpoints stop being ready, or the BackendTLSPolicies go.
+        let mut unready = input.clone();
+        for slice in &mut unready.endpoint_slices {
+            for endpoint in std::sync::Arc::make_mut(slice)
+                .endpoints
+                .iter_mut()
+                .flatten()
+            {
+                endpoint.conditions.get_or_insert_default().ready = Some(false);
+            }
+        }
+        let mut plain = input.clone();
+        plain.backend_tls_policies.clear();
         let mut translator = Translator::default();
         let steps = [
             ("original", &input),
             ("changed", &changed),
             ("back", &input),
             ("Service moved", &moved),
+            ("back", &input),
+            ("endpoints not ready", &unready),
+            ("back", &input),
+            ("BackendTLSPolicies gone", &plain),
             ("back", &input),
         ];
         for (step, input) in steps {
