@@ -256,7 +256,11 @@ struct RouteView<'a> {
 
 /// Every route of `input`, translated, or taken from `memo` when the same route was
 /// translated against the same Services and ReferenceGrants before.
-fn translated<'a>(input: &'a Input, grants: &Grants<'_>, memo: &mut Memo) -> Vec<RouteView<'a>> {
+fn translated<'a>(
+    input: &'a Input,
+    grants: &Grants<'_>,
+    mut memo: Option<&mut Memo>,
+) -> Vec<RouteView<'a>> {
     let http_like = |t: Result<http::Translated, http::Rejected>| {
         t.map(|t| (Content::Http(t.entries), t.unresolved))
     };
@@ -265,28 +269,28 @@ fn translated<'a>(input: &'a Input, grants: &Grants<'_>, memo: &mut Memo) -> Vec
                     parent_refs: &'a [ParentRef],
                     hostnames: &'a [String],
                     source: Source| {
-        let key = (
-            kind,
-            metadata.namespace.clone().unwrap_or_default(),
-            metadata.name.clone().unwrap_or_default(),
-        );
-        let translated = memo
-            .routes
-            .get_or_make(
-                key,
-                |old| old.source.same(&source),
-                || Translated {
-                    outcome: Arc::new(match &source {
-                        Source::Http(r) => http_like(http::translate(r, input, grants)),
-                        Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
-                        Source::Stream(r) => crate::stream::translate(r, kind, input, grants)
-                            .map(|(e, u)| (Content::Stream(Arc::new(e)), u)),
-                    }),
-                    source: source.clone(),
-                },
+        let key = || {
+            (
+                kind,
+                metadata.namespace.clone().unwrap_or_default(),
+                metadata.name.clone().unwrap_or_default(),
             )
-            .outcome
-            .clone();
+        };
+        let translated = crate::memo::through(
+            memo.as_deref_mut().map(|m| &mut m.routes),
+            key,
+            |old| old.source.same(&source),
+            || Translated {
+                outcome: Arc::new(match &source {
+                    Source::Http(r) => http_like(http::translate(r, input, grants)),
+                    Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
+                    Source::Stream(r) => crate::stream::translate(r, kind, input, grants)
+                        .map(|(e, u)| (Content::Stream(Arc::new(e)), u)),
+                }),
+                source: source.clone(),
+            },
+            |t| t.outcome.clone(),
+        );
         RouteView {
             kind,
             metadata,
@@ -352,7 +356,7 @@ pub(crate) fn routes(
     grants: &Grants<'_>,
     controller_name: &str,
     statuses: &mut Statuses,
-    memo: &mut Memo,
+    memo: Option<&mut Memo>,
 ) {
     let mut routes = translated(input, grants, memo);
     // Oldest first, then by namespace/name: where routes conflict (an HTTPRoute and a

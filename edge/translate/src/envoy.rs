@@ -27,7 +27,7 @@ use crate::backend::Backend;
 use crate::backend_tls::{Policies, TrustAnchors, UpstreamTls};
 use crate::gateway::{Protocol, ResolvedListener};
 use crate::http::{Action, Entry, PathMatch, ValueMatch};
-use crate::memo::{EncodedRoutes, Memo};
+use crate::memo::{EncodedRoutes, Memo, through};
 use crate::model::{HeaderModifier, Input};
 use crate::wire;
 use crate::{Encoded, Resources};
@@ -170,7 +170,7 @@ pub(crate) fn resources(
     state: &GatewayState<'_>,
     input: &Input,
     tls: &Policies,
-    memo: &mut Memo,
+    mut memo: Option<&mut Memo>,
 ) -> (Resources, Vec<Backend>) {
     let mut out = Resources::default();
     let mut backends: BTreeSet<Backend> = BTreeSet::new();
@@ -218,7 +218,7 @@ pub(crate) fn resources(
                 origin,
                 &listeners,
                 &mut backends,
-                &mut memo.encoded,
+                memo.as_deref_mut().map(|m| &mut m.encoded),
             ));
             let listener = listener::Listener {
                 name: name.clone(),
@@ -248,7 +248,7 @@ pub(crate) fn resources(
                         origin,
                         &listeners,
                         &mut backends,
-                        &mut memo.encoded,
+                        memo.as_deref_mut().map(|m| &mut m.encoded),
                     ));
                     secrets.extend(l.certificates.iter().cloned());
                     chains.push(tls_chain(l, connection_manager(&config, &config)));
@@ -316,17 +316,19 @@ pub(crate) fn resources(
         let name = backend.cluster();
         // Envoy's Cluster is a large message (over 3 KB before any field is set): built on
         // the stack and encoded at once, never collected.
-        let (_, cluster) = memo.clusters.get_or_make(
-            backend.clone(),
+        let cluster = through(
+            memo.as_deref_mut().map(|m| &mut m.clusters),
+            || backend.clone(),
             |(made_with, _)| made_with.as_ref() == upstream,
             || {
                 let cluster = cluster_for(backend, name.clone(), upstream);
                 (upstream.cloned(), cluster.encode_to_vec())
             },
+            |(_, bytes)| bytes.clone(),
         );
         out.clusters.push(Encoded {
             name: name.clone(),
-            bytes: cluster.clone(),
+            bytes: cluster,
         });
         // No valid trust anchor: no endpoint, so requests fail (503) instead of going out
         // unchecked.
@@ -337,8 +339,9 @@ pub(crate) fn resources(
                     .cloned()
                     .collect()
             });
-        let (_, assignment) = memo.endpoints.get_or_make(
-            backend.clone(),
+        let assignment = through(
+            memo.as_deref_mut().map(|m| &mut m.endpoints),
+            || backend.clone(),
             |(made_from, _)| match (made_from, &slices) {
                 (Some(a), Some(b)) => {
                     a.len() == b.len() && a.iter().zip(b).all(|(a, b)| crate::memo::same(a, b))
@@ -357,10 +360,11 @@ pub(crate) fn resources(
                 };
                 (slices.clone(), bytes)
             },
+            |(_, bytes)| bytes.clone(),
         );
         out.endpoints.push(Encoded {
             name,
-            bytes: assignment.clone(),
+            bytes: assignment,
         });
     }
     for key in &secrets {
@@ -623,7 +627,7 @@ fn route_configuration(
     origin: Origin,
     listeners: &[(Option<&str>, Vec<&Attached>)],
     backends: &mut BTreeSet<Backend>,
-    memo: &mut EncodedRoutes,
+    mut memo: Option<&mut EncodedRoutes>,
 ) -> Encoded {
     use crate::hostname::specificity;
     /// One listener's attached entries by the hostname they serve: exact (and wildcard)
@@ -729,12 +733,13 @@ fn route_configuration(
         }
         for (_, e) in &entries {
             referenced(e, backends);
-            let (_, route) = memo.get_or_make(
-                (Arc::as_ptr(e) as usize, origin),
+            through(
+                memo.as_deref_mut(),
+                || (Arc::as_ptr(e) as usize, origin),
                 |(old, _)| Arc::ptr_eq(old, e),
                 || ((*e).clone(), envoy_route(e, origin).encode_to_vec()),
+                |(_, route)| wire::bytes(3, route, &mut host_bytes),
             );
-            wire::bytes(3, route, &mut host_bytes);
         }
         wire::bytes(2, &host_bytes, &mut config);
     }

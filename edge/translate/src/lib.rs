@@ -85,7 +85,7 @@ pub struct Translation {
 
 /// Translates everything served by `controller_name`.
 pub fn translate(input: &Input, controller_name: &str) -> Translation {
-    Translator::default().translate(input, controller_name)
+    translate_with(input, controller_name, None)
 }
 
 /// A translator that remembers its last translation, for a control plane translating again
@@ -102,13 +102,17 @@ impl Translator {
     /// Translates everything served by `controller_name`.
     pub fn translate(&mut self, input: &Input, controller_name: &str) -> Translation {
         self.memo.start(input);
-        let translation = translate_with(input, controller_name, &mut self.memo);
+        let translation = translate_with(input, controller_name, Some(&mut self.memo));
         self.memo.finish();
         translation
     }
 }
 
-fn translate_with(input: &Input, controller_name: &str, memo: &mut memo::Memo) -> Translation {
+fn translate_with(
+    input: &Input,
+    controller_name: &str,
+    mut memo: Option<&mut memo::Memo>,
+) -> Translation {
     let mut statuses = Statuses::default();
     let mut classes = Vec::new();
     for class in &input.gateway_classes {
@@ -142,7 +146,7 @@ fn translate_with(input: &Input, controller_name: &str, memo: &mut memo::Memo) -
         &grants,
         controller_name,
         &mut statuses,
-        memo,
+        memo.as_deref_mut(),
     );
     let tls = backend_tls::Policies::new(input);
     let mut out = Translation::default();
@@ -154,7 +158,7 @@ fn translate_with(input: &Input, controller_name: &str, memo: &mut memo::Memo) -
                 .listener_sets
                 .insert(set.key.clone(), listener_set_status(g, set));
         }
-        let (resources, backends) = envoy::resources(g, input, &tls, memo);
+        let (resources, backends) = envoy::resources(g, input, &tls, memo.as_deref_mut());
         out.gateways.insert(g.key.clone(), resources);
         used.push((g.key.as_str(), backends));
     }

@@ -74,6 +74,22 @@ impl<K: Hash + Eq, V> Generations<K, V> {
     }
 }
 
+/// `read` of the value of `key`: through `memo` when there is one (see
+/// [`Generations::get_or_make`]), else of a value made for this one use (a translation
+/// without memory pays nothing for keeping one).
+pub(crate) fn through<K: Hash + Eq, V, R>(
+    memo: Option<&mut Generations<K, V>>,
+    key: impl FnOnce() -> K,
+    valid: impl FnOnce(&V) -> bool,
+    make: impl FnOnce() -> V,
+    read: impl FnOnce(&V) -> R,
+) -> R {
+    match memo {
+        Some(memo) => read(memo.get_or_make(key(), valid, make)),
+        None => read(&make()),
+    }
+}
+
 /// The same object, or an equal one (inputs read again from JSON are new objects).
 pub(crate) fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
     Arc::ptr_eq(a, b) || a == b
