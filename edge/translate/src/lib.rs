@@ -7,7 +7,10 @@
 //! (route rules, matches, filters, precedence) with `backend` and `refs` (references and
 //! grants) → `attach` (parentRefs, allowedRoutes, hostnames; route status) → `envoy`
 //! (listeners, route configurations, clusters, endpoints, secrets), with `backend_tls` (how
-//! clusters speak TLS to their Services, and the policies' status).
+//! clusters speak TLS to their Services, and the policies' status) → `wire` (resources are
+//! encoded as they are built). A [`Translator`] runs the same stages with a `memo` of its
+//! last translation, so that the control plane's translation after a change costs what the
+//! change touches.
 
 pub mod attach;
 pub mod backend;
@@ -90,9 +93,10 @@ pub fn translate(input: &Input, controller_name: &str) -> Translation {
 
 /// A translator that remembers its last translation, for a control plane translating again
 /// on every change: a route whose object, Services and ReferenceGrants did not change keeps
-/// its translated rules, and an Envoy route whose entry did not change keeps its encoding.
-/// It gives exactly what [`translate`] gives for the same input (tested); only the work
-/// differs.
+/// its translated rules, an Envoy route whose entry did not change keeps its encoding, and a
+/// backend whose TLS and EndpointSlices did not change keeps its encoded cluster and
+/// endpoints. It gives exactly what [`translate`] gives for the same input (tested); only the
+/// work differs.
 #[derive(Debug, Default)]
 pub struct Translator {
     memo: memo::Memo,

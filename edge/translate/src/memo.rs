@@ -2,8 +2,8 @@
 //! touches: the translated rules of each route (reused while the route, the Services and the
 //! ReferenceGrants are the same objects or equal ones), the encoding of each Envoy route
 //! (reused while its entry is), and the encoded cluster and endpoints of each backend (while
-//! its TLS and its EndpointSlices are the same). Only work is saved: a memo never changes the output, which the
-//! tests check by translating the same inputs with and without one.
+//! its TLS and its EndpointSlices are the same). Only work is saved: a memo never changes the
+//! output, which the tests check by translating the same inputs with and without one.
 //!
 //! Each cache keeps what the last translation used and drops the rest, so a deleted route
 //! leaves nothing behind.
@@ -17,7 +17,6 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::backend::Backend;
 use crate::backend_tls::UpstreamTls;
-
 use crate::envoy::Origin;
 use crate::http::Entry;
 use crate::model::{Input, ReferenceGrant};

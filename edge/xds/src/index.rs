@@ -358,3 +358,58 @@ async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationTok
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_is_read_once_and_only_its_status_part_is_kept_as_json() {
+        let route = serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7"},
+            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["a.example.com"]},
+            "status": {"parents": []},
+        });
+        let stored = Stored::new("HTTPRoute", route);
+        let Ok(Some(Object::HttpRoute(read))) = &stored.object else {
+            panic!("not read: {:?}", stored.object);
+        };
+        assert_eq!(read.spec.hostnames, ["a.example.com"]);
+        let status = stored.status().expect("kept for the status writer");
+        assert_eq!(status["metadata"]["resourceVersion"], "7");
+        assert_eq!(status["status"]["parents"], serde_json::json!([]));
+        assert!(status.get("spec").is_none(), "the spec is not kept twice");
+    }
+
+    #[test]
+    fn a_malformed_object_is_kept_as_the_reason_it_cannot_be_read() {
+        let route = serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "broken", "namespace": "default"},
+            "spec": {"rules": "not a list"},
+        });
+        let stored = Stored::new("HTTPRoute", route);
+        let Err(reason) = &stored.object else {
+            panic!("read: {:?}", stored.object);
+        };
+        assert!(reason.contains("HTTPRoute broken"), "{reason}");
+        // Its status can still be written.
+        assert!(stored.status().is_some());
+    }
+
+    #[test]
+    fn kinds_whose_status_is_not_written_keep_no_json() {
+        let service = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "s", "namespace": "default"},
+            "spec": {"ports": [{"port": 80}]},
+        });
+        let stored = Stored::new("Service", service);
+        assert!(matches!(stored.object, Ok(Some(Object::Service(_)))));
+        assert!(stored.status.is_none());
+    }
+}
