@@ -164,8 +164,9 @@ pub fn grpc_route_configuration(
     Some(config)
 }
 
-/// The Envoy resources of one Gateway, and the backends they reach; Envoy routes whose
-/// entries are unchanged are taken from `memo`.
+/// The Envoy resources of one Gateway, and the backends they reach; with a `memo`, the
+/// Envoy routes, clusters and endpoint assignments whose inputs did not change are taken from
+/// it.
 pub(crate) fn resources(
     state: &GatewayState<'_>,
     input: &Input,
