@@ -50,7 +50,15 @@ impl<K: Hash + Eq, V> Generations<K, V> {
         use std::collections::hash_map::Entry as Slot;
         let last = &mut self.last;
         match self.this.entry(key) {
-            Slot::Occupied(o) => o.into_mut(),
+            // Made in this translation already, unless two objects share the key (an input
+            // read from files may hold duplicates; a watch cannot).
+            Slot::Occupied(o) => {
+                let value = o.into_mut();
+                if !valid(value) {
+                    *value = make();
+                }
+                value
+            }
             Slot::Vacant(v) => {
                 let value = match last.remove(v.key()) {
                     Some(old) if valid(&old) => old,
@@ -100,6 +108,7 @@ pub(crate) fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
 pub(crate) struct World {
     /// Services by namespace, then name (two levels, so a lookup by `&str` allocates nothing).
     services: HashMap<String, HashMap<String, Arc<Service>>>,
+    /// How many distinct Services (namespace and name) there are.
     count: usize,
     grants: Vec<Arc<ReferenceGrant>>,
 }
@@ -114,15 +123,17 @@ impl World {
                 .insert(s.metadata.name.clone().unwrap_or_default(), s.clone());
         }
         Self {
+            count: services.values().map(HashMap::len).sum(),
             services,
-            count: input.services.len(),
             grants: input.reference_grants.clone(),
         }
     }
 
-    /// Whether `input` has the same Services and ReferenceGrants.
+    /// Whether `input` has the same Services and ReferenceGrants: as many distinct Services,
+    /// each of them one of the remembered ones.
     fn holds_for(&self, input: &Input) -> bool {
         self.count == input.services.len()
+            && input.distinct_services() == self.count
             && input.services.iter().all(|s| {
                 self.services
                     .get(s.metadata.namespace.as_deref().unwrap_or_default())
@@ -196,15 +207,20 @@ mod tests {
         // Reused when valid, made again when not; "b" unused.
         assert_eq!(*g.get_or_make("a", |_| true, || 10), 1);
         assert_eq!(
-            *g.get_or_make("a", |_| false, || 11),
+            *g.get_or_make("a", |_| true, || 11),
             1,
             "made once per translation"
+        );
+        assert_eq!(
+            *g.get_or_make("a", |_| false, || 12),
+            12,
+            "another object of the same key: made for it"
         );
         g.next();
         assert_eq!(*g.get_or_make("b", |_| true, || 20), 20, "b was dropped");
         assert_eq!(
-            *g.get_or_make("a", |v| *v == 2, || 12),
-            12,
+            *g.get_or_make("a", |v| *v == 2, || 13),
+            13,
             "invalid: made again"
         );
     }

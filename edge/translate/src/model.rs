@@ -867,6 +867,15 @@ impl Input {
         })
     }
 
+    /// How many distinct Services (by namespace and name) the input holds.
+    pub fn distinct_services(&self) -> usize {
+        self.lookup()
+            .services
+            .values()
+            .map(std::collections::HashMap::len)
+            .sum()
+    }
+
     /// The Service `namespace/name`.
     pub fn service(&self, namespace: &str, name: &str) -> Option<&Service> {
         let i = self.lookup().services.get(namespace)?.get(name)?;

@@ -256,3 +256,51 @@ fn a_translator_that_remembers_follows_a_changed_route() {
         }
     }
 }
+
+/// An input read from files may hold two objects of one name (a watch cannot): the
+/// translator's memory is not fooled by a Service that stands in for a removed one, nor by
+/// two routes of one name.
+#[test]
+fn a_translator_that_remembers_is_not_fooled_by_duplicate_names() {
+    let head = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: d8-alb}\nspec: {controllerName: alb.network.deckhouse.io/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: apps}\nspec: {gatewayClassName: d8-alb, listeners: [{name: http, port: 80, protocol: HTTP}]}\n";
+    let service = |name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: apps}}\nspec: {{ports: [{{port: 80}}]}}\n"
+        )
+    };
+    let route = |host: &str, backend: &str| {
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: apps}}\nspec: {{parentRefs: [{{name: gw}}], hostnames: [{host}], rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]}}\n"
+        )
+    };
+    let read = |text: String| Input::from_yaml(&text).expect("reads");
+    let two_services = read(format!(
+        "{head}{}{}{}",
+        service("shop"),
+        service("other"),
+        route("a.example.com", "other")
+    ));
+    let one_twice = read(format!(
+        "{head}{}{}{}",
+        service("shop"),
+        service("shop"),
+        route("a.example.com", "other")
+    ));
+    let two_routes = read(format!(
+        "{head}{}{}{}",
+        service("shop"),
+        route("a.example.com", "shop"),
+        route("b.example.com", "missing")
+    ));
+    let mut translator = Translator::default();
+    for (step, input) in [
+        ("two Services", &two_services),
+        ("one Service twice", &one_twice),
+        ("two routes of one name", &two_routes),
+    ] {
+        assert!(
+            translator.translate(input, CONTROLLER_NAME) == translate(input, CONTROLLER_NAME),
+            "{step}: differs from a fresh translation"
+        );
+    }
+}

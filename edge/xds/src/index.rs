@@ -2,9 +2,10 @@
 //! serves (found by discovery, so `ListenerSet` is read from `gateway.networking.k8s.io/v1` or
 //! as `XListenerSet` from `gateway.networking.x-k8s.io`, and `TCPRoute`/`UDPRoute` at whichever
 //! version is served). A kind that is not served is a warning, looked for again later, never a
-//! failure. Each object is read into the translator's types once, when it changes, and every
-//! translation shares it until it changes again (so a translator that remembers sees the
-//! same object and reuses its work). Beside it the index keeps, for the kinds whose status
+//! failure. Each object is read into the translator's types when its watch event arrives,
+//! not on every translation, and every translation shares it until the next event for it (so
+//! a translator that remembers sees the same object and reuses its work; an event that
+//! leaves an object as it was yields an equal object, which it recognizes by value). Beside it the index keeps, for the kinds whose status
 //! the control plane writes, the object's metadata and status as JSON (what the status
 //! writer compares with); specs are not kept twice. An object the input cannot read is
 //! logged and skipped.
@@ -129,8 +130,8 @@ struct Stored {
     /// The object read into the translator's types, or why it could not be.
     object: Result<Option<Object>, String>,
     /// apiVersion, kind, metadata and status, for kinds whose status is written: JSON text,
-    /// read when the status writer asks (a `serde_json::Value` tree of a route's status takes
-    /// several times its text, and the writer reads it only after a change).
+    /// read when the status writer asks, once per round of writes (a `serde_json::Value`
+    /// tree of a route's status takes several times its text, and is held only while read).
     status: Option<Arc<str>>,
 }
 
