@@ -67,29 +67,29 @@ fn edge_rows(runs: usize) -> Vec<fairlead_apiserver::bench::Row> {
             500,
         )))
         .collect();
-    for (label, http, grpc, services) in shapes {
-        let input = bench::input(http, grpc, services);
-        let (median, max, bytes) = bench::translation(&input, runs, &allocated);
-        rows.push(fairlead_apiserver::bench::Row {
-            metric: format!("translation of {label}"),
-            value: format!(
-                "median {:.2} ms, max {:.2} ms, {:.1} MiB allocated",
-                ms(median),
-                ms(max),
-                mib(bytes)
-            ),
-        });
-        if http >= 1_000 || grpc > 0 {
-            let (median, max, bytes) = bench::retranslation(&input, runs, &allocated);
-            rows.push(fairlead_apiserver::bench::Row {
-                metric: format!("translation after one HTTPRoute changed, {label}"),
+    let row =
+        |metric: String, (median, max, bytes): (std::time::Duration, std::time::Duration, u64)| {
+            fairlead_apiserver::bench::Row {
+                metric,
                 value: format!(
                     "median {:.2} ms, max {:.2} ms, {:.1} MiB allocated",
                     ms(median),
                     ms(max),
                     mib(bytes)
                 ),
-            });
+            }
+        };
+    for (label, http, grpc, services) in shapes {
+        let input = bench::input(http, grpc, services);
+        rows.push(row(
+            format!("translation of {label}"),
+            bench::translation(&input, runs, &allocated),
+        ));
+        if http >= 1_000 || grpc > 0 {
+            rows.push(row(
+                format!("translation after one HTTPRoute changed, {label}"),
+                bench::retranslation(&input, runs, &allocated),
+            ));
         }
     }
     rows

@@ -434,20 +434,26 @@ fn edge_xds_refuses_to_serve_plaintext_unless_asked() {
 
 #[test]
 fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
-    let out = run(&[
-        "edge",
-        "bootstrap",
-        "--gateway",
-        "infra/web",
-        "--xds",
-        "xds.d8-alb.svc:18000",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let bootstrap: serde_json::Value = serde_yaml_ng::from_slice(&out.stdout).unwrap();
+    // The bootstrap of `infra/web` against `xds.d8-alb.svc:18000`, with `extra` arguments.
+    let print = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "edge",
+            "bootstrap",
+            "--gateway",
+            "infra/web",
+            "--xds",
+            "xds.d8-alb.svc:18000",
+        ];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_yaml_ng::from_slice(&out.stdout).unwrap()
+    };
+    let bootstrap = print(&[]);
     assert_eq!(bootstrap["node"]["cluster"], "infra/web");
     assert_eq!(bootstrap["node"]["id"], "web");
     let xds = &bootstrap["staticResources"]["clusters"][0];
@@ -461,13 +467,7 @@ fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
     );
 
     // Mutual TLS to the xDS server: the CA, and the proxy's certificate and key, as files.
-    let tls = run(&[
-        "edge",
-        "bootstrap",
-        "--gateway",
-        "infra/web",
-        "--xds",
-        "xds.d8-alb.svc:18000",
+    let bootstrap = print(&[
         "--xds-ca",
         "/etc/fairlead/ca.crt",
         "--xds-cert",
@@ -475,12 +475,6 @@ fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
         "--xds-key",
         "/etc/fairlead/proxy.key",
     ]);
-    assert!(
-        tls.status.success(),
-        "{}",
-        String::from_utf8_lossy(&tls.stderr)
-    );
-    let bootstrap: serde_json::Value = serde_yaml_ng::from_slice(&tls.stdout).unwrap();
     let socket = &bootstrap["staticResources"]["clusters"][0]["transportSocket"];
     assert_eq!(socket["name"], "envoy.transport_sockets.tls");
     let context = &socket["typedConfig"];

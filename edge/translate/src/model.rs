@@ -774,11 +774,11 @@ pub enum Object {
 impl Object {
     /// Reads an object given as JSON, by its `kind`; `None` for kinds the translator does not
     /// read.
-    pub fn read(object: serde_json::Value) -> Result<Option<Self>, InputError> {
+    pub fn read(object: &serde_json::Value) -> Result<Option<Self>, InputError> {
         fn typed<T: serde::de::DeserializeOwned>(
-            object: serde_json::Value,
+            object: &serde_json::Value,
         ) -> Result<Arc<T>, serde_json::Error> {
-            serde_json::from_value(object).map(Arc::new)
+            T::deserialize(object).map(Arc::new)
         }
         let kind = object
             .get("kind")
@@ -900,7 +900,7 @@ impl Input {
     /// Adds one object given as JSON, by its `kind`; kinds the translator does not read are
     /// ignored (`Ok(false)`).
     pub fn add(&mut self, object: serde_json::Value) -> Result<bool, InputError> {
-        Ok(Object::read(object)?.map(|o| self.push(o)).is_some())
+        Ok(Object::read(&object)?.map(|o| self.push(o)).is_some())
     }
 
     /// Adds one object already read.

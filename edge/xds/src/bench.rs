@@ -47,21 +47,25 @@ pub fn yaml(http: usize, grpc: usize, services: usize) -> String {
     yaml
 }
 
-/// Median and maximum of `runs` translations of `input` (with the snapshot built, as the
-/// control plane does), and the bytes allocated by one, as `allocated` counts them (bytes
-/// allocated by this thread so far).
-pub fn translation(
-    input: &Input,
+/// Changes the weights of the second rule of the first HTTPRoute of [`input`], as an update
+/// does: the route becomes a new object (as the index holds it), the others stay shared.
+fn change_first_route(input: &mut Input, weight: i32) {
+    if let Some(rule) = input
+        .http_routes
+        .first_mut()
+        .and_then(|r| std::sync::Arc::make_mut(r).spec.rules.get_mut(1))
+    {
+        rule.backend_refs[0].weight = Some(weight);
+    }
+}
+
+/// The bytes one call of `once` allocates (as `allocated` counts them), then the median and
+/// maximum time of `runs` more calls.
+fn measure<R>(
     runs: usize,
     allocated: &dyn Fn() -> u64,
+    mut once: impl FnMut() -> R,
 ) -> (Duration, Duration, u64) {
-    let once = || {
-        let t = fairlead_edge_translate::translate(input, fairlead_edge_translate::CONTROLLER_NAME);
-        t.gateways
-            .into_values()
-            .map(crate::cache::Snapshot::new)
-            .count()
-    };
     let before = allocated();
     std::hint::black_box(once());
     let bytes = allocated().saturating_sub(before);
@@ -76,6 +80,23 @@ pub fn translation(
     (times[times.len() / 2], times[times.len() - 1], bytes)
 }
 
+/// Median and maximum of `runs` translations of `input` (with the snapshot built, as the
+/// control plane does), and the bytes allocated by one, as `allocated` counts them (bytes
+/// allocated by this thread so far).
+pub fn translation(
+    input: &Input,
+    runs: usize,
+    allocated: &dyn Fn() -> u64,
+) -> (Duration, Duration, u64) {
+    measure(runs, allocated, || {
+        let t = fairlead_edge_translate::translate(input, fairlead_edge_translate::CONTROLLER_NAME);
+        t.gateways
+            .into_values()
+            .map(crate::cache::Snapshot::new)
+            .count()
+    })
+}
+
 /// Like [`translation`], but by a translator that remembers its last translation and with
 /// snapshots made after the last ones, each run after one HTTPRoute changed (the weights of
 /// its second rule): what the control plane does per change once it runs.
@@ -88,35 +109,19 @@ pub fn retranslation(
     let mut translator = fairlead_edge_translate::Translator::default();
     let mut last: std::collections::BTreeMap<String, crate::cache::Snapshot> = Default::default();
     let mut change = 0;
-    let mut once = |input: &mut Input| {
+    let mut once = || {
         change += 1;
-        if let Some(rule) = input
-            .http_routes
-            .first_mut()
-            .and_then(|r| std::sync::Arc::make_mut(r).spec.rules.get_mut(1))
-        {
-            rule.backend_refs[0].weight = Some(change % 50 + 1);
-        }
-        let t = translator.translate(input, fairlead_edge_translate::CONTROLLER_NAME);
+        change_first_route(&mut input, change % 50 + 1);
+        let t = translator.translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
         for (gateway, resources) in t.gateways {
             let previous = last.remove(&gateway).unwrap_or_default();
             last.insert(gateway, crate::cache::Snapshot::after(resources, &previous));
         }
         last.len()
     };
-    std::hint::black_box(once(&mut input));
-    let before = allocated();
-    std::hint::black_box(once(&mut input));
-    let bytes = allocated().saturating_sub(before);
-    let mut times: Vec<Duration> = (0..runs.max(1))
-        .map(|_| {
-            let started = Instant::now();
-            std::hint::black_box(once(&mut input));
-            started.elapsed()
-        })
-        .collect();
-    times.sort();
-    (times[times.len() / 2], times[times.len() - 1], bytes)
+    // The first translation has nothing to remember.
+    std::hint::black_box(once());
+    measure(runs, allocated, once)
 }
 
 /// The latency from a route change to the new route configuration at a connected client
@@ -184,15 +189,7 @@ pub async fn push_latency(
     let _ = tx.send(request(first.version_info, first.nonce)).await;
     let mut samples = Vec::with_capacity(changes);
     for change in 0..changes {
-        let weight = i32::try_from(change % 50 + 1).unwrap_or(1);
-        // A changed object is a new one, as the index holds it.
-        if let Some(rule) = input
-            .http_routes
-            .first_mut()
-            .and_then(|r| Arc::make_mut(r).spec.rules.get_mut(1))
-        {
-            rule.backend_refs[0].weight = Some(weight);
-        }
+        change_first_route(&mut input, i32::try_from(change % 50 + 1).unwrap_or(1));
         let started = Instant::now();
         publish(&input);
         let response = responses

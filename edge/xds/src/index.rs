@@ -152,7 +152,7 @@ const WRITTEN: &[&str] = &[
 impl Stored {
     /// Reads `value` (a whole object, with its `kind`).
     fn new(kind: &str, mut value: serde_json::Value) -> Self {
-        let object = Object::read(value.clone()).map_err(|e| e.to_string());
+        let object = Object::read(&value).map_err(|e| e.to_string());
         let status = WRITTEN.contains(&kind).then(|| {
             if let Some(map) = value.as_object_mut() {
                 map.remove("spec");
