@@ -1,16 +1,24 @@
-//! Envoy's API as a descriptor pool (compiled by `build.rs` from the `.proto` files of the
-//! `envoy-types` crate), for two jobs the generated Rust types cannot do:
+//! Envoy's API as a descriptor pool (compiled by `build.rs` from the `.proto` files under
+//! `proto/`, copies of those the `envoy-types` crate ships), for two jobs the generated Rust
+//! types cannot do:
 //!
 //! - render a resource as proto3 JSON (`to_json`), with `Any` fields expanded, so golden files
 //!   read like Envoy's own config dumps;
 //! - check a resource against the protoc-gen-validate rules of Envoy's API (`validate`),
 //!   including the messages packed in its `Any` fields (`typed_config`), which is what Envoy
-//!   itself checks before it accepts a configuration.
+//!   itself checks before it accepts a configuration. Behind the `validate` feature (on by
+//!   default, off in the shipped binary): its rules crate needs `protoc` to build, and only
+//!   tests check resources this way.
 
 use std::sync::OnceLock;
 
 use prost::{Message, Name};
-use prost_reflect::{DescriptorPool, DynamicMessage, ReflectMessage, Value};
+use prost_reflect::{DescriptorPool, DynamicMessage};
+
+#[cfg(feature = "validate")]
+mod validate;
+#[cfg(feature = "validate")]
+pub use validate::validate;
 
 static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy.bin"));
 
@@ -32,6 +40,7 @@ pub enum Error {
     #[error("{0}")]
     Json(#[from] serde_json::Error),
     /// A protoc-gen-validate rule is broken.
+    #[cfg(feature = "validate")]
     #[error("{path}: {message}")]
     Invalid {
         /// Where, as message types from the resource down to the broken one.
@@ -68,51 +77,4 @@ pub fn dynamic<M: Message + Name>(message: &M) -> Result<DynamicMessage, Error> 
 /// Proto3 JSON of a message, default fields left out, `Any` fields expanded.
 pub fn to_json<M: Message + Name>(message: &M) -> Result<serde_json::Value, Error> {
     Ok(serde_json::to_value(dynamic(message)?)?)
-}
-
-/// Checks a message and every message packed in its `Any` fields against Envoy's
-/// protoc-gen-validate rules.
-pub fn validate<M: Message + Name>(message: &M) -> Result<(), Error> {
-    validate_dynamic(&dynamic(message)?, &M::full_name())
-}
-
-fn validate_dynamic(message: &DynamicMessage, path: &str) -> Result<(), Error> {
-    prost_reflect_validate::validate(message).map_err(|e| Error::Invalid {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })?;
-    for (field, value) in message.fields() {
-        walk(value, &format!("{path}.{}", field.name()))?;
-    }
-    Ok(())
-}
-
-fn walk(value: &Value, path: &str) -> Result<(), Error> {
-    match value {
-        Value::Message(inner) if inner.descriptor().full_name() == "google.protobuf.Any" => {
-            let type_url = inner
-                .get_field_by_name("type_url")
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            let bytes = inner
-                .get_field_by_name("value")
-                .and_then(|v| v.as_bytes().cloned())
-                .unwrap_or_default();
-            let type_name = type_url.rsplit('/').next().unwrap_or_default();
-            let unpacked = decode(type_name, &bytes)?;
-            validate_dynamic(&unpacked, &format!("{path}({type_name})"))
-        }
-        Value::Message(inner) => {
-            for (field, value) in inner.fields() {
-                walk(value, &format!("{path}.{}", field.name()))?;
-            }
-            Ok(())
-        }
-        Value::List(items) => items
-            .iter()
-            .enumerate()
-            .try_for_each(|(i, v)| walk(v, &format!("{path}[{i}]"))),
-        Value::Map(entries) => entries.values().try_for_each(|v| walk(v, path)),
-        _ => Ok(()),
-    }
 }
