@@ -504,3 +504,155 @@ async fn refused_writes_are_retried_with_backoff() {
     .await;
     stop.cancel();
 }
+
+/// The failure reasons of a resource's endpoint entries.
+async fn failure_reasons(client: &kube::Client, name: &str) -> Vec<String> {
+    let swhs: Api<ServiceWithHealthchecks> = Api::namespaced(client.clone(), "default");
+    swhs.get_status(name)
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default()
+        .endpoint_statuses
+        .iter()
+        .flat_map(|e| e.failure_reasons.clone())
+        .collect()
+}
+
+/// Waits until one of the resource's failure reasons ends with `reason`.
+async fn wait_for_reason(client: &kube::Client, name: &str, reason: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reasons = failure_reasons(client, name).await;
+        if reasons.iter().any(|r| r.ends_with(reason)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no failure reason {reason:?} in {reasons:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits for a ProbeFailed Event containing `text`, then checks that, while the reason stays
+/// the same, it is the only one.
+async fn expect_one_event(client: &kube::Client, text: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while probe_failed_events(client, text).await.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no ProbeFailed event with {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        probe_failed_events(client, text).await.len(),
+        1,
+        "one Event while the reason stays the same"
+    );
+}
+
+/// The notes of the ProbeFailed Events that contain `text`.
+async fn probe_failed_events(client: &kube::Client, text: &str) -> Vec<String> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("ProbeFailed"))
+        .filter_map(|e| e.note)
+        .filter(|note| note.contains(text))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_credentials_missing_or_mistyped_are_reported_and_fixed_without_a_restart() {
+    let (_server, client) = cluster().await;
+    let server = tokio::task::spawn_blocking(|| Postgres::start(None))
+        .await
+        .unwrap()
+        .unwrap();
+    pod(&client, "db-0", "db", "n1", "127.0.0.1").await;
+    // The documented default thresholds (three failures), probing every second.
+    create(
+        &client,
+        swh(
+            "db",
+            "db",
+            server.port(),
+            json!([{"mode": "PostgreSQL",
+                "postgreSQL": {"targetPort": server.port(), "dbName": "postgres", "authSecretName": "cred"}}]),
+        ),
+    )
+    .await;
+    let stop = start_agent(&client, "n1");
+
+    // 1. No Secret: the port is not ready, the status and one Warning Event say why.
+    let missing = "Secret default/cred not found";
+    wait_for_reason(&client, "db", missing).await;
+    assert!(addresses(&client, "db-n1-main-ipv4-0").await.is_empty());
+    expect_one_event(&client, missing).await;
+
+    // 2. A generic Secret (`kubectl create secret generic` without --type): named as such.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret = |type_: &str| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": "cred"}, "type": type_,
+            "stringData": {"user": "postgres", "password": PASSWORD, "tlsMode": "Disabled"}}))
+        .unwrap()
+    };
+    secrets
+        .create(&PostParams::default(), &secret("Opaque"))
+        .await
+        .unwrap();
+    let mistyped = "Secret default/cred has type Opaque; PostgreSQL probes read only Secrets \
+                    of type network.deckhouse.io/postgresql-credentials";
+    wait_for_reason(&client, "db", mistyped).await;
+    assert!(addresses(&client, "db-n1-main-ipv4-0").await.is_empty());
+    expect_one_event(&client, mistyped).await;
+
+    // 3. Recreated with the right type: probed and published within a few periods, with
+    //    the same agent.
+    secrets
+        .delete("cred", &DeleteParams::default())
+        .await
+        .unwrap();
+    secrets
+        .create(
+            &PostParams::default(),
+            &secret("network.deckhouse.io/postgresql-credentials"),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        &client,
+        "db-n1-main-ipv4-0",
+        &["127.0.0.1"],
+        Duration::from_secs(5),
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let reasons = failure_reasons(&client, "db").await;
+        if reasons.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the status still says {reasons:?}: {}",
+            serde_json::to_string_pretty(
+                &Api::<ServiceWithHealthchecks>::namespaced(client.clone(), "default")
+                    .get_status("db")
+                    .await
+                    .unwrap()
+            )
+            .unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.cancel();
+}

@@ -1,19 +1,60 @@
-//! Kubernetes Events for what a component does (`events.k8s.io/v1`, through kube-runtime's
-//! recorder, which also aggregates repeats into series). Publishing is best effort: a failure
-//! is logged and counted, never returned into the component's work.
+//! Kubernetes Events for what a component does (`events.k8s.io/v1`). Repeats of one Event
+//! (same type, reason, action, object and note) within six minutes become a series on it,
+//! as the real recorders do; an Event with another note is an Event of its own, so a changed
+//! reason is never folded into the count of an earlier one (kube-runtime's recorder keys
+//! series without the note, which lost them). Publishing is best effort: a failure is logged,
+//! never returned into the component's work.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use tokio::sync::Mutex;
+
+/// How long an Event takes repeats into its series.
+const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+
+/// What makes two Events the same one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    type_: &'static str,
+    reason: String,
+    action: String,
+    regarding: (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ),
+    note: String,
+}
+
+/// The Event published for a key, and how often it happened.
+struct Published {
+    namespace: String,
+    name: String,
+    count: i32,
+    last: Instant,
+}
 
 /// An Events recorder for one component.
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
+    client: kube::Client,
+    controller: String,
+    instance: String,
+    published: Arc<Mutex<HashMap<Key, Published>>>,
 }
 
 impl std::fmt::Debug for Events {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Events").finish_non_exhaustive()
+        f.debug_struct("Events")
+            .field("controller", &self.controller)
+            .finish_non_exhaustive()
     }
 }
 
@@ -21,33 +62,102 @@ impl Events {
     /// A recorder reporting as `controller` (e.g. `fairlead-health-controller`) from
     /// `instance` (the pod or node name).
     pub fn new(client: kube::Client, controller: &str, instance: Option<String>) -> Self {
-        let reporter = Reporter {
-            controller: controller.to_owned(),
-            instance,
-        };
         Self {
-            recorder: Recorder::new(client, reporter),
+            client,
+            controller: controller.to_owned(),
+            instance: instance.unwrap_or_else(|| controller.to_owned()),
+            published: Arc::default(),
         }
     }
 
     async fn publish(
         &self,
         object: &ObjectReference,
-        type_: EventType,
+        type_: &'static str,
         reason: &str,
         action: &str,
         note: String,
     ) {
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: action.to_owned(),
-            secondary: None,
-        };
-        if let Err(err) = self.recorder.publish(&event, object).await {
+        if let Err(err) = self.try_publish(object, type_, reason, action, note).await {
             tracing::warn!(reason, error = %err, object = ?object.name, "publishing an event");
         }
+    }
+
+    async fn try_publish(
+        &self,
+        object: &ObjectReference,
+        type_: &'static str,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) -> Result<(), kube::Error> {
+        let key = Key {
+            type_,
+            reason: reason.to_owned(),
+            action: action.to_owned(),
+            regarding: (
+                object.kind.clone(),
+                object.namespace.clone(),
+                object.name.clone(),
+                object.uid.clone(),
+            ),
+            note,
+        };
+        let now = k8s_openapi::jiff::Timestamp::now();
+        // Held across the write, so two repeats never race to create one Event twice.
+        let mut published = self.published.lock().await;
+        published.retain(|_, p| p.last.elapsed() < SERIES_WINDOW);
+        if let Some(repeat) = published.get_mut(&key) {
+            let series = EventSeries {
+                count: repeat.count + 1,
+                last_observed_time: MicroTime(now),
+            };
+            let patch = serde_json::json!({"series": series});
+            Api::<Event>::namespaced(self.client.clone(), &repeat.namespace)
+                .patch(&repeat.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            repeat.count += 1;
+            repeat.last = Instant::now();
+            return Ok(());
+        }
+        let namespace = object
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned());
+        let name = format!(
+            "{}.{:x}",
+            object.name.as_deref().unwrap_or(&self.controller),
+            now.as_nanosecond()
+        );
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            action: Some(key.action.clone()),
+            reason: Some(key.reason.clone()),
+            note: Some(key.note.clone()),
+            type_: Some(type_.to_owned()),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(object.clone()),
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Default::default()
+        };
+        Api::<Event>::namespaced(self.client.clone(), &namespace)
+            .create(&PostParams::default(), &event)
+            .await?;
+        published.insert(
+            key,
+            Published {
+                namespace,
+                name,
+                count: 1,
+                last: Instant::now(),
+            },
+        );
+        Ok(())
     }
 
     /// A `Normal` event: something the component did.
@@ -58,7 +168,7 @@ impl Events {
         action: &str,
         note: impl Into<String>,
     ) {
-        self.publish(object, EventType::Normal, reason, action, note.into())
+        self.publish(object, "Normal", reason, action, note.into())
             .await;
     }
 
@@ -70,7 +180,7 @@ impl Events {
         action: &str,
         note: impl Into<String>,
     ) {
-        self.publish(object, EventType::Warning, reason, action, note.into())
+        self.publish(object, "Warning", reason, action, note.into())
             .await;
     }
 }

@@ -185,6 +185,27 @@ async fn events_are_published_for_an_object() {
         Some("noted")
     );
     assert_eq!(event.reporting_controller.as_deref(), Some("fairlead-test"));
+
+    // The same Event again is a series on it; another note is an Event of its own.
+    events
+        .warning(
+            &reference,
+            "ProbeFailed",
+            "Probe",
+            "connection refused on port 5432",
+        )
+        .await;
+    events
+        .warning(&reference, "ProbeFailed", "Probe", "timed out after 1s")
+        .await;
+    let found = listed.list(&ListParams::default()).await.unwrap().items;
+    let notes: Vec<(Option<&str>, Option<i32>)> = found
+        .iter()
+        .map(|e| (e.note.as_deref(), e.series.as_ref().map(|s| s.count)))
+        .collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes.contains(&(Some("connection refused on port 5432"), Some(2))));
+    assert!(notes.contains(&(Some("timed out after 1s"), None)));
 }
 
 /// Polls `check` until it holds (each watch event is applied asynchronously).

@@ -74,11 +74,15 @@ impl std::fmt::Debug for Credentials {
 impl Credentials {
     /// Reads credentials from a Secret, which must have the dedicated type.
     pub fn from_secret(secret: &Secret) -> Result<Self, ProbeFailure> {
-        let name = secret.metadata.name.as_deref().unwrap_or_default();
+        let name = format!(
+            "{}/{}",
+            secret.metadata.namespace.as_deref().unwrap_or_default(),
+            secret.metadata.name.as_deref().unwrap_or_default()
+        );
         let type_ = secret.type_.as_deref().unwrap_or("Opaque");
         if type_ != POSTGRESQL_CREDENTIALS_TYPE {
             return Err(ProbeFailure::Config(format!(
-                "Secret {name} has type {type_}; PostgreSQL probes need type {POSTGRESQL_CREDENTIALS_TYPE}"
+                "Secret {name} has type {type_}; PostgreSQL probes read only Secrets of type {POSTGRESQL_CREDENTIALS_TYPE}"
             )));
         }
         let mut values: BTreeMap<String, String> = BTreeMap::new();
@@ -243,6 +247,7 @@ mod tests {
         Secret {
             metadata: kube::api::ObjectMeta {
                 name: Some("pg".into()),
+                namespace: Some("db".into()),
                 ..Default::default()
             },
             type_: Some(type_.into()),
@@ -259,7 +264,7 @@ mod tests {
         let err = Credentials::from_secret(&secret("Opaque")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "Secret pg has type Opaque; PostgreSQL probes need type network.deckhouse.io/postgresql-credentials"
+            "Secret db/pg has type Opaque; PostgreSQL probes read only Secrets of type network.deckhouse.io/postgresql-credentials"
         );
         let creds = Credentials::from_secret(&secret(POSTGRESQL_CREDENTIALS_TYPE)).unwrap();
         assert_eq!(creds.user, "probe");
