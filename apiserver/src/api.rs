@@ -220,7 +220,9 @@ where
     };
     let watching =
         target.watch_prefix || matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    let scale = target.subresource.as_deref() == Some("scale");
     let mut response = match (&method, target.name.is_some()) {
+        _ if scale => ctx.scale(&method, &body, &content_type).await,
         (&Method::GET, false) if watching => {
             watch::serve(state.clone(), target.clone(), query.clone(), as_table)
         }
@@ -629,9 +631,8 @@ impl Ctx<'_> {
             let (existing, _) = self.state.store.list("services", None);
             crate::allocate::service(&mut object, &existing, &uid);
         }
-        if self.rt().kind == "Namespace" {
-            object["spec"]["finalizers"] = json!(["kubernetes"]);
-            object["status"] = json!({"phase": "Active"});
+        if !self.rt().custom {
+            crate::defaults::on_create(&self.rt().kind, &mut object);
         }
         self.admit(&mut object, None)?;
         self.check_namespace()?;
@@ -680,7 +681,7 @@ impl Ctx<'_> {
         expect_rv: Option<u64>,
         record_update: bool,
     ) -> Result<Value, ApiError> {
-        let to_status = self.target.subresource.is_some();
+        let to_status = self.target.subresource.as_deref() == Some("status");
         new = meta::carry_over(self.rt(), current, new, to_status);
         if record_update {
             crate::apply::record_update(
@@ -691,6 +692,14 @@ impl Ctx<'_> {
                 &self.rt().api_version(),
                 self.rt().schema.as_deref(),
             );
+        }
+        if !self.rt().custom {
+            if self.rt().kind == "Service" && !to_status {
+                let (existing, _) = self.state.store.list("services", None);
+                let seed = uuid::Uuid::new_v4();
+                crate::allocate::service_update(current, &mut new, &existing, &seed);
+            }
+            crate::defaults::on_write(&self.rt().kind, &mut new);
         }
         self.admit(&mut new, Some(current))?;
         if !to_status && meta::spec_changed(self.rt(), current, &new) {
@@ -820,9 +829,7 @@ impl Ctx<'_> {
             .query
             .get("fieldManager")
             .filter(|m| !m.is_empty())
-            .ok_or_else(|| {
-                ApiError::bad_request("PATCH /apply requires a fieldManager query parameter")
-            })?;
+            .ok_or_else(apply_without_manager)?;
         let force = self.query.get("force").map(String::as_str) == Some("true");
         let mut config = config.clone();
         if config.get("apiVersion").is_none() || config.get("kind").is_none() {
@@ -918,6 +925,76 @@ impl Ctx<'_> {
         }
     }
 
+    /// `/scale`: the object's `Scale` read, replaced or patched; a write changes only
+    /// `spec.replicas` of the object.
+    async fn scale(
+        &self,
+        method: &Method,
+        body: &Bytes,
+        content_type: &str,
+    ) -> Result<Response<Body>, ApiError> {
+        let name = self.name().to_owned();
+        for _ in 0..PATCH_RETRIES {
+            let current = self
+                .state
+                .store
+                .get(&self.key(&name))
+                .ok_or_else(|| self.not_found())?;
+            let view = crate::scale::of(&current);
+            let wanted = match *method {
+                Method::GET => return Ok(json_response(StatusCode::OK, &view)),
+                Method::PUT => {
+                    let scale = decode_as(body, content_type)?;
+                    if let Some(rv) = scale["metadata"]["resourceVersion"]
+                        .as_str()
+                        .filter(|rv| !rv.is_empty())
+                        && rv != resource_version(&current).to_string()
+                    {
+                        return Err(ApiError::conflict(
+                            &self.rt().group_resource(),
+                            &name,
+                            StoreError::Conflict.to_string(),
+                        ));
+                    }
+                    scale
+                }
+                Method::PATCH => {
+                    let accepted = [
+                        "application/json-patch+json",
+                        "application/merge-patch+json",
+                        "application/strategic-merge-patch+json",
+                    ];
+                    let patch = decode(body, false)?;
+                    match PatchType::from_content_type(content_type) {
+                        Some(PatchType::Merge) => patch::merge(&view, &patch),
+                        Some(PatchType::Strategic) => patch::strategic(&view, &patch),
+                        Some(PatchType::Json) => patch::json(&view, &patch)?,
+                        Some(PatchType::Apply) | None => {
+                            return Err(ApiError::unsupported_media_type(content_type, &accepted));
+                        }
+                    }
+                }
+                _ => {
+                    return Err(ApiError::method_not_allowed(format!(
+                        "{method} is not supported on the scale subresource"
+                    )));
+                }
+            };
+            let scaled = crate::scale::apply(&current, &wanted)?;
+            match self
+                .commit(&current, scaled, Some(resource_version(&current)), true)
+                .await
+            {
+                Ok(stored) => {
+                    return Ok(json_response(StatusCode::OK, &crate::scale::of(&stored)));
+                }
+                Err(e) if is_race(&e) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(self.too_many_writes(&name))
+    }
+
     fn too_many_writes(&self, name: &str) -> ApiError {
         ApiError::conflict(
             &self.rt().group_resource(),
@@ -978,11 +1055,19 @@ impl Ctx<'_> {
                 );
             }
         }
-        let status = if result.removed {
-            StatusCode::OK
-        } else {
+        // As the real handler: 202 only when the object stays and the client asked for
+        // cascading deletion with the deprecated `orphanDependents: false`.
+        let status = if !result.removed && options["orphanDependents"] == json!(false) {
             StatusCode::ACCEPTED
+        } else {
+            StatusCode::OK
         };
+        if result.removed && !crate::resources::returns_deleted_object(self.rt()) {
+            return Ok(json_response(
+                status,
+                &deleted_status(self.rt(), &result.object),
+            ));
+        }
         Ok(json_response(status, &present(self.rt(), &result.object)))
     }
 
@@ -1026,6 +1111,46 @@ impl Ctx<'_> {
 
 /// A conflict from a write that lost a race with another (retried when the client did not ask
 /// for a precondition).
+/// What the real registry answers for a removed object of a kind that does not return it:
+/// a `Status` naming it (its `details.kind` is the plural resource, as the real one's is).
+fn deleted_status(rt: &ResourceType, object: &Value) -> Value {
+    let mut details = json!({
+        "name": object["metadata"]["name"],
+        "kind": rt.plural,
+        "uid": object["metadata"]["uid"],
+    });
+    if !rt.group.is_empty() {
+        details["group"] = json!(rt.group);
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
+/// What the real server answers a server-side apply without `fieldManager`: 422 Invalid on
+/// `PatchOptions.meta.k8s.io`, the field named.
+fn apply_without_manager() -> ApiError {
+    let mut error = ApiError::invalid(
+        "PatchOptions.meta.k8s.io",
+        "",
+        vec![crate::errors::FieldCause::new(
+            "FieldValueRequired",
+            "fieldManager",
+            "Required value: is required for apply patch",
+        )],
+    );
+    error.details = Some(Box::new((
+        "patchoptions.meta.k8s.io".into(),
+        String::new(),
+        "PatchOptions".into(),
+    )));
+    error
+}
+
 fn is_race(error: &ApiError) -> bool {
     error.code == 409 && error.reason == "Conflict" && error.causes.is_empty()
 }

@@ -55,8 +55,22 @@ fn remove(value: &mut Value, path: &[String]) {
                     items.get_mut(i)
                 })
             };
-            if let Some(next) = next {
-                remove(next, rest);
+            let Some(next) = next else {
+                return;
+            };
+            remove(next, rest);
+            // A field left empty by the removal goes too (a list whose every item the
+            // manager dropped is gone, not `[]`).
+            let emptied = match next {
+                Value::Object(map) => map.is_empty(),
+                Value::Array(items) => items.is_empty(),
+                _ => false,
+            };
+            if emptied
+                && let Some(field) = head.strip_prefix("f:")
+                && let Some(map) = value.as_object_mut()
+            {
+                map.remove(field);
             }
         }
     }

@@ -144,6 +144,17 @@ pub fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Opti
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if crate::scale::serves(&t.kind) {
+            resources.push(json!({
+                "name": format!("{}/scale", t.plural),
+                "singularName": "",
+                "namespaced": t.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     let group_version = served[0].api_version();
     Some(json!({
@@ -177,6 +188,17 @@ mod tests {
             .map(|r| r["name"].as_str().unwrap())
             .collect();
         assert!(names.contains(&"pods") && names.contains(&"pods/status"));
+        let apps = resource_list(&builtin_types(), "apps", "v1").unwrap();
+        let scale = apps["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "deployments/scale")
+            .expect("deployments/scale is discovered");
+        assert_eq!(
+            (&scale["group"], &scale["version"], &scale["kind"]),
+            (&json!("autoscaling"), &json!("v1"), &json!("Scale"))
+        );
         let groups = group_list(&types);
         assert!(
             groups["groups"]

@@ -196,7 +196,10 @@ impl ApiError {
             let (resource, group) = group_resource
                 .split_once('.')
                 .unwrap_or((group_resource.as_str(), ""));
-            let mut details = json!({"name": name});
+            let mut details = json!({});
+            if !name.is_empty() {
+                details["name"] = json!(name);
+            }
             if !group.is_empty() {
                 details["group"] = json!(group);
             }

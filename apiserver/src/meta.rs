@@ -90,11 +90,16 @@ pub fn prepare_create(rt: &ResourceType, object: &mut Value, uid: &uuid::Uuid) {
 
 /// Merges a write to the main resource (`to_status == false`) or to `/status` into the stored
 /// object: server-owned metadata is kept, and with a status subresource each endpoint changes
-/// only its own half.
+/// only its own half (and the field ownership the write computed).
 pub fn carry_over(rt: &ResourceType, current: &Value, mut new: Value, to_status: bool) -> Value {
     if to_status {
         let mut merged = current.clone();
         merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+        // Ownership of the write's fields (a server-side apply to /status records its
+        // manager's entry), so a later apply can remove what it no longer applies.
+        if let Some(managed) = new["metadata"].get("managedFields") {
+            merged["metadata"]["managedFields"] = managed.clone();
+        }
         if merged["status"].is_null()
             && let Some(map) = merged.as_object_mut()
         {

@@ -113,6 +113,15 @@ impl ResourceType {
     }
 }
 
+/// Whether a DELETE that removes an object answers with the object (the real registries'
+/// `ReturnDeletedObject`), rather than a `Status`. Custom resources never do.
+pub fn returns_deleted_object(rt: &ResourceType) -> bool {
+    !rt.custom && RETURN_DELETED_OBJECT.contains(&rt.kind.as_str())
+}
+
+/// The built-in kinds whose registry sets `ReturnDeletedObject`.
+const RETURN_DELETED_OBJECT: &[&str] = &["Namespace", "Pod", "Service", "ServiceAccount"];
+
 /// The built-in kinds of the embedded server.
 pub fn builtin_types() -> Vec<ResourceType> {
     use ResourceType as R;

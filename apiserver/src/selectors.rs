@@ -153,6 +153,40 @@ impl LabelSelector {
     }
 }
 
+/// The selector as the real server prints one (`labels.Selector.String()`): requirements
+/// sorted by key, set values sorted, `k=v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
+impl std::fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = |r: &Requirement| match r {
+            Requirement::Equals(k, _)
+            | Requirement::NotEquals(k, _)
+            | Requirement::In(k, _)
+            | Requirement::NotIn(k, _)
+            | Requirement::Exists(k)
+            | Requirement::DoesNotExist(k) => k.clone(),
+        };
+        let mut requirements: Vec<&Requirement> = self.0.iter().collect();
+        requirements.sort_by_key(|r| key(r));
+        let set = |values: &[String]| {
+            let mut values = values.to_vec();
+            values.sort();
+            values.join(",")
+        };
+        let terms: Vec<String> = requirements
+            .into_iter()
+            .map(|r| match r {
+                Requirement::Equals(k, v) => format!("{k}={v}"),
+                Requirement::NotEquals(k, v) => format!("{k}!={v}"),
+                Requirement::In(k, vs) => format!("{k} in ({})", set(vs)),
+                Requirement::NotIn(k, vs) => format!("{k} notin ({})", set(vs)),
+                Requirement::Exists(k) => k.clone(),
+                Requirement::DoesNotExist(k) => format!("!{k}"),
+            })
+            .collect();
+        f.write_str(&terms.join(","))
+    }
+}
+
 /// The fields every kind can be selected on, and those of particular kinds.
 fn field_value<'a>(kind: &str, object: &'a Value, field: &str) -> Option<Option<&'a str>> {
     let value = match (kind, field) {
@@ -210,6 +244,20 @@ impl FieldSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn selectors_print_as_the_real_server_prints_them() {
+        let selector = LabelSelector::from_object(&serde_json::json!({
+            "matchLabels": {"tier": "web", "app": "shop"},
+            "matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["b", "a"]},
+                {"key": "canary", "operator": "DoesNotExist"}]}))
+        .unwrap();
+        assert_eq!(
+            selector.to_string(),
+            "app=shop,!canary,tier=web,zone notin (a,b)"
+        );
+        assert_eq!(LabelSelector::default().to_string(), "");
+    }
     use serde_json::json;
 
     fn labelled(labels: Value) -> Value {

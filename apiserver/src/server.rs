@@ -109,11 +109,11 @@ impl ApiServer {
             };
             if store.get(&key).is_none() {
                 let uid = uuid::Uuid::new_v4();
-                let mut object = json!({"apiVersion": "v1", "kind": "Namespace",
-                    "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
-                    "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+                let mut object =
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
                 let rt = registry.lookup("", "v1", "namespaces").expect("built-in");
                 crate::meta::prepare_create(&rt, &mut object, &uid);
+                crate::defaults::on_create(&rt.kind, &mut object);
                 store
                     .write(&key, Write::Create(object))
                     .map_err(|e| ServerError::Kubeconfig(e.to_string()))?;

@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use fairlead_apiserver::{ApiServer, Config};
+mod common;
+
+use common::{JSON, raw, server};
+use fairlead_apiserver::Config;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -14,12 +17,6 @@ use kube::core::{DynamicObject, GroupVersionKind};
 use kube::discovery::ApiResource;
 use kube::runtime::{Controller, controller::Action, watcher};
 use serde_json::json;
-
-async fn server(config: Config) -> (ApiServer, kube::Client) {
-    let server = ApiServer::start(config).await.unwrap();
-    let client = server.client().await.unwrap();
-    (server, client)
-}
 
 fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     serde_json::from_value(json!({
@@ -564,33 +561,6 @@ async fn schema_and_cel_violations_are_422_naming_the_field() {
     assert!(message.contains("spec: Required value"), "{message}");
 }
 
-/// One raw request through a `kube::Client` (same TLS and token as the components use).
-async fn raw(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    body: Vec<u8>,
-) -> (u16, http::HeaderMap, serde_json::Value) {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(kube::client::Body::from(body))
-        .unwrap();
-    let response = client.send(request).await.unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let bytes = http_body_util::BodyExt::collect(response.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    (
-        status,
-        headers,
-        serde_json::from_slice(&bytes).unwrap_or_default(),
-    )
-}
-
 #[tokio::test]
 async fn field_validation_strict_rejects_unknown_fields() {
     let (_server, client) = server(Config::default()).await;
@@ -604,6 +574,7 @@ async fn field_validation_strict_rejects_unknown_fields() {
     let (code, _, status) = raw(
         &client,
         "POST",
+        JSON,
         &format!("{path}?fieldValidation=Strict"),
         body("s"),
     )
@@ -615,6 +586,7 @@ async fn field_validation_strict_rejects_unknown_fields() {
     let (code, headers, _) = raw(
         &client,
         "POST",
+        JSON,
         &format!("{path}?fieldValidation=Warn"),
         body("w"),
     )
@@ -629,6 +601,7 @@ async fn field_validation_strict_rejects_unknown_fields() {
     let (code, _, _) = raw(
         &client,
         "POST",
+        JSON,
         &format!("{path}?fieldValidation=Ignore"),
         body("i"),
     )
@@ -641,20 +614,20 @@ async fn bad_requests_answer_with_a_status() {
     let (server, client) = server(Config::default()).await;
     let path = "/api/v1/namespaces/default/configmaps";
 
-    let (code, _, status) = raw(&client, "POST", path, b"{not json".to_vec()).await;
+    let (code, _, status) = raw(&client, "POST", JSON, path, b"{not json".to_vec()).await;
     assert_eq!(code, 400);
     assert_eq!(
         (status["kind"].as_str(), status["reason"].as_str()),
         (Some("Status"), Some("BadRequest"))
     );
 
-    let (code, _, status) = raw(&client, "GET", "/api/v1/nothings", Vec::new()).await;
+    let (code, _, status) = raw(&client, "GET", JSON, "/api/v1/nothings", Vec::new()).await;
     assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")));
 
     let huge = "x".repeat(fairlead_apiserver::api::MAX_BODY_BYTES + 1);
     let body =
         serde_json::to_vec(&json!({"metadata": {"name": "big"}, "data": {"k": huge}})).unwrap();
-    let (code, _, status) = raw(&client, "POST", path, body).await;
+    let (code, _, status) = raw(&client, "POST", JSON, path, body).await;
     assert_eq!(
         (code, status["reason"].as_str()),
         (413, Some("RequestEntityTooLarge"))
@@ -672,7 +645,7 @@ async fn bad_requests_answer_with_a_status() {
         .await
         .unwrap();
     let anonymous = kube::Client::try_from(config).unwrap();
-    let (code, _, _) = raw(&anonymous, "GET", path, Vec::new()).await;
+    let (code, _, _) = raw(&anonymous, "GET", JSON, path, Vec::new()).await;
     assert_eq!(code, 401);
 }
 
