@@ -156,15 +156,22 @@ where
     }
 }
 
-/// Decodes a request body of the given content type: JSON or YAML. Protobuf and CBOR are
-/// answered with 415, on which Kubernetes clients fall back to JSON.
+/// Decodes a request body of the given content type: JSON, YAML, or (for built-in kinds)
+/// Kubernetes protobuf. CBOR is answered with 415, on which Kubernetes clients fall back to
+/// JSON.
 fn decode_as(bytes: &[u8], content_type: &str) -> Result<Value, ApiError> {
     match content_type.split(';').next().unwrap_or("").trim() {
         "" | "application/json" | "*/*" => decode(bytes, false),
         "application/yaml" => decode(bytes, true),
+        crate::protobuf::CONTENT_TYPE => crate::protobuf::decode_body(bytes)
+            .map_err(|e| ApiError::bad_request(format!("error decoding the protobuf body: {e}"))),
         other => Err(ApiError::unsupported_media_type(
             other,
-            &["application/json", "application/yaml"],
+            &[
+                "application/json",
+                "application/yaml",
+                crate::protobuf::CONTENT_TYPE,
+            ],
         )),
     }
 }
@@ -279,7 +286,7 @@ where
             let options = if body.is_empty() {
                 json!({})
             } else {
-                decode(&body, false)?
+                decode_as(&body, &content_type)?
             };
             ctx.delete(&options).await
         }
@@ -287,7 +294,7 @@ where
             let options = if body.is_empty() {
                 json!({})
             } else {
-                decode(&body, false)?
+                decode_as(&body, &content_type)?
             };
             ctx.delete_collection(&options)
                 .await

@@ -30,6 +30,7 @@ pub mod meta;
 pub mod openapi;
 pub mod patch;
 pub mod path;
+pub mod protobuf;
 pub mod resources;
 pub mod scale;
 pub mod schema;

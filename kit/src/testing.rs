@@ -1,7 +1,8 @@
 //! Test fixtures shared by every crate's tests (feature `testing`): free ports, an in-process
 //! OTLP/gRPC trace receiver, a real Prometheus server and throwaway PostgreSQL servers, started
-//! from the Debian packages.
+//! from the Debian packages, and the sources of locked crates.
 
+pub mod crates;
 pub mod otlp;
 pub mod postgres;
 pub mod prometheus;

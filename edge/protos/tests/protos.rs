@@ -5,6 +5,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use fairlead_kit::testing::crates::{crate_source, locked_version};
+
 /// The crate's include roots, in the order `protoc` was given them before.
 const ROOTS: &[&str] = &[
     "data-plane-api",
@@ -18,51 +20,6 @@ const ROOTS: &[&str] = &[
 
 fn committed() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("proto")
-}
-
-/// The version of envoy-types in the workspace's lock file.
-fn locked_version() -> String {
-    let lock =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.lock"))
-            .expect("the workspace's Cargo.lock");
-    let mut lines = lock.lines();
-    while let Some(line) = lines.next() {
-        if line == "name = \"envoy-types\"" {
-            let version = lines.next().expect("a version line");
-            return version
-                .strip_prefix("version = \"")
-                .and_then(|v| v.strip_suffix('"'))
-                .expect("version = \"…\"")
-                .to_owned();
-        }
-    }
-    panic!("envoy-types is not in Cargo.lock");
-}
-
-/// The `proto/` folder of that version's sources, which cargo unpacked to build this test
-/// (envoy-types is a dev-dependency).
-fn crate_protos() -> PathBuf {
-    let version = locked_version();
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
-        .expect("CARGO_HOME or HOME");
-    let registry = home.join("registry/src");
-    std::fs::read_dir(&registry)
-        .unwrap_or_else(|e| panic!("{}: {e}", registry.display()))
-        .map(|entry| {
-            entry
-                .expect("a registry")
-                .path()
-                .join(format!("envoy-types-{version}/proto"))
-        })
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| {
-            panic!(
-                "envoy-types {version} is not unpacked under {}",
-                registry.display()
-            )
-        })
 }
 
 fn files_under(dir: &Path, prefix: &Path, out: &mut BTreeSet<PathBuf>) {
@@ -82,7 +39,7 @@ fn files_under(dir: &Path, prefix: &Path, out: &mut BTreeSet<PathBuf>) {
 
 #[test]
 fn committed_protos_are_the_envoy_types_copies_the_descriptor_set_is_built_from() {
-    let source = crate_protos();
+    let source = crate_source("envoy-types").join("proto");
     let mut files = BTreeSet::new();
     files_under(&committed(), &committed(), &mut files);
     assert!(files.len() > 50, "only {} files under proto/", files.len());
@@ -113,7 +70,7 @@ fn committed_protos_are_the_envoy_types_copies_the_descriptor_set_is_built_from(
     assert!(
         differ.is_empty(),
         "committed protos differ from envoy-types {} (UPDATE_PROTOS=1 copies them):\n{}",
-        locked_version(),
+        locked_version("envoy-types"),
         differ.join("\n")
     );
 
