@@ -316,3 +316,165 @@ fn kubectl_works_against_fairlead_up() {
 fn serde_yaml_ng_from(text: &str) -> serde_json::Value {
     serde_yaml_ng::from_str(text).unwrap()
 }
+
+/// `kubectl get … -o json` as JSON.
+fn json_of(cluster: &Cluster, args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&cluster.ok(&all)).unwrap()
+}
+
+#[test]
+fn kubectls_everyday_commands_work_against_fairlead_up() {
+    let cluster = Cluster::start();
+    // Generator and typed commands send protobuf bodies.
+    let out = cluster.ok(&["create", "namespace", "demo"]);
+    assert!(out.contains("namespace/demo created"), "{out}");
+    let ns = json_of(&cluster, &["get", "namespace", "demo"]);
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "demo"
+    );
+    assert_eq!(ns["status"]["phase"], "Active");
+
+    let n = ["-n", "demo"];
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(n);
+        cluster.ok(&all)
+    };
+    let get = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(n);
+        json_of(&cluster, &all)
+    };
+    run(&["create", "configmap", "c", "--from-literal=k=v"]);
+    assert_eq!(get(&["get", "configmap", "c"])["data"]["k"], "v");
+
+    run(&[
+        "create",
+        "secret",
+        "generic",
+        "s",
+        "--from-literal=user=u",
+        "--type=network.deckhouse.io/postgresql-credentials",
+    ]);
+    let secret = get(&["get", "secret", "s"]);
+    assert_eq!(
+        secret["type"],
+        "network.deckhouse.io/postgresql-credentials"
+    );
+    assert_eq!(secret["data"]["user"], "dQ==");
+
+    let ca = fairlead_kit::pki::Ca::generate("demo-ca").unwrap();
+    let pair = ca
+        .issue_server(&["demo.example"], &["127.0.0.1".parse().unwrap()])
+        .unwrap();
+    let cert = cluster.write("tls.crt", &pair.cert_pem);
+    let key = cluster.write("tls.key", &pair.key_pem);
+    run(&[
+        "create",
+        "secret",
+        "tls",
+        "t",
+        &format!("--cert={cert}"),
+        &format!("--key={key}"),
+    ]);
+    let tls = get(&["get", "secret", "t"]);
+    assert_eq!(tls["type"], "kubernetes.io/tls");
+    assert!(
+        tls["data"]["tls.crt"]
+            .as_str()
+            .is_some_and(|c| !c.is_empty())
+    );
+
+    run(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--replicas=2",
+    ]);
+    let deployment = get(&["get", "deployment", "web"]);
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(deployment["spec"]["strategy"]["type"], "RollingUpdate");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.27"
+    );
+
+    run(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
+    let service = get(&["get", "service", "web"]);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], 8080);
+    assert!(
+        service["spec"]["clusterIP"]
+            .as_str()
+            .is_some_and(|ip| ip.starts_with("10."))
+    );
+    assert_eq!(service["spec"]["ipFamilies"], serde_json::json!(["IPv4"]));
+
+    run(&["run", "pod1", "--image=nginx", "--labels=app=pod1"]);
+    let pod = get(&["get", "pod", "pod1"]);
+    assert_eq!(pod["status"]["phase"], "Pending");
+    assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+
+    run(&["label", "configmap", "c", "team=a"]);
+    run(&["annotate", "configmap", "c", "note=x"]);
+    let cm = get(&["get", "configmap", "c"]);
+    assert_eq!(cm["metadata"]["labels"]["team"], "a");
+    assert_eq!(cm["metadata"]["annotations"]["note"], "x");
+
+    run(&["scale", "deployment", "web", "--replicas=3"]);
+    assert_eq!(get(&["get", "deployment", "web"])["spec"]["replicas"], 3);
+    // With a precondition, kubectl reads the Scale and replaces it.
+    run(&[
+        "scale",
+        "deployment",
+        "web",
+        "--current-replicas=3",
+        "--replicas=1",
+    ]);
+    assert_eq!(get(&["get", "deployment", "web"])["spec"]["replicas"], 1);
+
+    // What `kubectl get … -o yaml` prints for several objects is a `kind: List`; applying it
+    // makes kubectl validate its items against /openapi/v2, which it reads as protobuf.
+    let list = cluster.write(
+        "list.yaml",
+        &run(&["get", "configmap,service", "-o", "yaml"]),
+    );
+    let out = cluster.ok(&["apply", "-f", &list]);
+    assert!(
+        out.contains("configmap/c") && out.contains("service/web"),
+        "{out}"
+    );
+    let crd = cluster.write("crd.yaml", CRD);
+    cluster.ok(&["apply", "-f", &crd]);
+    let bad = cluster.write(
+        "bad-list.yaml",
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: example.com/v1\n  kind: Widget\n  \
+         metadata: {name: w9, namespace: demo}\n  spec: {size: 2, colour: red}\n",
+    );
+    let refused = cluster.kubectl(&["apply", "-f", &bad]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && stderr.contains("ValidationError(Widget.spec): unknown field \"colour\""),
+        "kubectl validates list items on the client with the served schema: {stderr}"
+    );
+
+    for (kind, name) in [
+        ("configmap", "c"),
+        ("secret", "s"),
+        ("secret", "t"),
+        ("deployment", "web"),
+        ("service", "web"),
+        ("pod", "pod1"),
+    ] {
+        let out = run(&["delete", kind, name]);
+        assert!(out.contains("deleted"), "{kind}/{name}: {out}");
+        let gone = cluster.kubectl(&["get", kind, name, "-n", "demo"]);
+        assert!(!gone.status.success(), "{kind}/{name} is gone");
+    }
+    let out = cluster.ok(&["delete", "namespace", "demo"]);
+    assert!(out.contains("namespace \"demo\" deleted"), "{out}");
+}

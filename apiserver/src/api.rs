@@ -130,7 +130,23 @@ where
             .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),
         Route::ResourceList(group, version) => discovery::resource_list(&types, &group, &version)
             .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),
-        Route::OpenApiV2 => ok(openapi::v2_document(&types)),
+        Route::OpenApiV2 => {
+            let document = openapi::v2_document(&types);
+            let accept = request
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            if crate::openapi_proto::wanted(accept) {
+                Ok(Response::builder()
+                    .status(StatusCode::OK)
+                    .header(header::CONTENT_TYPE, crate::openapi_proto::CONTENT_TYPE)
+                    .body(Full::new(Bytes::from(crate::openapi_proto::document(&document))).boxed())
+                    .expect("static response parts are valid"))
+            } else {
+                ok(document)
+            }
+        }
         Route::OpenApiV3(None) => ok(openapi::v3_index(&types)),
         Route::OpenApiV3(Some(group_version)) => openapi::v3_document(&types, &group_version)
             .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),

@@ -28,6 +28,7 @@ pub mod journal;
 pub mod manifests;
 pub mod meta;
 pub mod openapi;
+pub mod openapi_proto;
 pub mod patch;
 pub mod path;
 pub mod protobuf;
