@@ -394,6 +394,23 @@ impl Ctx<'_> {
         ApiError::not_found(&self.rt().group_resource(), self.name())
     }
 
+    /// The stored object of the request's name.
+    fn current(&self) -> Result<Arc<Value>, ApiError> {
+        self.state
+            .store
+            .get(&self.key(self.name()))
+            .ok_or_else(|| self.not_found())
+    }
+
+    /// 409 for a write whose resourceVersion is not the stored one.
+    fn stale(&self, name: &str) -> ApiError {
+        ApiError::conflict(
+            &self.rt().group_resource(),
+            name,
+            StoreError::Conflict.to_string(),
+        )
+    }
+
     fn store_error(&self, name: &str, error: StoreError) -> ApiError {
         let gr = self.rt().group_resource();
         match error {
@@ -405,11 +422,7 @@ impl Ctx<'_> {
     }
 
     fn get(&self) -> Result<Value, ApiError> {
-        let object = self
-            .state
-            .store
-            .get(&self.key(self.name()))
-            .ok_or_else(|| self.not_found())?;
+        let object = self.current()?;
         Ok(present(self.rt(), &object))
     }
 
@@ -779,11 +792,7 @@ impl Ctx<'_> {
             }
             _ => object["metadata"]["name"] = json!(name),
         }
-        let current = self
-            .state
-            .store
-            .get(&self.key(&name))
-            .ok_or_else(|| self.not_found())?;
+        let current = self.current()?;
         let expect_rv = object["metadata"]["resourceVersion"]
             .as_str()
             .filter(|s| !s.is_empty())
@@ -807,11 +816,7 @@ impl Ctx<'_> {
             return self.apply(patch).await;
         }
         for _ in 0..PATCH_RETRIES {
-            let current = self
-                .state
-                .store
-                .get(&self.key(&name))
-                .ok_or_else(|| self.not_found())?;
+            let current = self.current()?;
             let base = present(self.rt(), &current);
             let mut patched = match patch_type {
                 PatchType::Merge => patch::merge(&base, patch),
@@ -828,11 +833,7 @@ impl Ctx<'_> {
                             .as_str()
                             .unwrap_or_default() =>
                 {
-                    return Err(ApiError::conflict(
-                        &self.rt().group_resource(),
-                        &name,
-                        StoreError::Conflict.to_string(),
-                    ));
+                    return Err(self.stale(&name));
                 }
                 _ => Some(resource_version(&current)),
             };
@@ -907,11 +908,7 @@ impl Ctx<'_> {
                 };
             };
             if explicit_rv.is_some_and(|rv| rv != resource_version(&current)) {
-                return Err(ApiError::conflict(
-                    &self.rt().group_resource(),
-                    &name,
-                    StoreError::Conflict.to_string(),
-                ));
+                return Err(self.stale(&name));
             }
             let merged =
                 crate::apply::apply(&current, &config, &request).map_err(|c| apply_conflict(&c))?;
@@ -958,11 +955,7 @@ impl Ctx<'_> {
     ) -> Result<Response<Body>, ApiError> {
         let name = self.name().to_owned();
         for _ in 0..PATCH_RETRIES {
-            let current = self
-                .state
-                .store
-                .get(&self.key(&name))
-                .ok_or_else(|| self.not_found())?;
+            let current = self.current()?;
             let view = crate::scale::of(&current);
             let wanted = match *method {
                 Method::GET => return Ok(json_response(StatusCode::OK, &view)),
@@ -973,11 +966,7 @@ impl Ctx<'_> {
                         .filter(|rv| !rv.is_empty())
                         && rv != resource_version(&current).to_string()
                     {
-                        return Err(ApiError::conflict(
-                            &self.rt().group_resource(),
-                            &name,
-                            StoreError::Conflict.to_string(),
-                        ));
+                        return Err(self.stale(&name));
                     }
                     scale
                 }
@@ -1044,11 +1033,7 @@ impl Ctx<'_> {
         let expect_rv = options["preconditions"]["resourceVersion"]
             .as_str()
             .and_then(|s| s.parse().ok());
-        let current = self
-            .state
-            .store
-            .get(&self.key(&name))
-            .ok_or_else(|| self.not_found())?;
+        let current = self.current()?;
         self.admit_external("DELETE", &name, None, Some(&current))
             .await?;
         let result = crate::gc::delete_object(

@@ -11,6 +11,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::protobuf::wire::{put_bytes, put_double, put_varint_field};
+
 /// The content type of the answer.
 pub const CONTENT_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
@@ -30,20 +32,20 @@ pub fn document(doc: &Value) -> Vec<u8> {
     let mut info = Vec::new();
     string(&mut info, 1, &doc["info"]["title"]);
     string(&mut info, 2, &doc["info"]["version"]);
-    message(&mut out, 2, &info);
+    put_bytes(&mut out, 2, &info);
     let mut paths = Vec::new();
     for (path, item) in entries(&doc["paths"]) {
         let mut named = Vec::new();
-        bytes(&mut named, 1, path.as_bytes());
-        message(&mut named, 2, &path_item(item));
-        message(&mut paths, 2, &named);
+        put_bytes(&mut named, 1, path.as_bytes());
+        put_bytes(&mut named, 2, &path_item(item));
+        put_bytes(&mut paths, 2, &named);
     }
-    message(&mut out, 8, &paths);
+    put_bytes(&mut out, 8, &paths);
     let mut definitions = Vec::new();
     for (name, definition) in entries(&doc["definitions"]) {
-        message(&mut definitions, 1, &named_schema(name, definition));
+        put_bytes(&mut definitions, 1, &named_schema(name, definition));
     }
-    message(&mut out, 9, &definitions);
+    put_bytes(&mut out, 9, &definitions);
     out
 }
 
@@ -61,7 +63,7 @@ fn path_item(item: &Value) -> Vec<u8> {
         ("patch", 8),
     ] {
         if item[method].is_object() {
-            message(&mut out, number, &operation(&item[method]));
+            put_bytes(&mut out, number, &operation(&item[method]));
         }
     }
     out
@@ -80,12 +82,12 @@ fn operation(op: &Value) -> Vec<u8> {
         string(&mut query, 4, &parameter["name"]);
         string(&mut query, 6, &parameter["type"]);
         let mut non_body = Vec::new();
-        message(&mut non_body, 3, &query);
+        put_bytes(&mut non_body, 3, &query);
         let mut parameter = Vec::new();
-        message(&mut parameter, 2, &non_body);
+        put_bytes(&mut parameter, 2, &non_body);
         let mut item = Vec::new();
-        message(&mut item, 1, &parameter);
-        message(&mut out, 8, &item);
+        put_bytes(&mut item, 1, &parameter);
+        put_bytes(&mut out, 8, &item);
     }
     let mut responses = Vec::new();
     for (code, response) in entries(&op["responses"]) {
@@ -93,25 +95,25 @@ fn operation(op: &Value) -> Vec<u8> {
         string(&mut body, 1, &response["description"]);
         if response["schema"].is_object() {
             let mut item = Vec::new();
-            message(&mut item, 1, &schema(&response["schema"]));
-            message(&mut body, 2, &item);
+            put_bytes(&mut item, 1, &schema(&response["schema"]));
+            put_bytes(&mut body, 2, &item);
         }
         let mut value = Vec::new();
-        message(&mut value, 1, &body);
+        put_bytes(&mut value, 1, &body);
         let mut named = Vec::new();
-        bytes(&mut named, 1, code.as_bytes());
-        message(&mut named, 2, &value);
-        message(&mut responses, 1, &named);
+        put_bytes(&mut named, 1, code.as_bytes());
+        put_bytes(&mut named, 2, &value);
+        put_bytes(&mut responses, 1, &named);
     }
-    message(&mut out, 9, &responses);
+    put_bytes(&mut out, 9, &responses);
     extensions(&mut out, 13, op);
     out
 }
 
 fn named_schema(name: &str, value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
-    bytes(&mut out, 1, name.as_bytes());
-    message(&mut out, 2, &schema(value));
+    put_bytes(&mut out, 1, name.as_bytes());
+    put_bytes(&mut out, 2, &schema(value));
     out
 }
 
@@ -149,35 +151,35 @@ fn schema(value: &Value) -> Vec<u8> {
     match field("additionalProperties") {
         Value::Object(_) if !preserve => {
             let mut item = Vec::new();
-            message(&mut item, 1, &schema(field("additionalProperties")));
-            message(&mut out, 21, &item);
+            put_bytes(&mut item, 1, &schema(field("additionalProperties")));
+            put_bytes(&mut out, 21, &item);
         }
         Value::Bool(allowed) if !preserve => {
             let mut item = Vec::new();
             boolean(&mut item, 2, &Value::Bool(*allowed));
-            message(&mut out, 21, &item);
+            put_bytes(&mut out, 21, &item);
         }
         _ => {}
     }
     if let Some(type_) = field("type").as_str() {
         let mut item = Vec::new();
-        bytes(&mut item, 1, type_.as_bytes());
-        message(&mut out, 22, &item);
+        put_bytes(&mut item, 1, type_.as_bytes());
+        put_bytes(&mut out, 22, &item);
         if type_ == "array" {
             let mut items = Vec::new();
-            message(&mut items, 1, &schema(field("items")));
-            message(&mut out, 23, &items);
+            put_bytes(&mut items, 1, &schema(field("items")));
+            put_bytes(&mut out, 23, &items);
         }
     }
     for part in field("allOf").as_array().into_iter().flatten() {
-        message(&mut out, 24, &schema(part));
+        put_bytes(&mut out, 24, &schema(part));
     }
     if !preserve && let Some(properties) = field("properties").as_object() {
         let mut named = Vec::new();
         for (name, property) in properties {
-            message(&mut named, 1, &named_schema(name, property));
+            put_bytes(&mut named, 1, &named_schema(name, property));
         }
-        message(&mut out, 25, &named);
+        put_bytes(&mut out, 25, &named);
     }
     boolean(&mut out, 27, field("readOnly"));
     any(&mut out, 30, field("example"));
@@ -189,9 +191,9 @@ fn schema(value: &Value) -> Vec<u8> {
 fn extensions(out: &mut Vec<u8>, number: u32, value: &Value) {
     for (name, value) in entries(value).filter(|(k, _)| k.starts_with("x-")) {
         let mut named = Vec::new();
-        bytes(&mut named, 1, name.as_bytes());
+        put_bytes(&mut named, 1, name.as_bytes());
         any(&mut named, 2, value);
-        message(out, number, &named);
+        put_bytes(out, number, &named);
     }
 }
 
@@ -201,56 +203,31 @@ fn any(out: &mut Vec<u8>, number: u32, value: &Value) {
         return;
     }
     let mut body = Vec::new();
-    bytes(&mut body, 2, value.to_string().as_bytes());
-    message(out, number, &body);
-}
-
-fn varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-fn key(out: &mut Vec<u8>, number: u32, wire: u64) {
-    varint(out, (u64::from(number) << 3) | wire);
-}
-
-fn bytes(out: &mut Vec<u8>, number: u32, value: &[u8]) {
-    key(out, number, 2);
-    varint(out, value.len() as u64);
-    out.extend_from_slice(value);
-}
-
-fn message(out: &mut Vec<u8>, number: u32, body: &[u8]) {
-    bytes(out, number, body);
+    put_bytes(&mut body, 2, value.to_string().as_bytes());
+    put_bytes(out, number, &body);
 }
 
 fn string(out: &mut Vec<u8>, number: u32, value: &Value) {
     if let Some(text) = value.as_str().filter(|t| !t.is_empty()) {
-        bytes(out, number, text.as_bytes());
+        put_bytes(out, number, text.as_bytes());
     }
 }
 
 fn boolean(out: &mut Vec<u8>, number: u32, value: &Value) {
     if value.as_bool() == Some(true) {
-        key(out, number, 0);
-        varint(out, 1);
+        put_varint_field(out, number, 1);
     }
 }
 
 fn int(out: &mut Vec<u8>, number: u32, value: &Value) {
     if let Some(n) = value.as_i64() {
-        key(out, number, 0);
-        varint(out, n as u64);
+        put_varint_field(out, number, n as u64);
     }
 }
 
 fn double(out: &mut Vec<u8>, number: u32, value: &Value) {
     if let Some(x) = value.as_f64() {
-        key(out, number, 1);
-        out.extend_from_slice(&x.to_le_bytes());
+        put_double(out, number, x);
     }
 }
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use common::{JSON, raw, server};
 use fairlead_apiserver::Config;
+use fairlead_apiserver::protobuf::wire::{put_bytes, put_double, put_varint_field};
 use fairlead_apiserver::protobuf::{CONTENT_TYPE, Kind, Shape, message_for, messages};
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
@@ -343,7 +344,7 @@ fn encode_as(value: &Value, index: usize, path: &str, check: bool) -> Vec<u8> {
                     };
                     let inner = encode_as(value, child, path, false);
                     if !inner.is_empty() {
-                        len_field(&mut out, field.number, &inner);
+                        put_bytes(&mut out, field.number, &inner);
                     }
                     continue;
                 }
@@ -355,9 +356,9 @@ fn encode_as(value: &Value, index: usize, path: &str, check: bool) -> Vec<u8> {
                     (Kind::Map(value_kind), Value::Object(entries)) => {
                         for (k, v) in entries {
                             let mut entry = Vec::new();
-                            len_field(&mut entry, 1, k.as_bytes());
+                            put_bytes(&mut entry, 1, k.as_bytes());
                             scalar_or_message(&mut entry, 2, *value_kind, v, &path);
-                            len_field(&mut out, field.number, &entry);
+                            put_bytes(&mut out, field.number, &entry);
                         }
                     }
                     (kind, Value::Array(items)) if field.repeated => {
@@ -371,28 +372,28 @@ fn encode_as(value: &Value, index: usize, path: &str, check: bool) -> Vec<u8> {
         }
         Shape::Time | Shape::MicroTime => {
             let at: k8s_openapi::jiff::Timestamp = value.as_str().unwrap().parse().unwrap();
-            varint_field(&mut out, 1, at.as_second() as u64);
-            varint_field(
+            put_varint_field(&mut out, 1, at.as_second() as u64);
+            put_varint_field(
                 &mut out,
                 2,
                 u64::from(at.subsec_nanosecond().unsigned_abs()),
             );
         }
-        Shape::Quantity => len_field(&mut out, 1, value.as_str().unwrap().as_bytes()),
+        Shape::Quantity => put_bytes(&mut out, 1, value.as_str().unwrap().as_bytes()),
         Shape::IntOrString => match value {
             Value::String(s) => {
-                varint_field(&mut out, 1, 1);
-                len_field(&mut out, 3, s.as_bytes());
+                put_varint_field(&mut out, 1, 1);
+                put_bytes(&mut out, 3, s.as_bytes());
             }
             n => {
-                varint_field(&mut out, 1, 0);
-                varint_field(&mut out, 2, n.as_i64().unwrap() as u64);
+                put_varint_field(&mut out, 1, 0);
+                put_varint_field(&mut out, 2, n.as_i64().unwrap() as u64);
             }
         },
-        Shape::RawJson => len_field(&mut out, 1, &serde_json::to_vec(value).unwrap()),
+        Shape::RawJson => put_bytes(&mut out, 1, &serde_json::to_vec(value).unwrap()),
         Shape::Items => {
             for item in value.as_array().unwrap() {
-                len_field(&mut out, 1, item.as_str().unwrap().as_bytes());
+                put_bytes(&mut out, 1, item.as_str().unwrap().as_bytes());
             }
         }
         Shape::OrArray | Shape::OrBool | Shape::OrStringArray => {
@@ -434,7 +435,7 @@ fn has_key(index: usize, key: &str) -> bool {
 
 fn scalar_or_message(out: &mut Vec<u8>, number: u32, kind: Kind, v: &Value, path: &str) {
     match kind {
-        Kind::String => len_field(
+        Kind::String => put_bytes(
             out,
             number,
             v.as_str()
@@ -446,40 +447,14 @@ fn scalar_or_message(out: &mut Vec<u8>, number: u32, kind: Kind, v: &Value, path
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(v.as_str().unwrap())
                 .unwrap();
-            len_field(out, number, &bytes);
+            put_bytes(out, number, &bytes);
         }
-        Kind::Int32 | Kind::Int64 => varint_field(out, number, v.as_i64().unwrap() as u64),
-        Kind::Bool => varint_field(out, number, u64::from(v.as_bool().unwrap())),
-        Kind::Double => {
-            key(out, number, 1);
-            out.extend_from_slice(&v.as_f64().unwrap().to_le_bytes());
-        }
-        Kind::Message(child) => len_field(out, number, &encode(v, child, path)),
+        Kind::Int32 | Kind::Int64 => put_varint_field(out, number, v.as_i64().unwrap() as u64),
+        Kind::Bool => put_varint_field(out, number, u64::from(v.as_bool().unwrap())),
+        Kind::Double => put_double(out, number, v.as_f64().unwrap()),
+        Kind::Message(child) => put_bytes(out, number, &encode(v, child, path)),
         Kind::Map(_) => panic!("{path}: a map inside a map"),
     }
-}
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn key(out: &mut Vec<u8>, number: u32, wire: u64) {
-    varint(out, (u64::from(number) << 3) | wire);
-}
-
-fn varint_field(out: &mut Vec<u8>, number: u32, v: u64) {
-    key(out, number, 0);
-    varint(out, v);
-}
-
-fn len_field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
-    key(out, number, 2);
-    varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
 }
 
 /// One object of every built-in kind, as a user would write it.

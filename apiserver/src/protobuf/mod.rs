@@ -13,9 +13,12 @@
 
 #[rustfmt::skip]
 mod schema;
+pub mod wire;
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
+
+use wire::{Reader, Wire, varint};
 
 /// The content type of Kubernetes protobuf bodies.
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -470,95 +473,4 @@ fn utf8(bytes: &[u8], path: &str) -> Result<String, DecodeError> {
         path: path.to_owned(),
         why: "a string that is not UTF-8".into(),
     })
-}
-
-/// A field's value on the wire.
-#[derive(Clone, Copy, Debug)]
-enum Wire<'a> {
-    Varint(u64),
-    Fixed64(u64),
-    Len(&'a [u8]),
-    Fixed32,
-}
-
-/// Reads `(number, value)` pairs off a message's bytes.
-struct Reader<'a> {
-    rest: &'a [u8],
-    message: &'static str,
-    failed: bool,
-}
-
-impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], message: &'static str) -> Self {
-        Self {
-            rest: bytes,
-            message,
-            failed: false,
-        }
-    }
-
-    fn fail(&mut self, why: &str) -> Option<Result<(u32, Wire<'a>), DecodeError>> {
-        self.failed = true;
-        Some(Err(DecodeError::Malformed {
-            path: self.message.to_owned(),
-            why: why.to_owned(),
-        }))
-    }
-}
-
-impl<'a> Iterator for Reader<'a> {
-    type Item = Result<(u32, Wire<'a>), DecodeError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() || self.failed {
-            return None;
-        }
-        let Some((key, used)) = varint(self.rest) else {
-            return self.fail("a truncated field key");
-        };
-        self.rest = &self.rest[used..];
-        let number = u32::try_from(key >> 3).unwrap_or(0);
-        let wire = match key & 7 {
-            0 => match varint(self.rest) {
-                Some((v, used)) => {
-                    self.rest = &self.rest[used..];
-                    Wire::Varint(v)
-                }
-                None => return self.fail("a truncated varint"),
-            },
-            1 if self.rest.len() >= 8 => {
-                let (bytes, rest) = self.rest.split_at(8);
-                self.rest = rest;
-                Wire::Fixed64(u64::from_le_bytes(bytes.try_into().unwrap_or_default()))
-            }
-            2 => match varint(self.rest) {
-                Some((len, used)) if (len as usize) <= self.rest.len() - used => {
-                    let start = used;
-                    let end = used + len as usize;
-                    let bytes = &self.rest[start..end];
-                    self.rest = &self.rest[end..];
-                    Wire::Len(bytes)
-                }
-                _ => return self.fail("a length beyond the end of the message"),
-            },
-            5 if self.rest.len() >= 4 => {
-                self.rest = &self.rest[4..];
-                Wire::Fixed32
-            }
-            _ => return self.fail("an unknown or truncated wire type"),
-        };
-        Some(Ok((number, wire)))
-    }
-}
-
-/// A varint and the bytes it took.
-fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
-    let mut value = 0u64;
-    for (i, byte) in bytes.iter().enumerate().take(10) {
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some((value, i + 1));
-        }
-    }
-    None
 }
