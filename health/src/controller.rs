@@ -172,25 +172,9 @@ pub async fn run(
     }
 }
 
-fn condition_json(
-    state: &ConditionState,
-    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-    generation: Option<i64>,
-) -> serde_json::Value {
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let transition = previous
-        .iter()
-        .find(|c| c.type_ == state.type_ && c.status == state.status)
-        .map_or(now, |c| {
-            c.last_transition_time
-                .0
-                .strftime("%Y-%m-%dT%H:%M:%SZ")
-                .to_string()
-        });
+fn condition_json(state: &ConditionState, generation: Option<i64>) -> serde_json::Value {
     json!({"type": state.type_, "status": state.status, "reason": state.reason, "message": state.message,
-        "lastTransitionTime": transition, "observedGeneration": generation.unwrap_or(0)})
+        "observedGeneration": generation.unwrap_or(0)})
 }
 
 impl Controller {
@@ -327,12 +311,16 @@ impl Controller {
         let previous = swh
             .status
             .as_ref()
-            .map(|s| s.conditions.clone())
-            .unwrap_or_default();
+            .map(|s| serde_json::to_value(&s.conditions).unwrap_or_default());
         let (ready, counts) = readiness(swh);
         let spec = service.and_then(|s| s.spec.as_ref());
+        let generation = swh.metadata.generation;
         let mut status = json!({
-            "conditions": [condition_json(child, &previous, swh.metadata.generation), condition_json(&ready, &previous, swh.metadata.generation)],
+            "conditions": fairlead_kit::conditions::merge(
+                [condition_json(child, generation), condition_json(&ready, generation)],
+                previous.as_ref(),
+                &fairlead_kit::conditions::now(),
+            ),
             "healthcheckCondition": counts,
         });
         if let Some(ip) = spec.and_then(|s| s.cluster_ip.clone()) {

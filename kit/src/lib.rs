@@ -21,6 +21,7 @@
 pub mod admin;
 pub mod apply;
 pub mod cli;
+pub mod conditions;
 pub mod events;
 pub mod fieldset;
 pub mod lease;

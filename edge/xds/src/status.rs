@@ -50,24 +50,12 @@ const CONFLICT_RETRIES: usize = 3;
 /// Conditions as JSON, keeping `lastTransitionTime` from `current` where the type's status
 /// is unchanged.
 pub fn conditions(desired: &[Condition], current: Option<&Value>, now: &str) -> Value {
-    let current: Vec<Value> = current
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    Value::Array(
+    fairlead_kit::conditions::merge(
         desired
             .iter()
-            .map(|c| {
-                let since = current
-                    .iter()
-                    .find(|o| o["type"] == c.type_.as_str() && o["status"] == c.status.as_str())
-                    .and_then(|o| o["lastTransitionTime"].as_str())
-                    .unwrap_or(now);
-                let mut v = serde_json::to_value(c).unwrap_or_default();
-                v["lastTransitionTime"] = json!(since);
-                v
-            })
-            .collect(),
+            .map(|c| serde_json::to_value(c).unwrap_or_default()),
+        current,
+        now,
     )
 }
 
@@ -138,9 +126,7 @@ impl StatusWriter {
 
     /// Writes what changed.
     pub async fn write(&self, index: &Index, statuses: &Statuses) -> Written {
-        let now = k8s_openapi::jiff::Timestamp::now()
-            .strftime("%Y-%m-%dT%H:%M:%SZ")
-            .to_string();
+        let now = fairlead_kit::conditions::now();
         let mut written = Written::default();
         let mut count = |r: Result<bool, kube::Error>, what: &str| match r {
             Ok(true) => written.writes += 1,

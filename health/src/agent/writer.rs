@@ -148,9 +148,7 @@ impl Writer {
         mut entries: BTreeMap<String, EndpointStatus>,
         verbose: bool,
     ) -> Option<BTreeMap<String, EndpointStatus>> {
-        let now = k8s_openapi::jiff::Timestamp::now()
-            .strftime("%Y-%m-%dT%H:%M:%SZ")
-            .to_string();
+        let now = fairlead_kit::conditions::now();
         for (pod, entry) in &mut entries {
             match previous.get(pod) {
                 Some(old) if same_result(old, entry) => {
