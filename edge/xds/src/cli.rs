@@ -133,6 +133,40 @@ pub struct BootstrapArgs {
     pub xds_key: Option<std::path::PathBuf>,
 }
 
+impl BootstrapArgs {
+    /// The bootstrap these arguments ask for; file paths made absolute, so Envoy finds them
+    /// from any directory.
+    pub fn spec(
+        &self,
+    ) -> Result<fairlead_edge_bootstrap::Spec, fairlead_edge_bootstrap::BootstrapError> {
+        let (xds_host, xds_port) = fairlead_edge_bootstrap::parse_address(&self.xds)?;
+        let absolute = |path: &std::path::Path| {
+            std::path::absolute(path)
+                .unwrap_or_else(|_| path.to_path_buf())
+                .display()
+                .to_string()
+        };
+        Ok(fairlead_edge_bootstrap::Spec {
+            gateway: self.gateway.clone(),
+            node_id: self.node_id.clone(),
+            xds_host,
+            xds_port,
+            admin_port: self.admin_port,
+            tls: self
+                .xds_ca
+                .as_deref()
+                .map(|ca| fairlead_edge_bootstrap::Tls {
+                    ca: absolute(ca),
+                    client: self
+                        .xds_cert
+                        .as_deref()
+                        .zip(self.xds_key.as_deref())
+                        .map(|(cert, key)| (absolute(cert), absolute(key))),
+                }),
+        })
+    }
+}
+
 /// Starts the control plane in `runtime`: the xDS server on `xds_addr` (over TLS unless `tls`
 /// is `None`) and the translation loop (readiness `xds` after the first translation). Returns
 /// the bound xDS address.
@@ -233,7 +267,7 @@ pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()
     match command {
         EdgeCommand::Xds(args) => xds(global, args).await,
         EdgeCommand::Bootstrap(args) => {
-            print!("{}", crate::bootstrap::yaml(&args)?);
+            print!("{}", fairlead_edge_bootstrap::yaml(&args.spec()?)?);
             Ok(())
         }
     }

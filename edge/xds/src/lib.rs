@@ -7,7 +7,6 @@
 //! moves messages between them and the streams.
 
 pub mod bench;
-pub mod bootstrap;
 pub mod cache;
 pub mod cli;
 pub mod crds;

@@ -1,8 +1,9 @@
-//! The Envoy bootstrap of `fairlead edge bootstrap`: the node names its Gateway
-//! (`node.cluster = <namespace>/<name>`), listeners and clusters come over ADS from the xDS
-//! server, which is the one static cluster (HTTP/2; over TLS when `--xds-ca` is given, with
-//! the proxy's client certificate for mutual TLS). Its tests check it against Envoy's
-//! validation rules.
+//! The Envoy bootstrap of an ALB proxy, a pure function of a plain [`Spec`] (what
+//! `fairlead edge bootstrap` prints, and what the gateway controller will render into a
+//! proxy's ConfigMap): the node names its Gateway (`node.cluster = <namespace>/<name>`),
+//! listeners and clusters come over ADS from the xDS server, which is the one static cluster
+//! (HTTP/2; over TLS when the spec names a CA, with the proxy's client certificate for mutual
+//! TLS). Its tests check it against Envoy's validation rules.
 
 use envoy_types::pb::envoy::config::bootstrap::v3::{Admin, Bootstrap, bootstrap};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
@@ -17,17 +18,42 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
 };
 use envoy_types::pb::google::protobuf::Duration;
 
-use crate::cli::BootstrapArgs;
-
 /// The static cluster of the xDS server.
 const XDS_CLUSTER: &str = "fairlead-xds";
 
 use fairlead_edge_translate::envoy::{ads, socket};
 
+/// What a proxy's bootstrap says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// The Gateway the proxy serves, `namespace/name` (the node's cluster).
+    pub gateway: String,
+    /// The node id (by default the Gateway's name).
+    pub node_id: Option<String>,
+    /// The xDS server's host name or IP address.
+    pub xds_host: String,
+    /// The xDS server's port.
+    pub xds_port: u16,
+    /// The port of Envoy's admin interface, on 127.0.0.1.
+    pub admin_port: u16,
+    /// TLS to the xDS server; plaintext without.
+    pub tls: Option<Tls>,
+}
+
+/// The files of TLS to the xDS server, as Envoy reads them (absolute paths, so Envoy finds
+/// them from any directory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tls {
+    /// The CA bundle the server's certificate must chain to.
+    pub ca: String,
+    /// The proxy's certificate and key, for mutual TLS.
+    pub client: Option<(String, String)>,
+}
+
 /// Why no bootstrap could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
-    /// `--xds` is not `host:port`.
+    /// The xDS address is not `host:port`.
     #[error("--xds {0:?} is not host:port")]
     Address(String),
     /// Rendering failed.
@@ -35,14 +61,22 @@ pub enum BootstrapError {
     Render(String),
 }
 
-/// The bootstrap for `args`.
-pub fn bootstrap(args: &BootstrapArgs) -> Result<Bootstrap, BootstrapError> {
-    let (host, port) = args
-        .xds
-        .rsplit_once(':')
-        .and_then(|(h, p)| Some((h.trim_matches(['[', ']']), p.parse::<u16>().ok()?)))
-        .ok_or_else(|| BootstrapError::Address(args.xds.clone()))?;
-    let name = args.gateway.rsplit('/').next().unwrap_or_default();
+/// `host:port` (IPv6 hosts in brackets) as host and port.
+pub fn parse_address(text: &str) -> Result<(String, u16), BootstrapError> {
+    text.rsplit_once(':')
+        .and_then(|(h, p)| {
+            Some((
+                h.trim_matches(['[', ']']).to_owned(),
+                p.parse::<u16>().ok()?,
+            ))
+        })
+        .ok_or_else(|| BootstrapError::Address(text.to_owned()))
+}
+
+/// The bootstrap of `spec`.
+pub fn bootstrap(spec: &Spec) -> Bootstrap {
+    let (host, port) = (spec.xds_host.as_str(), spec.xds_port);
+    let name = spec.gateway.rsplit('/').next().unwrap_or_default();
     let http2 = HttpProtocolOptions {
         upstream_protocol_options: Some(
             http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
@@ -57,34 +91,29 @@ pub fn bootstrap(args: &BootstrapArgs) -> Result<Bootstrap, BootstrapError> {
         ),
         ..Default::default()
     };
-    let transport_socket = args.xds_ca.as_ref().map(|ca| {
+    let transport_socket = spec.tls.as_ref().map(|files| {
         use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
-        // Absolute, so Envoy finds the files whatever directory it is started from.
-        let file = |path: &std::path::Path| core::DataSource {
-            specifier: Some(core::data_source::Specifier::Filename(
-                std::path::absolute(path)
-                    .unwrap_or_else(|_| path.to_path_buf())
-                    .display()
-                    .to_string(),
-            )),
+        let file = |path: &str| core::DataSource {
+            specifier: Some(core::data_source::Specifier::Filename(path.to_owned())),
             ..Default::default()
         };
         let context = tls::UpstreamTlsContext {
             sni: host.to_owned(),
             common_tls_context: Some(tls::CommonTlsContext {
                 alpn_protocols: vec!["h2".into()],
-                tls_certificates: match (&args.xds_cert, &args.xds_key) {
-                    (Some(cert), Some(key)) => vec![tls::TlsCertificate {
+                tls_certificates: files
+                    .client
+                    .iter()
+                    .map(|(cert, key)| tls::TlsCertificate {
                         certificate_chain: Some(file(cert)),
                         private_key: Some(file(key)),
                         ..Default::default()
-                    }],
-                    _ => Vec::new(),
-                },
+                    })
+                    .collect(),
                 validation_context_type: Some(
                     tls::common_tls_context::ValidationContextType::ValidationContext(
                         tls::CertificateValidationContext {
-                            trusted_ca: Some(file(ca)),
+                            trusted_ca: Some(file(&files.ca)),
                             // The server's certificate must name the address dialled, not
                             // merely chain to the CA (which signs the proxies' too).
                             match_typed_subject_alt_names: vec![tls::SubjectAltNameMatcher {
@@ -156,14 +185,14 @@ pub fn bootstrap(args: &BootstrapArgs) -> Result<Bootstrap, BootstrapError> {
         }),
         ..Default::default()
     };
-    Ok(Bootstrap {
+    Bootstrap {
         node: Some(Node {
-            id: args.node_id.clone().unwrap_or_else(|| name.to_owned()),
-            cluster: args.gateway.clone(),
+            id: spec.node_id.clone().unwrap_or_else(|| name.to_owned()),
+            cluster: spec.gateway.clone(),
             ..Default::default()
         }),
         admin: Some(Admin {
-            address: Some(socket("127.0.0.1", args.admin_port, false)),
+            address: Some(socket("127.0.0.1", spec.admin_port, false)),
             ..Default::default()
         }),
         dynamic_resources: Some(bootstrap::DynamicResources {
@@ -191,12 +220,12 @@ pub fn bootstrap(args: &BootstrapArgs) -> Result<Bootstrap, BootstrapError> {
             ..Default::default()
         }),
         ..Default::default()
-    })
+    }
 }
 
 /// The bootstrap as YAML.
-pub fn yaml(args: &BootstrapArgs) -> Result<String, BootstrapError> {
-    let json = fairlead_envoy_protos::to_json(&bootstrap(args)?)
+pub fn yaml(spec: &Spec) -> Result<String, BootstrapError> {
+    let json = fairlead_envoy_protos::to_json(&bootstrap(spec))
         .map_err(|e| BootstrapError::Render(e.to_string()))?;
     serde_yaml_ng::to_string(&json).map_err(|e| BootstrapError::Render(e.to_string()))
 }
@@ -205,47 +234,54 @@ pub fn yaml(args: &BootstrapArgs) -> Result<String, BootstrapError> {
 mod tests {
     use super::*;
 
-    fn args(extra: &[&str]) -> BootstrapArgs {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            args: BootstrapArgs,
+    fn spec(tls: Option<Tls>) -> Spec {
+        Spec {
+            gateway: "infra/web".into(),
+            node_id: None,
+            xds_host: "xds.d8-alb.svc".into(),
+            xds_port: 18000,
+            admin_port: 19000,
+            tls,
         }
-        let base = [
-            "bootstrap",
-            "--gateway",
-            "infra/web",
-            "--xds",
-            "xds.d8-alb.svc:18000",
-        ];
-        Cli::parse_from(base.iter().chain(extra)).args
     }
 
     #[test]
     fn every_bootstrap_keeps_envoys_validation_rules() {
-        for extra in [
-            &[][..],
-            &["--xds-ca", "ca.crt"],
-            &[
-                "--xds-ca",
-                "ca.crt",
-                "--xds-cert",
-                "p.crt",
-                "--xds-key",
-                "p.key",
-            ],
-            &["--node-id", "web-0", "--admin-port", "19001"],
+        let ca = || "/etc/xds/ca.crt".to_owned();
+        for spec in [
+            spec(None),
+            spec(Some(Tls {
+                ca: ca(),
+                client: None,
+            })),
+            spec(Some(Tls {
+                ca: ca(),
+                client: Some(("/etc/xds/p.crt".into(), "/etc/xds/p.key".into())),
+            })),
+            Spec {
+                node_id: Some("web-0".into()),
+                admin_port: 19001,
+                xds_host: "127.0.0.1".into(),
+                ..spec(None)
+            },
         ] {
-            let bootstrap = bootstrap(&args(extra)).expect("a bootstrap");
-            fairlead_envoy_protos::validate(&bootstrap)
-                .unwrap_or_else(|e| panic!("{extra:?}: {e}"));
+            fairlead_envoy_protos::validate(&bootstrap(&spec))
+                .unwrap_or_else(|e| panic!("{spec:?}: {e}"));
         }
         // The check has teeth: a cluster without a name breaks a rule.
-        let mut broken = bootstrap(&args(&[])).expect("a bootstrap");
+        let mut broken = bootstrap(&spec(None));
         broken.static_resources.as_mut().expect("static").clusters[0]
             .name
             .clear();
         assert!(fairlead_envoy_protos::validate(&broken).is_err());
+    }
+
+    #[test]
+    fn addresses_are_host_and_port() {
+        assert_eq!(
+            parse_address("[::1]:18000").unwrap(),
+            ("::1".to_owned(), 18000)
+        );
+        assert!(parse_address("nowhere").is_err());
     }
 }
