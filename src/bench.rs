@@ -45,8 +45,8 @@ fn allocated() -> u64 {
         .unwrap_or_default()
 }
 
-fn edge_rows(runs: usize) -> Vec<fairlead_apiserver::bench::Row> {
-    use fairlead_edge_xds::bench;
+fn edge_rows(runs: usize) -> Vec<fairlead_bench::Row> {
+    use fairlead_bench::edge as bench;
     let mut rows = Vec::new();
     let mib = |b: u64| b as f64 / 1048576.0;
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
@@ -69,7 +69,7 @@ fn edge_rows(runs: usize) -> Vec<fairlead_apiserver::bench::Row> {
         .collect();
     let row =
         |metric: String, (median, max, bytes): (std::time::Duration, std::time::Duration, u64)| {
-            fairlead_apiserver::bench::Row {
+            fairlead_bench::Row {
                 metric,
                 value: format!(
                     "median {:.2} ms, max {:.2} ms, {:.1} MiB allocated",
@@ -99,7 +99,7 @@ fn edge_rows(runs: usize) -> Vec<fairlead_apiserver::bench::Row> {
 /// synthetic input of the translation figures, created in an embedded API server), once it
 /// is ready, a proxy holds its configuration, and 15 s have passed (statuses written, freed
 /// memory returned).
-async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_apiserver::bench::Row> {
+async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_bench::Row> {
     let server =
         fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default()).await?;
     let client = server.client().await?;
@@ -110,7 +110,7 @@ async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_apiserver::bench::Ro
         dir.join("objects.yaml"),
         format!(
             "apiVersion: v1\nkind: Namespace\nmetadata: {{name: bench}}\n---\n{}",
-            fairlead_edge_xds::bench::yaml(routes, 0, (routes / 2).max(1))
+            fairlead_bench::edge::yaml(routes, 0, (routes / 2).max(1))
         ),
     )?;
     fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &dir).await?;
@@ -139,18 +139,18 @@ async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_apiserver::bench::Ro
         .stderr(std::process::Stdio::null())
         .spawn()?;
     let measured = async {
-        let holding = fairlead_edge_xds::bench::fetch_routes(xds, "bench/gw", "http-80").await?;
+        let holding = fairlead_edge_xds::client::fetch_routes(xds, "bench/gw", "http-80").await?;
         // The statuses of every route are written after the first translation; let them land
         // and the allocator return what the first translations freed (its decay is 10 s).
         tokio::time::sleep(std::time::Duration::from_secs(15)).await;
-        anyhow::Ok((holding, fairlead_apiserver::bench::resident(child.id())))
+        anyhow::Ok((holding, fairlead_bench::resident(child.id())))
     }
     .await;
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
     let (virtual_hosts, rss) = measured?;
-    Ok(fairlead_apiserver::bench::Row {
+    Ok(fairlead_bench::Row {
         metric: format!(
             "`fairlead edge xds` RSS at {routes} HTTPRoutes ({virtual_hosts} virtual hosts served)"
         ),
@@ -216,14 +216,14 @@ pub struct ApiserverArgs {
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Apiserver(args) => {
-            let rows = fairlead_apiserver::bench::run(fairlead_apiserver::bench::Options {
+            let rows = fairlead_bench::apiserver::run(fairlead_bench::apiserver::Options {
                 objects: args.objects,
                 concurrency: args.concurrency,
                 watchers: args.watchers,
                 rounds: args.rounds,
             })
             .await?;
-            print!("{}", fairlead_apiserver::bench::table(&rows));
+            print!("{}", fairlead_bench::table(&rows));
         }
         BenchCommand::Edge(args) => {
             let wanted = |part| args.only.is_empty() || args.only.contains(&part);
@@ -239,9 +239,8 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                     // are 3 s), not while its background thread is still at it.
                     tokio::time::sleep(std::time::Duration::from_secs(8)).await;
                 }
-                let (p50, p99) =
-                    fairlead_edge_xds::bench::push_latency(1_000, args.changes).await?;
-                rows.push(fairlead_apiserver::bench::Row {
+                let (p50, p99) = fairlead_bench::edge::push_latency(1_000, args.changes).await?;
+                rows.push(fairlead_bench::Row {
                     metric: format!(
                         "route change -> new RouteConfiguration at a client (1,000 routes, {} changes)",
                         args.changes
@@ -256,10 +255,10 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             if wanted(EdgePart::Rss) {
                 rows.push(edge_rss(1_000).await?);
             }
-            print!("{}", fairlead_apiserver::bench::table(&rows));
+            print!("{}", fairlead_bench::table(&rows));
         }
         BenchCommand::Health(args) => {
-            use fairlead_health::bench;
+            use fairlead_bench::health as bench;
             let options = bench::Options {
                 probes: args.probes,
                 concurrency: args.concurrency,
@@ -278,14 +277,14 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                     rows.push(bench::agent_rss(targets).await?);
                 }
             }
-            let rows: Vec<fairlead_apiserver::bench::Row> = rows
+            let rows: Vec<fairlead_bench::Row> = rows
                 .into_iter()
-                .map(|r| fairlead_apiserver::bench::Row {
+                .map(|r| fairlead_bench::Row {
                     metric: r.metric,
                     value: r.value,
                 })
                 .collect();
-            print!("{}", fairlead_apiserver::bench::table(&rows));
+            print!("{}", fairlead_bench::table(&rows));
         }
     }
     Ok(())

@@ -17,7 +17,6 @@ pub mod admission;
 pub mod allocate;
 pub mod api;
 pub mod apply;
-pub mod bench;
 pub mod cel;
 pub mod crd;
 pub mod defaults;

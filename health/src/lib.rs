@@ -9,7 +9,6 @@
 //! ```
 
 pub mod agent;
-pub mod bench;
 pub mod cli;
 pub mod controller;
 pub mod metrics;

@@ -6,9 +6,9 @@
 //! responses to send, so every protocol rule is tested without a network; the server only
 //! moves messages between them and the streams.
 
-pub mod bench;
 pub mod cache;
 pub mod cli;
+pub mod client;
 pub mod crds;
 pub mod delta;
 pub mod index;

@@ -47,7 +47,7 @@ async fn translations_and_pushes_are_traced() {
     );
     let hosts = tokio::time::timeout(
         Duration::from_secs(20),
-        fairlead_edge_xds::bench::fetch_routes(addr, "default/gw", "http-80"),
+        fairlead_edge_xds::client::fetch_routes(addr, "default/gw", "http-80"),
     )
     .await
     .expect("the route configuration in time")

@@ -92,7 +92,7 @@ pub fn translation(
         let t = fairlead_edge_translate::translate(input, fairlead_edge_translate::CONTROLLER_NAME);
         t.gateways
             .into_values()
-            .map(crate::cache::Snapshot::new)
+            .map(fairlead_edge_xds::cache::Snapshot::new)
             .count()
     })
 }
@@ -107,7 +107,8 @@ pub fn retranslation(
 ) -> (Duration, Duration, u64) {
     let mut input = input.clone();
     let mut translator = fairlead_edge_translate::Translator::default();
-    let mut last: std::collections::BTreeMap<String, crate::cache::Snapshot> = Default::default();
+    let mut last: std::collections::BTreeMap<String, fairlead_edge_xds::cache::Snapshot> =
+        Default::default();
     let mut change = 0;
     let mut once = || {
         change += 1;
@@ -115,7 +116,10 @@ pub fn retranslation(
         let t = translator.translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
         for (gateway, resources) in t.gateways {
             let previous = last.remove(&gateway).unwrap_or_default();
-            last.insert(gateway, crate::cache::Snapshot::after(resources, &previous));
+            last.insert(
+                gateway,
+                fairlead_edge_xds::cache::Snapshot::after(resources, &previous),
+            );
         }
         last.len()
     };
@@ -137,13 +141,13 @@ pub async fn push_latency(
     use std::sync::Arc;
 
     let mut input = input(routes, 0, (routes / 2).max(1));
-    let cache = Arc::new(crate::cache::Cache::new());
+    let cache = Arc::new(fairlead_edge_xds::cache::Cache::new());
     // One translator throughout, as the control plane keeps one.
     let mut translator = fairlead_edge_translate::Translator::default();
     let mut publish = |input: &Input| {
         let mut t = translator.translate(input, fairlead_edge_translate::CONTROLLER_NAME);
         let resources = t.gateways.remove("bench/gw").unwrap_or_default();
-        let snapshot = crate::cache::Snapshot::after(resources, &cache.get("bench/gw"));
+        let snapshot = fairlead_edge_xds::cache::Snapshot::after(resources, &cache.get("bench/gw"));
         cache.set("bench/gw", snapshot);
     };
     publish(&input);
@@ -156,10 +160,13 @@ pub async fn push_latency(
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(
-                crate::server::Ads::new(cache.clone(), Arc::new(crate::server::Quiet))
-                    .into_service(),
+                fairlead_edge_xds::server::Ads::new(
+                    cache.clone(),
+                    Arc::new(fairlead_edge_xds::server::Quiet),
+                )
+                .into_service(),
             )
-            .serve_with_incoming(crate::server::incoming(listener)),
+            .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
     );
     let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
         .await
@@ -171,7 +178,7 @@ pub async fn push_latency(
             cluster: "bench/gw".into(),
             ..Default::default()
         }),
-        type_url: crate::cache::ROUTE.into(),
+        type_url: fairlead_edge_xds::cache::ROUTE.into(),
         resource_names: vec!["http-80".into()],
         version_info: version,
         response_nonce: nonce,
@@ -204,59 +211,6 @@ pub async fn push_latency(
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
     Ok((at(0.5), at(0.99)))
-}
-
-/// Connects to the ADS server at `addr` as a proxy of `gateway` (retrying for a minute while
-/// it starts) and waits for the route configuration `name`; returns its virtual hosts.
-pub async fn fetch_routes(
-    addr: std::net::SocketAddr,
-    gateway: &str,
-    name: &str,
-) -> Result<usize, tonic::Status> {
-    use envoy_types::pb::envoy::config::core::v3::Node;
-    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
-    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-    use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-    use prost::Message as _;
-
-    let mut attempts = 0;
-    let mut client = loop {
-        match AggregatedDiscoveryServiceClient::connect(format!("http://{addr}")).await {
-            Ok(client) => break client,
-            Err(e) if attempts >= 600 => return Err(tonic::Status::unavailable(e.to_string())),
-            Err(_) => {
-                attempts += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
-    let request = DiscoveryRequest {
-        node: Some(Node {
-            id: "bench".into(),
-            cluster: gateway.into(),
-            ..Default::default()
-        }),
-        type_url: crate::cache::ROUTE.into(),
-        resource_names: vec![name.into()],
-        ..Default::default()
-    };
-    // The request stream stays open while waiting: a closed one ends the server's stream.
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    let _ = tx.send(request).await;
-    let mut responses = client
-        .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await?
-        .into_inner();
-    while let Some(response) = responses.message().await? {
-        if let Some(any) = response.resources.first() {
-            let routes = RouteConfiguration::decode(any.value.as_slice())
-                .map_err(|e| tonic::Status::internal(e.to_string()))?;
-            return Ok(routes.virtual_hosts.len());
-        }
-    }
-    Err(tonic::Status::aborted(
-        "the stream closed before the route configuration came",
-    ))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use fairlead_health_api::HttpProbe;
 
-use crate::probe;
+use fairlead_health::probe;
 
 /// What to measure.
 #[derive(Clone, Copy, Debug)]
@@ -28,7 +28,7 @@ pub struct Options {
     pub trials: usize,
 }
 
-pub use fairlead_apiserver::bench::Row;
+use crate::Row;
 
 fn one_core<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -238,14 +238,15 @@ pub async fn withdrawal(options: Options) -> anyhow::Result<Row> {
     use serde_json::json;
 
     let (_server, client) = cluster().await?;
-    let metrics = crate::metrics::HealthMetrics::new(&fairlead_kit::Metrics::new("bench")?)?;
+    let metrics =
+        fairlead_health::metrics::HealthMetrics::new(&fairlead_kit::Metrics::new("bench")?)?;
     let stop = tokio_util::sync::CancellationToken::new();
-    let settings = crate::agent::Settings {
+    let settings = fairlead_health::agent::Settings {
         node: "bench".into(),
         concurrency: 64,
         verbose_status: false,
     };
-    tokio::spawn(crate::agent::run(
+    tokio::spawn(fairlead_health::agent::run(
         client.clone(),
         settings,
         metrics,
@@ -372,7 +373,7 @@ pub async fn agent_rss(targets: usize) -> anyhow::Result<Row> {
         .spawn()?;
     // One probe period (10 s) plus its writes.
     tokio::time::sleep(Duration::from_secs(14)).await;
-    let rss = fairlead_apiserver::bench::resident(agent.id());
+    let rss = crate::resident(agent.id());
     let _ = agent.kill();
     let _ = agent.wait();
     let _ = std::fs::remove_dir_all(&dir);

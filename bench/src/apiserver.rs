@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
-use crate::server::{ApiServer, Config, ServerError};
+use fairlead_apiserver::server::{ApiServer, Config, ServerError};
+
+use crate::{Row, percentile};
 
 /// What to measure.
 #[derive(Clone, Copy, Debug)]
@@ -35,15 +37,6 @@ impl Default for Options {
     }
 }
 
-/// One line of the report.
-#[derive(Clone, Debug)]
-pub struct Row {
-    /// What was measured.
-    pub metric: String,
-    /// The figure.
-    pub value: String,
-}
-
 /// Benchmark failures.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -55,33 +48,10 @@ pub enum BenchError {
     Kube(#[from] kube::Error),
 }
 
-/// A process's resident memory: all of it, and the anonymous part (heap and stacks, without
-/// the pages of the binary itself), in bytes.
-pub fn resident(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        line.split_whitespace()
-            .nth(1)?
-            .parse::<u64>()
-            .ok()
-            .map(|kib| kib * 1024)
-    };
-    Some((field("VmRSS:")?, field("RssAnon:")?))
-}
-
 fn rss_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4096)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
 }
 
 fn config_map(name: String) -> ConfigMap {
@@ -234,26 +204,9 @@ pub async fn run(options: Options) -> Result<Vec<Row>, BenchError> {
     Ok(rows)
 }
 
-/// Renders rows as a Markdown table.
-pub fn table(rows: &[Row]) -> String {
-    let mut out = String::from("| metric | result |\n|---|---|\n");
-    for row in rows {
-        out.push_str(&format!("| {} | {} |\n", row.metric, row.value));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_pick_by_rank() {
-        let sorted: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
-        assert_eq!(percentile(&sorted, 0.5), Duration::from_millis(51));
-        assert_eq!(percentile(&sorted, 0.99), Duration::from_millis(99));
-        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
-    }
 
     #[tokio::test]
     async fn a_small_run_reports_every_figure() {

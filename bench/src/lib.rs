@@ -1,0 +1,65 @@
+//! `fairlead bench …`: the benchmarks of every component, kept out of the production crates.
+//! Each module measures one (the embedded API server, the health module, the edge control
+//! plane) and returns rows of a Markdown table; the figures go to BENCHMARKS.md with the
+//! machine and the command.
+
+pub mod apiserver;
+pub mod edge;
+pub mod health;
+
+use std::time::Duration;
+
+/// One line of the report.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// What was measured.
+    pub metric: String,
+    /// The figure.
+    pub value: String,
+}
+
+/// A process's resident memory: all of it, and the anonymous part (heap and stacks, without
+/// the pages of the binary itself), in bytes.
+pub fn resident(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        line.split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+            .map(|kib| kib * 1024)
+    };
+    Some((field("VmRSS:")?, field("RssAnon:")?))
+}
+
+/// The value at rank `p` (0–1) of sorted durations.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// Renders rows as a Markdown table.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from("| metric | result |\n|---|---|\n");
+    for row in rows {
+        out.push_str(&format!("| {} | {} |\n", row.metric, row.value));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_pick_by_rank() {
+        let sorted: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&sorted, 0.5), Duration::from_millis(51));
+        assert_eq!(percentile(&sorted, 0.99), Duration::from_millis(99));
+        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
+    }
+}
