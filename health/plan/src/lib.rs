@@ -9,9 +9,11 @@
 //! [`MAX_ENDPOINTS`]).
 
 pub mod controller;
+pub mod publish;
 pub mod schedule;
 mod slices;
 mod status;
+pub mod targets;
 mod thresholds;
 
 pub use slices::{MAX_ENDPOINTS, NODE_LABEL, Planned, plan_slices, slice_name};

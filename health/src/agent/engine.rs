@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use fairlead_health_api::{
     EndpointStatus, POSTGRESQL_CREDENTIALS_TYPE, ProbeMode, ServiceWithHealthchecks,
 };
+use fairlead_health_plan::publish::{Publication, publish};
 use fairlead_health_plan::schedule::{Millis, Timers, first_due, next_due, phase};
-use fairlead_health_plan::{Counter, PodVerdicts, Verdict, endpoint_status, plan_slices};
+use fairlead_health_plan::targets::{NodePod, TargetKey, pods_of, swh_key, targets};
+use fairlead_health_plan::{Counter, Verdict};
 use fairlead_kit::watch::{Projection, cache, keep, project, without_managed_fields};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -21,7 +23,6 @@ use kube::runtime::watcher;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::targets::{NodePod, TargetKey, pods_of, swh_key, targets};
 use super::writer::Writer;
 use crate::metrics::HealthMetrics;
 use crate::probe::{self, ProbeFailure};
@@ -416,67 +417,28 @@ impl Engine {
             return;
         };
         let pods = self.stores.pods.state();
-        let views = pods_of(&swh, pods.iter().map(AsRef::as_ref));
-        let probes = swh.spec.healthcheck.probes.len();
-        let mut verdicts: BTreeMap<String, PodVerdicts> = BTreeMap::new();
-        let mut reasons: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
-        for (pod, _) in &views {
-            let Some(ip) = pod.ips.first().copied() else {
-                continue;
-            };
-            let (v, r): (PodVerdicts, Vec<Option<String>>) = (0..probes)
-                .map(|probe| {
-                    let target = TargetKey {
-                        swh: key.to_owned(),
-                        pod_uid: pod.uid.clone(),
-                        ip,
-                        probe,
-                    };
-                    self.targets
-                        .get(&target)
-                        .map_or((Verdict::Pending, None), |s| {
-                            (s.counter.verdict(), s.reason.clone())
-                        })
-                })
-                .unzip();
-            verdicts.insert(pod.uid.clone(), v);
-            reasons.insert(pod.uid.clone(), r);
-        }
-        let pod_views: Vec<_> = views.iter().map(|(p, _)| p.clone()).collect();
-        // A Service of this name that is not ours (ChildServiceConflict): publish nothing, so
-        // our endpoints never join someone else's Service.
-        let conflict = swh.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "ChildServiceReady" && c.reason == "ChildServiceConflict")
-        });
-        let planned = if conflict {
-            Default::default()
-        } else {
-            plan_slices(&swh, &self.settings.node, &pod_views, &verdicts)
-        };
-        self.metrics.set_endpoints(&swh, &planned);
+        let views: Vec<_> = pods_of(&swh, pods.iter().map(AsRef::as_ref))
+            .into_iter()
+            .map(|(pod, _)| pod)
+            .collect();
+        let Publication { slices, statuses } =
+            publish(&swh, &self.settings.node, &views, |pod, ip, probe| {
+                let target = TargetKey {
+                    swh: key.to_owned(),
+                    pod_uid: pod.uid.clone(),
+                    ip,
+                    probe,
+                };
+                self.targets
+                    .get(&target)
+                    .map_or((Verdict::Pending, None), |s| {
+                        (s.counter.verdict(), s.reason.clone())
+                    })
+            });
+        self.metrics.set_endpoints(&swh, &slices);
         self.writer
-            .write_slices(key, &planned, &self.stores.slices)
+            .write_slices(key, &slices, &self.stores.slices)
             .await;
-        let statuses: BTreeMap<String, EndpointStatus> = if super::targets::probed(&swh) {
-            pod_views
-                .iter()
-                .map(|pod| {
-                    let none = Vec::new();
-                    let entry = endpoint_status(
-                        &swh,
-                        &self.settings.node,
-                        pod,
-                        verdicts.get(&pod.uid).unwrap_or(&none),
-                        reasons.get(&pod.uid).map_or(&[][..], Vec::as_slice),
-                    );
-                    (pod.name.clone(), entry)
-                })
-                .collect()
-        } else {
-            BTreeMap::new()
-        };
         let previous = self.written_status.get(key).cloned().unwrap_or_default();
         if let Some(written) = self
             .writer

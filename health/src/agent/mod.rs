@@ -2,13 +2,13 @@
 //! the results as EndpointSlices, one Service port each, and as endpoint statuses.
 //!
 //! ```text
-//! watch SWHs, own pods, typed Secrets, own slices -> targets (targets.rs)
-//!   -> timer heap + bounded probe tasks (engine.rs) -> thresholds -> plan (health/plan)
-//!   -> write slices and statuses only on change (writer.rs)
+//! watch SWHs, own pods, typed Secrets, own slices -> targets (health/plan targets.rs)
+//!   -> timer heap + bounded probe tasks (engine.rs) -> thresholds
+//!   -> what to publish (health/plan publish.rs) -> write slices and statuses only on
+//!   change (writer.rs)
 //! ```
 
 mod engine;
-mod targets;
 mod writer;
 
 pub use engine::{Settings, run};

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use fairlead_health_api::ServiceWithHealthchecks;
-use fairlead_health_plan::PodView;
 use k8s_openapi::api::core::v1::Pod;
+
+use crate::PodView;
 
 /// One (resource, pod, probe).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
