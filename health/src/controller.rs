@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use fairlead_health_api::ServiceWithHealthchecks;
 use fairlead_health_plan::controller::{
-    ConditionState, child_service, child_service_condition, orphaned_slices, readiness,
-    stale_entries,
+    ConditionState, child_service, child_service_condition, desired_status, orphaned_slices,
+    stale_entries, status_unchanged,
 };
 use fairlead_kit::apply::{Applied, apply};
 use fairlead_kit::events::Events;
@@ -172,11 +172,6 @@ pub async fn run(
     }
 }
 
-fn condition_json(state: &ConditionState, generation: Option<i64>) -> serde_json::Value {
-    json!({"type": state.type_, "status": state.status, "reason": state.reason, "message": state.message,
-        "observedGeneration": generation.unwrap_or(0)})
-}
-
 impl Controller {
     async fn reconcile_all(&mut self) {
         let swhs = self.swhs.state();
@@ -308,50 +303,15 @@ impl Controller {
             }
             return;
         }
-        let previous = swh
-            .status
-            .as_ref()
-            .map(|s| serde_json::to_value(&s.conditions).unwrap_or_default());
-        let (ready, counts) = readiness(swh);
-        let spec = service.and_then(|s| s.spec.as_ref());
-        let generation = swh.metadata.generation;
-        let mut status = json!({
-            "conditions": fairlead_kit::conditions::merge(
-                [condition_json(child, generation), condition_json(&ready, generation)],
-                previous.as_ref(),
-                &fairlead_kit::conditions::now(),
-            ),
-            "healthcheckCondition": counts,
-        });
-        if let Some(ip) = spec.and_then(|s| s.cluster_ip.clone()) {
-            status["clusterIP"] = json!(ip);
-        }
-        if let Some(ips) = spec.and_then(|s| s.cluster_ips.clone()) {
-            status["clusterIPs"] = json!(ips);
-        }
-        if spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
-            && let Some(lb) = service
-                .and_then(|s| s.status.as_ref())
-                .and_then(|s| s.load_balancer.clone())
-        {
-            status["loadBalancer"] = json!(lb);
-        }
+        let mut status = desired_status(swh, child, service);
         let current =
             serde_json::to_value(swh.status.clone().unwrap_or_default()).unwrap_or_default();
-        let unchanged = [
-            "conditions",
-            "healthcheckCondition",
-            "clusterIP",
-            "clusterIPs",
-            "loadBalancer",
-        ]
-        .iter()
-        .all(|field| {
-            status
-                .get(*field)
-                .is_none_or(|v| current.get(*field) == Some(v))
-        });
-        if unchanged {
+        status["conditions"] = fairlead_kit::conditions::merge(
+            status["conditions"].as_array().cloned().unwrap_or_default(),
+            current.get("conditions"),
+            &fairlead_kit::conditions::now(),
+        );
+        if status_unchanged(&status, &current) {
             return;
         }
         let body = json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": "ServiceWithHealthchecks",

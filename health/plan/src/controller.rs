@@ -243,6 +243,62 @@ pub fn readiness(swh: &ServiceWithHealthchecks) -> (ConditionState, HealthcheckC
     (condition, counts)
 }
 
+/// The fields of the status the controller owns.
+pub const STATUS_FIELDS: [&str; 5] = [
+    "conditions",
+    "healthcheckCondition",
+    "clusterIP",
+    "clusterIPs",
+    "loadBalancer",
+];
+
+/// A condition as the status carries it (its `lastTransitionTime` is the writer's: kept from
+/// the stored one while its status stays).
+fn condition_json(state: &ConditionState, generation: Option<i64>) -> serde_json::Value {
+    serde_json::json!({"type": state.type_, "status": state.status, "reason": state.reason,
+        "message": state.message, "observedGeneration": generation.unwrap_or(0)})
+}
+
+/// The status the controller owns: the `ChildServiceReady` condition of the child-Service
+/// decision, the `Ready` condition and counts of the agents' entries, and the child
+/// Service's cluster IPs (and load balancer, for a LoadBalancer Service).
+pub fn desired_status(
+    swh: &ServiceWithHealthchecks,
+    child: &ConditionState,
+    service: Option<&Service>,
+) -> serde_json::Value {
+    let (ready, counts) = readiness(swh);
+    let generation = swh.metadata.generation;
+    let mut status = serde_json::json!({
+        "conditions": [condition_json(child, generation), condition_json(&ready, generation)],
+        "healthcheckCondition": counts,
+    });
+    let spec = service.and_then(|s| s.spec.as_ref());
+    if let Some(ip) = spec.and_then(|s| s.cluster_ip.clone()) {
+        status["clusterIP"] = serde_json::json!(ip);
+    }
+    if let Some(ips) = spec.and_then(|s| s.cluster_ips.clone()) {
+        status["clusterIPs"] = serde_json::json!(ips);
+    }
+    if spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+        && let Some(lb) = service
+            .and_then(|s| s.status.as_ref())
+            .and_then(|s| s.load_balancer.clone())
+    {
+        status["loadBalancer"] = serde_json::json!(lb);
+    }
+    status
+}
+
+/// Whether the stored status already carries every field of `desired` as it is.
+pub fn status_unchanged(desired: &serde_json::Value, current: &serde_json::Value) -> bool {
+    STATUS_FIELDS.iter().all(|field| {
+        desired
+            .get(*field)
+            .is_none_or(|v| current.get(*field) == Some(v))
+    })
+}
+
 /// Indexes (in `status.endpointStatuses`) of entries whose pod no longer exists.
 pub fn stale_entries(swh: &ServiceWithHealthchecks, live_pods: &BTreeSet<String>) -> Vec<usize> {
     swh.status
@@ -441,5 +497,33 @@ mod tests {
         );
         let names: Vec<&str> = orphans.iter().map(|(_, n)| n.as_str()).collect();
         assert_eq!(names, vec!["node-gone", "swh-gone"]);
+    }
+
+    #[test]
+    fn the_desired_status_carries_conditions_counts_and_the_child_services_addresses() {
+        let swh = swh();
+        let service: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db"},
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.9", "clusterIPs": ["10.96.0.9"]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}}}))
+        .unwrap();
+        let child = child_service_condition(&Ok(service.clone()));
+        let status = desired_status(&swh, &child, Some(&service));
+        assert_eq!(status["conditions"][0]["type"], "ChildServiceReady");
+        assert_eq!(status["conditions"][1]["reason"], "NotAllEndpointsAreReady");
+        assert!(status["conditions"][0].get("lastTransitionTime").is_none());
+        assert_eq!(status["clusterIPs"], serde_json::json!(["10.96.0.9"]));
+        assert_eq!(status["loadBalancer"]["ingress"][0]["ip"], "192.0.2.7");
+        assert!(status_unchanged(&status, &status.clone()));
+        let mut other = status.clone();
+        other["clusterIP"] = serde_json::json!("10.96.0.10");
+        assert!(!status_unchanged(&status, &other));
+        assert!(
+            status_unchanged(
+                &serde_json::json!({"clusterIP": "x"}),
+                &serde_json::json!({"clusterIP": "x", "extra": 1})
+            ),
+            "fields the controller does not own are not compared"
+        );
     }
 }
