@@ -20,6 +20,7 @@ pub mod gateway;
 pub mod grpc;
 pub mod hostname;
 pub mod http;
+pub mod kinds;
 mod memo;
 pub mod model;
 pub mod refs;

@@ -1,4 +1,5 @@
-//! The index: watches of every kind the translator reads, each at the version the API server
+//! The index: watches of every kind the translator reads (the kinds table,
+//! [`fairlead_edge_translate::kinds`]), each at the version the API server
 //! serves (found by discovery, so `ListenerSet` is read from `gateway.networking.k8s.io/v1` or
 //! as `XListenerSet` from `gateway.networking.x-k8s.io`, and `TCPRoute`/`UDPRoute` at whichever
 //! version is served). A kind that is not served is a warning, looked for again later, never a
@@ -14,6 +15,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fairlead_edge_translate::kinds;
 use fairlead_edge_translate::model::{Input, Object};
 use fairlead_kit::watch::{Projection, project};
 use kube::api::{Api, DynamicObject};
@@ -24,97 +26,6 @@ use tokio_util::sync::CancellationToken;
 
 /// How often kinds that are not served yet are looked for again.
 const REDISCOVER: Duration = Duration::from_secs(15);
-
-/// A kind the index watches.
-struct Wanted {
-    group: &'static str,
-    kind: &'static str,
-    /// A field selector (Secrets: TLS only).
-    fields: Option<&'static str>,
-}
-
-const WANTED: &[Wanted] = &[
-    Wanted {
-        group: "gateway.networking.k8s.io",
-        kind: "GatewayClass",
-        fields: None,
-    },
-    Wanted {
-        group: "gateway.networking.k8s.io",
-        kind: "Gateway",
-        fields: None,
-    },
-    Wanted {
-        group: "gateway.networking.k8s.io",
-        kind: "ListenerSet",
-        fields: None,
-    },
-    Wanted {
-        group: "gateway.networking.x-k8s.io",
-        kind: "XListenerSet",
-        fields: None,
-    },
-    Wanted {
-        group: "gateway.networking.k8s.io",
-        kind: "HTTPRoute",
-        fields: None,
-    },
-    Wanted {
-        group: "gateway.networking.k8s.io",
-        kind: "GRPCRoute",
-        fields: None,
-    },
-    Wanted {
-        group: "gateway.networking.k8s.io",
-        kind: "TLSRoute",
-        fields: None,
-    },
-    Wanted {
-        group: "gateway.networking.k8s.io",
-        kind: "TCPRoute",
-        fields: None,
-    },
-    Wanted {
-        group: "gateway.networking.k8s.io",
-        kind: "UDPRoute",
-        fields: None,
-    },
-    Wanted {
-        group: "gateway.networking.k8s.io",
-        kind: "ReferenceGrant",
-        fields: None,
-    },
-    Wanted {
-        group: "gateway.networking.k8s.io",
-        kind: "BackendTLSPolicy",
-        fields: None,
-    },
-    Wanted {
-        group: "",
-        kind: "Service",
-        fields: None,
-    },
-    Wanted {
-        group: "discovery.k8s.io",
-        kind: "EndpointSlice",
-        fields: None,
-    },
-    Wanted {
-        group: "",
-        kind: "Secret",
-        fields: Some("type=kubernetes.io/tls"),
-    },
-    Wanted {
-        group: "",
-        kind: "Namespace",
-        fields: None,
-    },
-    Wanted {
-        group: "",
-        kind: "ConfigMap",
-        fields: None,
-    },
-];
 
 /// One watched kind.
 #[derive(Clone)]
@@ -135,25 +46,11 @@ struct Stored {
     status: Option<Arc<str>>,
 }
 
-/// Kinds whose status the control plane writes.
-const WRITTEN: &[&str] = &[
-    "GatewayClass",
-    "Gateway",
-    "ListenerSet",
-    "XListenerSet",
-    "HTTPRoute",
-    "GRPCRoute",
-    "TLSRoute",
-    "TCPRoute",
-    "UDPRoute",
-    "BackendTLSPolicy",
-];
-
 impl Stored {
     /// Reads `value` (a whole object, with its `kind`).
     fn new(kind: &str, mut value: serde_json::Value) -> Self {
         let object = Object::read(&value).map_err(|e| e.to_string());
-        let status = WRITTEN.contains(&kind).then(|| {
+        let status = kinds::status_written(kind).then(|| {
             if let Some(map) = value.as_object_mut() {
                 map.remove("spec");
             }
@@ -272,10 +169,10 @@ async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationTok
     let mut started: BTreeSet<&'static str> = BTreeSet::new();
     let mut warned: BTreeSet<&'static str> = BTreeSet::new();
     loop {
-        let groups: Vec<&str> = WANTED.iter().map(|w| w.group).collect();
+        let groups: Vec<&str> = kinds::KINDS.iter().map(|w| w.group).collect();
         match Discovery::new(client.clone()).filter(&groups).run().await {
             Ok(discovery) => {
-                for wanted in WANTED {
+                for wanted in kinds::KINDS {
                     if started.contains(wanted.kind) {
                         continue;
                     }
@@ -350,7 +247,7 @@ async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationTok
             }
             Err(e) => tracing::warn!(error = %e, "API discovery failed; retrying"),
         }
-        if started.len() == WANTED.len() {
+        if started.len() == kinds::KINDS.len() {
             return;
         }
         tokio::select! {

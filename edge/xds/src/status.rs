@@ -16,9 +16,6 @@ use serde_json::{Value, json};
 
 use crate::index::Index;
 
-/// Route kinds whose `status.parents` we share.
-pub const ROUTE_KINDS: &[&str] = &["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"];
-
 /// A status list shared with other controllers: routes' `parents`, policies' `ancestors`.
 #[derive(Clone, Copy)]
 struct Shared {
@@ -185,13 +182,15 @@ impl StatusWriter {
                 key,
             );
         }
-        for kind in ROUTE_KINDS.iter().chain(&["BackendTLSPolicy"]) {
+        use fairlead_edge_translate::kinds::{Status, with_status};
+        let policies: Vec<&str> = with_status(Status::Ancestors).collect();
+        for kind in with_status(Status::Parents).chain(policies.iter().copied()) {
             for current in index.objects(kind) {
                 let namespace = current["metadata"]["namespace"]
                     .as_str()
                     .unwrap_or_default();
                 let name = current["metadata"]["name"].as_str().unwrap_or_default();
-                let (shared, desired): (Shared, Vec<Entry<'_>>) = if *kind == "BackendTLSPolicy" {
+                let (shared, desired): (Shared, Vec<Entry<'_>>) = if policies.contains(&kind) {
                     let key = format!("{namespace}/{name}");
                     let entries = statuses.backend_tls_policies.get(&key);
                     (
