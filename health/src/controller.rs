@@ -17,6 +17,7 @@ use fairlead_health_plan::controller::{
 use fairlead_kit::apply::{Applied, apply};
 use fairlead_kit::events::Events;
 use fairlead_kit::lease::{self, LeaseConfig};
+use fairlead_kit::reconcile::{Outcome, Pacing, Rounds, Wake};
 use fairlead_kit::watch::{cache, keep, without_managed_fields};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -34,10 +35,14 @@ use crate::metrics::HealthMetrics;
 pub const MANAGER: &str = "fairlead-health-controller";
 /// The Lease name (Deckhouse's).
 pub const LEASE: &str = "swh-controller-leader.deckhouse.io";
-const RESYNC: Duration = Duration::from_secs(300);
-/// The first retry after a failed write; doubled per failed round up to [`RESYNC`].
-const RETRY_BASE: Duration = Duration::from_millis(500);
-const DEBOUNCE: Duration = Duration::from_millis(20);
+/// The controller's rounds: everything is reconciled again every five minutes, and half a
+/// second after a failed write (doubling per failed round).
+const PACING: Pacing = Pacing {
+    debounce: Duration::from_millis(20),
+    resync: Duration::from_secs(300),
+    retry: Duration::from_millis(500),
+    max_doublings: 7,
+};
 
 /// The controller reads only the names of pods and nodes.
 fn names_only<K: kube::Resource>(object: &mut K) {
@@ -146,28 +151,23 @@ pub async fn run(
     }
     ready();
     let (mut leadership, _lease_task) = lease::spawn(client, lease, stop.clone());
-    let mut resync = tokio::time::interval(RESYNC);
-    let mut failures: u32 = 0;
+    let mut rounds = Rounds::new(PACING, notify);
     loop {
         tokio::select! {
-            () = stop.cancelled() => return,
             () = leadership.leading(), if !leadership.is_leader() => {}
-            () = notify.notified() => tokio::time::sleep(DEBOUNCE).await,
-            _ = resync.tick() => {}
+            wake = rounds.next(&stop) => match wake {
+                None => return,
+                Some(Wake::Changed) => rounds.settle().await,
+                Some(Wake::Resync) => {}
+            },
         }
         if leadership.is_leader() {
             controller.reconcile_all().await;
-            if std::mem::take(&mut controller.failed) {
-                failures = failures.saturating_add(1);
-                let backoff = RETRY_BASE.saturating_mul(1 << failures.min(7)).min(RESYNC);
-                let notify = notify.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(backoff).await;
-                    notify.notify_one();
-                });
+            rounds.finished(if std::mem::take(&mut controller.failed) {
+                Outcome::Failed
             } else {
-                failures = 0;
-            }
+                Outcome::Done
+            });
         }
     }
 }

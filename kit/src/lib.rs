@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod pki;
 pub mod propagation;
 pub mod readiness;
+pub mod reconcile;
 pub mod runtime;
 pub mod shutdown;
 pub mod telemetry;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fairlead_kit::lease::{self, LeaseConfig};
+use fairlead_kit::reconcile::{Outcome, Pacing, Rounds, Wake};
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Cache, Snapshot};
@@ -17,15 +18,18 @@ use crate::status::StatusWriter;
 /// The Lease of the status writer.
 pub const LEASE: &str = "alb-xds-status-writer";
 
-/// How long changes arriving together are collected before one translation.
-pub const DEBOUNCE: Duration = Duration::from_millis(10);
+/// The translation loop's rounds: changes arriving within 10 ms make one translation,
+/// everything is translated again every 30 s even without events (a missed event cannot
+/// last), and failed status writes are retried after half a second, doubling per round.
+pub const PACING: Pacing = Pacing {
+    debounce: Duration::from_millis(10),
+    resync: Duration::from_secs(30),
+    retry: Duration::from_millis(500),
+    max_doublings: 6,
+};
 
 /// How long a translation waits for watches that have not listed yet.
 const LISTED_WAIT: Duration = Duration::from_secs(10);
-
-/// Everything is translated again this often even without events (a failed status write is
-/// retried, a missed event cannot last).
-const RESYNC: Duration = Duration::from_secs(30);
 
 /// The loop's settings.
 #[derive(Clone, Debug)]
@@ -56,16 +60,17 @@ pub async fn run(
     let index = Index::start(client.clone(), stop.clone());
     let (leadership, _lease) = lease::spawn(client.clone(), settings.lease.clone(), stop.clone());
     let writer = StatusWriter::new(client, &settings.controller_name);
-    let changed = index.changed();
+    let mut rounds = Rounds::new(PACING, index.changed());
     let mut ready = Some(ready);
-    let mut resync = tokio::time::interval(RESYNC);
     // Remembers the last translation: a change costs what it touches.
     let mut translator = fairlead_edge_translate::Translator::default();
     loop {
         tokio::select! {
-            () = stop.cancelled() => return,
-            () = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
-            _ = resync.tick() => {}
+            wake = rounds.next(&stop) => match wake {
+                None => return,
+                Some(Wake::Changed) => rounds.settle().await,
+                Some(Wake::Resync) => {}
+            },
             Some(nack) = nacks.recv() => {
                 // Many proxies reject the same version: one Event per version.
                 if reported.insert((nack.group.clone(), nack.type_name, nack.version.clone())) {
@@ -127,6 +132,7 @@ pub async fn run(
         if let Some(ready) = ready.take() {
             ready();
         }
+        let mut outcome = Outcome::Done;
         if leadership.is_leader() {
             let written = writer.write(&index, &translation.statuses).await;
             metrics
@@ -139,8 +145,10 @@ pub async fn run(
                     .with_label_values(&["error"])
                     .inc_by(u64::try_from(written.failures).unwrap_or_default());
                 metrics.errors.with_label_values(&["status"]).inc();
+                outcome = Outcome::Failed;
             }
         }
+        rounds.finished(outcome);
     }
 }
 

@@ -14,6 +14,7 @@ use fairlead_health_plan::publish::{Publication, publish};
 use fairlead_health_plan::schedule::{Millis, Timers, first_due, next_due, phase};
 use fairlead_health_plan::targets::{NodePod, TargetKey, pods_of, swh_key, targets};
 use fairlead_health_plan::{Counter, Verdict};
+use fairlead_kit::reconcile::{Outcome, Pacing, Rounds, Wake};
 use fairlead_kit::watch::{Projection, cache, keep, project, without_managed_fields};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -27,12 +28,15 @@ use super::writer::Writer;
 use crate::metrics::HealthMetrics;
 use crate::probe::{self, ProbeFailure};
 
-/// How often everything is recomputed even without events (missed events cannot last).
-const RESYNC: Duration = Duration::from_secs(60);
-/// The first retry of failed writes; doubled per failed round up to [`RESYNC`].
-const RETRY_BASE: Duration = Duration::from_millis(500);
-/// Events arriving together are handled together.
-const DEBOUNCE: Duration = Duration::from_millis(20);
+/// The agent's rounds: events arriving within 20 ms are handled together, everything is
+/// recomputed every minute even without events (missed events cannot last), and failed
+/// writes are retried after half a second, doubling per failed round.
+const PACING: Pacing = Pacing {
+    debounce: Duration::from_millis(20),
+    resync: Duration::from_secs(60),
+    retry: Duration::from_millis(500),
+    max_doublings: 6,
+};
 
 /// The agent's settings.
 #[derive(Clone, Debug)]
@@ -194,20 +198,21 @@ impl Engine {
 
     async fn run(&mut self, notify: Arc<Notify>, stop: CancellationToken) {
         let (tx, mut rx) = mpsc::unbounded_channel::<ProbeResult>();
-        let mut resync = tokio::time::interval(RESYNC);
-        let mut failures: u32 = 0;
+        let mut rounds = Rounds::new(PACING, notify);
         loop {
             let next = self.timers.next_due().map(|due| {
                 tokio::time::Instant::from_std(self.started + Duration::from_millis(due))
             });
             let mut dirty: BTreeSet<String> = BTreeSet::new();
             tokio::select! {
-                () = stop.cancelled() => return,
-                () = notify.notified() => {
-                    tokio::time::sleep(DEBOUNCE).await;
-                    dirty = self.sync();
-                }
-                _ = resync.tick() => dirty = self.sync(),
+                wake = rounds.next(&stop) => match wake {
+                    None => return,
+                    Some(Wake::Changed) => {
+                        rounds.settle().await;
+                        dirty = self.sync();
+                    }
+                    Some(Wake::Resync) => dirty = self.sync(),
+                },
                 () = async {
                     match next {
                         Some(at) => tokio::time::sleep_until(at).await,
@@ -226,18 +231,14 @@ impl Engine {
                 self.publish(&key).await;
             }
             self.flush_events().await;
-            if self.writer.take_failed() {
-                // Everything is replanned after a backoff that doubles per failed round.
-                failures = failures.saturating_add(1);
-                let backoff = RETRY_BASE.saturating_mul(1 << failures.min(6)).min(RESYNC);
-                let notify = notify.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(backoff).await;
-                    notify.notify_one();
-                });
+            // Everything is replanned after a backoff that doubles per failed round.
+            rounds.finished(if self.writer.take_failed() {
+                Outcome::Failed
             } else if published {
-                failures = 0;
-            }
+                Outcome::Done
+            } else {
+                Outcome::Idle
+            });
         }
     }
 
