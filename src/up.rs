@@ -165,7 +165,8 @@ async fn start_edge(
     xds_addr: SocketAddr,
     tls: fairlead_edge_xds::cli::XdsTls,
 ) -> anyhow::Result<SocketAddr> {
-    use fairlead_edge_xds::{cli, crds, run};
+    use fairlead_edge_controller::crds;
+    use fairlead_edge_xds::{cli, run};
     let controller = fairlead_edge_translate::CONTROLLER_NAME;
     crds::install(client, controller)
         .await

@@ -9,7 +9,6 @@
 pub mod cache;
 pub mod cli;
 pub mod client;
-pub mod crds;
 pub mod delta;
 pub mod index;
 pub mod metrics;
