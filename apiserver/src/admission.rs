@@ -165,8 +165,8 @@ fn review(attrs: &Attributes<'_>, uid: &str) -> Value {
         "name": attrs.name,
         "operation": attrs.operation,
         "userInfo": {"username": "fairlead-admin", "groups": ["system:masters", "system:authenticated"]},
-        "object": attrs.object.map(|o| crate::api::present(rt, o)),
-        "oldObject": attrs.old_object.map(|o| crate::api::present(rt, o)),
+        "object": attrs.object.map(|o| crate::resources::present(rt, o)),
+        "oldObject": attrs.old_object.map(|o| crate::resources::present(rt, o)),
         "dryRun": false,
     });
     if !attrs.namespace.is_empty() {
@@ -355,14 +355,14 @@ fn policies(store: &Store, attrs: &Attributes<'_>) -> Result<Vec<String>, ApiErr
                 "object",
                 attrs
                     .object
-                    .map(|o| crate::api::present(attrs.rt, o))
+                    .map(|o| crate::resources::present(attrs.rt, o))
                     .unwrap_or(Value::Null),
             ),
             (
                 "oldObject",
                 attrs
                     .old_object
-                    .map(|o| crate::api::present(attrs.rt, o))
+                    .map(|o| crate::resources::present(attrs.rt, o))
                     .unwrap_or(Value::Null),
             ),
             (

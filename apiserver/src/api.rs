@@ -330,13 +330,7 @@ where
     Ok(response)
 }
 
-/// Sets `apiVersion`/`kind` of a stored object to the version a client asked for.
-pub fn present(rt: &ResourceType, object: &Value) -> Value {
-    let mut object = object.clone();
-    object["apiVersion"] = json!(rt.api_version());
-    object["kind"] = json!(rt.kind);
-    object
-}
+pub use crate::resources::present;
 
 /// Parsed selectors of a list or watch.
 pub fn selectors(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::store::ObjectKey;
+use crate::key::ObjectKey;
 
 /// Journal failures.
 #[derive(Debug, thiserror::Error)]

@@ -24,6 +24,7 @@ pub mod discovery;
 pub mod errors;
 pub mod gc;
 pub mod journal;
+pub mod key;
 pub mod manifests;
 pub mod meta;
 pub mod openapi;

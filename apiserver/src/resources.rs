@@ -113,6 +113,14 @@ impl ResourceType {
     }
 }
 
+/// Sets `apiVersion`/`kind` of a stored object to the version a client asked for.
+pub fn present(rt: &ResourceType, object: &Value) -> Value {
+    let mut object = object.clone();
+    object["apiVersion"] = serde_json::json!(rt.api_version());
+    object["kind"] = serde_json::json!(rt.kind);
+    object
+}
+
 /// Whether a DELETE that removes an object answers with the object (the real registries'
 /// `ReturnDeletedObject`), rather than a `Status`. Custom resources never do.
 pub fn returns_deleted_object(rt: &ResourceType) -> bool {

@@ -14,19 +14,7 @@ use tokio::sync::broadcast;
 
 use crate::journal::{Journal, JournalError, Record};
 
-/// Where one object lives: storage key of its resource (`pods`, `leases.coordination.k8s.io`),
-/// namespace (empty for cluster-scoped), name.
-#[derive(
-    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-pub struct ObjectKey {
-    /// Storage key of the resource.
-    pub resource: String,
-    /// Namespace; empty for cluster-scoped objects.
-    pub namespace: String,
-    /// Object name.
-    pub name: String,
-}
+pub use crate::key::ObjectKey;
 
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

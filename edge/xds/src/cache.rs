@@ -288,6 +288,18 @@ impl Cache {
     }
 }
 
+/// The short name of a type URL, for labels.
+pub fn short(type_url: &str) -> &'static str {
+    match type_url {
+        CLUSTER => "cluster",
+        ENDPOINT => "endpoint",
+        SECRET => "secret",
+        LISTENER => "listener",
+        ROUTE => "route",
+        _ => "other",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

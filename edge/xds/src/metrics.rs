@@ -8,20 +8,9 @@ use std::time::Duration;
 use fairlead_kit::metrics::{FAST_LATENCY_BUCKETS, Metrics, MetricsError};
 use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
 
+use crate::cache::short;
 use crate::server::Observer;
 use crate::sotw::Verdict;
-
-/// The short name of a type URL, for labels.
-pub fn short(type_url: &str) -> &'static str {
-    match type_url {
-        crate::cache::CLUSTER => "cluster",
-        crate::cache::ENDPOINT => "endpoint",
-        crate::cache::SECRET => "secret",
-        crate::cache::LISTENER => "listener",
-        crate::cache::ROUTE => "route",
-        _ => "other",
-    }
-}
 
 /// The `alb_xds_*` families.
 #[derive(Clone)]

@@ -10,9 +10,10 @@ use fairlead_kit::lease::{self, LeaseConfig};
 use fairlead_kit::reconcile::{Outcome, Pacing, Rounds, Wake};
 use tokio_util::sync::CancellationToken;
 
+use crate::cache::short;
 use crate::cache::{Cache, Snapshot};
 use crate::index::Index;
-use crate::metrics::{XdsMetrics, short};
+use crate::metrics::XdsMetrics;
 use crate::status::StatusWriter;
 
 /// The Lease of the status writer.

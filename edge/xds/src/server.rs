@@ -97,7 +97,7 @@ impl Observer for NackForwarder {
         {
             let _ = self.0.send(Nack {
                 group: group.to_owned(),
-                type_name: crate::metrics::short(type_url),
+                type_name: crate::cache::short(type_url),
                 version: version.clone(),
                 message: message.clone(),
             });
