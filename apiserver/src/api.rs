@@ -2,13 +2,11 @@
 //! patch, delete, deletecollection) over the store, with the API conventions for metadata,
 //! status subresources, preconditions and selectors.
 
-use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, Limited};
 use serde_json::{Value, json};
 
 use crate::crd;
@@ -18,41 +16,19 @@ use crate::meta;
 use crate::openapi;
 use crate::patch::{self, PatchType};
 use crate::path::{self, Route, Target};
-use crate::resources::{Registry, ResourceType};
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{ObjectKey, Store, StoreError, Write, resource_version};
+use crate::resources::ResourceType;
+use crate::store::{ObjectKey, StoreError, Write, resource_version};
 use crate::table;
-use crate::validation::{self, ValidationOptions};
+use crate::validation;
 use crate::watch;
 
-/// The response body type.
-pub type Body = BoxBody<Bytes, Infallible>;
+pub use crate::request::{ApiState, Body, Query, selectors};
 
 /// The largest request body accepted (the real server's limit is 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// How often a write that raced another is retried before the client sees a conflict.
 const PATCH_RETRIES: usize = 5;
-
-/// Everything a request needs.
-#[derive(Debug)]
-pub struct ApiState {
-    /// The objects.
-    pub store: Arc<Store>,
-    /// The served types.
-    pub registry: Registry,
-    /// Validation switches.
-    pub validation: ValidationOptions,
-    /// The bearer token clients must present.
-    pub token: String,
-    /// Wakes the garbage collector after deletions.
-    pub gc: Arc<tokio::sync::Notify>,
-    /// Interval of watch bookmarks.
-    pub bookmark_interval: std::time::Duration,
-}
-
-/// Query parameters, first value of each.
-pub type Query = HashMap<String, String>;
 
 fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
     let bytes = serde_json::to_vec(body).expect("values serialize");
@@ -331,21 +307,6 @@ where
 }
 
 pub use crate::resources::present;
-
-/// Parsed selectors of a list or watch.
-pub fn selectors(
-    rt: &ResourceType,
-    query: &Query,
-) -> Result<(LabelSelector, FieldSelector), ApiError> {
-    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-        .map_err(|e| ApiError::bad_request(e.0))?;
-    let fields = FieldSelector::parse(
-        query.get("fieldSelector").map_or("", String::as_str),
-        &rt.kind,
-    )
-    .map_err(|e| ApiError::bad_request(e.0))?;
-    Ok((labels, fields))
-}
 
 struct Ctx<'a> {
     state: &'a ApiState,

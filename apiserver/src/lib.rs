@@ -32,6 +32,7 @@ pub mod openapi_proto;
 pub mod patch;
 pub mod path;
 pub mod protobuf;
+pub mod request;
 pub mod resources;
 pub mod scale;
 pub mod schema;

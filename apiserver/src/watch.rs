@@ -21,9 +21,9 @@ use http_body_util::{BodyExt, StreamBody};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::api::{ApiState, Body, Query, selectors};
 use crate::errors::ApiError;
 use crate::path::Target;
+use crate::request::{ApiState, Body, Query, selectors};
 use crate::resources::ResourceType;
 use crate::resources::present;
 use crate::selectors::{FieldSelector, LabelSelector};
