@@ -2,8 +2,11 @@
 //! (same type, reason, action, object and note) within six minutes become a series on it,
 //! as the real recorders do; an Event with another note is an Event of its own, so a changed
 //! reason is never folded into the count of an earlier one (kube-runtime's recorder keys
-//! series without the note, which lost them). Publishing is best effort: a failure is logged,
-//! never returned into the component's work.
+//! series without the note, which lost them). As client-go's aggregator does, an object
+//! gets at most ten distinct notes of one reason per window; more are one Event "(combined
+//! from similar events)" carrying the latest note and their count, so a thousand failing
+//! pods of one resource neither flood the API server nor the recorder's memory. Publishing
+//! is best effort: a failure is logged, never returned into the component's work.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,19 +21,34 @@ use tokio::sync::Mutex;
 /// How long an Event takes repeats into its series.
 const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 
-/// What makes two Events the same one.
+/// Distinct notes of one reason on one object that get Events of their own per window.
+const DISTINCT_NOTES: usize = 10;
+
+/// The prefix of the Event that combines the notes beyond [`DISTINCT_NOTES`] (client-go's).
+const COMBINED: &str = "(combined from similar events): ";
+
+/// The object an Event regards: kind, namespace, name, uid.
+type Regarding = (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// Events of one reason on one object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Key {
+struct Family {
     type_: &'static str,
     reason: String,
     action: String,
-    regarding: (
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    ),
-    note: String,
+    regarding: Regarding,
+}
+
+/// What makes two Events the same one: their family and note (`None`: the combined one).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    family: Family,
+    note: Option<String>,
 }
 
 /// The Event published for a key, and how often it happened.
@@ -91,7 +109,7 @@ impl Events {
         action: &str,
         note: String,
     ) -> Result<(), kube::Error> {
-        let key = Key {
+        let family = Family {
             type_,
             reason: reason.to_owned(),
             action: action.to_owned(),
@@ -101,18 +119,32 @@ impl Events {
                 object.name.clone(),
                 object.uid.clone(),
             ),
-            note,
         };
         let now = k8s_openapi::jiff::Timestamp::now();
         // Held across the write, so two repeats never race to create one Event twice.
         let mut published = self.published.lock().await;
         published.retain(|_, p| p.last.elapsed() < SERIES_WINDOW);
+        let mut key = Key {
+            family,
+            note: Some(note.clone()),
+        };
+        let distinct = published
+            .keys()
+            .filter(|k| k.family == key.family && k.note.is_some())
+            .count();
+        if !published.contains_key(&key) && distinct >= DISTINCT_NOTES {
+            key.note = None;
+        }
+        let shown = match &key.note {
+            Some(note) => note.clone(),
+            None => format!("{COMBINED}{note}"),
+        };
         if let Some(repeat) = published.get_mut(&key) {
             let series = EventSeries {
                 count: repeat.count + 1,
                 last_observed_time: MicroTime(now),
             };
-            let patch = serde_json::json!({"series": series});
+            let patch = serde_json::json!({"series": series, "note": shown});
             Api::<Event>::namespaced(self.client.clone(), &repeat.namespace)
                 .patch(&repeat.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
@@ -135,9 +167,9 @@ impl Events {
                 namespace: Some(namespace.clone()),
                 ..Default::default()
             },
-            action: Some(key.action.clone()),
-            reason: Some(key.reason.clone()),
-            note: Some(key.note.clone()),
+            action: Some(key.family.action.clone()),
+            reason: Some(key.family.reason.clone()),
+            note: Some(shown),
             type_: Some(type_.to_owned()),
             event_time: Some(MicroTime(now)),
             regarding: Some(object.clone()),

@@ -206,6 +206,33 @@ async fn events_are_published_for_an_object() {
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert!(notes.contains(&(Some("connection refused on port 5432"), Some(2))));
     assert!(notes.contains(&(Some("timed out after 1s"), None)));
+
+    // Beyond ten distinct notes of one reason, the rest are one combined Event.
+    for i in 0..12 {
+        events
+            .warning(
+                &reference,
+                "ProbeFailed",
+                "Probe",
+                format!("pod-{i} failed"),
+            )
+            .await;
+    }
+    let found = listed.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(found.len(), 11, "ten distinct notes and one combined Event");
+    let combined = found
+        .iter()
+        .find(|e| {
+            e.note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("(combined from similar events): "))
+        })
+        .expect("a combined Event");
+    assert_eq!(
+        combined.note.as_deref(),
+        Some("(combined from similar events): pod-11 failed")
+    );
+    assert_eq!(combined.series.as_ref().map(|s| s.count), Some(4));
 }
 
 /// Polls `check` until it holds (each watch event is applied asynchronously).
