@@ -36,7 +36,7 @@ enum Command {
     Health(fairlead_health::cli::HealthCommand),
     /// The ALB: the xDS control plane and Envoy bootstraps.
     #[command(subcommand)]
-    Edge(fairlead_edge_xds::cli::EdgeCommand),
+    Edge(fairlead_edge_cli::EdgeCommand),
     /// Measure speed and memory; prints a table.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -52,7 +52,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Up(args) => up::run(&cli.global, args).await,
         Command::Health(command) => fairlead_health::cli::run(&cli.global, command).await,
-        Command::Edge(command) => fairlead_edge_xds::cli::run(&cli.global, command).await,
+        Command::Edge(command) => fairlead_edge_cli::run(&cli.global, command).await,
         Command::Bench(command) => bench::run(command).await,
     }
 }

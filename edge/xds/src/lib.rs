@@ -7,8 +7,8 @@
 //! moves messages between them and the streams.
 
 pub mod cache;
-pub mod cli;
 pub mod client;
+pub mod control_plane;
 pub mod delta;
 pub mod index;
 pub mod metrics;
