@@ -207,6 +207,9 @@ pub fn decode_body(bytes: &[u8]) -> Result<Value, DecodeError> {
 /// A message's bytes as JSON.
 pub fn decode(bytes: &[u8], index: usize) -> Result<Value, DecodeError> {
     let message = &messages()[index];
+    if message.shape == Shape::RawJson {
+        return raw_json(bytes, message.name);
+    }
     let mut fields: Map<String, Value> = Map::new();
     let mut by_number: Vec<(u32, Value)> = Vec::new();
     for item in Reader::new(bytes, message.name) {
@@ -304,25 +307,29 @@ fn shaped(
             Some(1) => first(3).unwrap_or_else(|| json!("")),
             _ => first(2).unwrap_or_else(|| json!(0)),
         },
-        Shape::RawJson => match first(1) {
-            None => Value::Null,
-            Some(Value::String(encoded)) => {
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(encoded)
-                    .map_err(|e| malformed(e.to_string()))?;
-                if bytes.is_empty() {
-                    Value::Null
-                } else {
-                    serde_json::from_slice(&bytes)
-                        .map_err(|e| malformed(format!("raw JSON: {e}")))?
-                }
-            }
-            Some(other) => other,
-        },
+        Shape::RawJson => unreachable!("read by raw_json"),
         Shape::OrArray => first(1).unwrap_or_else(|| Value::Array(all(2))),
         Shape::OrBool => first(2).unwrap_or_else(|| first(1).unwrap_or(json!(false))),
         Shape::OrStringArray => first(1).unwrap_or_else(|| Value::Array(all(2))),
         Shape::Items => Value::Array(all(1)),
+    })
+}
+
+/// The JSON a raw-JSON message (`RawExtension`, `FieldsV1`, apiextensions `JSON`) holds in
+/// its field 1, read from the bytes as they are; none is JSON null.
+fn raw_json(bytes: &[u8], name: &'static str) -> Result<Value, DecodeError> {
+    let mut raw: &[u8] = &[];
+    for item in Reader::new(bytes, name) {
+        if let (1, Wire::Len(value)) = item? {
+            raw = value;
+        }
+    }
+    if raw.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(raw).map_err(|e| DecodeError::Malformed {
+        path: name.to_owned(),
+        why: format!("raw JSON: {e}"),
     })
 }
 
