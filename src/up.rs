@@ -112,7 +112,7 @@ async fn start_health(runtime: &Runtime, client: &kube::Client, node: &str) -> a
 fn xds_tls(
     dir: &std::path::Path,
     addr: SocketAddr,
-) -> anyhow::Result<fairlead_edge_xds::control_plane::XdsTls> {
+) -> anyhow::Result<fairlead_edge_xds::serve::XdsTls> {
     use fairlead_kit::pki::Ca;
     let ca = Ca::generate("fairlead-up xds CA")?;
     let ip = if addr.ip().is_unspecified() {
@@ -150,7 +150,7 @@ fn xds_tls(
     write("ca.crt", ca.cert_pem(), false)?;
     write("proxy.crt", &proxy.cert_pem, false)?;
     write("proxy.key", &proxy.key_pem, true)?;
-    Ok(fairlead_edge_xds::control_plane::XdsTls {
+    Ok(fairlead_edge_xds::serve::XdsTls {
         cert_pem: server.cert_pem,
         key_pem: server.key_pem,
         client_ca_pem: Some(ca.cert_pem().to_owned()),
@@ -163,10 +163,10 @@ async fn start_edge(
     runtime: &Runtime,
     client: &kube::Client,
     xds_addr: SocketAddr,
-    tls: fairlead_edge_xds::control_plane::XdsTls,
+    tls: fairlead_edge_xds::serve::XdsTls,
 ) -> anyhow::Result<SocketAddr> {
+    use fairlead_edge_control_plane::run;
     use fairlead_edge_controller::crds;
-    use fairlead_edge_xds::{control_plane, run};
     let controller = fairlead_edge_translate::CONTROLLER_NAME;
     crds::install(client, controller)
         .await
@@ -175,7 +175,18 @@ async fn start_edge(
         controller_name: controller.to_owned(),
         lease: fairlead_kit::lease::LeaseConfig::new(run::LEASE, "kube-system", "fairlead-up"),
     };
-    control_plane::start(runtime, client.clone(), xds_addr, Some(tls), settings).await
+    // One index for the process: the translation loop reads it now, the graph and the
+    // gateway controller next.
+    let index = fairlead_edge_index::Index::start(client.clone(), runtime.shutdown.token());
+    Ok(fairlead_edge_control_plane::start(
+        runtime,
+        client.clone(),
+        index,
+        xds_addr,
+        Some(tls),
+        settings,
+    )
+    .await?)
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {

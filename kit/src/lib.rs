@@ -19,11 +19,16 @@
 //! shutdown coordinator without an admin server.
 
 pub mod admin;
+#[cfg(feature = "kube")]
 pub mod apply;
 pub mod cli;
+#[cfg(feature = "kube")]
 pub mod conditions;
+#[cfg(feature = "kube")]
 pub mod events;
+#[cfg(feature = "kube")]
 pub mod fieldset;
+#[cfg(feature = "kube")]
 pub mod lease;
 pub mod metrics;
 pub mod pki;
@@ -35,6 +40,7 @@ pub mod shutdown;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "kube")]
 pub mod watch;
 
 pub use admin::AdminServer;

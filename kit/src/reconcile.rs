@@ -4,13 +4,37 @@
 //! cannot last), and after a failed round another one after a backoff that doubles per failed
 //! round up to the resync period. Written once; each component names its constants in a
 //! [`Pacing`] and keeps the other sources it selects on (timers, probe results, NACKs)
-//! beside [`Rounds::next`].
+//! beside [`Rounds::next`]. Changes arrive as a [`Notify`] its watches wake, or as a watch
+//! channel of published snapshots (the edge index's), through [`Changes`].
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// Where a component learns that its world changed.
+pub trait Changes: Send {
+    /// Completes at the next change (never, once no change can come).
+    fn changed(&mut self) -> impl Future<Output = ()> + Send;
+}
+
+impl Changes for Arc<Notify> {
+    async fn changed(&mut self) {
+        self.notified().await;
+    }
+}
+
+impl<T: Send + Sync> Changes for watch::Receiver<T> {
+    async fn changed(&mut self) {
+        if watch::Receiver::changed(self).await.is_err() {
+            // The publisher is gone: no change comes any more.
+            std::future::pending::<()>().await;
+        }
+    }
+}
 
 /// A component's constants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,32 +79,46 @@ pub enum Outcome {
 
 /// The rounds of one component.
 #[derive(Debug)]
-pub struct Rounds {
+pub struct Rounds<C = Arc<Notify>> {
     pacing: Pacing,
-    changed: Arc<Notify>,
+    changes: C,
     resync: tokio::time::Interval,
     failures: u32,
+    /// When the retry after a failed round is due.
+    retry: Option<Instant>,
 }
 
-impl Rounds {
-    /// Rounds woken by `changed` (which the component's watches notify).
-    pub fn new(pacing: Pacing, changed: Arc<Notify>) -> Self {
+impl<C: Changes> Rounds<C> {
+    /// Rounds woken by `changes` (which the component's watches notify, or its publisher
+    /// sends on).
+    pub fn new(pacing: Pacing, changes: C) -> Self {
         Self {
             pacing,
-            changed,
+            changes,
             resync: tokio::time::interval(pacing.resync),
             failures: 0,
+            retry: None,
         }
     }
 
     /// Waits for the next reason to run a round; `None` once `stop` is cancelled. Safe to
     /// drop while waiting (in a `select!`): no change is lost.
     pub async fn next(&mut self, stop: &CancellationToken) -> Option<Wake> {
-        tokio::select! {
-            () = stop.cancelled() => None,
-            () = self.changed.notified() => Some(Wake::Changed),
-            _ = self.resync.tick() => Some(Wake::Resync),
-        }
+        let retry = self.retry;
+        let due = async move {
+            match retry {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let wake = tokio::select! {
+            () = stop.cancelled() => return None,
+            () = self.changes.changed() => Wake::Changed,
+            () = due => Wake::Changed,
+            _ = self.resync.tick() => Wake::Resync,
+        };
+        self.retry = None;
+        Some(wake)
     }
 
     /// Lets the changes arriving together settle (the debounce), after [`Wake::Changed`].
@@ -95,12 +133,7 @@ impl Rounds {
             Outcome::Idle => {}
             Outcome::Failed => {
                 self.failures = self.failures.saturating_add(1);
-                let wait = self.pacing.backoff(self.failures);
-                let changed = self.changed.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(wait).await;
-                    changed.notify_one();
-                });
+                self.retry = Some(Instant::now() + self.pacing.backoff(self.failures));
             }
         }
     }
@@ -163,5 +196,20 @@ mod tests {
         assert_eq!(rounds.next(&stop).await, Some(Wake::Resync));
         stop.cancel();
         assert_eq!(rounds.next(&stop).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rounds_come_on_published_snapshots_and_outlive_their_publisher() {
+        let (publisher, snapshots) = watch::channel(0);
+        let stop = CancellationToken::new();
+        let mut rounds = Rounds::new(PACING, snapshots);
+        assert_eq!(rounds.next(&stop).await, Some(Wake::Resync));
+        publisher.send_replace(1);
+        assert_eq!(rounds.next(&stop).await, Some(Wake::Changed));
+        // Gone: no change comes any more, the resyncs still do.
+        drop(publisher);
+        let started = tokio::time::Instant::now();
+        assert_eq!(rounds.next(&stop).await, Some(Wake::Resync));
+        assert_eq!(started.elapsed(), PACING.resync);
     }
 }

@@ -98,6 +98,11 @@ impl<V> Projection<V> {
             .cloned()
     }
 
+    /// Whether the first complete list has arrived.
+    pub fn is_ready(&self) -> bool {
+        *self.listed.borrow()
+    }
+
     /// Waits for the first complete list.
     pub async fn wait_until_ready(&self) -> Result<(), NeverListed> {
         let mut listed = self.listed.clone();

@@ -6,8 +6,10 @@ use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use fairlead_edge_xds::control_plane::{XdsTls, start};
-use fairlead_edge_xds::run::{LEASE, Settings};
+use fairlead_edge_control_plane::run::{LEASE, Settings};
+use fairlead_edge_control_plane::start;
+use fairlead_edge_index::Index;
+use fairlead_edge_xds::serve::XdsTls;
 use fairlead_kit::lease::LeaseConfig;
 use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
 use fairlead_kit::{AdminServer, GlobalArgs, Runtime};
@@ -164,7 +166,8 @@ pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
         controller_name: args.controller_name,
         lease: LeaseConfig::new(LEASE, &args.lease_namespace, &args.identity),
     };
-    start(&runtime, client, args.xds_addr, tls, settings).await?;
+    let index = Index::start(client.clone(), runtime.shutdown.token());
+    start(&runtime, client, index, args.xds_addr, tls, settings).await?;
     runtime.finish().await;
     Ok(())
 }

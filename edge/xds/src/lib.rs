@@ -1,23 +1,23 @@
-//! The ALB's xDS control plane: a snapshot cache of translated resources per Gateway
-//! (`cache`), the protocol state of each stream (`sotw`, `delta`: subscriptions, nonces,
-//! ACK/NACK, what to send), and the gRPC services (`server`: ADS in both variants).
+//! The ALB's xDS server: a snapshot cache of translated resources per Gateway (`cache`), the
+//! protocol state of each stream (`sotw`, `delta`: subscriptions, nonces, ACK/NACK, what to
+//! send), the gRPC services (`server`, `services`: ADS in both variants and the per-type
+//! services), their metrics, and the server on a TLS listener (`serve`).
 //!
-//! The protocol state machines are plain structs fed requests and snapshots and returning the
-//! responses to send, so every protocol rule is tested without a network; the server only
-//! moves messages between them and the streams.
+//! It knows the translator's resources and nothing of Kubernetes: what fills the cache (the
+//! translation loop over the index) is `fairlead-edge-control-plane`'s. The protocol state
+//! machines are plain structs fed requests and snapshots and returning the responses to
+//! send, so every protocol rule is tested without a network; the server only moves messages
+//! between them and the streams.
 
 pub mod cache;
 pub mod client;
-pub mod control_plane;
 pub mod delta;
-pub mod index;
 pub mod metrics;
 pub mod node;
-pub mod run;
+pub mod serve;
 pub mod server;
 pub mod services;
 pub mod sotw;
-pub mod status;
 
 /// A nonce: unique per stream and type, increasing.
 #[derive(Debug, Default)]

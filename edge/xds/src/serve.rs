@@ -1,16 +1,13 @@
-//! The xDS control plane wired together: the xDS server (over TLS, mutual with a client CA)
-//! on a listener, and the translation loop feeding its cache, both run on a component
-//! runtime. `fairlead edge xds` and `fairlead up` start it.
+//! The xDS server on a listener, over TLS (mutual when a client CA is given), serving a
+//! cache until the runtime shuts down.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use fairlead_kit::Runtime;
 
 use crate::cache::Cache;
-use crate::metrics::XdsMetrics;
-use crate::server::Ads;
+use crate::server::{Ads, Observer};
 
 /// The TLS of the xDS server: its certificate, and the CA of the proxies' client certificates
 /// when it asks for them (mutual TLS).
@@ -32,27 +29,37 @@ impl std::fmt::Debug for XdsTls {
     }
 }
 
-/// Starts the control plane in `runtime`: the xDS server on `xds_addr` (over TLS unless `tls`
-/// is `None`) and the translation loop (readiness `xds` after the first translation). Returns
-/// the bound xDS address.
-pub async fn start(
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address could not be bound.
+    #[error("binding the xDS server to {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The TLS settings were refused.
+    #[error("the xDS server's TLS configuration: {0}")]
+    Tls(#[from] tonic::transport::Error),
+}
+
+/// Serves `cache` on `addr` (over TLS unless `tls` is `None`) in `runtime`, telling `observer`
+/// what happens on the streams. Returns the bound address.
+pub async fn serve(
     runtime: &Runtime,
-    client: kube::Client,
-    xds_addr: SocketAddr,
+    addr: SocketAddr,
     tls: Option<XdsTls>,
-    settings: crate::run::Settings,
-) -> anyhow::Result<SocketAddr> {
-    let metrics = XdsMetrics::new(&runtime.metrics)?;
-    let cache = Arc::new(Cache::new());
-    let (nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();
-    let observer = crate::server::Observers(vec![
-        Arc::new(metrics.clone()),
-        Arc::new(crate::server::NackForwarder(nacks_tx)),
-    ]);
-    let listener = tokio::net::TcpListener::bind(xds_addr)
+    cache: Arc<Cache>,
+    observer: Arc<dyn Observer>,
+) -> Result<SocketAddr, ServeError> {
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("binding the xDS server to {xds_addr}"))?;
-    let bound = listener.local_addr()?;
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind { addr, source })?;
     let mut builder = tonic::transport::Server::builder();
     match &tls {
         Some(tls) => {
@@ -66,39 +73,23 @@ pub async fn start(
                     "xDS without client certificates (--client-ca-file): any client that reaches the port can name any Gateway and receive its configuration, TLS private keys included"
                 );
             }
-            builder = builder
-                .tls_config(config)
-                .context("the xDS server's TLS configuration")?;
+            builder = builder.tls_config(config)?;
             tracing::info!(addr = %bound, mutual = tls.client_ca_pem.is_some(), "xDS server listening (TLS)");
         }
         None => {
             tracing::warn!(addr = %bound, "xDS server listening in plaintext (--insecure)");
         }
     }
-    let stop = runtime.shutdown.token();
     let server = builder
-        .add_routes(crate::services::routes(Ads::new(
-            cache.clone(),
-            Arc::new(observer),
-        )))
+        .add_routes(crate::services::routes(Ads::new(cache, observer)))
         .serve_with_incoming_shutdown(
             crate::server::incoming(listener),
-            stop.clone().cancelled_owned(),
+            runtime.shutdown.token().cancelled_owned(),
         );
     runtime.shutdown.spawn(async move {
         if let Err(e) = server.await {
             tracing::error!(error = %e, "xDS server failed");
         }
     });
-    let ready = runtime.readiness.register("xds");
-    runtime.shutdown.spawn(crate::run::run(
-        client,
-        cache,
-        settings,
-        metrics,
-        nacks,
-        stop,
-        move || ready.ready(),
-    ));
     Ok(bound)
 }

@@ -1,15 +1,24 @@
-//! The index: watches of every kind the translator reads (the kinds table,
-//! [`fairlead_edge_translate::kinds`]), each at the version the API server
-//! serves (found by discovery, so `ListenerSet` is read from `gateway.networking.k8s.io/v1` or
-//! as `XListenerSet` from `gateway.networking.x-k8s.io`, and `TCPRoute`/`UDPRoute` at whichever
+//! The ALB's index: watches of every kind the edge reads (the kinds table,
+//! [`fairlead_edge_translate::kinds`]), each at the version the API server serves (found by
+//! discovery, so `ListenerSet` is read from `gateway.networking.k8s.io/v1` or as
+//! `XListenerSet` from `gateway.networking.x-k8s.io`, and `TCPRoute`/`UDPRoute` at whichever
 //! version is served). A kind that is not served is a warning, looked for again later, never a
-//! failure. Each object is read into the translator's types when its watch event arrives,
-//! not on every translation, and every translation shares it until the next event for it (so
-//! a translator that remembers sees the same object and reuses its work; an event that
-//! leaves an object as it was yields an equal object, which it recognizes by value). Beside it the index keeps, for the kinds whose status
-//! the control plane writes, the object's metadata and status as JSON (what the status
-//! writer compares with); specs are not kept twice. An object the input cannot read is
-//! logged and skipped.
+//! failure.
+//!
+//! The index **publishes**: after the changes arriving together have settled it builds one
+//! immutable [`Snapshot`] (the translator's [`Input`]) and sends it on a watch channel, so
+//! every consumer — the translation loop, the status writer, and next the graph and the
+//! gateway controller — reads the same world without watching anything itself
+//! ([`Index::subscribe`]). The wiring starts one index per process ([`Index::start`]) and
+//! hands it to its consumers.
+//!
+//! Each object is read into the translator's types when its watch event arrives, not on
+//! every snapshot, and every snapshot shares it until the next event for it (so a translator
+//! that remembers sees the same object and reuses its work; an event that leaves an object as
+//! it was yields an equal object, which it recognizes by value). Beside it the index keeps,
+//! for the kinds whose status the control plane writes, the object's metadata and status as
+//! JSON (what the status writer compares with); specs are not kept twice. An object the
+//! input cannot read is logged, counted in the snapshot, and skipped.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -21,11 +30,26 @@ use fairlead_kit::watch::{Projection, project};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::{ApiResource, Discovery};
 use kube::runtime::watcher;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 /// How often kinds that are not served yet are looked for again.
 const REDISCOVER: Duration = Duration::from_secs(15);
+
+/// How long changes arriving together are collected into one snapshot.
+pub const SETTLE: Duration = Duration::from_millis(10);
+
+/// What the index publishes: the world as the translator reads it, at one moment.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Every object read.
+    pub input: Input,
+    /// How many objects could not be read (logged and skipped).
+    pub skipped: usize,
+    /// Whether discovery has run and every kind watched has had its first list: before,
+    /// the input may lack objects that exist.
+    pub listed: bool,
+}
 
 /// One watched kind.
 #[derive(Clone)]
@@ -66,26 +90,32 @@ impl Stored {
     }
 }
 
-/// The watched objects.
+/// The watched objects, and the channel their snapshots are published on.
 pub struct Index {
     watched: Mutex<Vec<Watched>>,
+    /// Whether discovery has completed a pass.
+    discovered: std::sync::atomic::AtomicBool,
     changed: Arc<Notify>,
+    published: watch::Sender<Arc<Snapshot>>,
 }
 
 impl Index {
-    /// Starts discovery and the watches; `changed` is notified on every change.
+    /// Starts discovery, the watches and the publisher (until `stop`).
     pub fn start(client: kube::Client, stop: CancellationToken) -> Arc<Self> {
         let index = Arc::new(Self {
             watched: Mutex::new(Vec::new()),
+            discovered: std::sync::atomic::AtomicBool::new(false),
             changed: Arc::new(Notify::new()),
+            published: watch::Sender::new(Arc::new(Snapshot::default())),
         });
-        tokio::spawn(discover(index.clone(), client, stop));
+        tokio::spawn(discover(index.clone(), client, stop.clone()));
+        tokio::spawn(publish(index.clone(), stop));
         index
     }
 
-    /// Notified after each change of any watched object.
-    pub fn changed(&self) -> Arc<Notify> {
-        self.changed.clone()
+    /// The published snapshots: the latest now, and each new one as it is published.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.published.subscribe()
     }
 
     fn watched(&self) -> Vec<Watched> {
@@ -101,13 +131,6 @@ impl Index {
             .into_iter()
             .find(|w| w.resource.kind == kind)
             .map(|w| w.resource)
-    }
-
-    /// Waits until every kind watched so far has its first list.
-    pub async fn listed(&self) {
-        for w in self.watched() {
-            let _ = w.objects.wait_until_ready().await;
-        }
     }
 
     /// The metadata and status of an object of a kind whose status is written (as JSON).
@@ -144,12 +167,14 @@ impl Index {
             .collect()
     }
 
-    /// The translator's input now, and how many objects it could not read (logged and
-    /// skipped).
-    pub fn input(&self) -> (Input, usize) {
+    /// The world now.
+    fn snapshot(&self) -> Snapshot {
+        let watched = self.watched();
+        let listed = self.discovered.load(std::sync::atomic::Ordering::Acquire)
+            && watched.iter().all(|w| w.objects.is_ready());
         let mut input = Input::default();
         let mut skipped = 0;
-        for w in self.watched() {
+        for w in watched {
             for stored in w.objects.state() {
                 match &stored.object {
                     Ok(Some(object)) => input.push(object.clone()),
@@ -161,7 +186,24 @@ impl Index {
                 }
             }
         }
-        (input, skipped)
+        Snapshot {
+            input,
+            skipped,
+            listed,
+        }
+    }
+}
+
+/// Publishes a snapshot after each settled burst of changes.
+async fn publish(index: Arc<Index>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = index.changed.notified() => {}
+        }
+        tokio::time::sleep(SETTLE).await;
+        let snapshot = index.snapshot();
+        index.published.send_replace(Arc::new(snapshot));
     }
 }
 
@@ -243,6 +285,13 @@ async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationTok
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .push(Watched { resource, objects });
                     started.insert(wanted.kind);
+                }
+                if !index
+                    .discovered
+                    .swap(true, std::sync::atomic::Ordering::AcqRel)
+                {
+                    // Which kinds are served is known now: a snapshot may count as listed.
+                    index.changed.notify_one();
                 }
             }
             Err(e) => tracing::warn!(error = %e, "API discovery failed; retrying"),

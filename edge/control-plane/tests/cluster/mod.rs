@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use fairlead_edge_index::Index;
 use fairlead_edge_xds::cache::Cache;
 use fairlead_edge_xds::metrics::XdsMetrics;
 use fairlead_edge_xds::server::NackForwarder;
@@ -46,7 +47,8 @@ pub async fn create(client: &kube::Client, value: serde_json::Value) {
     api.create(&PostParams::default(), &object).await.unwrap();
 }
 
-/// Starts the translation loop publishing into `cache` (status writer Lease in `default`);
+/// Starts the index and the translation loop publishing into `cache` (status writer Lease in
+/// `default`);
 /// returns its stop token and the NACK forwarder that reaches its Event writer.
 pub fn control_plane(
     client: &kube::Client,
@@ -54,13 +56,15 @@ pub fn control_plane(
 ) -> (CancellationToken, NackForwarder) {
     let metrics = XdsMetrics::new(&fairlead_kit::Metrics::new("test").unwrap()).unwrap();
     let stop = CancellationToken::new();
-    let settings = fairlead_edge_xds::run::Settings {
+    let settings = fairlead_edge_control_plane::run::Settings {
         controller_name: fairlead_edge_translate::CONTROLLER_NAME.into(),
         lease: fairlead_kit::lease::LeaseConfig::new("alb-xds", "default", "test"),
     };
     let (nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(fairlead_edge_xds::run::run(
+    let index = Index::start(client.clone(), stop.clone());
+    tokio::spawn(fairlead_edge_control_plane::run::run(
         client.clone(),
+        index,
         cache.clone(),
         settings,
         metrics,

@@ -1,29 +1,31 @@
-//! The control plane's loop: wait for a change in the index (debounced by milliseconds),
-//! translate every Gateway, publish the snapshots (unchanged ones wake nobody), and — on the
-//! Lease holder only — write the statuses that changed.
+//! The control plane's loop: wait for the index to publish a snapshot (it settles the changes
+//! arriving together first), translate every Gateway, publish the xDS snapshots (unchanged
+//! ones wake nobody), and — on the Lease holder only — write the statuses that changed.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fairlead_edge_index::Index;
+use fairlead_edge_xds::cache::short;
+use fairlead_edge_xds::cache::{Cache, Snapshot};
+use fairlead_edge_xds::metrics::XdsMetrics;
+use fairlead_edge_xds::server::Nack;
 use fairlead_kit::lease::{self, LeaseConfig};
 use fairlead_kit::reconcile::{Outcome, Pacing, Rounds, Wake};
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::short;
-use crate::cache::{Cache, Snapshot};
-use crate::index::Index;
-use crate::metrics::XdsMetrics;
 use crate::status::StatusWriter;
 
 /// The Lease of the status writer.
 pub const LEASE: &str = "alb-xds-status-writer";
 
-/// The translation loop's rounds: changes arriving within 10 ms make one translation,
+/// The translation loop's rounds: one per snapshot the index publishes (it has collected the
+/// changes arriving together for [`fairlead_edge_index::SETTLE`], so no debounce here),
 /// everything is translated again every 30 s even without events (a missed event cannot
 /// last), and failed status writes are retried after half a second, doubling per round.
 pub const PACING: Pacing = Pacing {
-    debounce: Duration::from_millis(10),
+    debounce: Duration::ZERO,
     resync: Duration::from_secs(30),
     retry: Duration::from_millis(500),
     max_doublings: 6,
@@ -41,14 +43,17 @@ pub struct Settings {
     pub lease: LeaseConfig,
 }
 
-/// Runs until `stop`; `ready` is called after the first translation. Proxies' rejections
-/// arriving on `nacks` become Warning Events on their Gateway (once per version).
+/// Runs until `stop` over the snapshots of `index`; `ready` is called after the first
+/// translation. Proxies' rejections arriving on `nacks` become Warning Events on their
+/// Gateway (once per version).
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     client: kube::Client,
+    index: Arc<Index>,
     cache: Arc<Cache>,
     settings: Settings,
     metrics: XdsMetrics,
-    mut nacks: tokio::sync::mpsc::UnboundedReceiver<crate::server::Nack>,
+    mut nacks: tokio::sync::mpsc::UnboundedReceiver<Nack>,
     stop: CancellationToken,
     ready: impl FnOnce(),
 ) {
@@ -58,10 +63,10 @@ pub async fn run(
         Some(settings.lease.identity.clone()),
     );
     let mut reported: BTreeSet<(String, &'static str, String)> = BTreeSet::new();
-    let index = Index::start(client.clone(), stop.clone());
+    let mut snapshots = index.subscribe();
     let (leadership, _lease) = lease::spawn(client.clone(), settings.lease.clone(), stop.clone());
     let writer = StatusWriter::new(client, &settings.controller_name);
-    let mut rounds = Rounds::new(PACING, index.changed());
+    let mut rounds = Rounds::new(PACING, snapshots.clone());
     let mut ready = Some(ready);
     // Remembers the last translation: a change costs what it touches.
     let mut translator = fairlead_edge_translate::Translator::default();
@@ -83,23 +88,21 @@ pub async fn run(
         // The first lists, but never for long: a kind whose watch keeps failing (RBAC, a
         // broken conversion) must not stop every Gateway's configuration; it reads as empty
         // and its watch keeps retrying (and warning).
-        if tokio::time::timeout(LISTED_WAIT, index.listed())
-            .await
-            .is_err()
-        {
+        let listed = snapshots.wait_for(|s| s.listed);
+        if tokio::time::timeout(LISTED_WAIT, listed).await.is_err() {
             tracing::warn!("some watches have not listed yet; translating what is known");
         }
+        let snapshot = snapshots.borrow_and_update().clone();
         let span = tracing::info_span!("xds.translate", gateways = tracing::field::Empty);
         let _entered = span.enter();
         let started = Instant::now();
-        let (input, skipped) = index.input();
-        if skipped > 0 {
+        if snapshot.skipped > 0 {
             metrics
                 .errors
                 .with_label_values(&["read"])
-                .inc_by(u64::try_from(skipped).unwrap_or_default());
+                .inc_by(u64::try_from(snapshot.skipped).unwrap_or_default());
         }
-        let translation = translator.translate(&input, &settings.controller_name);
+        let translation = translator.translate(&snapshot.input, &settings.controller_name);
         metrics
             .translation
             .with_label_values(&[] as &[&str])
@@ -154,7 +157,7 @@ pub async fn run(
 }
 
 /// A Warning Event on the Gateway whose proxies rejected a version.
-async fn report(events: &fairlead_kit::events::Events, index: &Index, nack: &crate::server::Nack) {
+async fn report(events: &fairlead_kit::events::Events, index: &Index, nack: &Nack) {
     let (namespace, name) = nack.group.split_once('/').unwrap_or_default();
     let Some(gateway) = index.object("Gateway", namespace, name) else {
         return;

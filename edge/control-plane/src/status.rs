@@ -14,7 +14,7 @@ use fairlead_edge_translate::status::{Condition, Statuses};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::index::Index;
+use fairlead_edge_index::Index;
 
 /// A status list shared with other controllers: routes' `parents`, policies' `ancestors`.
 #[derive(Clone, Copy)]

@@ -1,0 +1,62 @@
+//! The ALB's control plane: the translation loop (`run`) reads the snapshots the index
+//! publishes, translates every Gateway, and fills the xDS server's cache; on the Lease holder
+//! it writes the statuses that changed (`status`), and proxies' rejections become Events on
+//! their Gateway. [`start`] wires it with the xDS server, as `fairlead edge xds` and
+//! `fairlead up` run it.
+
+pub mod run;
+pub mod status;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use fairlead_edge_index::Index;
+use fairlead_edge_xds::cache::Cache;
+use fairlead_edge_xds::metrics::XdsMetrics;
+use fairlead_edge_xds::serve::{ServeError, XdsTls, serve};
+use fairlead_edge_xds::server::{NackForwarder, Observers};
+use fairlead_kit::Runtime;
+
+/// Why the control plane could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Its metrics could not be registered.
+    #[error("registering the control plane's metrics: {0}")]
+    Metrics(#[from] fairlead_kit::metrics::MetricsError),
+    /// The xDS server could not start.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// Starts the control plane in `runtime`: the xDS server on `xds_addr` (over TLS unless `tls`
+/// is `None`) and the translation loop over `index` (readiness `xds` after the first
+/// translation). Returns the bound xDS address.
+pub async fn start(
+    runtime: &Runtime,
+    client: kube::Client,
+    index: Arc<Index>,
+    xds_addr: SocketAddr,
+    tls: Option<XdsTls>,
+    settings: run::Settings,
+) -> Result<SocketAddr, StartError> {
+    let metrics = XdsMetrics::new(&runtime.metrics)?;
+    let cache = Arc::new(Cache::new());
+    let (nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();
+    let observer = Observers(vec![
+        Arc::new(metrics.clone()),
+        Arc::new(NackForwarder(nacks_tx)),
+    ]);
+    let bound = serve(runtime, xds_addr, tls, cache.clone(), Arc::new(observer)).await?;
+    let ready = runtime.readiness.register("xds");
+    runtime.shutdown.spawn(run::run(
+        client,
+        index,
+        cache,
+        settings,
+        metrics,
+        nacks,
+        runtime.shutdown.token(),
+        move || ready.ready(),
+    ));
+    Ok(bound)
+}
