@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::gateway::Owner;
 use crate::gateway::{self, ResolvedListener};
 use crate::http;
-use crate::memo::Memo;
+use crate::memo::Recall;
 use crate::model::{
     GATEWAY_GROUP, Gateway, Input, Listener, ListenerSet, NamespacesFrom, ParentRef,
 };
@@ -228,7 +228,8 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    fn same(&self, other: &Self) -> bool {
+    /// The same route object, or an equal one.
+    pub(crate) fn same(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::Http(a), Self::Http(b)) => crate::memo::same(a, b),
             (Self::Grpc(a), Self::Grpc(b)) => crate::memo::same(a, b),
@@ -241,12 +242,14 @@ impl Source {
 /// A route's outcome as the memo keeps it, with the object it came from.
 #[derive(Debug)]
 pub(crate) struct Translated {
-    source: Source,
-    outcome: Arc<Outcome>,
+    /// The route object.
+    pub(crate) source: Source,
+    /// Its translation.
+    pub(crate) outcome: Arc<Outcome>,
 }
 
 /// A route of any kind, translated.
-struct RouteView<'a> {
+pub(crate) struct RouteView<'a> {
     kind: &'static str,
     metadata: &'a ObjectMeta,
     parent_refs: &'a [ParentRef],
@@ -254,12 +257,13 @@ struct RouteView<'a> {
     translated: Arc<Outcome>,
 }
 
-/// Every route of `input`, translated, or taken from `memo` when the same route was
-/// translated against the same Services and ReferenceGrants before.
-fn translated<'a>(
+/// Every route of `input`, translated, or as `recall` remembers it when the same route was
+/// translated against the same Services and ReferenceGrants before (the first boundary of
+/// the pipeline).
+pub(crate) fn translated<'a>(
     input: &'a Input,
     grants: &Grants<'_>,
-    mut memo: Option<&mut Memo>,
+    recall: &mut impl Recall,
 ) -> Vec<RouteView<'a>> {
     let http_like = |t: Result<http::Translated, http::Rejected>| {
         t.map(|t| (Content::Http(t.entries), t.unresolved))
@@ -276,21 +280,12 @@ fn translated<'a>(
                 metadata.name.clone().unwrap_or_default(),
             )
         };
-        let translated = crate::memo::through(
-            memo.as_deref_mut().map(|m| &mut m.routes),
-            key,
-            |old| old.source.same(&source),
-            || Translated {
-                outcome: Arc::new(match &source {
-                    Source::Http(r) => http_like(http::translate(r, input, grants)),
-                    Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
-                    Source::Stream(r) => crate::stream::translate(r, kind, input, grants)
-                        .map(|(e, u)| (Content::Stream(Arc::new(e)), u)),
-                }),
-                source: source.clone(),
-            },
-            |t| t.outcome.clone(),
-        );
+        let translated = recall.route(key, &source, || match &source {
+            Source::Http(r) => http_like(http::translate(r, input, grants)),
+            Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
+            Source::Stream(r) => crate::stream::translate(r, kind, input, grants)
+                .map(|(e, u)| (Content::Stream(Arc::new(e)), u)),
+        });
         RouteView {
             kind,
             metadata,
@@ -348,17 +343,14 @@ fn translated<'a>(
     routes
 }
 
-/// Attaches every route, recording the parent statuses; route translations come from and go
-/// to `memo`.
+/// Attaches every translated route, recording the parent statuses.
 pub(crate) fn routes(
     gateways: &mut [GatewayState<'_>],
+    mut routes: Vec<RouteView<'_>>,
     input: &Input,
-    grants: &Grants<'_>,
     controller_name: &str,
     statuses: &mut Statuses,
-    memo: Option<&mut Memo>,
 ) {
-    let mut routes = translated(input, grants, memo);
     // Oldest first, then by namespace/name: where routes conflict (an HTTPRoute and a
     // GRPCRoute sharing a hostname on a listener), the one attached first wins.
     routes.sort_by(|a, b| {

@@ -9,7 +9,8 @@ use crate::refs::Grants;
 /// A resolved backend: one port of one Service; it becomes one Envoy cluster. Its names are
 /// shared (`Arc<str>`): a backend is copied into every route share and cluster set that uses
 /// it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, serde::Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "camelCase")]
 pub struct Backend {
     /// Service namespace.
     pub namespace: std::sync::Arc<str>,

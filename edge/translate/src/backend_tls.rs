@@ -19,16 +19,18 @@ use crate::status::{Condition, PolicyAncestorStatus};
 pub const SYSTEM_TRUST_STORE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// Trust anchors.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub enum TrustAnchors {
     /// The proxy's system trust store.
     System,
     /// PEM bundles, concatenated.
-    Pem(Vec<u8>),
+    Pem(#[serde(serialize_with = "crate::ir::text")] Vec<u8>),
 }
 
 /// A name the backend's certificate must carry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub enum Name {
     /// A DNS name.
     Dns(String),
@@ -37,7 +39,7 @@ pub enum Name {
 }
 
 /// How the proxy speaks TLS to one backend.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
 pub struct UpstreamTls {
     /// SNI.
     pub sni: String,

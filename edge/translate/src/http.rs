@@ -12,7 +12,8 @@ use crate::model::{
 use crate::refs::Grants;
 
 /// How a request path is matched.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub enum PathMatch {
     /// The whole path.
     Exact(String),
@@ -23,7 +24,7 @@ pub enum PathMatch {
 }
 
 /// A header, query parameter or method condition: exact or regular expression.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
 pub struct ValueMatch {
     /// Name.
     pub name: String,
@@ -34,7 +35,8 @@ pub struct ValueMatch {
 }
 
 /// One match of a rule.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub struct Match {
     /// Path.
     pub path: PathMatch,
@@ -48,20 +50,24 @@ pub struct Match {
 
 /// A backend and its weight; `None` stands for a reference that did not resolve, whose share
 /// of the traffic fails (HTTP 500) as the spec requires.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub struct Weighted {
     /// The backend.
     pub backend: Option<Backend>,
     /// Weight.
     pub weight: u32,
     /// Header changes for requests to this backend.
+    #[serde(skip_serializing_if = "HeaderModifier::is_empty")]
     pub request_headers: HeaderModifier,
     /// Header changes for answers from this backend.
+    #[serde(skip_serializing_if = "HeaderModifier::is_empty")]
     pub response_headers: HeaderModifier,
 }
 
 /// What a matched request gets.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Action {
     /// Forward to the weighted backends, after an optional rewrite.
     Forward {
@@ -82,19 +88,23 @@ pub enum Action {
 }
 
 /// One Envoy route: a match of a rule, its action and header changes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct Entry {
     /// Unique name: `namespace/name/rule/i/match/j`.
     pub name: String,
-    /// Precedence; smaller sorts first.
+    /// Precedence; smaller sorts first (the IR holds entries in this order already).
+    #[serde(skip)]
     pub order: Order,
     /// Match.
     pub matcher: Match,
     /// Action (shared by the entries of one rule).
     pub action: std::sync::Arc<Action>,
     /// Rule-level request header changes.
+    #[serde(skip_serializing_if = "HeaderModifier::is_empty")]
     pub request_headers: HeaderModifier,
     /// Rule-level response header changes.
+    #[serde(skip_serializing_if = "HeaderModifier::is_empty")]
     pub response_headers: HeaderModifier,
 }
 

@@ -3,27 +3,36 @@
 //! output (golden tests rely on it, and the xDS server diffs snapshots by content).
 //!
 //! The pipeline, one module per stage:
-//! `model` (input as plain data) → `gateway` (listeners, conflicts, certificates) → `http`
-//! (route rules, matches, filters, precedence) with `backend` and `refs` (references and
-//! grants) → `attach` (parentRefs, allowedRoutes, hostnames; route status) → `envoy`
-//! (listeners, route configurations, clusters, endpoints, secrets), with `backend_tls` (how
-//! clusters speak TLS to their Services, and the policies' status) → `wire` (resources are
-//! encoded as they are built). A [`Translator`] runs the same stages with a `memo` of its
-//! last translation, so that the control plane's translation after a change costs what the
-//! change touches.
+//! `model` (input as plain data) → `gateway` (listeners, conflicts, certificates) → `http`,
+//! `grpc`, `stream` (route rules, matches, filters, precedence) with `backend` and `refs`
+//! (references and grants) → `attach` (parentRefs, allowedRoutes, hostnames; route status)
+//! → `ir` (per Gateway: listeners, filter chains, virtual hosts, routes, clusters with their
+//! TLS — `backend_tls` — and endpoints, certificates) → one renderer per xDS type
+//! (`listener`, `route`, `cluster`, `endpoint`, `secret`, on the building blocks of
+//! `envoy`; `wire` encodes as they build). A [`Translator`] runs the same stages with a
+//! `memo` of its last translation at the two boundaries where work repeats (routes →
+//! rules, IR → encodings), so that the control plane's translation after a change costs
+//! what the change touches.
 
 pub mod attach;
 pub mod backend;
 pub mod backend_tls;
+pub mod cluster;
+pub mod endpoint;
 pub mod envoy;
 pub mod gateway;
 pub mod grpc;
 pub mod hostname;
 pub mod http;
+pub mod ir;
 pub mod kinds;
+pub mod listener;
 mod memo;
 pub mod model;
 pub mod refs;
+mod render;
+pub mod route;
+pub mod secret;
 pub mod status;
 pub mod stream;
 pub mod wire;
@@ -89,7 +98,13 @@ pub struct Translation {
 
 /// Translates everything served by `controller_name`.
 pub fn translate(input: &Input, controller_name: &str) -> Translation {
-    translate_with(input, controller_name, None)
+    translate_with(input, controller_name, &mut memo::Forget).0
+}
+
+/// The IR of every Gateway served by `controller_name` (what [`translate`] renders), by
+/// `namespace/name`.
+pub fn intermediate(input: &Input, controller_name: &str) -> BTreeMap<String, ir::Gateway> {
+    translate_with(input, controller_name, &mut memo::Forget).1
 }
 
 /// A translator that remembers its last translation, for a control plane translating again
@@ -107,17 +122,19 @@ impl Translator {
     /// Translates everything served by `controller_name`.
     pub fn translate(&mut self, input: &Input, controller_name: &str) -> Translation {
         self.memo.start(input);
-        let translation = translate_with(input, controller_name, Some(&mut self.memo));
+        let (translation, _) = translate_with(input, controller_name, &mut self.memo);
         self.memo.finish();
         translation
     }
 }
 
+/// The stages, with `recall` at their memo boundaries; the translation, and the IR it was
+/// rendered from.
 fn translate_with(
     input: &Input,
     controller_name: &str,
-    mut memo: Option<&mut memo::Memo>,
-) -> Translation {
+    recall: &mut impl memo::Recall,
+) -> (Translation, BTreeMap<String, ir::Gateway>) {
     let mut statuses = Statuses::default();
     let mut classes = Vec::new();
     for class in &input.gateway_classes {
@@ -145,17 +162,11 @@ fn translate_with(
         .map(|g| attach::GatewayState::new(g, input, &grants))
         .collect();
     gateways.sort_by(|a, b| a.key.cmp(&b.key));
-    attach::routes(
-        &mut gateways,
-        input,
-        &grants,
-        controller_name,
-        &mut statuses,
-        memo.as_deref_mut(),
-    );
+    let routes = attach::translated(input, &grants, recall);
+    attach::routes(&mut gateways, routes, input, controller_name, &mut statuses);
     let tls = backend_tls::Policies::new(input);
     let mut out = Translation::default();
-    let mut used = Vec::with_capacity(gateways.len());
+    let mut irs = BTreeMap::new();
     for g in &gateways {
         statuses.gateways.insert(g.key.clone(), gateway_status(g));
         for set in &g.sets {
@@ -163,16 +174,21 @@ fn translate_with(
                 .listener_sets
                 .insert(set.key.clone(), listener_set_status(g, set));
         }
-        let (resources, backends) = envoy::resources(g, input, &tls, memo.as_deref_mut());
-        out.gateways.insert(g.key.clone(), resources);
-        used.push((g.key.as_str(), backends));
+        let ir = ir::gateway(g, input, &tls);
+        out.gateways
+            .insert(g.key.clone(), render::resources(&ir, recall));
+        irs.insert(g.key.clone(), ir);
     }
+    let used: Vec<(&str, Vec<backend::Backend>)> = irs
+        .iter()
+        .map(|(k, ir)| (k.as_str(), ir.backends().cloned().collect()))
+        .collect();
     statuses.backend_tls_policies = tls.statuses(
         used.iter().map(|(k, b)| (*k, b.as_slice())),
         controller_name,
     );
     out.statuses = statuses;
-    out
+    (out, irs)
 }
 
 /// A Gateway's status: its own listeners (not its ListenerSets'), and how many ListenerSets

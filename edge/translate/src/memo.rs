@@ -7,6 +7,12 @@
 //!
 //! Each cache keeps what the last translation used and drops the rest, so a deleted route
 //! leaves nothing behind.
+//!
+//! The memo sits at the two boundaries of the pipeline where work is repeated: route objects
+//! → translated rules (before `attach`) and IR → encoded resources (`render`). The stages
+//! themselves know nothing of it; they ask a [`Recall`], which a [`crate::Translator`]'s memo
+//! answers from its last translation and [`Forget`] (a one-off translation) by making the
+//! value, paying nothing for keeping it.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -15,11 +21,73 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
+use crate::attach::{Outcome, Source, Translated};
 use crate::backend::Backend;
 use crate::backend_tls::UpstreamTls;
-use crate::envoy::Origin;
 use crate::http::Entry;
+use crate::ir::{Cluster, Origin};
 use crate::model::{Input, ReferenceGrant};
+
+/// What the pipeline's boundaries ask of a memory.
+pub(crate) trait Recall {
+    /// The translation of the route `key` (kind, namespace, name) from `source`.
+    fn route(
+        &mut self,
+        key: impl FnOnce() -> RouteKey,
+        source: &Source,
+        make: impl FnOnce() -> Outcome,
+    ) -> Arc<Outcome>;
+
+    /// Gives `write` the encoding of the Envoy route of `entry` at `origin`.
+    fn encoded_route(
+        &mut self,
+        entry: &Arc<Entry>,
+        origin: Origin,
+        make: impl FnOnce() -> Vec<u8>,
+        write: impl FnOnce(&[u8]),
+    );
+
+    /// The encoding of the cluster `c`.
+    fn cluster(&mut self, c: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8>;
+
+    /// The encoding of the endpoint assignment of `c`.
+    fn endpoints(&mut self, c: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8>;
+}
+
+/// A route's key in the memo: kind, namespace, name.
+pub(crate) type RouteKey = (&'static str, String, String);
+
+/// No memory: every value is made for its one use.
+pub(crate) struct Forget;
+
+impl Recall for Forget {
+    fn route(
+        &mut self,
+        _: impl FnOnce() -> RouteKey,
+        _: &Source,
+        make: impl FnOnce() -> Outcome,
+    ) -> Arc<Outcome> {
+        Arc::new(make())
+    }
+
+    fn encoded_route(
+        &mut self,
+        _: &Arc<Entry>,
+        _: Origin,
+        make: impl FnOnce() -> Vec<u8>,
+        write: impl FnOnce(&[u8]),
+    ) {
+        write(&make());
+    }
+
+    fn cluster(&mut self, _: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+        make()
+    }
+
+    fn endpoints(&mut self, _: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+        make()
+    }
+}
 
 /// A cache of one translation's results for the next: entries used in this translation are
 /// carried over, the rest dropped at [`Generations::next`].
@@ -78,22 +146,6 @@ impl<K: Hash + Eq, V> Generations<K, V> {
     pub(crate) fn clear(&mut self) {
         self.last.clear();
         self.this.clear();
-    }
-}
-
-/// `read` of the value of `key`: through `memo` when there is one (see
-/// [`Generations::get_or_make`]), else of a value made for this one use (a translation
-/// without memory pays nothing for keeping one).
-pub(crate) fn through<K: Hash + Eq, V, R>(
-    memo: Option<&mut Generations<K, V>>,
-    key: impl FnOnce() -> K,
-    valid: impl FnOnce(&V) -> bool,
-    make: impl FnOnce() -> V,
-    read: impl FnOnce(&V) -> R,
-) -> R {
-    match memo {
-        Some(memo) => read(memo.get_or_make(key(), valid, make)),
-        None => read(&make()),
     }
 }
 
@@ -166,13 +218,73 @@ pub(crate) type EncodedEndpoints = Generations<Backend, (Option<Vec<Arc<Endpoint
 pub(crate) struct Memo {
     world: World,
     /// Translated routes by kind, namespace and name.
-    pub(crate) routes: Generations<(&'static str, String, String), crate::attach::Translated>,
+    routes: Generations<RouteKey, Translated>,
     /// Encoded Envoy routes by entry and origin.
-    pub(crate) encoded: EncodedRoutes,
+    encoded: EncodedRoutes,
     /// Encoded clusters.
-    pub(crate) clusters: EncodedClusters,
+    clusters: EncodedClusters,
     /// Encoded endpoint assignments.
-    pub(crate) endpoints: EncodedEndpoints,
+    endpoints: EncodedEndpoints,
+}
+
+impl Recall for Memo {
+    fn route(
+        &mut self,
+        key: impl FnOnce() -> RouteKey,
+        source: &Source,
+        make: impl FnOnce() -> Outcome,
+    ) -> Arc<Outcome> {
+        self.routes
+            .get_or_make(
+                key(),
+                |old| old.source.same(source),
+                || Translated {
+                    source: source.clone(),
+                    outcome: Arc::new(make()),
+                },
+            )
+            .outcome
+            .clone()
+    }
+
+    fn encoded_route(
+        &mut self,
+        entry: &Arc<Entry>,
+        origin: Origin,
+        make: impl FnOnce() -> Vec<u8>,
+        write: impl FnOnce(&[u8]),
+    ) {
+        let (_, bytes) = self.encoded.get_or_make(
+            (Arc::as_ptr(entry) as usize, origin),
+            |(old, _)| Arc::ptr_eq(old, entry),
+            || (entry.clone(), make()),
+        );
+        write(bytes);
+    }
+
+    fn cluster(&mut self, c: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+        let (_, bytes) = self.clusters.get_or_make(
+            c.backend.clone(),
+            |(made_with, _)| *made_with == c.tls,
+            || (c.tls.clone(), make()),
+        );
+        bytes.clone()
+    }
+
+    fn endpoints(&mut self, c: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+        let (_, bytes) = self.endpoints.get_or_make(
+            c.backend.clone(),
+            |(made_from, _)| match (made_from, &c.endpoints) {
+                (Some(a), Some(b)) => {
+                    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b))
+                }
+                (None, None) => true,
+                _ => false,
+            },
+            || (c.endpoints.clone(), make()),
+        );
+        bytes.clone()
+    }
 }
 
 impl Memo {

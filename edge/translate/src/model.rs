@@ -24,7 +24,7 @@ pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 pub const EXPERIMENTAL_GROUP: &str = "gateway.networking.x-k8s.io";
 
 /// A `GatewayClass`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayClass {
     /// Metadata.
@@ -34,7 +34,7 @@ pub struct GatewayClass {
 }
 
 /// `GatewayClass.spec`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayClassSpec {
     /// The controller that serves the class.
@@ -42,7 +42,7 @@ pub struct GatewayClassSpec {
 }
 
 /// A `Gateway`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Gateway {
     /// Metadata.
@@ -52,7 +52,7 @@ pub struct Gateway {
 }
 
 /// `Gateway.spec`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewaySpec {
     /// The class.
@@ -80,7 +80,7 @@ pub struct Address {
 }
 
 /// `Gateway.spec.allowedListeners`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AllowedListeners {
     /// Namespaces.
@@ -89,7 +89,7 @@ pub struct AllowedListeners {
 }
 
 /// `from: Same | All | Selector | None` with its selector.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NamespacesFrom {
     /// Which namespaces.
@@ -101,7 +101,7 @@ pub struct NamespacesFrom {
 }
 
 /// A listener of a Gateway or a ListenerSet.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Listener {
     /// Name, unique within its Gateway or ListenerSet.
@@ -122,7 +122,7 @@ pub struct Listener {
 }
 
 /// `listeners[].tls`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenerTls {
     /// `Terminate` (default) or `Passthrough`.
@@ -134,7 +134,7 @@ pub struct ListenerTls {
 }
 
 /// `listeners[].allowedRoutes`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AllowedRoutes {
     /// Namespaces (default `Same`).
@@ -157,7 +157,7 @@ pub struct GroupKind {
 }
 
 /// A reference to an object by group, kind, name and optional namespace.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
     /// Group (core when empty).
@@ -174,7 +174,7 @@ pub struct ObjectRef {
 }
 
 /// A `ListenerSet` (GEP-1713).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenerSet {
     /// Metadata.
@@ -184,7 +184,7 @@ pub struct ListenerSet {
 }
 
 /// `ListenerSet.spec`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenerSetSpec {
     /// The Gateway it extends.
@@ -218,7 +218,7 @@ pub struct ParentRef {
 }
 
 /// A `backendRefs[]` entry of any route kind.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendRef {
     /// Group (core when empty).
@@ -244,7 +244,7 @@ pub struct BackendRef {
 }
 
 /// An `HTTPRoute`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRoute {
     /// Metadata.
@@ -254,7 +254,7 @@ pub struct HttpRoute {
 }
 
 /// `HTTPRoute.spec`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRouteSpec {
     /// Parents.
@@ -269,7 +269,7 @@ pub struct HttpRouteSpec {
 }
 
 /// `HTTPRoute.spec.rules[]`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRule {
     /// Optional name.
@@ -290,7 +290,7 @@ pub struct HttpRule {
 }
 
 /// `rules[].timeouts`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpTimeouts {
     /// The whole request (Gateway API duration, `10s`, `1m30s`, `0s` = none).
@@ -302,7 +302,7 @@ pub struct HttpTimeouts {
 }
 
 /// `rules[].matches[]`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpMatch {
     /// Path match (default `PathPrefix /`).
@@ -320,7 +320,7 @@ pub struct HttpMatch {
 }
 
 /// A path match.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PathMatch {
     /// `Exact`, `PathPrefix` (default) or `RegularExpression`.
@@ -332,7 +332,7 @@ pub struct PathMatch {
 }
 
 /// A header or query parameter match.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueMatch {
     /// `Exact` (default) or `RegularExpression`.
@@ -345,7 +345,7 @@ pub struct ValueMatch {
 }
 
 /// A filter of an HTTP or gRPC route (rule or backend).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpFilter {
     /// The filter type.
@@ -369,7 +369,7 @@ pub struct HttpFilter {
 }
 
 /// A header modifier.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct HeaderModifier {
     /// Overwrite.
@@ -383,8 +383,15 @@ pub struct HeaderModifier {
     pub remove: Vec<String>,
 }
 
+impl HeaderModifier {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
 /// A header name and value.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Header {
     /// Name.
@@ -394,7 +401,7 @@ pub struct Header {
 }
 
 /// `RequestRedirect`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestRedirect {
     /// `http` or `https`.
@@ -415,7 +422,7 @@ pub struct RequestRedirect {
 }
 
 /// `URLRewrite`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct UrlRewrite {
     /// Host.
@@ -427,7 +434,7 @@ pub struct UrlRewrite {
 }
 
 /// A path modifier of a redirect or rewrite.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PathModifier {
     /// `ReplaceFullPath` or `ReplacePrefixMatch`.
@@ -442,7 +449,7 @@ pub struct PathModifier {
 }
 
 /// `RequestMirror`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestMirror {
     /// Where to mirror.
@@ -456,7 +463,7 @@ pub struct RequestMirror {
 }
 
 /// `requestMirror.fraction`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Fraction {
     /// Numerator.
@@ -467,7 +474,7 @@ pub struct Fraction {
 }
 
 /// A `GRPCRoute`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcRoute {
     /// Metadata.
@@ -477,7 +484,7 @@ pub struct GrpcRoute {
 }
 
 /// `GRPCRoute.spec`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcRouteSpec {
     /// Parents.
@@ -492,7 +499,7 @@ pub struct GrpcRouteSpec {
 }
 
 /// `GRPCRoute.spec.rules[]`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcRule {
     /// Matches (everything when empty).
@@ -507,7 +514,7 @@ pub struct GrpcRule {
 }
 
 /// `GRPCRoute.spec.rules[].matches[]`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcMatch {
     /// Service and method.
@@ -519,7 +526,7 @@ pub struct GrpcMatch {
 }
 
 /// A gRPC method match.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcMethodMatch {
     /// `Exact` (default) or `RegularExpression`.
@@ -534,7 +541,7 @@ pub struct GrpcMethodMatch {
 }
 
 /// A `TLSRoute`, `TCPRoute` or `UDPRoute`: parents, hostnames (TLS only) and backends.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamRoute {
     /// Metadata.
@@ -544,7 +551,7 @@ pub struct StreamRoute {
 }
 
 /// The spec of a stream route.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamRouteSpec {
     /// Parents.
@@ -559,7 +566,7 @@ pub struct StreamRouteSpec {
 }
 
 /// A stream route rule.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamRule {
     /// Backends.
@@ -568,7 +575,7 @@ pub struct StreamRule {
 }
 
 /// A `ReferenceGrant`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ReferenceGrant {
     /// Metadata.
@@ -578,7 +585,7 @@ pub struct ReferenceGrant {
 }
 
 /// `ReferenceGrant.spec`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ReferenceGrantSpec {
     /// Who may refer.
@@ -590,7 +597,7 @@ pub struct ReferenceGrantSpec {
 }
 
 /// `ReferenceGrant.spec.from[]`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrantFrom {
     /// Group.
@@ -603,7 +610,7 @@ pub struct GrantFrom {
 }
 
 /// `ReferenceGrant.spec.to[]`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GrantTo {
     /// Group.
@@ -617,7 +624,7 @@ pub struct GrantTo {
 }
 
 /// A `BackendTLSPolicy` (GEP-1897): how the proxy speaks TLS to a Service.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendTlsPolicy {
     /// Metadata.
@@ -627,7 +634,7 @@ pub struct BackendTlsPolicy {
 }
 
 /// `BackendTLSPolicy.spec`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendTlsPolicySpec {
     /// The Services (and optionally their ports, by name) the policy applies to.
@@ -639,7 +646,7 @@ pub struct BackendTlsPolicySpec {
 }
 
 /// `targetRefs[]` of a policy: a local object, optionally one section (a Service port name).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyTargetRef {
     /// Group (core when empty).
@@ -655,7 +662,7 @@ pub struct PolicyTargetRef {
 }
 
 /// `BackendTLSPolicy.spec.validation`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendTlsValidation {
     /// CA bundles (ConfigMaps with a `ca.crt` key) in the policy's namespace.
@@ -673,7 +680,7 @@ pub struct BackendTlsValidation {
 }
 
 /// `subjectAltNames[]`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SubjectAltName {
     /// `Hostname` or `URI`.

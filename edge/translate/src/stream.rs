@@ -8,11 +8,12 @@ use crate::model::{Input, StreamRoute};
 use crate::refs::Grants;
 
 /// A stream route's forwarding.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Entry {
     /// `kind/namespace/name`.
     pub name: String,
     /// Oldest first, then by name (which route wins a listener shared by several).
+    #[serde(skip)]
     pub order: (String, String),
     /// Weighted backends.
     pub backends: Vec<Weighted>,

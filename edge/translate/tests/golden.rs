@@ -1,7 +1,10 @@
-//! Golden files: every `tests/golden/<case>/in.yaml` (Gateway API objects and the Services,
-//! EndpointSlices, Secrets and Namespaces they point at) is translated, and the result is
-//! compared with `<case>/out/{listeners,routes,clusters,endpoints,secrets}.yaml` (one file per
-//! xDS type, resources in proto3 JSON keyed by Gateway) and `<case>/out/status.yaml`.
+//! Golden files at both seams of the translator: every `tests/golden/<case>/in.yaml` (Gateway
+//! API objects and the Services, EndpointSlices, Secrets and Namespaces they point at) is
+//! translated; its intermediate representation is compared with `<case>/ir.yaml` (per
+//! Gateway: listeners, chains, virtual hosts, routes, clusters, certificates by name and
+//! size), and the rendered resources with
+//! `<case>/out/{listeners,routes,clusters,endpoints,secrets}.yaml` (one file per xDS type,
+//! resources in proto3 JSON keyed by Gateway) and `<case>/out/status.yaml`.
 //!
 //! `UPDATE_GOLDEN=1 cargo test -p fairlead-edge-translate --test golden` rewrites the
 //! expected files; a person reviews the diff before it is committed.
@@ -14,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use envoy_types::pb::envoy as pb;
 use fairlead_edge_translate::model::Input;
-use fairlead_edge_translate::{CONTROLLER_NAME, Encoded, Translator, translate};
+use fairlead_edge_translate::{CONTROLLER_NAME, Encoded, Translator, intermediate, translate};
 use prost::{Message, Name};
 
 fn render<M: Message + Name + Default>(
@@ -108,6 +111,10 @@ fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
         "status",
         yaml(&serde_json::to_value(&translation.statuses).expect("status json")),
     );
+    files.insert(
+        "ir",
+        yaml(&serde_json::to_value(intermediate(&input, CONTROLLER_NAME)).expect("IR json")),
+    );
     (files, problems)
 }
 
@@ -138,7 +145,12 @@ fn translations_match_the_golden_files() {
         failures.extend(problems.into_iter().map(|p| format!("{name}: {p}")));
         let out = case.join("out");
         for (kind, actual) in files {
-            let path = out.join(format!("{kind}.yaml"));
+            // The IR sits between the input and the rendered resources.
+            let (path, shown) = if kind == "ir" {
+                (case.join("ir.yaml"), "ir.yaml".to_owned())
+            } else {
+                (out.join(format!("{kind}.yaml")), format!("out/{kind}.yaml"))
+            };
             if update {
                 std::fs::create_dir_all(&out).expect("out dir");
                 std::fs::write(&path, &actual).expect("write golden");
@@ -147,7 +159,7 @@ fn translations_match_the_golden_files() {
             let expected = std::fs::read_to_string(&path).unwrap_or_default();
             if expected != actual {
                 failures.push(format!(
-                    "{name}/out/{kind}.yaml differs (UPDATE_GOLDEN=1 to regenerate, then review)\n--- expected\n{expected}\n+++ actual\n{actual}"
+                    "{name}/{shown} differs (UPDATE_GOLDEN=1 to regenerate, then review)\n--- expected\n{expected}\n+++ actual\n{actual}"
                 ));
             }
         }

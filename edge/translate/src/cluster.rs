@@ -1,0 +1,123 @@
+//! Envoy `Cluster`s from the IR: EDS over ADS, a connect timeout, HTTP/2 upstream for
+//! backends that speak it, and TLS to the backend under a BackendTLSPolicy (SNI, trust
+//! anchors, the names the certificate must carry).
+
+use envoy_types::pb::envoy::config::cluster::v3 as cluster;
+use envoy_types::pb::envoy::config::core::v3 as core;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
+use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
+use prost::Message;
+
+use crate::backend_tls::{TrustAnchors, UpstreamTls};
+use crate::envoy::{ads, any, duration};
+use crate::ir::Cluster;
+
+/// The cluster `c`, encoded. Envoy's Cluster is a large message (over 3 KB before any field
+/// is set): built on the stack and encoded at once, never collected.
+pub fn encode(c: &Cluster) -> Vec<u8> {
+    let backend = &c.backend;
+    let upstream = c.tls.as_ref();
+    cluster::Cluster {
+        // Without a trust anchor there is no TLS to configure (Envoy refuses name checks
+        // without a CA): the cluster gets no endpoints instead (`ir::Cluster::endpoints`).
+        transport_socket: upstream
+            .and_then(|u| Some((u, u.anchors.as_ref()?)))
+            .map(|(u, anchors)| upstream_tls(u, anchors, backend.http2)),
+        name: c.name.clone(),
+        cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
+            cluster::cluster::DiscoveryType::Eds as i32,
+        )),
+        eds_cluster_config: Some(cluster::cluster::EdsClusterConfig {
+            eds_config: Some(ads()),
+            ..Default::default()
+        }),
+        connect_timeout: Some(duration(std::time::Duration::from_secs(5))),
+        typed_extension_protocol_options: if backend.http2 {
+            use envoy_types::pb::envoy::extensions::upstreams::http::v3 as upstream;
+            let options = upstream::HttpProtocolOptions {
+                upstream_protocol_options: Some(
+                    upstream::http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                        upstream::http_protocol_options::ExplicitHttpConfig {
+                            protocol_config: Some(
+                                upstream::http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                                    core::Http2ProtocolOptions::default(),
+                                ),
+                            ),
+                        },
+                    ),
+                ),
+                ..Default::default()
+            };
+            [(
+                "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_owned(),
+                any(&options),
+            )]
+            .into()
+        } else {
+            Default::default()
+        },
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// The TLS transport socket of a cluster under a BackendTLSPolicy: SNI, trust anchors, and
+/// the names of which the certificate must carry one.
+fn upstream_tls(u: &UpstreamTls, anchors: &TrustAnchors, http2: bool) -> core::TransportSocket {
+    let trusted_ca = Some(core::DataSource {
+        specifier: Some(match anchors {
+            TrustAnchors::System => core::data_source::Specifier::Filename(
+                crate::backend_tls::SYSTEM_TRUST_STORE.to_owned(),
+            ),
+            TrustAnchors::Pem(pem) => core::data_source::Specifier::InlineBytes(pem.clone()),
+        }),
+        ..Default::default()
+    });
+    let match_typed_subject_alt_names = u
+        .names
+        .iter()
+        .map(|n| {
+            let (san_type, value) = match n {
+                crate::backend_tls::Name::Dns(v) => {
+                    (tls::subject_alt_name_matcher::SanType::Dns, v)
+                }
+                crate::backend_tls::Name::Uri(v) => {
+                    (tls::subject_alt_name_matcher::SanType::Uri, v)
+                }
+            };
+            tls::SubjectAltNameMatcher {
+                san_type: san_type as i32,
+                matcher: Some(matcher::StringMatcher {
+                    match_pattern: Some(matcher::string_matcher::MatchPattern::Exact(
+                        value.clone(),
+                    )),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let context = tls::UpstreamTlsContext {
+        sni: u.sni.clone(),
+        common_tls_context: Some(tls::CommonTlsContext {
+            alpn_protocols: if http2 { vec!["h2".into()] } else { Vec::new() },
+            validation_context_type: Some(
+                tls::common_tls_context::ValidationContextType::ValidationContext(
+                    tls::CertificateValidationContext {
+                        trusted_ca,
+                        match_typed_subject_alt_names,
+                        ..Default::default()
+                    },
+                ),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    core::TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(core::transport_socket::ConfigType::TypedConfig(any(
+            &context,
+        ))),
+    }
+}

@@ -1,0 +1,89 @@
+//! Envoy `ClusterLoadAssignment`s from the IR: the endpoints of a cluster from the
+//! EndpointSlices of its Service, or none when the cluster must fail closed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::core::v3 as core;
+use envoy_types::pb::envoy::config::endpoint::v3 as endpoint;
+use envoy_types::pb::google::protobuf::UInt32Value;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use prost::Message;
+
+use crate::backend::Backend;
+use crate::envoy::socket;
+use crate::ir::Cluster;
+use crate::wire;
+
+/// The endpoint assignment of `c`, encoded.
+pub fn encode(c: &Cluster) -> Vec<u8> {
+    match &c.endpoints {
+        Some(slices) => from_slices(&c.backend, &c.name, slices),
+        None => endpoint::ClusterLoadAssignment {
+            cluster_name: c.name.clone(),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    }
+}
+
+/// The endpoints of a backend from the EndpointSlices of its Service: the slice port whose
+/// name is the Service port's; `ready` (absent = true) → HEALTHY; terminating but `serving` →
+/// DRAINING; anything else is left out, since Envoy still sends traffic to UNHEALTHY hosts
+/// under its panic threshold. FQDN slices are skipped (EDS takes IP addresses).
+/// Encoded as it is built (a decoded `LbEndpoint` is about 400 bytes): the cluster's name and
+/// one locality holding every endpoint.
+fn from_slices(backend: &Backend, cluster_name: &str, slices: &[Arc<EndpointSlice>]) -> Vec<u8> {
+    let mut hosts: BTreeMap<(String, u16), i32> = BTreeMap::new();
+    for slice in slices {
+        // Envoy's EDS takes IP addresses only: an FQDN slice would fail the whole update.
+        if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
+            continue;
+        }
+        let Some(port) = slice
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref().unwrap_or_default() == &*backend.port_name)
+            .and_then(|p| p.port)
+            .and_then(|p| u16::try_from(p).ok())
+        else {
+            continue;
+        };
+        for e in slice.endpoints.iter().flatten() {
+            let conditions = e.conditions.clone().unwrap_or_default();
+            let health = if conditions.ready.unwrap_or(true) {
+                core::HealthStatus::Healthy
+            } else if conditions.terminating == Some(true) && conditions.serving == Some(true) {
+                core::HealthStatus::Draining
+            } else {
+                continue;
+            };
+            for address in &e.addresses {
+                hosts.insert((address.clone(), port), health as i32);
+            }
+        }
+    }
+    // gRPC's xDS client rejects a locality without its (even empty) `locality` field and
+    // drops one without a weight.
+    let mut locality = Vec::new();
+    wire::message(1, &core::Locality::default(), &mut locality);
+    for ((address, port), health) in hosts {
+        let lb_endpoint = endpoint::LbEndpoint {
+            health_status: health,
+            host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
+                endpoint::Endpoint {
+                    address: Some(socket(&address, port, false)),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        };
+        wire::message(2, &lb_endpoint, &mut locality);
+    }
+    wire::message(3, &UInt32Value { value: 1 }, &mut locality);
+    let mut assignment = Vec::with_capacity(cluster_name.len() + locality.len() + 8);
+    wire::string(1, cluster_name, &mut assignment);
+    wire::bytes(2, &locality, &mut assignment);
+    assignment
+}

@@ -1,0 +1,640 @@
+//! The intermediate representation of one Gateway: what its proxies serve, self-contained
+//! (rendering it reads nothing of the input), built from the Gateway's attached state by
+//! [`gateway`] and rendered into Envoy resources by one module per xDS type (`listener`,
+//! `route`, `cluster`, `endpoint`, `secret`). The golden tests write it as `ir.yaml`, the
+//! seam between deciding and encoding.
+//!
+//! Gateway listeners that share a port share one Envoy listener: plain HTTP ports get one
+//! connection manager whose route configuration has a virtual host per hostname; HTTPS and
+//! TLS ports get a filter chain per Gateway listener (TLS passthrough: per route), picked by
+//! SNI, each HTTPS one with its certificates over SDS and its own route configuration.
+//! Clusters are one per Service port (and per HTTP/2 or opaque use of it), with endpoints
+//! over EDS from the EndpointSlices of the Service.
+//!
+//! Names: listeners `<protocol>-<port>`, route configurations `<protocol>-<port>` (HTTPS:
+//! `https-<port>-<listener>`), clusters `<namespace>/<service>/<port>`, secrets
+//! `<namespace>/<name>`. Every name is unique within one Gateway's snapshot.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde::Serialize;
+
+use crate::attach::{Attached, AttachedStream, GatewayState};
+use crate::backend::Backend;
+use crate::backend_tls::{Policies, UpstreamTls};
+use crate::gateway::{Protocol, ResolvedListener};
+use crate::http::{Action, Entry};
+use crate::model::Input;
+
+/// One Gateway's configuration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Gateway {
+    /// Envoy listeners, by port (TCP before UDP).
+    pub listeners: Vec<Listener>,
+    /// Route configurations, in the order of their listeners.
+    pub route_configs: Vec<RouteConfig>,
+    /// Clusters, one per backend reached, in backend order.
+    pub clusters: Vec<Cluster>,
+    /// TLS certificates the listeners present, by name.
+    pub secrets: Vec<Certificate>,
+}
+
+impl Gateway {
+    /// The backends the Gateway reaches (what BackendTLSPolicies are reported against).
+    pub fn backends(&self) -> impl Iterator<Item = &Backend> {
+        self.clusters.iter().map(|c| &c.backend)
+    }
+}
+
+/// One Envoy listener.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Listener {
+    /// `<protocol>-<port>`.
+    pub name: String,
+    /// The port, on every address.
+    pub port: u16,
+    /// What it does with a connection.
+    pub serves: Serves,
+}
+
+/// What a listener does with a connection (or datagram).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Serves {
+    /// Plain HTTP: one connection manager, its routes the route configuration of the
+    /// listener's name.
+    Http,
+    /// Filter chains, picked by SNI: named chains first, the default (no names) last.
+    #[serde(rename_all = "camelCase")]
+    Chains {
+        /// Whether the TLS inspector reads the ClientHello (some chain matches a name or
+        /// terminates TLS).
+        inspect_tls: bool,
+        /// The chains.
+        chains: Vec<Chain>,
+    },
+    /// UDP: every datagram to one cluster.
+    Udp {
+        /// The cluster (`invalid-backend` when none resolved: datagrams are dropped).
+        cluster: String,
+    },
+}
+
+/// A filter chain of a listener.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Chain {
+    /// Unique within the listener.
+    pub name: String,
+    /// The SNI names it is picked for; empty: the listener's default chain.
+    pub server_names: Vec<String>,
+    /// Terminates TLS presenting these certificates (secret names); `None`: no TLS here.
+    pub certificates: Option<Vec<String>>,
+    /// Where connections go.
+    pub forward: Forward,
+}
+
+/// Where a chain's connections go.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Forward {
+    /// An HTTP connection manager with the route configuration of this name.
+    #[serde(rename_all = "camelCase")]
+    Http {
+        /// The route configuration (also the statistics prefix).
+        route_config: String,
+    },
+    /// TCP proxying to weighted clusters.
+    #[serde(rename_all = "camelCase")]
+    Tcp {
+        /// The statistics prefix (the listener's name).
+        stat_prefix: String,
+        /// Clusters and weights (`invalid-backend`: a share whose backend did not resolve,
+        /// whose connections are closed).
+        clusters: Vec<Share>,
+    },
+}
+
+/// A cluster's share of the connections.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Share {
+    /// The cluster.
+    pub cluster: String,
+    /// Its weight.
+    pub weight: u32,
+}
+
+/// Where a route configuration is served: its port and whether it is behind TLS (redirects
+/// derive their port from it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Origin {
+    /// The port.
+    pub port: u16,
+    /// Behind TLS.
+    pub secure: bool,
+}
+
+/// A route configuration: virtual hosts with their routes in precedence order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteConfig {
+    /// Its name.
+    pub name: String,
+    /// Where it is served.
+    pub origin: Origin,
+    /// Virtual hosts, by hostname (`*`: requests of any host no other names).
+    pub virtual_hosts: Vec<VirtualHost>,
+}
+
+/// A virtual host: the requests of one hostname (and `hostname:port`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VirtualHost {
+    /// The hostname, or `*`.
+    pub host: String,
+    /// Its routes, first match wins.
+    pub routes: Vec<Arc<Entry>>,
+}
+
+/// A cluster: one backend, how the proxy speaks TLS to it, and its endpoints.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cluster {
+    /// The cluster's name ([`Backend::cluster`]).
+    pub name: String,
+    /// The backend.
+    pub backend: Backend,
+    /// TLS to the backend, under a BackendTLSPolicy.
+    pub tls: Option<UpstreamTls>,
+    /// The EndpointSlices its endpoints come from; `None` when a policy left it without a
+    /// valid trust anchor: no endpoint, so requests fail rather than go out unchecked.
+    #[serde(serialize_with = "slice_names")]
+    pub endpoints: Option<Vec<Arc<EndpointSlice>>>,
+}
+
+/// A TLS certificate a listener presents: PEM chain and key (never written out: the IR's
+/// YAML shows their sizes).
+#[derive(Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Certificate {
+    /// `namespace/name` of its Secret.
+    pub name: String,
+    /// The chain, PEM.
+    #[serde(serialize_with = "size")]
+    pub chain: Vec<u8>,
+    /// The private key, PEM.
+    #[serde(serialize_with = "size")]
+    pub key: Vec<u8>,
+}
+
+impl std::fmt::Debug for Certificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Certificate")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Bytes that are text (PEM), as text.
+pub(crate) fn text<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&String::from_utf8_lossy(bytes))
+}
+
+fn size<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{} bytes", bytes.len()))
+}
+
+fn slice_names<S: serde::Serializer>(
+    slices: &Option<Vec<Arc<EndpointSlice>>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let names: Option<Vec<String>> = slices.as_ref().map(|slices| {
+        slices
+            .iter()
+            .map(|slice| slice.metadata.name.clone().unwrap_or_default())
+            .collect()
+    });
+    names.serialize(s)
+}
+
+/// The IR of one Gateway from its attached state: listeners grouped by port, filter chains
+/// by SNI precedence, virtual hosts with listener isolation, the backends reached and their
+/// TLS and EndpointSlices, and the certificates presented.
+pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gateway {
+    let mut out = Gateway::default();
+    let mut backends: BTreeSet<Backend> = BTreeSet::new();
+    let mut secrets: BTreeSet<String> = BTreeSet::new();
+    // Envoy listeners by (port, UDP): HTTPS and TLS listeners of one port share one Envoy
+    // listener (chains picked by SNI); other protocols on one TCP port are conflicts.
+    let mut ports: BTreeMap<(u16, bool), Vec<usize>> = BTreeMap::new();
+    for (i, l) in state.listeners.iter().enumerate() {
+        if let (true, Some(protocol)) = (l.programmed(), l.protocol) {
+            ports
+                .entry((l.port, protocol == Protocol::Udp))
+                .or_default()
+                .push(i);
+        }
+    }
+    for ((port, udp), indices) in &ports {
+        let first = indices
+            .iter()
+            .filter_map(|i| state.listeners[*i].protocol)
+            .min()
+            .unwrap_or(Protocol::Tcp);
+        let name = format!("{}-{port}", first.name());
+        if *udp {
+            if let Some(cluster) = udp_cluster(indices, state, &mut backends) {
+                out.listeners.push(Listener {
+                    name,
+                    port: *port,
+                    serves: Serves::Udp { cluster },
+                });
+            }
+            continue;
+        }
+        if first == Protocol::Http {
+            let listeners: Vec<(Option<&str>, &[Attached])> = indices
+                .iter()
+                .map(|i| {
+                    (
+                        state.listeners[*i].hostname.as_deref(),
+                        state.http[*i].as_slice(),
+                    )
+                })
+                .collect();
+            let origin = Origin {
+                port: *port,
+                secure: false,
+            };
+            out.route_configs
+                .push(route_config(&name, origin, &listeners, &mut backends));
+            out.listeners.push(Listener {
+                name,
+                port: *port,
+                serves: Serves::Http,
+            });
+            continue;
+        }
+        let mut chains = Vec::new();
+        for i in indices {
+            let l = &state.listeners[*i];
+            match l.protocol {
+                Some(Protocol::Https) => {
+                    let config = format!("{name}-{}", l.envoy_name());
+                    let listeners = [(l.hostname.as_deref(), state.http[*i].as_slice())];
+                    let origin = Origin {
+                        port: *port,
+                        secure: true,
+                    };
+                    out.route_configs.push(route_config(
+                        &config,
+                        origin,
+                        &listeners,
+                        &mut backends,
+                    ));
+                    secrets.extend(l.certificates.iter().cloned());
+                    chains.push(Chain {
+                        name: l.envoy_name(),
+                        server_names: l.hostname.iter().cloned().collect(),
+                        certificates: Some(l.certificates.clone()),
+                        forward: Forward::Http {
+                            route_config: config,
+                        },
+                    });
+                }
+                Some(Protocol::Tls | Protocol::Tcp) => {
+                    chains.extend(stream_chains(&name, l, &state.streams[*i], &mut backends));
+                    if !l.passthrough {
+                        secrets.extend(l.certificates.iter().cloned());
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Each server name belongs to the first chain by precedence that names it (Envoy
+        // rejects a listener whose chains overlap): later chains lose the names already
+        // taken, and a chain left with none is dropped. One chain without names is the
+        // default and goes last.
+        let mut taken: BTreeSet<String> = BTreeSet::new();
+        let mut default_taken = false;
+        chains.retain_mut(|c| {
+            if c.server_names.is_empty() {
+                !std::mem::replace(&mut default_taken, true)
+            } else {
+                c.server_names.retain(|n| taken.insert(n.clone()));
+                !c.server_names.is_empty()
+            }
+        });
+        chains.sort_by_key(|c| c.server_names.is_empty());
+        if chains.is_empty() {
+            continue;
+        }
+        let inspect_tls = chains
+            .iter()
+            .any(|c| !c.server_names.is_empty() || c.certificates.is_some());
+        out.listeners.push(Listener {
+            name,
+            port: *port,
+            serves: Serves::Chains {
+                inspect_tls,
+                chains,
+            },
+        });
+    }
+    out.clusters.reserve_exact(backends.len());
+    for backend in backends {
+        let upstream = tls.for_backend(&backend).cloned();
+        // No valid trust anchor: no endpoint, so requests fail (503) instead of going out
+        // unchecked.
+        let endpoints = upstream
+            .as_ref()
+            .is_none_or(|u| u.anchors.is_some())
+            .then(|| {
+                input
+                    .slices_of(&backend.namespace, &backend.service)
+                    .cloned()
+                    .collect()
+            });
+        out.clusters.push(Cluster {
+            name: backend.cluster(),
+            backend,
+            tls: upstream,
+            endpoints,
+        });
+    }
+    for key in secrets {
+        if let Some((namespace, name)) = key.split_once('/')
+            && let Some(secret) = crate::gateway::tls_secret(input, namespace, name)
+        {
+            let data = secret.data.as_ref();
+            let bytes = |k: &str| {
+                data.and_then(|d| d.get(k))
+                    .map(|v| v.0.clone())
+                    .unwrap_or_default()
+            };
+            out.secrets.push(Certificate {
+                chain: bytes("tls.crt"),
+                key: bytes("tls.key"),
+                name: key,
+            });
+        }
+    }
+    out
+}
+
+/// The shares of weighted stream backends: one cluster, or a weighted set; a share whose
+/// backend did not resolve goes to a cluster that does not exist, so its connections are
+/// closed.
+fn stream_shares(
+    entry: &crate::stream::Entry,
+    opaque: bool,
+    backends: &mut BTreeSet<Backend>,
+) -> Vec<Share> {
+    let mut out: Vec<Share> = entry
+        .backends
+        .iter()
+        .map(|w| {
+            let backend = w.backend.as_ref().map(|b| Backend {
+                opaque,
+                ..b.clone()
+            });
+            let cluster = backend
+                .as_ref()
+                .map_or_else(|| "invalid-backend".to_owned(), Backend::cluster);
+            backends.extend(backend);
+            Share {
+                cluster,
+                weight: w.weight,
+            }
+        })
+        .collect();
+    if out.is_empty() {
+        out.push(Share {
+            cluster: "invalid-backend".to_owned(),
+            weight: 1,
+        });
+    }
+    out
+}
+
+/// The chains of a TLS or TCP listener: TLS passthrough gets one chain per route, matched by
+/// the SNI names the route serves there; TLS termination and TCP forward to the first route
+/// by precedence (a listener forwards a connection one way).
+fn stream_chains(
+    name: &str,
+    l: &ResolvedListener,
+    attached: &[AttachedStream],
+    backends: &mut BTreeSet<Backend>,
+) -> Vec<Chain> {
+    let mut entries: Vec<_> = attached.iter().collect();
+    entries.sort_by(|a, b| a.1.order.cmp(&b.1.order));
+    let tcp = |entry: &crate::stream::Entry, opaque: bool, backends: &mut BTreeSet<Backend>| {
+        Forward::Tcp {
+            stat_prefix: name.to_owned(),
+            clusters: stream_shares(entry, opaque, backends),
+        }
+    };
+    match (l.protocol, l.passthrough) {
+        (Some(Protocol::Tls), true) => entries
+            .into_iter()
+            .map(|(hostnames, entry)| Chain {
+                name: format!("{}/{}", l.envoy_name(), entry.name),
+                server_names: hostnames
+                    .clone()
+                    .or_else(|| l.hostname.clone().map(|h| vec![h]))
+                    .unwrap_or_default(),
+                certificates: None,
+                forward: tcp(entry, true, backends),
+            })
+            .collect(),
+        (Some(Protocol::Tls), false) => entries
+            .first()
+            .map(|(_, entry)| Chain {
+                name: l.envoy_name(),
+                server_names: l.hostname.iter().cloned().collect(),
+                certificates: Some(l.certificates.clone()),
+                forward: tcp(entry, false, backends),
+            })
+            .into_iter()
+            .collect(),
+        _ => entries
+            .first()
+            .map(|(_, entry)| Chain {
+                name: format!("{}/{}", l.envoy_name(), entry.name),
+                server_names: Vec::new(),
+                certificates: None,
+                forward: tcp(entry, false, backends),
+            })
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// The cluster of a UDP port: the first UDPRoute by precedence, to its first backend that
+/// resolved and carries weight (a weighted split of datagrams is not offered, the documented
+/// limit); `invalid-backend` without one, so datagrams are dropped. `None` without a route.
+fn udp_cluster(
+    indices: &[usize],
+    state: &GatewayState<'_>,
+    backends: &mut BTreeSet<Backend>,
+) -> Option<String> {
+    let mut entries: Vec<_> = indices.iter().flat_map(|i| &state.streams[*i]).collect();
+    entries.sort_by(|a, b| a.1.order.cmp(&b.1.order));
+    let (_, entry) = entries.first()?;
+    Some(
+        entry
+            .backends
+            .iter()
+            .filter(|w| w.weight > 0)
+            .find_map(|w| w.backend.as_ref())
+            .map_or_else(
+                || "invalid-backend".to_owned(),
+                |b| {
+                    let b = Backend {
+                        opaque: true,
+                        ..b.clone()
+                    };
+                    let name = b.cluster();
+                    backends.insert(b);
+                    name
+                },
+            ),
+    )
+}
+
+/// The route configuration of one port: a virtual host per hostname. Listener isolation: a
+/// host is served by the most specific listener whose hostname matches it, and only that
+/// listener's routes apply (a listener without routes still gets its host, answering 404,
+/// rather than leave it to a wildcard listener). Within a host, the routes whose hostname
+/// matches it most specifically come first (exact before wildcard before none), then the
+/// rule precedence.
+fn route_config(
+    name: &str,
+    origin: Origin,
+    listeners: &[(Option<&str>, &[Attached])],
+    backends: &mut BTreeSet<Backend>,
+) -> RouteConfig {
+    use crate::hostname::specificity;
+    /// One listener's attached entries by the hostname they serve: exact (and wildcard)
+    /// names looked up by equality, wildcards also scanned for the names they cover, and the
+    /// entries without hostnames that every host of the listener gets.
+    #[derive(Default)]
+    struct ByHost<'a> {
+        named: std::collections::HashMap<&'a str, Vec<&'a Arc<Entry>>>,
+        wildcards: BTreeMap<&'a str, Vec<&'a Arc<Entry>>>,
+        any: Vec<&'a Arc<Entry>>,
+    }
+    let mut hosts: BTreeSet<&str> = BTreeSet::new();
+    let mut indexed: Vec<ByHost<'_>> = Vec::with_capacity(listeners.len());
+    for (hostname, attached) in listeners {
+        if let Some(h) = hostname {
+            hosts.insert(h);
+        }
+        let mut by_host = ByHost::default();
+        for a in *attached {
+            match &a.hostnames {
+                None => {
+                    hosts.insert("*");
+                    by_host.any.push(&a.entry);
+                }
+                Some(names) => {
+                    for n in names {
+                        hosts.insert(n);
+                        by_host.named.entry(n).or_default().push(&a.entry);
+                        if n.starts_with('*') {
+                            by_host.wildcards.entry(n).or_default().push(&a.entry);
+                        }
+                    }
+                }
+            }
+        }
+        indexed.push(by_host);
+    }
+    let wildcard_hosts: Vec<&str> = hosts
+        .iter()
+        .copied()
+        .filter(|h| *h == "*" || h.starts_with('*'))
+        .collect();
+    let mut virtual_hosts = Vec::new();
+    for host in &hosts {
+        let best = listeners
+            .iter()
+            .zip(&indexed)
+            .filter_map(|((h, _), by_host)| {
+                let rank = if *host == "*" {
+                    h.is_none().then_some((0, 0))
+                } else {
+                    specificity(*h, host)
+                };
+                rank.map(|r| (r, by_host))
+            })
+            .max_by_key(|(rank, _)| *rank)
+            .map(|(_, by_host)| by_host);
+        let mut entries: Vec<((u8, usize), &Arc<Entry>)> = Vec::new();
+        if let Some(by_host) = best {
+            entries.extend(by_host.any.iter().map(|e| ((0, 0), *e)));
+            if *host != "*" {
+                let exact = if host.starts_with('*') { 1 } else { 2 };
+                entries.extend(
+                    by_host
+                        .named
+                        .get(host)
+                        .into_iter()
+                        .flatten()
+                        .map(|e| ((exact, host.len()), *e)),
+                );
+                for (w, covering) in &by_host.wildcards {
+                    if let Some(rank) = (*w != *host).then(|| specificity(Some(w), host)).flatten()
+                    {
+                        entries.extend(covering.iter().map(|e| (rank, *e)));
+                    }
+                }
+            }
+        }
+        // A listener's own host with nothing to serve still gets a (404) virtual host when a
+        // wildcard or catch-all would otherwise answer for it.
+        let covered = || {
+            wildcard_hosts
+                .iter()
+                .any(|w| w != host && (*w == "*" || specificity(Some(w), host).is_some()))
+        };
+        if entries.is_empty() && !covered() {
+            continue;
+        }
+        // The most specific hostname first, then rule precedence; an entry reached through
+        // several names keeps its most specific.
+        entries.sort_by(|(ra, a), (rb, b)| rb.cmp(ra).then_with(|| a.order.cmp(&b.order)));
+        let mut seen = std::collections::HashSet::with_capacity(entries.len());
+        entries.retain(|(_, e)| seen.insert(e.name.as_str()));
+        for (_, e) in &entries {
+            referenced(e, backends);
+        }
+        virtual_hosts.push(VirtualHost {
+            host: (*host).to_owned(),
+            routes: entries.into_iter().map(|(_, e)| e.clone()).collect(),
+        });
+    }
+    RouteConfig {
+        name: name.to_owned(),
+        origin,
+        virtual_hosts,
+    }
+}
+
+/// Adds the backends an entry sends to (its shares and mirrors) to `backends`.
+fn referenced(entry: &Entry, backends: &mut BTreeSet<Backend>) {
+    if let Action::Forward {
+        backends: weighted,
+        mirrors,
+        ..
+    } = entry.action.as_ref()
+    {
+        let shares = weighted.iter().filter_map(|w| w.backend.as_ref());
+        for b in shares.chain(mirrors.iter().map(|(b, _)| b)) {
+            if !backends.contains(b) {
+                backends.insert(b.clone());
+            }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! The IR of a Gateway rendered into its Envoy resources, one module per xDS type; the
+//! encodings of routes, clusters and endpoint assignments come through a [`Recall`] (the
+//! pipeline's second memo boundary), everything else is rendered every time (it is cheap).
+
+use prost::Message;
+
+use crate::Resources;
+use crate::ir::Gateway;
+use crate::memo::Recall;
+use crate::{cluster, endpoint, listener, route, secret};
+
+/// The resources of `ir`.
+pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
+    let mut out = Resources {
+        listeners: ir.listeners.iter().map(listener::encode).collect(),
+        ..Resources::default()
+    };
+    out.routes = ir
+        .route_configs
+        .iter()
+        .map(|config| {
+            route::encode(config, |entry, origin, write| {
+                recall.encoded_route(
+                    entry,
+                    origin,
+                    || route::entry(entry, origin).encode_to_vec(),
+                    write,
+                );
+            })
+        })
+        .collect();
+    out.clusters.reserve_exact(ir.clusters.len());
+    out.endpoints.reserve_exact(ir.clusters.len());
+    for c in &ir.clusters {
+        out.clusters.push(crate::Encoded {
+            name: c.name.clone(),
+            bytes: recall.cluster(c, || cluster::encode(c)),
+        });
+        out.endpoints.push(crate::Encoded {
+            name: c.name.clone(),
+            bytes: recall.endpoints(c, || endpoint::encode(c)),
+        });
+    }
+    out.secrets = ir.secrets.iter().map(secret::encode).collect();
+    out
+}

@@ -1,0 +1,381 @@
+//! Envoy `RouteConfiguration`s from the IR: a virtual host per hostname (domains `host` and
+//! `host:port`, since clients — gRPC among them — send the port in the authority when it is
+//! not the scheme's default) with its routes in precedence; each route's match (path,
+//! headers, query, method), its action (weighted clusters, a redirect, rewrites, mirrors,
+//! timeouts) and its header changes.
+//!
+//! A configuration is encoded as it is built (a decoded `Route` is about 2 KB): its name,
+//! then each virtual host, in the fields' order, as prost would; each route's encoding comes
+//! from the caller, which may have it from the last translation.
+
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::core::v3 as core;
+use envoy_types::pb::envoy::config::route::v3 as route;
+use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
+use envoy_types::pb::google::protobuf::UInt32Value;
+
+use crate::Encoded;
+use crate::backend::Backend;
+use crate::envoy::duration;
+use crate::http::{Action, Entry, PathMatch, ValueMatch};
+use crate::ir::{Origin, RouteConfig};
+use crate::model::HeaderModifier;
+use crate::wire;
+
+/// The route configuration `config`; `route(entry, origin, write)` writes the encoding of
+/// each of its routes (see [`entry`]).
+pub fn encode(
+    config: &RouteConfig,
+    mut route: impl FnMut(&Arc<Entry>, Origin, &mut dyn FnMut(&[u8])),
+) -> Encoded {
+    let mut bytes = Vec::new();
+    wire::string(1, &config.name, &mut bytes);
+    let mut host_bytes = Vec::new();
+    for host in &config.virtual_hosts {
+        host_bytes.clear();
+        wire::string(1, &host.host, &mut host_bytes);
+        wire::string(2, &host.host, &mut host_bytes);
+        if host.host != "*" {
+            wire::string(
+                2,
+                &format!("{}:{}", host.host, config.origin.port),
+                &mut host_bytes,
+            );
+        }
+        for e in &host.routes {
+            route(e, config.origin, &mut |encoded| {
+                wire::bytes(3, encoded, &mut host_bytes);
+            });
+        }
+        wire::bytes(2, &host_bytes, &mut bytes);
+    }
+    Encoded {
+        name: config.name.clone(),
+        bytes,
+    }
+}
+
+fn string_match(value: &ValueMatch) -> matcher::StringMatcher {
+    matcher::StringMatcher {
+        match_pattern: Some(if value.regex {
+            matcher::string_matcher::MatchPattern::SafeRegex(matcher::RegexMatcher {
+                regex: value.value.clone(),
+                ..Default::default()
+            })
+        } else {
+            matcher::string_matcher::MatchPattern::Exact(value.value.clone())
+        }),
+        ..Default::default()
+    }
+}
+
+fn route_match(entry: &Entry) -> route::RouteMatch {
+    use route::route_match::PathSpecifier;
+    let m = &entry.matcher;
+    let path = match &m.path {
+        PathMatch::Exact(p) => PathSpecifier::Path(p.clone()),
+        PathMatch::Prefix(p) if p == "/" => PathSpecifier::Prefix("/".into()),
+        PathMatch::Prefix(p) => PathSpecifier::PathSeparatedPrefix(p.clone()),
+        PathMatch::Regex(r) => PathSpecifier::SafeRegex(matcher::RegexMatcher {
+            regex: r.clone(),
+            ..Default::default()
+        }),
+    };
+    let mut headers: Vec<route::HeaderMatcher> = m
+        .headers
+        .iter()
+        .map(|h| route::HeaderMatcher {
+            name: h.name.clone(),
+            header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
+                string_match(h),
+            )),
+            ..Default::default()
+        })
+        .collect();
+    if let Some(method) = &m.method {
+        headers.push(route::HeaderMatcher {
+            name: ":method".into(),
+            header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
+                string_match(&ValueMatch {
+                    name: ":method".into(),
+                    value: method.clone(),
+                    regex: false,
+                }),
+            )),
+            ..Default::default()
+        });
+    }
+    route::RouteMatch {
+        path_specifier: Some(path),
+        headers,
+        query_parameters: m
+            .query
+            .iter()
+            .map(|q| route::QueryParameterMatcher {
+                name: q.name.clone(),
+                query_parameter_match_specifier: Some(
+                    route::query_parameter_matcher::QueryParameterMatchSpecifier::StringMatch(
+                        string_match(q),
+                    ),
+                ),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn header_options(modifier: &HeaderModifier) -> Vec<core::HeaderValueOption> {
+    let option =
+        |name: &str, value: &str, action: core::header_value_option::HeaderAppendAction| {
+            core::HeaderValueOption {
+                header: Some(core::HeaderValue {
+                    key: name.to_owned(),
+                    value: value.to_owned(),
+                    ..Default::default()
+                }),
+                append_action: action as i32,
+                ..Default::default()
+            }
+        };
+    use core::header_value_option::HeaderAppendAction as A;
+    modifier
+        .set
+        .iter()
+        .map(|h| option(&h.name, &h.value, A::OverwriteIfExistsOrAdd))
+        .chain(
+            modifier
+                .add
+                .iter()
+                .map(|h| option(&h.name, &h.value, A::AppendIfExistsOrAdd)),
+        )
+        .collect()
+}
+
+/// The port of a redirect, as the spec derives it: the one given; else the well-known port
+/// of the scheme given; else the listener's. Zero (no port in `Location`, as the spec asks
+/// for a scheme's well-known port) where Envoy gets it right without one: a new hostname
+/// carries no port, and on a listener at its scheme's well-known port clients send none.
+fn redirect_port(r: &crate::model::RequestRedirect, origin: Origin) -> u32 {
+    let well_known = |scheme: &str| match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
+    let listener_scheme = if origin.secure { "https" } else { "http" };
+    let scheme = r.scheme.as_deref().unwrap_or(listener_scheme);
+    let port = match (r.port, r.scheme.as_deref()) {
+        (Some(p), _) => u32::try_from(p).unwrap_or_default(),
+        (None, Some(s)) => well_known(s).unwrap_or(u32::from(origin.port)),
+        (None, None) => u32::from(origin.port),
+    };
+    let standard_listener = well_known(listener_scheme) == Some(u32::from(origin.port));
+    if well_known(scheme) == Some(port) && (standard_listener || r.hostname.is_some()) {
+        0
+    } else {
+        port
+    }
+}
+
+/// How `ReplacePrefixMatch` replaces the matched prefix, as the spec's table has it: trailing
+/// slashes of the prefix and the replacement do not count, and replacing with `/` (or
+/// nothing) leaves one slash, never two (`/foo/bar` → `/bar`). A plain prefix rewrite where
+/// that holds, an expression where it would not (a root prefix, an empty replacement).
+enum PrefixReplacement {
+    Prefix(String),
+    Regex(matcher::RegexMatchAndSubstitute),
+}
+
+fn prefix_replacement(matched: &PathMatch, replacement: &str) -> PrefixReplacement {
+    let prefix = match matched {
+        PathMatch::Prefix(p) => p.trim_end_matches('/'),
+        _ => "",
+    };
+    let replacement = replacement.trim_end_matches('/');
+    let regex = |pattern: String, substitution: String| {
+        PrefixReplacement::Regex(matcher::RegexMatchAndSubstitute {
+            pattern: Some(matcher::RegexMatcher {
+                regex: pattern,
+                ..Default::default()
+            }),
+            substitution,
+        })
+    };
+    if prefix.is_empty() {
+        regex("^/".into(), format!("{replacement}/"))
+    } else if replacement.is_empty() {
+        regex(format!("^{}/*", regex::escape(prefix)), "/".into())
+    } else {
+        PrefixReplacement::Prefix(replacement.to_owned())
+    }
+}
+
+/// The Envoy route of one entry, served at `origin`.
+pub fn entry(entry: &Entry, origin: Origin) -> route::Route {
+    let action = match entry.action.as_ref() {
+        Action::Redirect(r) => {
+            use route::redirect_action as ra;
+            let path = r.path.as_ref().and_then(|p| match p.type_.as_str() {
+                "ReplaceFullPath" => p
+                    .replace_full_path
+                    .clone()
+                    .map(ra::PathRewriteSpecifier::PathRedirect),
+                "ReplacePrefixMatch" => p.replace_prefix_match.as_deref().map(|r| {
+                    match prefix_replacement(&entry.matcher.path, r) {
+                        PrefixReplacement::Prefix(p) => ra::PathRewriteSpecifier::PrefixRewrite(p),
+                        PrefixReplacement::Regex(r) => ra::PathRewriteSpecifier::RegexRewrite(r),
+                    }
+                }),
+                _ => None,
+            });
+            route::route::Action::Redirect(route::RedirectAction {
+                scheme_rewrite_specifier: r
+                    .scheme
+                    .clone()
+                    .map(ra::SchemeRewriteSpecifier::SchemeRedirect),
+                host_redirect: r.hostname.clone().unwrap_or_default(),
+                port_redirect: redirect_port(r, origin),
+                path_rewrite_specifier: path,
+                response_code: match r.status_code {
+                    Some(301) => ra::RedirectResponseCode::MovedPermanently as i32,
+                    _ => ra::RedirectResponseCode::Found as i32,
+                },
+                ..Default::default()
+            })
+        }
+        Action::Forward {
+            backends: weighted,
+            rewrite,
+            mirrors,
+            timeout,
+            grpc,
+        } => {
+            let valid: u32 = weighted.iter().map(|w| w.weight).sum();
+            if valid == 0 || weighted.iter().all(|w| w.backend.is_none()) {
+                route::route::Action::DirectResponse(route::DirectResponseAction {
+                    status: if *grpc { 503 } else { 500 },
+                    ..Default::default()
+                })
+            } else {
+                use route::route_action::ClusterSpecifier;
+                let clusters: Vec<route::weighted_cluster::ClusterWeight> = weighted
+                    .iter()
+                    .map(|w| {
+                        route::weighted_cluster::ClusterWeight {
+                            // A backend that did not resolve keeps its share, on a cluster that
+                            // does not exist: Envoy answers it with the route's
+                            // cluster_not_found_response_code (500; 503, which gRPC reads as
+                            // UNAVAILABLE, on gRPC routes), as the spec requires.
+                            name: w
+                                .backend
+                                .as_ref()
+                                .map_or_else(|| "invalid-backend".to_owned(), Backend::cluster),
+                            weight: Some(UInt32Value { value: w.weight }),
+                            request_headers_to_add: header_options(&w.request_headers),
+                            request_headers_to_remove: w.request_headers.remove.clone(),
+                            response_headers_to_add: header_options(&w.response_headers),
+                            response_headers_to_remove: w.response_headers.remove.clone(),
+                            ..Default::default()
+                        }
+                    })
+                    .collect();
+                let specifier = match clusters.as_slice() {
+                    [one]
+                        if weighted[0].request_headers.set.is_empty()
+                            && weighted[0].request_headers.add.is_empty()
+                            && weighted[0].request_headers.remove.is_empty()
+                            && weighted[0].response_headers.set.is_empty()
+                            && weighted[0].response_headers.add.is_empty()
+                            && weighted[0].response_headers.remove.is_empty()
+                            && weighted[0].backend.is_some() =>
+                    {
+                        ClusterSpecifier::Cluster(one.name.clone())
+                    }
+                    _ => ClusterSpecifier::WeightedClusters(route::WeightedCluster {
+                        clusters,
+                        ..Default::default()
+                    }),
+                };
+                let mut action = route::RouteAction {
+                    cluster_specifier: Some(specifier),
+                    cluster_not_found_response_code: if *grpc {
+                        route::route_action::ClusterNotFoundResponseCode::ServiceUnavailable
+                    } else {
+                        route::route_action::ClusterNotFoundResponseCode::InternalServerError
+                    } as i32,
+                    timeout: timeout.map(duration),
+                    request_mirror_policies: mirrors
+                        .iter()
+                        .map(|(b, share)| {
+                            use envoy_types::pb::envoy::r#type::v3::{
+                                FractionalPercent, fractional_percent::DenominatorType,
+                            };
+                            route::route_action::RequestMirrorPolicy {
+                                cluster: b.cluster(),
+                                runtime_fraction: (*share < 1_000_000).then(|| {
+                                    core::RuntimeFractionalPercent {
+                                        default_value: Some(FractionalPercent {
+                                            numerator: *share,
+                                            denominator: DenominatorType::Million as i32,
+                                        }),
+                                        ..Default::default()
+                                    }
+                                }),
+                                ..Default::default()
+                            }
+                        })
+                        .collect(),
+                    ..Default::default()
+                };
+                if let Some(rewrite) = rewrite {
+                    if let Some(host) = &rewrite.hostname {
+                        action.host_rewrite_specifier = Some(
+                            route::route_action::HostRewriteSpecifier::HostRewriteLiteral(
+                                host.clone(),
+                            ),
+                        );
+                    }
+                    if let Some(path) = &rewrite.path {
+                        match path.type_.as_str() {
+                            "ReplaceFullPath" => {
+                                action.regex_rewrite = Some(matcher::RegexMatchAndSubstitute {
+                                    pattern: Some(matcher::RegexMatcher {
+                                        regex: "^/.*$".into(),
+                                        ..Default::default()
+                                    }),
+                                    substitution: path
+                                        .replace_full_path
+                                        .clone()
+                                        .unwrap_or_default(),
+                                });
+                            }
+                            "ReplacePrefixMatch" => {
+                                match prefix_replacement(
+                                    &entry.matcher.path,
+                                    path.replace_prefix_match.as_deref().unwrap_or_default(),
+                                ) {
+                                    PrefixReplacement::Prefix(p) => action.prefix_rewrite = p,
+                                    PrefixReplacement::Regex(r) => {
+                                        action.regex_rewrite = Some(r);
+                                    }
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                route::route::Action::Route(action)
+            }
+        }
+    };
+    route::Route {
+        name: entry.name.clone(),
+        r#match: Some(route_match(entry)),
+        action: Some(action),
+        request_headers_to_add: header_options(&entry.request_headers),
+        request_headers_to_remove: entry.request_headers.remove.clone(),
+        response_headers_to_add: header_options(&entry.response_headers),
+        response_headers_to_remove: entry.response_headers.remove.clone(),
+        ..Default::default()
+    }
+}
