@@ -1,12 +1,13 @@
 //! The controller (`fairlead health controller`, a Deployment, leader-elected on a Lease):
 //! keeps each resource's child Service, aggregates the agents' endpoint statuses into the
-//! `Ready` condition and counts, prunes the entries of pods that are gone, and deletes the
-//! EndpointSlices of nodes and resources that are gone, on events and on a slow resync.
+//! `Ready` condition and counts, and prunes the entries of pods that are gone — per resource,
+//! on kube-runtime's `Controller` — and deletes the EndpointSlices of nodes and resources
+//! that are gone, in whole-world rounds; on events and on a slow resync.
 //!
 //! Decisions are in `fairlead_health_plan::controller`; this is the I/O around them.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairlead_health_api::ServiceWithHealthchecks;
@@ -19,10 +20,12 @@ use fairlead_kit::events::Events;
 use fairlead_kit::lease::{self, LeaseConfig};
 use fairlead_kit::reconcile::{Outcome, Pacing, Rounds, Wake};
 use fairlead_kit::watch::{cache, keep, without_managed_fields};
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -35,8 +38,9 @@ use crate::metrics::HealthMetrics;
 pub const MANAGER: &str = "fairlead-health-controller";
 /// The Lease name (Deckhouse's).
 pub const LEASE: &str = "swh-controller-leader.deckhouse.io";
-/// The controller's rounds: everything is reconciled again every five minutes, and half a
-/// second after a failed write (doubling per failed round).
+/// The controller's pace: changes arriving within 20 ms make one reconcile, every resource is
+/// reconciled again every five minutes, and half a second after a failed write (doubling per
+/// failure in a row, per resource; the orphan rounds likewise).
 const PACING: Pacing = Pacing {
     debounce: Duration::from_millis(20),
     resync: Duration::from_secs(300),
@@ -62,27 +66,49 @@ fn trim_pod(pod: &mut Pod) {
     pod.status = None;
 }
 
+fn trim_swh(swh: &mut ServiceWithHealthchecks) {
+    names_only(swh);
+    swh.status = None;
+}
+
 fn trim_node(node: &mut Node) {
     names_only(node);
     node.spec = None;
     node.status = None;
 }
 
-struct Controller {
+/// What every reconcile reads and writes with.
+struct Context {
     client: kube::Client,
     metrics: HealthMetrics,
     events: Events,
-    swhs: Store<ServiceWithHealthchecks>,
     services: Store<Service>,
-    nodes: Store<Node>,
     pods: Store<Pod>,
-    slices: Store<EndpointSlice>,
-    last_child_condition: HashMap<String, &'static str>,
-    /// A write failed in this round: retry with backoff rather than wait for the resync.
-    failed: bool,
+    /// The reason of the last `ChildServiceReady` condition per resource (a Warning Event
+    /// when it turns to a new failure, not on every reconcile).
+    last_child_condition: Mutex<HashMap<ObjectRef<ServiceWithHealthchecks>, &'static str>>,
+    /// Failed reconciles in a row per resource: the retry backs off per resource.
+    failures: Mutex<HashMap<ObjectRef<ServiceWithHealthchecks>, u32>>,
+}
+
+/// Why a reconcile failed (logged, counted and retried with backoff where it happened).
+#[derive(Debug, thiserror::Error)]
+enum ReconcileError {
+    /// The child Service could not be written.
+    #[error("writing the child Service: {0}")]
+    Service(#[source] kube::Error),
+    /// The status could not be written.
+    #[error("writing the status: {0}")]
+    Status(#[source] kube::Error),
 }
 
 /// Runs the controller until `stop`; `ready` is called once its watches have listed.
+///
+/// Per resource, kube-runtime's [`Controller`] reconciles (on the resource's changes, its
+/// child Service's, and its namespace's pods'; again after [`PACING`]'s resync; after a
+/// failure with a per-resource backoff). The EndpointSlices of nodes and resources that are
+/// gone are a whole-world question, answered in [`kit::reconcile`](fairlead_kit::reconcile)
+/// rounds. Both run only on the Lease holder, and stop when it loses the Lease.
 pub async fn run(
     client: kube::Client,
     lease: LeaseConfig,
@@ -90,101 +116,208 @@ pub async fn run(
     stop: CancellationToken,
     ready: impl FnOnce(),
 ) {
-    let notify = Arc::new(Notify::new());
+    // What the orphan rounds watch: nodes, our EndpointSlices, and the resources' names.
+    let orphans = Arc::new(Notify::new());
+    // Caches the reconciles read; their changes reach the Controller through its own watches.
+    let read_only = Arc::new(Notify::new());
     let managed = format!(
         "endpointslice.kubernetes.io/managed-by={}",
         fairlead_health_api::MANAGED_BY
     );
-    let mut controller = Controller {
+    let context = Arc::new(Context {
         events: Events::new(client.clone(), MANAGER, Some(lease.identity.clone())),
-        swhs: cache(
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            without_managed_fields,
-            notify.clone(),
-            stop.clone(),
-        ),
         // The apply helper compares with the Services' managedFields: they are kept.
         services: cache(
             Api::all(client.clone()),
             watcher::Config::default(),
             keep,
-            notify.clone(),
-            stop.clone(),
-        ),
-        nodes: cache(
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            trim_node,
-            notify.clone(),
+            read_only.clone(),
             stop.clone(),
         ),
         pods: cache(
             Api::all(client.clone()),
             watcher::Config::default(),
             trim_pod,
-            notify.clone(),
+            read_only,
+            stop.clone(),
+        ),
+        client: client.clone(),
+        metrics,
+        last_child_condition: Mutex::new(HashMap::new()),
+        failures: Mutex::new(HashMap::new()),
+    });
+    let world = Orphans {
+        swhs: cache(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            trim_swh,
+            orphans.clone(),
+            stop.clone(),
+        ),
+        nodes: cache(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            trim_node,
+            orphans.clone(),
             stop.clone(),
         ),
         slices: cache(
             Api::all(client.clone()),
             watcher::Config::default().labels(&managed),
             without_managed_fields,
-            notify.clone(),
+            orphans.clone(),
             stop.clone(),
         ),
-        client: client.clone(),
-        metrics,
-        last_child_condition: HashMap::new(),
-        failed: false,
     };
     let listed = async {
-        controller.swhs.wait_until_ready().await.is_ok()
-            && controller.services.wait_until_ready().await.is_ok()
-            && controller.nodes.wait_until_ready().await.is_ok()
-            && controller.pods.wait_until_ready().await.is_ok()
-            && controller.slices.wait_until_ready().await.is_ok()
+        context.services.wait_until_ready().await.is_ok()
+            && context.pods.wait_until_ready().await.is_ok()
+            && world.swhs.wait_until_ready().await.is_ok()
+            && world.nodes.wait_until_ready().await.is_ok()
+            && world.slices.wait_until_ready().await.is_ok()
     };
     tokio::select! {
         () = stop.cancelled() => return,
         ok = listed => if !ok { return },
     }
     ready();
-    let (mut leadership, _lease_task) = lease::spawn(client, lease, stop.clone());
-    let mut rounds = Rounds::new(PACING, notify);
+    let (mut leadership, _lease_task) = lease::spawn(client.clone(), lease, stop.clone());
+    let mut rounds = Rounds::new(PACING, orphans);
     loop {
         tokio::select! {
-            () = leadership.leading(), if !leadership.is_leader() => {}
-            wake = rounds.next(&stop) => match wake {
-                None => return,
-                Some(Wake::Changed) => rounds.settle().await,
-                Some(Wake::Resync) => {}
-            },
+            () = stop.cancelled() => return,
+            () = leadership.leading() => {}
         }
-        if leadership.is_leader() {
-            controller.reconcile_all().await;
-            rounds.finished(if std::mem::take(&mut controller.failed) {
-                Outcome::Failed
-            } else {
-                Outcome::Done
-            });
+        // Leading: reconcile until the Lease is lost (or the process stops), then wait to
+        // lead again. A new term starts with fresh watches and a full reconcile.
+        let mut lost = leadership.clone();
+        let term_over = {
+            let stop = stop.clone();
+            async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = lost.lost() => {}
+                }
+            }
+        };
+        let term = CancellationToken::new();
+        let per_resource = controller(&client, context.clone(), term.clone());
+        tokio::select! {
+            () = per_resource => {}
+            () = world.rounds(&mut rounds, &context, &term) => {}
+            () = term_over => {}
+        }
+        term.cancel();
+    }
+}
+
+/// The per-resource reconciles of one leadership term, until `term` is cancelled.
+async fn controller(client: &kube::Client, context: Arc<Context>, term: CancellationToken) {
+    let controller = Controller::new(
+        Api::<ServiceWithHealthchecks>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let resources = controller.store();
+    // A pod that comes or goes changes which endpoint entries of the resources of its
+    // namespace are stale.
+    let of_namespace = move |pod: Pod| {
+        let namespace = pod.metadata.namespace.unwrap_or_default();
+        resources
+            .state()
+            .into_iter()
+            .filter(|swh| swh.metadata.namespace.as_deref() == Some(namespace.as_str()))
+            .map(|swh| ObjectRef::from_obj(&*swh))
+            .collect::<Vec<_>>()
+    };
+    controller
+        .with_config(ControllerConfig::default().debounce(PACING.debounce))
+        .owns(
+            Api::<Service>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .watches(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default(),
+            of_namespace,
+        )
+        .graceful_shutdown_on(term.cancelled_owned())
+        .run(reconcile, error_policy, context)
+        .for_each(|_| std::future::ready(()))
+        .await;
+}
+
+/// One resource's reconcile, traced and timed.
+async fn reconcile(
+    swh: Arc<ServiceWithHealthchecks>,
+    context: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let span = tracing::info_span!(
+        "reconcile",
+        swh = %format!("{}/{}", swh.metadata.namespace.as_deref().unwrap_or_default(), swh.metadata.name.as_deref().unwrap_or_default())
+    );
+    let result = tracing::Instrument::instrument(context.reconcile(&swh), span).await;
+    context
+        .metrics
+        .observe_sync("controller", started.elapsed());
+    let key = ObjectRef::from_obj(&*swh);
+    let mut failures = context
+        .failures
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match result {
+        Ok(()) => {
+            failures.remove(&key);
+            Ok(Action::requeue(PACING.resync))
+        }
+        Err(e) => {
+            *failures.entry(key).or_default() += 1;
+            Err(e)
         }
     }
 }
 
-impl Controller {
-    async fn reconcile_all(&mut self) {
-        let swhs = self.swhs.state();
-        for swh in &swhs {
-            let started = Instant::now();
-            let span = tracing::info_span!(
-                "reconcile",
-                swh = %format!("{}/{}", swh.metadata.namespace.as_deref().unwrap_or_default(), swh.metadata.name.as_deref().unwrap_or_default())
-            );
-            tracing::Instrument::instrument(self.reconcile(swh), span).await;
-            self.metrics.observe_sync("controller", started.elapsed());
+/// After a failed reconcile (already logged and counted where it failed): again after the
+/// resource's backoff.
+fn error_policy(
+    swh: Arc<ServiceWithHealthchecks>,
+    _: &ReconcileError,
+    context: Arc<Context>,
+) -> Action {
+    let failures = context
+        .failures
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&ObjectRef::from_obj(&*swh))
+        .copied()
+        .unwrap_or(1);
+    Action::requeue(PACING.backoff(failures))
+}
+
+/// What the orphan rounds read.
+struct Orphans {
+    swhs: Store<ServiceWithHealthchecks>,
+    nodes: Store<Node>,
+    slices: Store<EndpointSlice>,
+}
+
+impl Orphans {
+    /// Deletes orphaned EndpointSlices in rounds until `term` is cancelled.
+    async fn rounds(&self, rounds: &mut Rounds, context: &Context, term: &CancellationToken) {
+        while let Some(wake) = rounds.next(term).await {
+            if wake == Wake::Changed {
+                rounds.settle().await;
+            }
+            let outcome = self.delete_orphans(context).await;
+            rounds.finished(outcome);
         }
-        let resources: BTreeSet<String> = swhs
+    }
+
+    /// Deletes the EndpointSlices of nodes and resources that are gone.
+    async fn delete_orphans(&self, context: &Context) -> Outcome {
+        let resources: BTreeSet<String> = self
+            .swhs
+            .state()
             .iter()
             .map(|s| {
                 format!(
@@ -202,28 +335,34 @@ impl Controller {
             .collect();
         let slices: Vec<EndpointSlice> =
             self.slices.state().iter().map(|s| (**s).clone()).collect();
+        let mut outcome = Outcome::Done;
         for (namespace, name) in orphaned_slices(&slices, &resources, &nodes) {
-            let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &namespace);
+            let api: Api<EndpointSlice> = Api::namespaced(context.client.clone(), &namespace);
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {
-                    self.metrics.slice_write("delete", true);
+                    context.metrics.slice_write("delete", true);
                     tracing::info!(%namespace, slice = %name, "deleted the EndpointSlice of a node or resource that is gone");
                 }
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(err) => {
-                    self.metrics.slice_write("delete", false);
-                    self.metrics.reconcile_error("controller", "endpointslice");
-                    self.failed = true;
+                    context.metrics.slice_write("delete", false);
+                    context
+                        .metrics
+                        .reconcile_error("controller", "endpointslice");
+                    outcome = Outcome::Failed;
                     tracing::warn!(%namespace, slice = %name, error = %err, "deleting an orphaned EndpointSlice failed; retrying with backoff");
                 }
             }
         }
+        outcome
     }
+}
 
-    async fn reconcile(&mut self, swh: &ServiceWithHealthchecks) {
+impl Context {
+    async fn reconcile(&self, swh: &ServiceWithHealthchecks) -> Result<(), ReconcileError> {
         let namespace = swh.metadata.namespace.clone().unwrap_or_default();
         let name = swh.metadata.name.clone().unwrap_or_default();
-        let key = format!("{namespace}/{name}");
+        let mut failed = None;
         let existing = self.services.get(&ObjectRef::new(&name).within(&namespace));
         let decision = child_service(swh, existing.as_deref());
         let mut stored = existing.as_deref().cloned();
@@ -246,15 +385,18 @@ impl Controller {
                 Ok(Applied::Unchanged(_)) => {}
                 Err(err) => {
                     self.metrics.reconcile_error("controller", "service");
-                    self.failed = true;
                     tracing::warn!(error = %err, "writing the child Service failed; retrying with backoff");
+                    failed = Some(ReconcileError::Service(err));
                 }
             }
         }
         let child = child_service_condition(&decision);
-        if self.last_child_condition.insert(key.clone(), child.reason) != Some(child.reason)
-            && child.status == "False"
-        {
+        let previous = self
+            .last_child_condition
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(ObjectRef::from_obj(swh), child.reason);
+        if previous != Some(child.reason) && child.status == "False" {
             self.events
                 .warning(
                     &swh.object_ref(&()),
@@ -264,15 +406,17 @@ impl Controller {
                 )
                 .await;
         }
-        self.write_status(swh, &child, stored.as_ref()).await;
+        // The status is written even when the Service was not: it reports why.
+        self.write_status(swh, &child, stored.as_ref()).await?;
+        failed.map_or(Ok(()), Err)
     }
 
     async fn write_status(
-        &mut self,
+        &self,
         swh: &ServiceWithHealthchecks,
         child: &ConditionState,
         service: Option<&Service>,
-    ) {
+    ) -> Result<(), ReconcileError> {
         let namespace = swh.metadata.namespace.clone().unwrap_or_default();
         let name = swh.metadata.name.clone().unwrap_or_default();
         let api: Api<ServiceWithHealthchecks> = Api::namespaced(self.client.clone(), &namespace);
@@ -301,7 +445,7 @@ impl Controller {
             {
                 tracing::debug!(error = %err, "pruning endpoint statuses raced a write; retried on the next event");
             }
-            return;
+            return Ok(());
         }
         let mut status = desired_status(swh, child, service);
         let current =
@@ -312,7 +456,7 @@ impl Controller {
             &fairlead_kit::conditions::now(),
         );
         if status_unchanged(&status, &current) {
-            return;
+            return Ok(());
         }
         let body = json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": "ServiceWithHealthchecks",
             "metadata": {"name": name, "namespace": namespace}, "status": status});
@@ -324,12 +468,15 @@ impl Controller {
             )
             .await
         {
-            Ok(_) => self.metrics.status_write("controller", true),
+            Ok(_) => {
+                self.metrics.status_write("controller", true);
+                Ok(())
+            }
             Err(err) => {
                 self.metrics.status_write("controller", false);
                 self.metrics.reconcile_error("controller", "status");
-                self.failed = true;
                 tracing::warn!(error = %err, "writing the status failed; retrying with backoff");
+                Err(ReconcileError::Status(err))
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The controller against the embedded API server: child Services, foreign-Service conflicts,
 //! the Ready condition and counts, pruning of gone pods' entries, and cleanup of slices of
-//! gone nodes and resources.
+//! gone nodes and resources; a refused write retried with its resource's backoff, and the other
+//! replica taking over when the Lease holder stops.
 
 mod common;
 
@@ -198,4 +199,127 @@ async fn the_controller_keeps_services_status_and_cleans_up() {
     })
     .await;
     stop.cancel();
+}
+
+fn start(client: &kube::Client, identity: &str) -> CancellationToken {
+    let stop = CancellationToken::new();
+    let lease = LeaseConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_interval: Duration::from_millis(200),
+        ..LeaseConfig::new(LEASE, "default", identity)
+    };
+    let metrics = HealthMetrics::new(&Metrics::new("test").unwrap()).unwrap();
+    tokio::spawn(controller::run(
+        client.clone(),
+        lease,
+        metrics,
+        stop.clone(),
+        || {},
+    ));
+    stop
+}
+
+/// A write the API server refuses is retried after a backoff of its own resource, long before
+/// the five-minute resync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_child_service_is_retried_with_backoff() {
+    use kube::core::{DynamicObject, GroupVersionKind};
+    use kube::discovery::ApiResource;
+    let (_server, client) = common::cluster().await;
+    let resource = |kind: &str, plural: &str| {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+            plural,
+        )
+    };
+    let policies: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    );
+    let bindings: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource(
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+    );
+    policies
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "no-services"},
+        "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"], "resources": ["services"]}]},
+          "validations": [{"expression": "false", "message": "maintenance"}]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "no-services"},
+        "spec": {"policyName": "no-services", "validationActions": ["Deny"]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let stop = start(&client, "controller-0");
+    let swhs: Api<ServiceWithHealthchecks> = Api::namespaced(client.clone(), "default");
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    swhs.create(&PostParams::default(), &swh("web"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        services.get_opt("web").await.unwrap().is_none(),
+        "the Service is refused"
+    );
+    bindings
+        .delete("no-services", &DeleteParams::default())
+        .await
+        .unwrap();
+    // Nothing about the resource changes: only the retry brings the Service.
+    eventually("the refused Service is retried", || async {
+        services.get_opt("web").await.unwrap().is_some()
+    })
+    .await;
+    stop.cancel();
+}
+
+/// Only the Lease holder reconciles; when it stops, the other replica takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_other_replica_takes_over_when_the_leader_stops() {
+    let (_server, client) = common::cluster().await;
+    let first = start(&client, "controller-0");
+    let swhs: Api<ServiceWithHealthchecks> = Api::namespaced(client.clone(), "default");
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    swhs.create(&PostParams::default(), &swh("one"))
+        .await
+        .unwrap();
+    eventually("the leader reconciles", || async {
+        services.get_opt("one").await.unwrap().is_some()
+    })
+    .await;
+    let second = start(&client, "controller-1");
+    first.cancel();
+    swhs.create(&PostParams::default(), &swh("two"))
+        .await
+        .unwrap();
+    eventually("the new leader reconciles", || async {
+        services.get_opt("two").await.unwrap().is_some()
+    })
+    .await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "default");
+    let holder = leases
+        .get(LEASE)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .holder_identity;
+    assert_eq!(holder.as_deref(), Some("controller-1"));
+    second.cancel();
 }
