@@ -107,8 +107,10 @@ pub fn retranslation(
 ) -> (Duration, Duration, u64) {
     let mut input = input.clone();
     let mut translator = fairlead_edge_translate::Translator::default();
-    let mut last: std::collections::BTreeMap<String, fairlead_edge_xds::cache::Snapshot> =
-        Default::default();
+    let mut last: std::collections::BTreeMap<
+        fairlead_edge_translate::ObjectKey,
+        fairlead_edge_xds::cache::Snapshot,
+    > = Default::default();
     let mut change = 0;
     let mut once = || {
         change += 1;
@@ -144,11 +146,12 @@ pub async fn push_latency(
     let cache = Arc::new(fairlead_edge_xds::cache::Cache::new());
     // One translator throughout, as the control plane keeps one.
     let mut translator = fairlead_edge_translate::Translator::default();
+    let gateway = fairlead_edge_translate::ObjectKey::new("bench", "gw");
     let mut publish = |input: &Input| {
         let mut t = translator.translate(input, fairlead_edge_translate::CONTROLLER_NAME);
-        let resources = t.gateways.remove("bench/gw").unwrap_or_default();
-        let snapshot = fairlead_edge_xds::cache::Snapshot::after(resources, &cache.get("bench/gw"));
-        cache.set("bench/gw", snapshot);
+        let resources = t.gateways.remove(&gateway).unwrap_or_default();
+        let snapshot = fairlead_edge_xds::cache::Snapshot::after(resources, &cache.get(&gateway));
+        cache.set(&gateway, snapshot);
     };
     publish(&input);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -230,7 +233,7 @@ mod tests {
         );
         let t =
             fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
-        let gw = &t.gateways["bench/gw"];
+        let gw = &t.gateways[&fairlead_edge_translate::ObjectKey::new("bench", "gw")];
         // Two Services over HTTP/1 (HTTPRoutes) and over HTTP/2 (GRPCRoutes).
         assert_eq!(gw.clusters.len(), 4);
         let routes: envoy_types::pb::envoy::config::route::v3::RouteConfiguration =

@@ -17,6 +17,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
     HttpProtocolOptions, http_protocol_options,
 };
 use envoy_types::pb::google::protobuf::Duration;
+use fairlead_key::ObjectKey;
 
 /// The static cluster of the xDS server.
 const XDS_CLUSTER: &str = "fairlead-xds";
@@ -26,8 +27,8 @@ use fairlead_edge_translate::envoy::{ads, socket};
 /// What a proxy's bootstrap says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Spec {
-    /// The Gateway the proxy serves, `namespace/name` (the node's cluster).
-    pub gateway: String,
+    /// The Gateway the proxy serves (the node's cluster, as `namespace/name`).
+    pub gateway: ObjectKey,
     /// The node id (by default the Gateway's name).
     pub node_id: Option<String>,
     /// The xDS server's host name or IP address.
@@ -76,7 +77,7 @@ pub fn parse_address(text: &str) -> Result<(String, u16), BootstrapError> {
 /// The bootstrap of `spec`.
 pub fn bootstrap(spec: &Spec) -> Bootstrap {
     let (host, port) = (spec.xds_host.as_str(), spec.xds_port);
-    let name = spec.gateway.rsplit('/').next().unwrap_or_default();
+    let name = spec.gateway.name.as_str();
     let http2 = HttpProtocolOptions {
         upstream_protocol_options: Some(
             http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
@@ -188,7 +189,7 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
     Bootstrap {
         node: Some(Node {
             id: spec.node_id.clone().unwrap_or_else(|| name.to_owned()),
-            cluster: spec.gateway.clone(),
+            cluster: spec.gateway.to_string(),
             ..Default::default()
         }),
         admin: Some(Admin {
@@ -236,7 +237,7 @@ mod tests {
 
     fn spec(tls: Option<Tls>) -> Spec {
         Spec {
-            gateway: "infra/web".into(),
+            gateway: ObjectKey::new("infra", "web"),
             node_id: None,
             xds_host: "xds.d8-alb.svc".into(),
             xds_port: 18000,

@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use fairlead_edge_control_plane::run::{LEASE, Settings};
 use fairlead_edge_control_plane::start;
 use fairlead_edge_index::Index;
+use fairlead_edge_translate::ObjectKey;
 use fairlead_edge_xds::serve::XdsTls;
 use fairlead_kit::lease::LeaseConfig;
 use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
@@ -77,11 +78,9 @@ impl XdsArgs {
 }
 
 /// A Gateway named `namespace/name`.
-fn gateway(text: &str) -> Result<String, String> {
-    match text.split_once('/') {
-        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok(text.to_owned())
-        }
+fn gateway(text: &str) -> Result<ObjectKey, String> {
+    match ObjectKey::parse(text) {
+        Ok(key) if !key.namespace.is_empty() => Ok(key),
         _ => Err(format!("{text:?} is not <namespace>/<name>")),
     }
 }
@@ -91,7 +90,7 @@ fn gateway(text: &str) -> Result<String, String> {
 pub struct BootstrapArgs {
     /// The Gateway the proxy serves, `namespace/name`.
     #[arg(long, value_parser = gateway)]
-    pub gateway: String,
+    pub gateway: ObjectKey,
     /// The xDS server, `host:port`.
     #[arg(long)]
     pub xds: String,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fairlead_edge_index::Index;
+use fairlead_edge_translate::ObjectKey;
 use fairlead_edge_xds::cache::short;
 use fairlead_edge_xds::cache::{Cache, Snapshot};
 use fairlead_edge_xds::metrics::XdsMetrics;
@@ -62,7 +63,7 @@ pub async fn run(
         "fairlead-edge-xds",
         Some(settings.lease.identity.clone()),
     );
-    let mut reported: BTreeSet<(String, &'static str, String)> = BTreeSet::new();
+    let mut reported: BTreeSet<(ObjectKey, &'static str, String)> = BTreeSet::new();
     let mut snapshots = index.subscribe();
     let (leadership, _lease) = lease::spawn(client.clone(), settings.lease.clone(), stop.clone());
     let writer = StatusWriter::new(client, &settings.controller_name);
@@ -108,8 +109,8 @@ pub async fn run(
             .with_label_values(&[] as &[&str])
             .observe(started.elapsed().as_secs_f64());
         span.record("gateways", translation.gateways.len());
-        let keep: BTreeSet<String> = translation.gateways.keys().cloned().collect();
-        let snapshots: Vec<(String, Snapshot)> = translation
+        let keep: BTreeSet<ObjectKey> = translation.gateways.keys().cloned().collect();
+        let snapshots: Vec<(ObjectKey, Snapshot)> = translation
             .gateways
             .into_iter()
             .map(|(gateway, resources)| {
@@ -122,10 +123,11 @@ pub async fn run(
         drop(_entered);
         drop(span);
         for (gateway, snapshot) in snapshots {
+            let label = gateway.to_string();
             for (type_url, count) in snapshot.sizes() {
                 metrics
                     .snapshot
-                    .with_label_values(&[gateway.as_str(), short(type_url)])
+                    .with_label_values(&[label.as_str(), short(type_url)])
                     .set(i64::try_from(count).unwrap_or(i64::MAX));
             }
             if cache.set(&gateway, snapshot) {
@@ -158,15 +160,14 @@ pub async fn run(
 
 /// A Warning Event on the Gateway whose proxies rejected a version.
 async fn report(events: &fairlead_kit::events::Events, index: &Index, nack: &Nack) {
-    let (namespace, name) = nack.group.split_once('/').unwrap_or_default();
-    let Some(gateway) = index.object("Gateway", namespace, name) else {
+    let Some(gateway) = index.object("Gateway", &nack.group) else {
         return;
     };
     let reference = k8s_openapi::api::core::v1::ObjectReference {
         api_version: gateway["apiVersion"].as_str().map(str::to_owned),
         kind: Some("Gateway".into()),
-        name: Some(name.to_owned()),
-        namespace: Some(namespace.to_owned()),
+        name: Some(nack.group.name.clone()),
+        namespace: Some(nack.group.namespace.clone()),
         uid: gateway["metadata"]["uid"].as_str().map(str::to_owned),
         ..Default::default()
     };

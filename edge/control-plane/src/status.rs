@@ -10,7 +10,8 @@
 
 use std::sync::Arc;
 
-use fairlead_edge_translate::status::{Condition, Statuses};
+use fairlead_edge_translate::ObjectKey;
+use fairlead_edge_translate::status::{Condition, RouteKey, Statuses};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -108,7 +109,7 @@ pub struct StatusWriter {
     /// What we last wrote per object, and the resourceVersion it produced: a server whose
     /// schema lacks a field we write (an older Gateway API bundle) prunes it, and the stored
     /// status never equals ours; without this, every round would write again.
-    written: std::sync::Mutex<std::collections::HashMap<String, (Value, String)>>,
+    written: std::sync::Mutex<std::collections::HashMap<(String, ObjectKey), (Value, String)>>,
 }
 
 impl StatusWriter {
@@ -134,19 +135,25 @@ impl StatusWriter {
             }
         };
         for (name, desired) in &statuses.gateway_classes {
-            let Some(current) = index.object("GatewayClass", "", name) else {
+            let Some(current) = index.object("GatewayClass", &ObjectKey::cluster(name.as_str()))
+            else {
                 continue;
             };
             let status = json!({"conditions": conditions(desired, Some(&current["status"]["conditions"]), &now)});
             count(
-                self.merge(index, "GatewayClass", "", name, &current, status)
-                    .await,
+                self.merge(
+                    index,
+                    "GatewayClass",
+                    &ObjectKey::cluster(name.as_str()),
+                    &current,
+                    status,
+                )
+                .await,
                 name,
             );
         }
         for (key, desired) in &statuses.gateways {
-            let (namespace, name) = key.split_once('/').unwrap_or_default();
-            let Some(current) = index.object("Gateway", namespace, name) else {
+            let Some(current) = index.object("Gateway", key) else {
                 continue;
             };
             let listeners = listeners(&desired.listeners, &current, &now);
@@ -157,17 +164,15 @@ impl StatusWriter {
                 "attachedListenerSets": desired.attached_listener_sets,
             });
             count(
-                self.merge(index, "Gateway", namespace, name, &current, status)
-                    .await,
-                key,
+                self.merge(index, "Gateway", key, &current, status).await,
+                &key.to_string(),
             );
         }
         for (key, desired) in &statuses.listener_sets {
-            let (namespace, name) = key.split_once('/').unwrap_or_default();
             // Served as ListenerSet (v1) or, before Gateway API 1.5, as XListenerSet.
             let Some((kind, current)) = ["ListenerSet", "XListenerSet"]
                 .into_iter()
-                .find_map(|k| index.object(k, namespace, name).map(|o| (k, o)))
+                .find_map(|k| index.object(k, key).map(|o| (k, o)))
             else {
                 continue;
             };
@@ -177,21 +182,21 @@ impl StatusWriter {
                 "listeners": listeners,
             });
             count(
-                self.merge(index, kind, namespace, name, &current, status)
-                    .await,
-                key,
+                self.merge(index, kind, key, &current, status).await,
+                &key.to_string(),
             );
         }
         use fairlead_edge_translate::kinds::{Status, with_status};
         let policies: Vec<&str> = with_status(Status::Ancestors).collect();
         for kind in with_status(Status::Parents).chain(policies.iter().copied()) {
             for current in index.objects(kind) {
-                let namespace = current["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or_default();
-                let name = current["metadata"]["name"].as_str().unwrap_or_default();
+                let key = ObjectKey::new(
+                    current["metadata"]["namespace"]
+                        .as_str()
+                        .unwrap_or_default(),
+                    current["metadata"]["name"].as_str().unwrap_or_default(),
+                );
                 let (shared, desired): (Shared, Vec<Entry<'_>>) = if policies.contains(&kind) {
-                    let key = format!("{namespace}/{name}");
                     let entries = statuses.backend_tls_policies.get(&key);
                     (
                         ANCESTORS,
@@ -205,8 +210,7 @@ impl StatusWriter {
                             .collect(),
                     )
                 } else {
-                    let key = format!("{kind}/{namespace}/{name}");
-                    let entries = statuses.routes.get(&key);
+                    let entries = statuses.routes.get(&RouteKey::new(kind, key.clone()));
                     (
                         PARENTS,
                         entries
@@ -226,7 +230,7 @@ impl StatusWriter {
                 if desired.is_empty() && !had_ours {
                     continue;
                 }
-                let what = format!("{kind}/{namespace}/{name}");
+                let what = format!("{kind}/{key}");
                 count(
                     self.shared(index, kind, shared, current.clone(), &desired, &now)
                         .await,
@@ -251,15 +255,14 @@ impl StatusWriter {
         &self,
         index: &Index,
         kind: &str,
-        namespace: &str,
-        name: &str,
+        object: &ObjectKey,
         current: &Value,
         status: Value,
     ) -> Result<bool, kube::Error> {
         if same(&current["status"], &status) {
             return Ok(false);
         }
-        let key = format!("{kind}/{namespace}/{name}");
+        let key = (kind.to_owned(), object.clone());
         let version = current["metadata"]["resourceVersion"]
             .as_str()
             .unwrap_or_default()
@@ -273,12 +276,12 @@ impl StatusWriter {
         if unchanged {
             return Ok(false);
         }
-        let Some(api) = self.api(index, kind, namespace) else {
+        let Some(api) = self.api(index, kind, &object.namespace) else {
             return Ok(false);
         };
         let stored = api
             .patch_status(
-                name,
+                &object.name,
                 &PatchParams::default(),
                 &Patch::Merge(json!({"status": status.clone()})),
             )

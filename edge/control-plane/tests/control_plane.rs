@@ -85,7 +85,7 @@ async fn objects_become_snapshots_and_statuses() {
     eventually("the snapshot", || {
         let cache = cache.clone();
         async move {
-            let snapshot = cache.get("default/gw");
+            let snapshot = cache.get(&gw());
             snapshot.get(LISTENER, "http-80").is_some() && snapshot.get(ROUTE, "http-80").is_some()
         }
     })
@@ -189,7 +189,7 @@ async fn objects_become_snapshots_and_statuses() {
     use fairlead_edge_xds::server::Observer as _;
     for _ in 0..3 {
         forwarder.verdict(
-            "default/gw",
+            &gw(),
             &fairlead_edge_xds::sotw::Verdict::Nack {
                 type_url: fairlead_edge_xds::cache::ROUTE.into(),
                 version: "v1".into(),
@@ -256,7 +256,7 @@ async fn objects_become_snapshots_and_statuses() {
         let cache = cache.clone();
         async move {
             cache
-                .get("default/gw")
+                .get(&gw())
                 .get(fairlead_edge_xds::cache::CLUSTER, "default/shop/8080")
                 .is_some_and(|c| {
                     use prost::Message as _;
@@ -292,7 +292,7 @@ async fn objects_become_snapshots_and_statuses() {
     .await;
 
     // A change to the route is published.
-    let before = cache.get("default/gw").version(ROUTE);
+    let before = cache.get(&gw()).version(ROUTE);
     routes
         .patch(
             "shop",
@@ -304,8 +304,13 @@ async fn objects_become_snapshots_and_statuses() {
     eventually("the new route configuration", || {
         let cache = cache.clone();
         let before = before.clone();
-        async move { cache.get("default/gw").version(ROUTE) != before }
+        async move { cache.get(&gw()).version(ROUTE) != before }
     })
     .await;
     stop.cancel();
+}
+
+/// The Gateway the tests configure.
+fn gw() -> fairlead_edge_translate::ObjectKey {
+    fairlead_edge_translate::ObjectKey::new("default", "gw")
 }

@@ -24,6 +24,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fairlead_edge_translate::ObjectKey;
 use fairlead_edge_translate::kinds;
 use fairlead_edge_translate::model::{Input, Object};
 use fairlead_kit::watch::{Projection, project};
@@ -134,16 +135,11 @@ impl Index {
     }
 
     /// The metadata and status of an object of a kind whose status is written (as JSON).
-    pub fn object(
-        &self,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Option<Arc<serde_json::Value>> {
+    pub fn object(&self, kind: &str, key: &ObjectKey) -> Option<Arc<serde_json::Value>> {
         self.watched()
             .into_iter()
             .find(|w| w.resource.kind == kind)
-            .and_then(|w| w.objects.get(namespace, name))
+            .and_then(|w| w.objects.get(&key.namespace, &key.name))
             .and_then(|stored| stored.status())
     }
 

@@ -15,7 +15,8 @@ use crate::model::{
 };
 use crate::model::{GrpcRoute, HttpRoute, StreamRoute};
 use crate::refs::Grants;
-use crate::status::{Condition, RouteParentStatus, Statuses};
+use crate::status::{Condition, RouteKey, RouteParentStatus, Statuses};
+use fairlead_key::ObjectKey;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 
@@ -37,8 +38,8 @@ pub type AttachedStream = (Option<Vec<String>>, std::sync::Arc<crate::stream::En
 
 /// A Gateway during translation: its listeners and what attached to them.
 pub struct GatewayState<'a> {
-    /// `namespace/name`.
-    pub key: String,
+    /// Its key.
+    pub key: ObjectKey,
     /// The Gateway.
     pub gateway: &'a Gateway,
     /// Listeners in precedence order.
@@ -53,8 +54,8 @@ pub struct GatewayState<'a> {
 
 /// A ListenerSet that names a Gateway of ours as its parent.
 pub struct SetState<'a> {
-    /// `namespace/name`.
-    pub key: String,
+    /// Its key.
+    pub key: ObjectKey,
     /// The ListenerSet.
     pub set: &'a ListenerSet,
     /// Whether the Gateway's `allowedListeners` admits it.
@@ -75,11 +76,8 @@ impl<'a> GatewayState<'a> {
                 let set_namespace = s.metadata.namespace.as_deref().unwrap_or_default();
                 parent.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
                     && parent.kind.as_deref().unwrap_or("Gateway") == "Gateway"
-                    && format!(
-                        "{}/{}",
-                        parent.namespace.as_deref().unwrap_or(set_namespace),
-                        parent.name
-                    ) == key
+                    && parent.namespace.as_deref().unwrap_or(set_namespace) == key.namespace
+                    && parent.name == key.name
             })
             .map(|set| {
                 let set_namespace = set.metadata.namespace.as_deref().unwrap_or_default();
@@ -101,9 +99,9 @@ impl<'a> GatewayState<'a> {
                     ),
                 };
                 SetState {
-                    key: format!(
-                        "{set_namespace}/{}",
-                        set.metadata.name.as_deref().unwrap_or_default()
+                    key: ObjectKey::new(
+                        set_namespace,
+                        set.metadata.name.as_deref().unwrap_or_default(),
                     ),
                     set,
                     accepted,
@@ -273,13 +271,7 @@ pub(crate) fn translated<'a>(
                     parent_refs: &'a [ParentRef],
                     hostnames: &'a [String],
                     source: Source| {
-        let key = || {
-            (
-                kind,
-                metadata.namespace.clone().unwrap_or_default(),
-                metadata.name.clone().unwrap_or_default(),
-            )
-        };
+        let key = || RouteKey::new(kind, crate::model::key(metadata));
         let translated = recall.route(key, &source, || match &source {
             Source::Http(r) => http_like(http::translate(r, input, grants)),
             Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
@@ -481,9 +473,10 @@ pub(crate) fn routes(
             });
         }
         if !parents.is_empty() {
-            statuses
-                .routes
-                .insert(format!("{}/{namespace}/{name}", route.kind), parents);
+            statuses.routes.insert(
+                RouteKey::new(route.kind, ObjectKey::new(namespace, name)),
+                parents,
+            );
         }
     }
 }
@@ -496,10 +489,9 @@ fn our_gateway(
     route_namespace: &str,
 ) -> Option<usize> {
     let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
-    let key = format!(
-        "{}/{}",
+    let key = ObjectKey::new(
         parent.namespace.as_deref().unwrap_or(route_namespace),
-        parent.name
+        parent.name.as_str(),
     );
     match (group, parent.kind.as_deref().unwrap_or("Gateway")) {
         (GATEWAY_GROUP, "Gateway") => gateways.iter().position(|g| g.key == key),
@@ -530,10 +522,9 @@ fn attach(
 ) -> Result<Vec<Placement>, Refusal> {
     let through_set =
         matches!(parent.kind.as_deref(), Some("ListenerSet" | "XListenerSet")).then(|| {
-            format!(
-                "{}/{}",
+            ObjectKey::new(
                 parent.namespace.as_deref().unwrap_or(route_namespace),
-                parent.name
+                parent.name.as_str(),
             )
         });
     let named: Vec<usize> = state

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::backend::Backend;
 use crate::model::{BackendTlsPolicy, Input, ParentRef};
 use crate::status::{Condition, PolicyAncestorStatus};
+use fairlead_key::ObjectKey;
 
 /// Where the proxy finds the system trust store (the Envoy image's Debian bundle).
 pub const SYSTEM_TRUST_STORE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -62,9 +63,9 @@ struct Decided {
 #[derive(Debug, Default)]
 pub struct Policies {
     /// Decisions by policy key, in key order.
-    decided: BTreeMap<String, Decided>,
+    decided: BTreeMap<ObjectKey, Decided>,
     /// The winning policy per `(namespace, service, section)`.
-    winners: HashMap<(String, String, Option<String>), String>,
+    winners: HashMap<(String, String, Option<String>), ObjectKey>,
 }
 
 impl Policies {
@@ -113,21 +114,21 @@ impl Policies {
     }
 
     /// The policies' statuses: one ancestor entry per Gateway whose configuration reaches a
-    /// Service the policy targets. `used` lists each Gateway's backends.
-    pub fn statuses<'a>(
+    /// Service the policy targets, of the Gateways in `used` (their IR: the backends each
+    /// reaches).
+    pub fn statuses(
         &self,
-        used: impl IntoIterator<Item = (&'a str, &'a [Backend])>,
+        used: &BTreeMap<ObjectKey, crate::ir::Gateway>,
         controller_name: &str,
-    ) -> BTreeMap<String, Vec<PolicyAncestorStatus>> {
-        let mut out: BTreeMap<String, Vec<PolicyAncestorStatus>> = BTreeMap::new();
+    ) -> BTreeMap<ObjectKey, Vec<PolicyAncestorStatus>> {
+        let mut out: BTreeMap<ObjectKey, Vec<PolicyAncestorStatus>> = BTreeMap::new();
         if self.decided.is_empty() {
             return out;
         }
-        for (gateway, backends) in used {
-            let (namespace, name) = gateway.split_once('/').unwrap_or_default();
+        for (gateway, ir) in used {
             for (key, decided) in &self.decided {
                 let reaches = decided.targets.iter().any(|(ns, svc, section)| {
-                    backends.iter().any(|b| {
+                    ir.backends().any(|b| {
                         !b.opaque
                             && *b.namespace == **ns
                             && *b.service == **svc
@@ -141,8 +142,8 @@ impl Policies {
                             ancestor_ref: ParentRef {
                                 group: Some(crate::model::GATEWAY_GROUP.to_owned()),
                                 kind: Some("Gateway".to_owned()),
-                                namespace: Some(namespace.to_owned()),
-                                name: name.to_owned(),
+                                namespace: Some(gateway.namespace.clone()),
+                                name: gateway.name.clone(),
                                 section_name: None,
                                 port: None,
                             },
@@ -175,12 +176,8 @@ fn certificates(pem: &str) -> bool {
 }
 
 /// A policy's key, `namespace/name`.
-fn key(policy: &BackendTlsPolicy) -> String {
-    format!(
-        "{}/{}",
-        policy.metadata.namespace.as_deref().unwrap_or_default(),
-        policy.metadata.name.as_deref().unwrap_or_default()
-    )
+fn key(policy: &BackendTlsPolicy) -> ObjectKey {
+    crate::model::key(&policy.metadata)
 }
 
 /// One policy's TLS settings and conditions (`Accepted`, `ResolvedRefs`), before conflicts.

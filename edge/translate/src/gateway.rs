@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Secret;
 use crate::model::{GATEWAY_GROUP, Gateway, GroupKind, Input, Listener};
 use crate::refs::Grants;
 use crate::status::{Condition, ListenerStatus};
+use fairlead_key::ObjectKey;
 
 /// A listener protocol the translator serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -83,7 +84,7 @@ pub struct ResolvedListener {
     /// TLS passthrough (TLS protocol).
     pub passthrough: bool,
     /// Certificates: `namespace/name` of valid TLS Secrets.
-    pub certificates: Vec<String>,
+    pub certificates: Vec<ObjectKey>,
     /// Route kinds accepted.
     pub kinds: Vec<GroupKind>,
     /// `allowedRoutes.namespaces`.
@@ -93,7 +94,7 @@ pub struct ResolvedListener {
     /// Routes attached.
     pub attached: i32,
     /// The ListenerSet (`namespace/name`) that declares it; `None` for the Gateway's own.
-    pub set: Option<String>,
+    pub set: Option<ObjectKey>,
     /// The namespace of its declaring object (what `allowedRoutes: Same` means).
     pub home: String,
 }
@@ -155,7 +156,7 @@ pub struct Owner {
     /// Its namespace.
     pub namespace: String,
     /// The ListenerSet's `namespace/name`.
-    pub set: Option<String>,
+    pub set: Option<ObjectKey>,
     /// Its generation.
     pub generation: Option<i64>,
 }
@@ -257,7 +258,7 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
                     ),
                 ))
             } else {
-                certificates.push(format!("{namespace}/{}", r.name));
+                certificates.push(ObjectKey::new(namespace, r.name.clone()));
                 None
             };
             if refs_problem.is_none() {
@@ -342,7 +343,7 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
         // ListenerSet) no listener wins: all of them are conflicted, as the spec says. Between
         // owners, the first in precedence order with one class claims the port (GEP-1713), so
         // a ListenerSet cannot take a port from its Gateway or an older set.
-        let mut owners: Vec<(&Option<String>, BTreeSet<u8>)> = Vec::new();
+        let mut owners: Vec<(&Option<ObjectKey>, BTreeSet<u8>)> = Vec::new();
         for i in indices {
             let l = &listeners[*i];
             let Some(class) = l.protocol.map(Protocol::port_class).filter(|c| *c != 3) else {
@@ -359,7 +360,7 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
             .iter()
             .find(|(_, classes)| classes.len() == 1)
             .and_then(|(owner, classes)| Some(((*owner).clone(), *classes.first()?)));
-        let torn: Vec<Option<String>> = owners
+        let torn: Vec<Option<ObjectKey>> = owners
             .iter()
             .filter(|(_, classes)| classes.len() > 1)
             .map(|(owner, _)| (*owner).clone())
@@ -501,10 +502,6 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
 }
 
 /// `namespace/name` of a Gateway.
-pub fn key(gateway: &Gateway) -> String {
-    format!(
-        "{}/{}",
-        gateway.metadata.namespace.as_deref().unwrap_or_default(),
-        gateway.metadata.name.as_deref().unwrap_or_default()
-    )
+pub fn key(gateway: &Gateway) -> ObjectKey {
+    crate::model::key(&gateway.metadata)
 }

@@ -27,6 +27,7 @@ use crate::backend_tls::{Policies, UpstreamTls};
 use crate::gateway::{Protocol, ResolvedListener};
 use crate::http::{Action, Entry};
 use crate::model::Input;
+use fairlead_key::ObjectKey;
 
 /// One Gateway's configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -91,8 +92,8 @@ pub struct Chain {
     pub name: String,
     /// The SNI names it is picked for; empty: the listener's default chain.
     pub server_names: Vec<String>,
-    /// Terminates TLS presenting these certificates (secret names); `None`: no TLS here.
-    pub certificates: Option<Vec<String>>,
+    /// Terminates TLS presenting these certificates (their Secrets); `None`: no TLS here.
+    pub certificates: Option<Vec<ObjectKey>>,
     /// Where connections go.
     pub forward: Forward,
 }
@@ -178,8 +179,8 @@ pub struct Cluster {
 #[derive(Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Certificate {
-    /// `namespace/name` of its Secret.
-    pub name: String,
+    /// Its Secret.
+    pub name: ObjectKey,
     /// The chain, PEM.
     #[serde(serialize_with = "size")]
     pub chain: Vec<u8>,
@@ -224,7 +225,7 @@ fn slice_names<S: serde::Serializer>(
 pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gateway {
     let mut out = Gateway::default();
     let mut backends: BTreeSet<Backend> = BTreeSet::new();
-    let mut secrets: BTreeSet<String> = BTreeSet::new();
+    let mut secrets: BTreeSet<ObjectKey> = BTreeSet::new();
     // Envoy listeners by (port, UDP): HTTPS and TLS listeners of one port share one Envoy
     // listener (chains picked by SNI); other protocols on one TCP port are conflicts.
     let mut ports: BTreeMap<(u16, bool), Vec<usize>> = BTreeMap::new();
@@ -364,9 +365,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
         });
     }
     for key in secrets {
-        if let Some((namespace, name)) = key.split_once('/')
-            && let Some(secret) = crate::gateway::tls_secret(input, namespace, name)
-        {
+        if let Some(secret) = crate::gateway::tls_secret(input, &key.namespace, &key.name) {
             let data = secret.data.as_ref();
             let bytes = |k: &str| {
                 data.and_then(|d| d.get(k))

@@ -39,6 +39,7 @@ pub mod wire;
 
 use std::collections::BTreeMap;
 
+pub use fairlead_key::ObjectKey;
 use model::Input;
 use status::{Condition, GatewayStatus, Statuses};
 
@@ -90,8 +91,8 @@ pub struct Resources {
 /// What a translation yields.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Translation {
-    /// Resources per Gateway (`namespace/name`).
-    pub gateways: BTreeMap<String, Resources>,
+    /// Resources per Gateway.
+    pub gateways: BTreeMap<ObjectKey, Resources>,
     /// Statuses.
     pub statuses: Statuses,
 }
@@ -103,7 +104,7 @@ pub fn translate(input: &Input, controller_name: &str) -> Translation {
 
 /// The IR of every Gateway served by `controller_name` (what [`translate`] renders), by
 /// `namespace/name`.
-pub fn intermediate(input: &Input, controller_name: &str) -> BTreeMap<String, ir::Gateway> {
+pub fn intermediate(input: &Input, controller_name: &str) -> BTreeMap<ObjectKey, ir::Gateway> {
     translate_with(input, controller_name, &mut memo::Forget).1
 }
 
@@ -134,7 +135,7 @@ fn translate_with(
     input: &Input,
     controller_name: &str,
     recall: &mut impl memo::Recall,
-) -> (Translation, BTreeMap<String, ir::Gateway>) {
+) -> (Translation, BTreeMap<ObjectKey, ir::Gateway>) {
     let mut statuses = Statuses::default();
     let mut classes = Vec::new();
     for class in &input.gateway_classes {
@@ -179,14 +180,7 @@ fn translate_with(
             .insert(g.key.clone(), render::resources(&ir, recall));
         irs.insert(g.key.clone(), ir);
     }
-    let used: Vec<(&str, Vec<backend::Backend>)> = irs
-        .iter()
-        .map(|(k, ir)| (k.as_str(), ir.backends().cloned().collect()))
-        .collect();
-    statuses.backend_tls_policies = tls.statuses(
-        used.iter().map(|(k, b)| (*k, b.as_slice())),
-        controller_name,
-    );
+    statuses.backend_tls_policies = tls.statuses(&irs, controller_name);
     out.statuses = statuses;
     (out, irs)
 }
@@ -251,7 +245,7 @@ fn listener_set_status(
     let mine: Vec<&gateway::ResolvedListener> = g
         .listeners
         .iter()
-        .filter(|l| l.set.as_deref() == Some(set.key.as_str()))
+        .filter(|l| l.set.as_ref() == Some(&set.key))
         .collect();
     let programmed = mine.iter().any(|l| l.programmed());
     let conditions = if set.accepted {

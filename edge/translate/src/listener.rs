@@ -9,6 +9,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 use crate::Encoded;
 use crate::envoy::{ads, any, connection_manager, socket};
 use crate::ir::{Chain, Forward, Listener, Serves, Share};
+use fairlead_key::ObjectKey;
 
 /// The Envoy listener of `l`.
 pub fn encode(l: &Listener) -> Encoded {
@@ -70,13 +71,13 @@ fn chain(c: &Chain) -> listener::FilterChain {
 }
 
 /// TLS termination presenting `certificates` (fetched over SDS), offering HTTP/2 and 1.1.
-fn downstream_tls(certificates: &[String]) -> core::TransportSocket {
+fn downstream_tls(certificates: &[ObjectKey]) -> core::TransportSocket {
     let context = tls::DownstreamTlsContext {
         common_tls_context: Some(tls::CommonTlsContext {
             tls_certificate_sds_secret_configs: certificates
                 .iter()
-                .map(|name| tls::SdsSecretConfig {
-                    name: name.clone(),
+                .map(|secret| tls::SdsSecretConfig {
+                    name: secret.to_string(),
                     sds_config: Some(ads()),
                 })
                 .collect(),

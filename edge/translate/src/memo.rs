@@ -27,6 +27,7 @@ use crate::backend_tls::UpstreamTls;
 use crate::http::Entry;
 use crate::ir::{Cluster, Origin};
 use crate::model::{Input, ReferenceGrant};
+use crate::status::RouteKey;
 
 /// What the pipeline's boundaries ask of a memory.
 pub(crate) trait Recall {
@@ -53,9 +54,6 @@ pub(crate) trait Recall {
     /// The encoding of the endpoint assignment of `c`.
     fn endpoints(&mut self, c: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8>;
 }
-
-/// A route's key in the memo: kind, namespace, name.
-pub(crate) type RouteKey = (&'static str, String, String);
 
 /// No memory: every value is made for its one use.
 pub(crate) struct Forget;

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use fairlead_key::ObjectKey;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -381,6 +382,14 @@ pub struct HeaderModifier {
     /// Remove by name.
     #[serde(default)]
     pub remove: Vec<String>,
+}
+
+/// The key of an object from its metadata.
+pub fn key(meta: &ObjectMeta) -> ObjectKey {
+    ObjectKey::new(
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
 }
 
 impl HeaderModifier {

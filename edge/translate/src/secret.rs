@@ -13,13 +13,14 @@ pub fn encode(c: &Certificate) -> Encoded {
         specifier: Some(core::data_source::Specifier::InlineBytes(b.to_vec())),
         ..Default::default()
     };
+    let name = c.name.to_string();
     let secret = tls::Secret {
-        name: c.name.clone(),
+        name: name.clone(),
         r#type: Some(tls::secret::Type::TlsCertificate(tls::TlsCertificate {
             certificate_chain: Some(bytes(&c.chain)),
             private_key: Some(bytes(&c.key)),
             ..Default::default()
         })),
     };
-    Encoded::new(c.name.clone(), &secret)
+    Encoded::new(name, &secret)
 }

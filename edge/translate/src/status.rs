@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use fairlead_key::ObjectKey;
 use serde::Serialize;
 
 use crate::model::{Address, GroupKind, ParentRef};
@@ -113,36 +114,64 @@ pub struct PolicyAncestorStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// A route by kind, namespace and name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+/// A route by kind and key; its text form is `kind/namespace/name`, what it serializes as
+/// and sorts by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RouteKey {
     /// `HTTPRoute`, `GRPCRoute`, `TLSRoute`, `TCPRoute`, `UDPRoute`.
-    pub kind: String,
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
+    pub kind: &'static str,
+    /// Namespace and name.
+    pub key: ObjectKey,
+}
+
+impl RouteKey {
+    /// The route `key` of `kind`.
+    pub fn new(kind: &'static str, key: ObjectKey) -> Self {
+        Self { kind, key }
+    }
 }
 
 impl std::fmt::Display for RouteKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        write!(f, "{}/{}", self.kind, self.key)
     }
 }
 
-/// Every status the translator decided, keyed by `namespace/name` (classes by name).
+impl Ord for RouteKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // As the text: kind, '/', then the key's text (which sorts as its own text does).
+        let slash = |k: &Self| k.kind.bytes().chain(std::iter::once(b'/'));
+        slash(self)
+            .cmp(slash(other))
+            .then_with(|| self.key.cmp(&other.key))
+    }
+}
+
+impl PartialOrd for RouteKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Serialize for RouteKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Every status the translator decided, keyed by object (classes by name).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Statuses {
     /// GatewayClass conditions.
     pub gateway_classes: BTreeMap<String, Vec<Condition>>,
     /// Gateways.
-    pub gateways: BTreeMap<String, GatewayStatus>,
+    pub gateways: BTreeMap<ObjectKey, GatewayStatus>,
     /// ListenerSets.
-    pub listener_sets: BTreeMap<String, ListenerSetStatus>,
+    pub listener_sets: BTreeMap<ObjectKey, ListenerSetStatus>,
     /// Routes: our entries of `status.parents`.
-    pub routes: BTreeMap<String, Vec<RouteParentStatus>>,
-    /// BackendTLSPolicies (`namespace/name`): our entries of `status.ancestors`.
+    pub routes: BTreeMap<RouteKey, Vec<RouteParentStatus>>,
+    /// BackendTLSPolicies: our entries of `status.ancestors`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub backend_tls_policies: BTreeMap<String, Vec<PolicyAncestorStatus>>,
+    pub backend_tls_policies: BTreeMap<ObjectKey, Vec<PolicyAncestorStatus>>,
 }

@@ -69,14 +69,16 @@ fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
         yaml(&render::<pb::config::listener::v3::Listener>(
             gateways
                 .iter()
-                .map(|(k, r)| (k.clone(), r.listeners.clone())),
+                .map(|(k, r)| (k.to_string(), r.listeners.clone())),
             &mut problems,
         )),
     );
     files.insert(
         "routes",
         yaml(&render::<pb::config::route::v3::RouteConfiguration>(
-            gateways.iter().map(|(k, r)| (k.clone(), r.routes.clone())),
+            gateways
+                .iter()
+                .map(|(k, r)| (k.to_string(), r.routes.clone())),
             &mut problems,
         )),
     );
@@ -85,7 +87,7 @@ fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
         yaml(&render::<pb::config::cluster::v3::Cluster>(
             gateways
                 .iter()
-                .map(|(k, r)| (k.clone(), r.clusters.clone())),
+                .map(|(k, r)| (k.to_string(), r.clusters.clone())),
             &mut problems,
         )),
     );
@@ -94,7 +96,7 @@ fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
         yaml(&render::<pb::config::endpoint::v3::ClusterLoadAssignment>(
             gateways
                 .iter()
-                .map(|(k, r)| (k.clone(), r.endpoints.clone())),
+                .map(|(k, r)| (k.to_string(), r.endpoints.clone())),
             &mut problems,
         )),
     );
@@ -102,7 +104,9 @@ fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
         "secrets",
         yaml(
             &render::<pb::extensions::transport_sockets::tls::v3::Secret>(
-                gateways.iter().map(|(k, r)| (k.clone(), r.secrets.clone())),
+                gateways
+                    .iter()
+                    .map(|(k, r)| (k.to_string(), r.secrets.clone())),
                 &mut problems,
             ),
         ),

@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 
 use envoy_types::pb::google::protobuf::Any;
 use fairlead_edge_translate::{Encoded, Resources};
+use fairlead_key::ObjectKey;
 use prost::{Message, Name};
 use sha2::Digest;
 use tokio::sync::watch;
@@ -222,7 +223,7 @@ impl Snapshot {
 /// Snapshots by node group.
 #[derive(Default)]
 pub struct Cache {
-    groups: RwLock<HashMap<String, watch::Sender<Arc<Snapshot>>>>,
+    groups: RwLock<HashMap<ObjectKey, watch::Sender<Arc<Snapshot>>>>,
 }
 
 impl Cache {
@@ -231,7 +232,7 @@ impl Cache {
         Self::default()
     }
 
-    fn sender(&self, group: &str) -> watch::Sender<Arc<Snapshot>> {
+    fn sender(&self, group: &ObjectKey) -> watch::Sender<Arc<Snapshot>> {
         if let Some(s) = self
             .groups
             .read()
@@ -243,14 +244,14 @@ impl Cache {
         self.groups
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(group.to_owned())
+            .entry(group.clone())
             .or_insert_with(|| watch::channel(Arc::new(Snapshot::default())).0)
             .clone()
     }
 
     /// Publishes a group's snapshot; returns whether it differs from the last one (an equal
     /// snapshot wakes nobody).
-    pub fn set(&self, group: &str, mut snapshot: Snapshot) -> bool {
+    pub fn set(&self, group: &ObjectKey, mut snapshot: Snapshot) -> bool {
         self.sender(group).send_if_modified(|current| {
             if **current == snapshot {
                 false
@@ -263,8 +264,8 @@ impl Cache {
     }
 
     /// Empties the groups not in `keep` (their Gateways are gone).
-    pub fn retain(&self, keep: &BTreeSet<String>) {
-        let groups: Vec<String> = self
+    pub fn retain(&self, keep: &BTreeSet<ObjectKey>) {
+        let groups: Vec<ObjectKey> = self
             .groups
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -278,12 +279,12 @@ impl Cache {
     }
 
     /// Follows a group's snapshots.
-    pub fn subscribe(&self, group: &str) -> watch::Receiver<Arc<Snapshot>> {
+    pub fn subscribe(&self, group: &ObjectKey) -> watch::Receiver<Arc<Snapshot>> {
         self.sender(group).subscribe()
     }
 
     /// The current snapshot of a group.
-    pub fn get(&self, group: &str) -> Arc<Snapshot> {
+    pub fn get(&self, group: &ObjectKey) -> Arc<Snapshot> {
         self.sender(group).borrow().clone()
     }
 }

@@ -11,6 +11,7 @@ use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
 use crate::cache::short;
 use crate::server::Observer;
 use crate::sotw::Verdict;
+use fairlead_key::ObjectKey;
 
 /// The `alb_xds_*` families.
 #[derive(Clone)]
@@ -92,17 +93,25 @@ impl XdsMetrics {
 }
 
 impl Observer for XdsMetrics {
-    fn connected(&self, group: &str) {
-        self.connected.with_label_values(&[group]).inc();
+    fn connected(&self, group: &ObjectKey) {
+        self.connected.with_label_values(&[group.to_string()]).inc();
     }
 
-    fn disconnected(&self, group: &str) {
-        self.connected.with_label_values(&[group]).dec();
+    fn disconnected(&self, group: &ObjectKey) {
+        self.connected.with_label_values(&[group.to_string()]).dec();
     }
 
-    fn pushed(&self, group: &str, type_url: &str, _resources: usize, latency: Option<Duration>) {
+    fn pushed(
+        &self,
+        group: &ObjectKey,
+        type_url: &str,
+        _resources: usize,
+        latency: Option<Duration>,
+    ) {
         let kind = short(type_url);
-        self.pushes.with_label_values(&[group, kind]).inc();
+        self.pushes
+            .with_label_values(&[group.to_string().as_str(), kind])
+            .inc();
         if let Some(latency) = latency {
             self.push_latency
                 .with_label_values(&[kind])
@@ -110,13 +119,13 @@ impl Observer for XdsMetrics {
         }
     }
 
-    fn verdict(&self, group: &str, verdict: &Verdict) {
+    fn verdict(&self, group: &ObjectKey, verdict: &Verdict) {
         let (type_url, what) = match verdict {
             Verdict::Ack { type_url, .. } => (type_url, "ack"),
             Verdict::Nack { type_url, .. } => (type_url, "nack"),
         };
         self.verdicts
-            .with_label_values(&[group, short(type_url), what])
+            .with_label_values(&[group.to_string().as_str(), short(type_url), what])
             .inc();
     }
 }

@@ -5,6 +5,7 @@
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::value::Kind;
+use fairlead_key::ObjectKey;
 
 /// Why a node cannot be served.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -13,23 +14,20 @@ use envoy_types::pb::google::protobuf::value::Kind;
 )]
 pub struct NoGateway;
 
-/// The node group (`namespace/gateway`) of a node.
-pub fn group(node: Option<&Node>) -> Result<String, NoGateway> {
+/// The node group of a node: the Gateway it serves.
+pub fn group(node: Option<&Node>) -> Result<ObjectKey, NoGateway> {
     let node = node.ok_or(NoGateway)?;
-    let valid = |g: &str| {
-        g.split_once('/')
-            .is_some_and(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
-    };
-    if valid(&node.cluster) {
-        return Ok(node.cluster.clone());
+    // A Gateway is namespaced: `name` alone does not name one.
+    let gateway = |g: &str| ObjectKey::parse(g).ok().filter(|k| !k.namespace.is_empty());
+    if let Some(key) = gateway(&node.cluster) {
+        return Ok(key);
     }
-    let from_metadata = node
-        .metadata
+    node.metadata
         .as_ref()
         .and_then(|m| m.fields.get("gateway"))
         .and_then(|v| match &v.kind {
-            Some(Kind::StringValue(s)) => Some(s.clone()),
+            Some(Kind::StringValue(s)) => gateway(s),
             _ => None,
-        });
-    from_metadata.filter(|g| valid(g)).ok_or(NoGateway)
+        })
+        .ok_or(NoGateway)
 }

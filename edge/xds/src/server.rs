@@ -19,25 +19,26 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::cache::Cache;
 use crate::delta::Delta;
 use crate::sotw::{Sotw, Verdict};
+use fairlead_key::ObjectKey;
 
 /// What the server reports as streams come, go, push and hear back (metrics, Events).
 pub trait Observer: Send + Sync + 'static {
     /// A proxy of `group` connected.
-    fn connected(&self, _group: &str) {}
+    fn connected(&self, _group: &ObjectKey) {}
     /// A proxy of `group` went away.
-    fn disconnected(&self, _group: &str) {}
+    fn disconnected(&self, _group: &ObjectKey) {}
     /// A response of `type_url` went to a proxy of `group`; `latency` is the time since the
     /// snapshot was published, for pushes the proxy did not ask for.
     fn pushed(
         &self,
-        _group: &str,
+        _group: &ObjectKey,
         _type_url: &str,
         _resources: usize,
         _latency: Option<std::time::Duration>,
     ) {
     }
     /// A proxy of `group` answered a response.
-    fn verdict(&self, _group: &str, _verdict: &Verdict) {}
+    fn verdict(&self, _group: &ObjectKey, _verdict: &Verdict) {}
 }
 
 /// An observer that reports nothing.
@@ -49,15 +50,15 @@ impl Observer for Quiet {}
 pub struct Observers(pub Vec<Arc<dyn Observer>>);
 
 impl Observer for Observers {
-    fn connected(&self, group: &str) {
+    fn connected(&self, group: &ObjectKey) {
         self.0.iter().for_each(|o| o.connected(group));
     }
-    fn disconnected(&self, group: &str) {
+    fn disconnected(&self, group: &ObjectKey) {
         self.0.iter().for_each(|o| o.disconnected(group));
     }
     fn pushed(
         &self,
-        group: &str,
+        group: &ObjectKey,
         type_url: &str,
         resources: usize,
         latency: Option<std::time::Duration>,
@@ -66,7 +67,7 @@ impl Observer for Observers {
             .iter()
             .for_each(|o| o.pushed(group, type_url, resources, latency));
     }
-    fn verdict(&self, group: &str, verdict: &Verdict) {
+    fn verdict(&self, group: &ObjectKey, verdict: &Verdict) {
         self.0.iter().for_each(|o| o.verdict(group, verdict));
     }
 }
@@ -75,7 +76,7 @@ impl Observer for Observers {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Nack {
     /// `namespace/gateway`.
-    pub group: String,
+    pub group: ObjectKey,
     /// The rejected version's type (short name).
     pub type_name: &'static str,
     /// The version.
@@ -88,7 +89,7 @@ pub struct Nack {
 pub struct NackForwarder(pub mpsc::UnboundedSender<Nack>);
 
 impl Observer for NackForwarder {
-    fn verdict(&self, group: &str, verdict: &Verdict) {
+    fn verdict(&self, group: &ObjectKey, verdict: &Verdict) {
         if let Verdict::Nack {
             type_url,
             version,
@@ -96,7 +97,7 @@ impl Observer for NackForwarder {
         } = verdict
         {
             let _ = self.0.send(Nack {
-                group: group.to_owned(),
+                group: group.clone(),
                 type_name: crate::cache::short(type_url),
                 version: version.clone(),
                 message: message.clone(),

@@ -21,10 +21,10 @@ use tokio_stream::wrappers::ReceiverStream;
 struct Recorder(Mutex<Vec<String>>);
 
 impl Observer for Recorder {
-    fn connected(&self, group: &str) {
+    fn connected(&self, group: &fairlead_edge_translate::ObjectKey) {
         self.0.lock().unwrap().push(format!("connected {group}"));
     }
-    fn verdict(&self, group: &str, verdict: &Verdict) {
+    fn verdict(&self, group: &fairlead_edge_translate::ObjectKey, verdict: &Verdict) {
         let what = match verdict {
             Verdict::Ack { .. } => "ack",
             Verdict::Nack { .. } => "nack",
@@ -63,7 +63,7 @@ async fn next(stream: &mut tonic::Streaming<DiscoveryResponse>) -> DiscoveryResp
 #[tokio::test]
 async fn a_stream_is_answered_pushed_to_and_reports_verdicts() {
     let cache = Arc::new(Cache::new());
-    cache.set("default/gw", common::snapshot(false));
+    cache.set(&gw(), common::snapshot(false));
     let observer = Arc::new(Recorder::default());
     let url = serve(cache.clone(), observer.clone()).await;
     let mut client = AggregatedDiscoveryServiceClient::connect(url)
@@ -103,7 +103,7 @@ async fn a_stream_is_answered_pushed_to_and_reports_verdicts() {
     }
 
     // A new snapshot is pushed without the client asking.
-    assert!(cache.set("default/gw", common::snapshot(true)));
+    assert!(cache.set(&gw(), common::snapshot(true)));
     let pushed = next(&mut responses).await;
     assert_eq!(pushed.type_url, CLUSTER);
     assert_eq!(pushed.resources.len(), 2);
@@ -166,7 +166,7 @@ async fn per_type_services_stream_and_fetch() {
     use envoy_types::pb::envoy::service::cluster::v3::cluster_discovery_service_client::ClusterDiscoveryServiceClient;
     use envoy_types::pb::envoy::service::listener::v3::listener_discovery_service_client::ListenerDiscoveryServiceClient;
     let cache = Arc::new(Cache::new());
-    cache.set("default/gw", common::snapshot(true));
+    cache.set(&gw(), common::snapshot(true));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(
@@ -219,4 +219,9 @@ async fn per_type_services_stream_and_fetch() {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+}
+
+/// The Gateway the tests configure.
+fn gw() -> fairlead_edge_translate::ObjectKey {
+    fairlead_edge_translate::ObjectKey::new("default", "gw")
 }

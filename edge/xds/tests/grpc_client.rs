@@ -20,10 +20,10 @@ struct Recorder {
 }
 
 impl Observer for Recorder {
-    fn connected(&self, _group: &str) {
+    fn connected(&self, _group: &fairlead_edge_translate::ObjectKey) {
         *self.connects.lock().unwrap() += 1;
     }
-    fn verdict(&self, _group: &str, verdict: &Verdict) {
+    fn verdict(&self, _group: &fairlead_edge_translate::ObjectKey, verdict: &Verdict) {
         if let Verdict::Nack {
             type_url, message, ..
         } = verdict
@@ -115,7 +115,7 @@ endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: {b_ready}}}}}]
     let input = Input::from_yaml(&yaml).expect("fixture");
     let mut t =
         fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
-    Snapshot::new(t.gateways.remove("default/gw").expect("gateway"))
+    Snapshot::new(t.gateways.remove(&gw()).expect("gateway"))
 }
 
 struct Client {
@@ -157,7 +157,7 @@ async fn scenario(name: &str, mut command: Command) {
         fairlead_kit::testing::free_port(),
     );
     let cache = Arc::new(Cache::new());
-    cache.set("default/gw", snapshot(port_a, port_b, (80, 20), true));
+    cache.set(&gw(), snapshot(port_a, port_b, (80, 20), true));
     let recorder = Arc::new(Recorder::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let xds = listener.local_addr().unwrap();
@@ -218,7 +218,7 @@ async fn scenario(name: &str, mut command: Command) {
         );
 
         // B's endpoint of the shared Service is no longer ready: it leaves the traffic.
-        cache.set("default/gw", snapshot(port_a, port_b, (80, 20), false));
+        cache.set(&gw(), snapshot(port_a, port_b, (80, 20), false));
         let mut last = serde_json::Value::Null;
         let gone = (0..50).any(|_| {
             last = client.call(50, Some("both"));
@@ -227,7 +227,7 @@ async fn scenario(name: &str, mut command: Command) {
         assert!(gone, "B still gets traffic: {last}");
 
         // A route change: everything to B, followed on the same stream.
-        cache.set("default/gw", snapshot(port_a, port_b, (0, 1), false));
+        cache.set(&gw(), snapshot(port_a, port_b, (0, 1), false));
         let moved = (0..50).any(|_| {
             last = client.call(50, None);
             count(&last, "B") == 50
@@ -261,4 +261,9 @@ async fn grpc_js_xds_routes_real_rpcs_through_fairlead() {
         "/tests/node/grpc_xds.js"
     ));
     scenario("grpc-js-xds", node).await;
+}
+
+/// The Gateway the tests configure.
+fn gw() -> fairlead_edge_translate::ObjectKey {
+    fairlead_edge_translate::ObjectKey::new("default", "gw")
 }

@@ -9,12 +9,13 @@ use fairlead_health_api::ServiceWithHealthchecks;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::PodView;
+use fairlead_key::ObjectKey;
 
 /// One (resource, pod, probe).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TargetKey {
-    /// `namespace/name` of the resource.
-    pub swh: String,
+    /// The resource.
+    pub swh: ObjectKey,
     /// Pod uid.
     pub pod_uid: String,
     /// Pod IP probed.
@@ -30,12 +31,11 @@ impl TargetKey {
     }
 }
 
-/// `namespace/name` of an object.
-pub fn swh_key(swh: &ServiceWithHealthchecks) -> String {
-    format!(
-        "{}/{}",
+/// The key of a resource.
+pub fn swh_key(swh: &ServiceWithHealthchecks) -> ObjectKey {
+    ObjectKey::new(
         swh.metadata.namespace.as_deref().unwrap_or_default(),
-        swh.metadata.name.as_deref().unwrap_or_default()
+        swh.metadata.name.as_deref().unwrap_or_default(),
     )
 }
 

@@ -14,6 +14,7 @@ use fairlead_health_plan::publish::{Publication, publish};
 use fairlead_health_plan::schedule::{Millis, Timers, first_due, next_due, phase};
 use fairlead_health_plan::targets::{NodePod, TargetKey, pods_of, swh_key, targets};
 use fairlead_health_plan::{Counter, Verdict};
+use fairlead_key::ObjectKey;
 use fairlead_kit::reconcile::{Outcome, Pacing, Rounds, Wake};
 use fairlead_kit::watch::{Projection, cache, keep, project, without_managed_fields};
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -164,7 +165,7 @@ struct Engine {
     client: kube::Client,
     events: fairlead_kit::events::Events,
     /// Warning Events to publish: (resource key, note).
-    pending_events: Vec<(String, String)>,
+    pending_events: Vec<(ObjectKey, String)>,
     settings: Settings,
     metrics: HealthMetrics,
     stores: Stores,
@@ -174,7 +175,7 @@ struct Engine {
     timers: Timers<TargetKey>,
     next_generation: u64,
     semaphore: Arc<Semaphore>,
-    written_status: HashMap<String, BTreeMap<String, EndpointStatus>>,
+    written_status: HashMap<ObjectKey, BTreeMap<String, EndpointStatus>>,
 }
 
 fn wall_age_millis(created: Option<&str>) -> u64 {
@@ -191,9 +192,10 @@ impl Engine {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn swh(&self, key: &str) -> Option<Arc<ServiceWithHealthchecks>> {
-        let (ns, name) = key.split_once('/')?;
-        self.stores.swhs.get(&ObjectRef::new(name).within(ns))
+    fn swh(&self, key: &ObjectKey) -> Option<Arc<ServiceWithHealthchecks>> {
+        self.stores
+            .swhs
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
     }
 
     async fn run(&mut self, notify: Arc<Notify>, stop: CancellationToken) {
@@ -203,7 +205,7 @@ impl Engine {
             let next = self.timers.next_due().map(|due| {
                 tokio::time::Instant::from_std(self.started + Duration::from_millis(due))
             });
-            let mut dirty: BTreeSet<String> = BTreeSet::new();
+            let mut dirty: BTreeSet<ObjectKey> = BTreeSet::new();
             tokio::select! {
                 wake = rounds.next(&stop) => match wake {
                     None => return,
@@ -243,7 +245,7 @@ impl Engine {
     }
 
     /// Recomputes the targets from the watched state; returns every resource to republish.
-    fn sync(&mut self) -> BTreeSet<String> {
+    fn sync(&mut self) -> BTreeSet<ObjectKey> {
         let pods = self.stores.pods.state();
         let mut wanted: BTreeMap<TargetKey, (String, Option<String>)> = BTreeMap::new();
         let mut resources = BTreeSet::new();
@@ -362,7 +364,7 @@ impl Engine {
     }
 
     /// Counts a result; returns the resource to republish when the verdict changed.
-    fn record(&mut self, result: ProbeResult) -> Option<String> {
+    fn record(&mut self, result: ProbeResult) -> Option<ObjectKey> {
         let swh = self.swh(&result.key.swh)?;
         let probe = swh.spec.healthcheck.probes.get(result.key.probe)?;
         let state = self.targets.get_mut(&result.key)?;
@@ -410,7 +412,7 @@ impl Engine {
     }
 
     /// Plans and writes one resource's slices and this node's status entries.
-    async fn publish(&mut self, key: &str) {
+    async fn publish(&mut self, key: &ObjectKey) {
         let started = Instant::now();
         let Some(swh) = self.swh(key) else {
             self.writer.remove_resource(key, &self.stores.slices).await;
@@ -425,7 +427,7 @@ impl Engine {
         let Publication { slices, statuses } =
             publish(&swh, &self.settings.node, &views, |pod, ip, probe| {
                 let target = TargetKey {
-                    swh: key.to_owned(),
+                    swh: key.clone(),
                     pod_uid: pod.uid.clone(),
                     ip,
                     probe,

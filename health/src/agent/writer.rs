@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use fairlead_health_api::{EndpointStatus, ServiceWithHealthchecks};
 use fairlead_health_plan::Planned;
+use fairlead_key::ObjectKey;
 use fairlead_kit::apply::{Applied, apply};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -22,10 +23,6 @@ pub struct Writer {
     metrics: HealthMetrics,
     /// Set by any failed write; the engine takes it to schedule a retry with backoff.
     failed: std::sync::atomic::AtomicBool,
-}
-
-fn split(key: &str) -> (&str, &str) {
-    key.split_once('/').unwrap_or(("", key))
 }
 
 fn service_name(slice: &EndpointSlice) -> Option<&str> {
@@ -59,23 +56,22 @@ impl Writer {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// `namespace/name` of every resource this node has slices for.
-    pub fn resources_with_slices(&self, slices: &Store<EndpointSlice>) -> Vec<String> {
+    /// Every resource this node has slices for.
+    pub fn resources_with_slices(&self, slices: &Store<EndpointSlice>) -> Vec<ObjectKey> {
         slices
             .state()
             .iter()
             .filter_map(|s| {
-                Some(format!(
-                    "{}/{}",
+                Some(ObjectKey::new(
                     s.metadata.namespace.as_deref()?,
-                    service_name(s)?
+                    service_name(s)?,
                 ))
             })
             .collect()
     }
 
-    fn existing(&self, key: &str, slices: &Store<EndpointSlice>) -> Vec<EndpointSlice> {
-        let (namespace, name) = split(key);
+    fn existing(&self, key: &ObjectKey, slices: &Store<EndpointSlice>) -> Vec<EndpointSlice> {
+        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
         slices
             .state()
             .iter()
@@ -87,8 +83,13 @@ impl Writer {
     }
 
     /// Makes this node's slices of a resource the planned ones.
-    pub async fn write_slices(&self, key: &str, planned: &Planned, slices: &Store<EndpointSlice>) {
-        let (namespace, _) = split(key);
+    pub async fn write_slices(
+        &self,
+        key: &ObjectKey,
+        planned: &Planned,
+        slices: &Store<EndpointSlice>,
+    ) {
+        let namespace = key.namespace.as_str();
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
         let existing = self.existing(key, slices);
         for (name, slice) in planned {
@@ -131,8 +132,8 @@ impl Writer {
     }
 
     /// Deletes this node's slices of a resource that is gone.
-    pub async fn remove_resource(&self, key: &str, slices: &Store<EndpointSlice>) {
-        let (namespace, _) = split(key);
+    pub async fn remove_resource(&self, key: &ObjectKey, slices: &Store<EndpointSlice>) {
+        let namespace = key.namespace.as_str();
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
         for slice in self.existing(key, slices) {
             self.delete(&api, &slice).await;

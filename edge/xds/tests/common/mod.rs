@@ -65,5 +65,10 @@ pub fn snapshot(with_b: bool) -> Snapshot {
     let input = Input::from_yaml(&yaml(with_b)).expect("fixture");
     let mut translation =
         fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
-    Snapshot::new(translation.gateways.remove("default/gw").expect("gateway"))
+    Snapshot::new(
+        translation
+            .gateways
+            .remove(&fairlead_edge_translate::ObjectKey::new("default", "gw"))
+            .expect("gateway"),
+    )
 }
