@@ -9,16 +9,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::gateway::Owner;
 use crate::gateway::{self, ResolvedListener};
 use crate::http;
-use crate::memo::Recall;
 use crate::model::{
     GATEWAY_GROUP, Gateway, Input, Listener, ListenerSet, NamespacesFrom, ParentRef,
 };
-use crate::model::{GrpcRoute, HttpRoute, StreamRoute};
 use crate::refs::Grants;
+use crate::routes::{Content, RouteView};
 use crate::status::{Condition, RouteKey, RouteParentStatus, Statuses};
 use fairlead_key::ObjectKey;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use std::sync::Arc;
 
 /// An HTTP route entry attached to a listener, with the hostnames it serves there (`None` =
 /// any).
@@ -199,140 +196,6 @@ pub fn namespace_allowed(
         "Same" => gateway_namespace == route_namespace,
         _ => false,
     }
-}
-
-/// What a route translated into.
-#[derive(Debug)]
-pub(crate) enum Content {
-    /// HTTP route entries (HTTPRoute, GRPCRoute).
-    Http(Vec<Arc<http::Entry>>),
-    /// A stream route (TLSRoute, TCPRoute, UDPRoute).
-    Stream(Arc<crate::stream::Entry>),
-}
-
-/// What translating a route gives: its content and the first reference that did not
-/// resolve, or why the route is rejected.
-pub(crate) type Outcome = Result<(Content, Option<crate::backend::Unresolved>), http::Rejected>;
-
-/// The route object an outcome came from.
-#[derive(Clone, Debug)]
-pub(crate) enum Source {
-    /// An HTTPRoute.
-    Http(Arc<HttpRoute>),
-    /// A GRPCRoute.
-    Grpc(Arc<GrpcRoute>),
-    /// A TLSRoute, TCPRoute or UDPRoute.
-    Stream(Arc<StreamRoute>),
-}
-
-impl Source {
-    /// The same route object, or an equal one.
-    pub(crate) fn same(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Http(a), Self::Http(b)) => crate::memo::same(a, b),
-            (Self::Grpc(a), Self::Grpc(b)) => crate::memo::same(a, b),
-            (Self::Stream(a), Self::Stream(b)) => crate::memo::same(a, b),
-            _ => false,
-        }
-    }
-}
-
-/// A route's outcome as the memo keeps it, with the object it came from.
-#[derive(Debug)]
-pub(crate) struct Translated {
-    /// The route object.
-    pub(crate) source: Source,
-    /// Its translation.
-    pub(crate) outcome: Arc<Outcome>,
-}
-
-/// A route of any kind, translated.
-pub(crate) struct RouteView<'a> {
-    kind: &'static str,
-    metadata: &'a ObjectMeta,
-    parent_refs: &'a [ParentRef],
-    hostnames: &'a [String],
-    translated: Arc<Outcome>,
-}
-
-/// Every route of `input`, translated, or as `recall` remembers it when the same route was
-/// translated against the same Services and ReferenceGrants before (the first boundary of
-/// the pipeline).
-pub(crate) fn translated<'a>(
-    input: &'a Input,
-    grants: &Grants<'_>,
-    recall: &mut impl Recall,
-) -> Vec<RouteView<'a>> {
-    let http_like = |t: Result<http::Translated, http::Rejected>| {
-        t.map(|t| (Content::Http(t.entries), t.unresolved))
-    };
-    let mut view = |kind: &'static str,
-                    metadata: &'a ObjectMeta,
-                    parent_refs: &'a [ParentRef],
-                    hostnames: &'a [String],
-                    source: Source| {
-        let key = || RouteKey::new(kind, crate::model::key(metadata));
-        let translated = recall.route(key, &source, || match &source {
-            Source::Http(r) => http_like(http::translate(r, input, grants)),
-            Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
-            Source::Stream(r) => crate::stream::translate(r, kind, input, grants)
-                .map(|(e, u)| (Content::Stream(Arc::new(e)), u)),
-        });
-        RouteView {
-            kind,
-            metadata,
-            parent_refs,
-            hostnames,
-            translated,
-        }
-    };
-    let mut routes = Vec::with_capacity(
-        input.http_routes.len()
-            + input.grpc_routes.len()
-            + input.tls_routes.len()
-            + input.tcp_routes.len()
-            + input.udp_routes.len(),
-    );
-    for r in &input.http_routes {
-        let spec = &r.spec;
-        let source = Source::Http(r.clone());
-        routes.push(view(
-            "HTTPRoute",
-            &r.metadata,
-            &spec.parent_refs,
-            &spec.hostnames,
-            source,
-        ));
-    }
-    for r in &input.grpc_routes {
-        let spec = &r.spec;
-        let source = Source::Grpc(r.clone());
-        routes.push(view(
-            "GRPCRoute",
-            &r.metadata,
-            &spec.parent_refs,
-            &spec.hostnames,
-            source,
-        ));
-    }
-    for (kind, list) in [
-        ("TLSRoute", &input.tls_routes),
-        ("TCPRoute", &input.tcp_routes),
-        ("UDPRoute", &input.udp_routes),
-    ] {
-        for r in list {
-            let spec = &r.spec;
-            let source = Source::Stream(r.clone());
-            routes.push(view(
-                kind,
-                &r.metadata,
-                &spec.parent_refs,
-                &spec.hostnames,
-                source,
-            ));
-        }
-    }
-    routes
 }
 
 /// Attaches every translated route, recording the parent statuses.

@@ -26,7 +26,7 @@ pub enum TrustAnchors {
     /// The proxy's system trust store.
     System,
     /// PEM bundles, concatenated.
-    Pem(#[serde(serialize_with = "crate::ir::text")] Vec<u8>),
+    Pem(#[serde(serialize_with = "text")] Vec<u8>),
 }
 
 /// A name the backend's certificate must carry.
@@ -114,21 +114,23 @@ impl Policies {
     }
 
     /// The policies' statuses: one ancestor entry per Gateway whose configuration reaches a
-    /// Service the policy targets, of the Gateways in `used` (their IR: the backends each
-    /// reaches).
-    pub fn statuses(
+    /// Service the policy targets. `used` gives each Gateway's backends.
+    pub fn statuses<'a, B>(
         &self,
-        used: &BTreeMap<ObjectKey, crate::ir::Gateway>,
+        used: impl IntoIterator<Item = (&'a ObjectKey, B)>,
         controller_name: &str,
-    ) -> BTreeMap<ObjectKey, Vec<PolicyAncestorStatus>> {
+    ) -> BTreeMap<ObjectKey, Vec<PolicyAncestorStatus>>
+    where
+        B: Iterator<Item = &'a Backend> + Clone,
+    {
         let mut out: BTreeMap<ObjectKey, Vec<PolicyAncestorStatus>> = BTreeMap::new();
         if self.decided.is_empty() {
             return out;
         }
-        for (gateway, ir) in used {
+        for (gateway, backends) in used {
             for (key, decided) in &self.decided {
                 let reaches = decided.targets.iter().any(|(ns, svc, section)| {
-                    ir.backends().any(|b| {
+                    backends.clone().any(|b| {
                         !b.opaque
                             && *b.namespace == **ns
                             && *b.service == **svc
@@ -325,4 +327,9 @@ fn decide(policy: &BackendTlsPolicy, input: &Input) -> Decided {
         tls,
         targets,
     }
+}
+
+/// Bytes that are text (PEM), as text.
+fn text<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&String::from_utf8_lossy(bytes))
 }

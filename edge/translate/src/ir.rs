@@ -45,7 +45,7 @@ pub struct Gateway {
 
 impl Gateway {
     /// The backends the Gateway reaches (what BackendTLSPolicies are reported against).
-    pub fn backends(&self) -> impl Iterator<Item = &Backend> {
+    pub fn backends(&self) -> impl Iterator<Item = &Backend> + Clone {
         self.clusters.iter().map(|c| &c.backend)
     }
 }
@@ -195,11 +195,6 @@ impl std::fmt::Debug for Certificate {
             .field("name", &self.name)
             .finish_non_exhaustive()
     }
-}
-
-/// Bytes that are text (PEM), as text.
-pub(crate) fn text<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&String::from_utf8_lossy(bytes))
 }
 
 fn size<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {

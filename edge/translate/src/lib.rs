@@ -32,16 +32,21 @@ pub mod model;
 pub mod refs;
 mod render;
 pub mod route;
+mod routes;
 pub mod secret;
 pub mod status;
 pub mod stream;
 pub mod wire;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub use fairlead_key::ObjectKey;
-use model::Input;
-use status::{Condition, GatewayStatus, Statuses};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use model::{Input, ParentRef};
+use refs::Grants;
+use routes::{Content, RouteView, Source};
+use status::{Condition, GatewayStatus, RouteKey, Statuses};
 
 /// The controller name of GatewayClass `d8-alb`.
 pub const CONTROLLER_NAME: &str = "alb.network.deckhouse.io/gateway-controller";
@@ -163,7 +168,7 @@ fn translate_with(
         .map(|g| attach::GatewayState::new(g, input, &grants))
         .collect();
     gateways.sort_by(|a, b| a.key.cmp(&b.key));
-    let routes = attach::translated(input, &grants, recall);
+    let routes = translated_routes(input, &grants, recall);
     attach::routes(&mut gateways, routes, input, controller_name, &mut statuses);
     let tls = backend_tls::Policies::new(input);
     let mut out = Translation::default();
@@ -180,9 +185,92 @@ fn translate_with(
             .insert(g.key.clone(), render::resources(&ir, recall));
         irs.insert(g.key.clone(), ir);
     }
-    statuses.backend_tls_policies = tls.statuses(&irs, controller_name);
+    statuses.backend_tls_policies = tls.statuses(
+        irs.iter().map(|(key, ir)| (key, ir.backends())),
+        controller_name,
+    );
     out.statuses = statuses;
     (out, irs)
+}
+
+/// Every route of `input`, translated, or as `recall` remembers it when the same route was
+/// translated against the same Services and ReferenceGrants before (the first boundary of
+/// the pipeline).
+fn translated_routes<'a>(
+    input: &'a Input,
+    grants: &Grants<'_>,
+    recall: &mut impl memo::Recall,
+) -> Vec<RouteView<'a>> {
+    let http_like = |t: Result<http::Translated, http::Rejected>| {
+        t.map(|t| (Content::Http(t.entries), t.unresolved))
+    };
+    let mut view = |kind: &'static str,
+                    metadata: &'a ObjectMeta,
+                    parent_refs: &'a [ParentRef],
+                    hostnames: &'a [String],
+                    source: Source| {
+        let key = || RouteKey::new(kind, crate::model::key(metadata));
+        let translated = recall.route(key, &source, || match &source {
+            Source::Http(r) => http_like(http::translate(r, input, grants)),
+            Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
+            Source::Stream(r) => crate::stream::translate(r, kind, input, grants)
+                .map(|(e, u)| (Content::Stream(Arc::new(e)), u)),
+        });
+        RouteView {
+            kind,
+            metadata,
+            parent_refs,
+            hostnames,
+            translated,
+        }
+    };
+    let mut routes = Vec::with_capacity(
+        input.http_routes.len()
+            + input.grpc_routes.len()
+            + input.tls_routes.len()
+            + input.tcp_routes.len()
+            + input.udp_routes.len(),
+    );
+    for r in &input.http_routes {
+        let spec = &r.spec;
+        let source = Source::Http(r.clone());
+        routes.push(view(
+            "HTTPRoute",
+            &r.metadata,
+            &spec.parent_refs,
+            &spec.hostnames,
+            source,
+        ));
+    }
+    for r in &input.grpc_routes {
+        let spec = &r.spec;
+        let source = Source::Grpc(r.clone());
+        routes.push(view(
+            "GRPCRoute",
+            &r.metadata,
+            &spec.parent_refs,
+            &spec.hostnames,
+            source,
+        ));
+    }
+    for (kind, list) in [
+        ("TLSRoute", &input.tls_routes),
+        ("TCPRoute", &input.tcp_routes),
+        ("UDPRoute", &input.udp_routes),
+    ] {
+        for r in list {
+            let spec = &r.spec;
+            let source = Source::Stream(r.clone());
+            routes.push(view(
+                kind,
+                &r.metadata,
+                &spec.parent_refs,
+                &spec.hostnames,
+                source,
+            ));
+        }
+    }
+    routes
 }
 
 /// A Gateway's status: its own listeners (not its ListenerSets'), and how many ListenerSets

@@ -21,12 +21,12 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::attach::{Outcome, Source, Translated};
 use crate::backend::Backend;
 use crate::backend_tls::UpstreamTls;
 use crate::http::Entry;
 use crate::ir::{Cluster, Origin};
-use crate::model::{Input, ReferenceGrant};
+use crate::model::{Input, ReferenceGrant, same};
+use crate::routes::{Outcome, Source, Translated};
 use crate::status::RouteKey;
 
 /// What the pipeline's boundaries ask of a memory.
@@ -145,11 +145,6 @@ impl<K: Hash + Eq, V> Generations<K, V> {
         self.last.clear();
         self.this.clear();
     }
-}
-
-/// The same object, or an equal one (inputs read again from JSON are new objects).
-pub(crate) fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
-    Arc::ptr_eq(a, b) || a == b
 }
 
 /// What a route's translation reads besides the route: the Services (backend ports and

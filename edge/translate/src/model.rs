@@ -384,6 +384,11 @@ pub struct HeaderModifier {
     pub remove: Vec<String>,
 }
 
+/// The same object, or an equal one (inputs read again from JSON are new objects).
+pub(crate) fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
 /// The key of an object from its metadata.
 pub fn key(meta: &ObjectMeta) -> ObjectKey {
     ObjectKey::new(
