@@ -7,16 +7,12 @@ mod common;
 
 use std::time::Duration;
 
-use fairlead_health::controller::{self, LEASE};
-use fairlead_health::metrics::HealthMetrics;
+use fairlead_health::controller::LEASE;
 use fairlead_health_api::ServiceWithHealthchecks;
-use fairlead_kit::Metrics;
-use fairlead_kit::lease::LeaseConfig;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where
@@ -61,20 +57,7 @@ async fn the_controller_keeps_services_status_and_cleans_up() {
     .await
     .unwrap();
 
-    let stop = CancellationToken::new();
-    let lease = LeaseConfig {
-        lease_duration: Duration::from_secs(2),
-        renew_interval: Duration::from_millis(200),
-        ..LeaseConfig::new(LEASE, "default", "controller-0")
-    };
-    let metrics = HealthMetrics::new(&Metrics::new("test").unwrap()).unwrap();
-    tokio::spawn(controller::run(
-        client.clone(),
-        lease,
-        metrics,
-        stop.clone(),
-        || {},
-    ));
+    let stop = common::start_controller(&client, "controller-0");
 
     let swhs: Api<ServiceWithHealthchecks> = Api::namespaced(client.clone(), "default");
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
@@ -201,71 +184,13 @@ async fn the_controller_keeps_services_status_and_cleans_up() {
     stop.cancel();
 }
 
-fn start(client: &kube::Client, identity: &str) -> CancellationToken {
-    let stop = CancellationToken::new();
-    let lease = LeaseConfig {
-        lease_duration: Duration::from_secs(2),
-        renew_interval: Duration::from_millis(200),
-        ..LeaseConfig::new(LEASE, "default", identity)
-    };
-    let metrics = HealthMetrics::new(&Metrics::new("test").unwrap()).unwrap();
-    tokio::spawn(controller::run(
-        client.clone(),
-        lease,
-        metrics,
-        stop.clone(),
-        || {},
-    ));
-    stop
-}
-
 /// A write the API server refuses is retried after a backoff of its own resource, long before
 /// the five-minute resync.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_child_service_is_retried_with_backoff() {
-    use kube::core::{DynamicObject, GroupVersionKind};
-    use kube::discovery::ApiResource;
     let (_server, client) = common::cluster().await;
-    let resource = |kind: &str, plural: &str| {
-        ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
-            plural,
-        )
-    };
-    let policies: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &resource("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
-    );
-    let bindings: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &resource(
-            "ValidatingAdmissionPolicyBinding",
-            "validatingadmissionpolicybindings",
-        ),
-    );
-    policies
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "no-services"},
-        "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-            "operations": ["CREATE", "UPDATE"], "resources": ["services"]}]},
-          "validations": [{"expression": "false", "message": "maintenance"}]}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "no-services"},
-        "spec": {"policyName": "no-services", "validationActions": ["Deny"]}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let stop = start(&client, "controller-0");
+    let refusal = common::Refusal::start(&client, "no-services", "", "services").await;
+    let stop = common::start_controller(&client, "controller-0");
     let swhs: Api<ServiceWithHealthchecks> = Api::namespaced(client.clone(), "default");
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     swhs.create(&PostParams::default(), &swh("web"))
@@ -276,10 +201,7 @@ async fn a_refused_child_service_is_retried_with_backoff() {
         services.get_opt("web").await.unwrap().is_none(),
         "the Service is refused"
     );
-    bindings
-        .delete("no-services", &DeleteParams::default())
-        .await
-        .unwrap();
+    refusal.lift().await;
     // Nothing about the resource changes: only the retry brings the Service.
     eventually("the refused Service is retried", || async {
         services.get_opt("web").await.unwrap().is_some()
@@ -292,7 +214,7 @@ async fn a_refused_child_service_is_retried_with_backoff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_other_replica_takes_over_when_the_leader_stops() {
     let (_server, client) = common::cluster().await;
-    let first = start(&client, "controller-0");
+    let first = common::start_controller(&client, "controller-0");
     let swhs: Api<ServiceWithHealthchecks> = Api::namespaced(client.clone(), "default");
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     swhs.create(&PostParams::default(), &swh("one"))
@@ -302,7 +224,7 @@ async fn the_other_replica_takes_over_when_the_leader_stops() {
         services.get_opt("one").await.unwrap().is_some()
     })
     .await;
-    let second = start(&client, "controller-1");
+    let second = common::start_controller(&client, "controller-1");
     first.cancel();
     swhs.create(&PostParams::default(), &swh("two"))
         .await

@@ -434,41 +434,9 @@ async fn a_probe_failure_is_an_event_with_its_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_writes_are_retried_with_backoff() {
-    use kube::core::{DynamicObject, GroupVersionKind};
-    use kube::discovery::ApiResource;
     let (_server, client) = cluster().await;
-    let resource = |kind: &str, plural: &str| {
-        ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
-            plural,
-        )
-    };
-    let policies: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &resource("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
-    );
-    let bindings: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &resource(
-            "ValidatingAdmissionPolicyBinding",
-            "validatingadmissionpolicybindings",
-        ),
-    );
-    policies.create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "no-slices"},
-        "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": ["discovery.k8s.io"], "apiVersions": ["v1"],
-            "operations": ["CREATE", "UPDATE"], "resources": ["endpointslices"]}]},
-          "validations": [{"expression": "false", "message": "maintenance"}]}})).unwrap()).await.unwrap();
-    bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "no-slices"},
-        "spec": {"policyName": "no-slices", "validationActions": ["Deny"]}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let refusal =
+        common::Refusal::start(&client, "no-slices", "discovery.k8s.io", "endpointslices").await;
 
     let ip = "127.0.0.12";
     let port = free_port_on(ip);
@@ -490,10 +458,7 @@ async fn refused_writes_are_retried_with_backoff() {
         addresses(&client, "retry-n1-main-ipv4-0").await.is_empty(),
         "writes are refused"
     );
-    bindings
-        .delete("no-slices", &DeleteParams::default())
-        .await
-        .unwrap();
+    refusal.lift().await;
     // Without a retry the next attempt would be the 60 s resync.
     wait_for(
         &client,

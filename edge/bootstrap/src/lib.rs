@@ -77,7 +77,7 @@ pub fn parse_address(text: &str) -> Result<(String, u16), BootstrapError> {
 /// The bootstrap of `spec`.
 pub fn bootstrap(spec: &Spec) -> Bootstrap {
     let (host, port) = (spec.xds_host.as_str(), spec.xds_port);
-    let name = spec.gateway.name.as_str();
+    let name = spec.gateway.name();
     let http2 = HttpProtocolOptions {
         upstream_protocol_options: Some(
             http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(

@@ -80,7 +80,7 @@ impl XdsArgs {
 /// A Gateway named `namespace/name`.
 fn gateway(text: &str) -> Result<ObjectKey, String> {
     match ObjectKey::parse(text) {
-        Ok(key) if !key.namespace.is_empty() => Ok(key),
+        Ok(key) if !key.namespace().is_empty() => Ok(key),
         _ => Err(format!("{text:?} is not <namespace>/<name>")),
     }
 }

@@ -166,8 +166,8 @@ async fn report(events: &fairlead_kit::events::Events, index: &Index, nack: &Nac
     let reference = k8s_openapi::api::core::v1::ObjectReference {
         api_version: gateway["apiVersion"].as_str().map(str::to_owned),
         kind: Some("Gateway".into()),
-        name: Some(nack.group.name.clone()),
-        namespace: Some(nack.group.namespace.clone()),
+        name: Some(nack.group.name().to_owned()),
+        namespace: Some(nack.group.namespace().to_owned()),
         uid: gateway["metadata"]["uid"].as_str().map(str::to_owned),
         ..Default::default()
     };

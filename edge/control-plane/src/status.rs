@@ -276,12 +276,12 @@ impl StatusWriter {
         if unchanged {
             return Ok(false);
         }
-        let Some(api) = self.api(index, kind, &object.namespace) else {
+        let Some(api) = self.api(index, kind, object.namespace()) else {
             return Ok(false);
         };
         let stored = api
             .patch_status(
-                &object.name,
+                object.name(),
                 &PatchParams::default(),
                 &Patch::Merge(json!({"status": status.clone()})),
             )

@@ -139,7 +139,7 @@ impl Index {
         self.watched()
             .into_iter()
             .find(|w| w.resource.kind == kind)
-            .and_then(|w| w.objects.get(&key.namespace, &key.name))
+            .and_then(|w| w.objects.get(key.namespace(), key.name()))
             .and_then(|stored| stored.status())
     }
 

@@ -73,8 +73,8 @@ impl<'a> GatewayState<'a> {
                 let set_namespace = s.metadata.namespace.as_deref().unwrap_or_default();
                 parent.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
                     && parent.kind.as_deref().unwrap_or("Gateway") == "Gateway"
-                    && parent.namespace.as_deref().unwrap_or(set_namespace) == key.namespace
-                    && parent.name == key.name
+                    && parent.namespace.as_deref().unwrap_or(set_namespace) == key.namespace()
+                    && parent.name == key.name()
             })
             .map(|set| {
                 let set_namespace = set.metadata.namespace.as_deref().unwrap_or_default();
@@ -352,16 +352,15 @@ fn our_gateway(
     route_namespace: &str,
 ) -> Option<usize> {
     let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
-    let key = ObjectKey::new(
-        parent.namespace.as_deref().unwrap_or(route_namespace),
-        parent.name.as_str(),
-    );
+    let namespace = parent.namespace.as_deref().unwrap_or(route_namespace);
+    // Compared in place: this runs for every parentRef of every route.
+    let named = |key: &ObjectKey| key.namespace() == namespace && key.name() == parent.name;
     match (group, parent.kind.as_deref().unwrap_or("Gateway")) {
-        (GATEWAY_GROUP, "Gateway") => gateways.iter().position(|g| g.key == key),
+        (GATEWAY_GROUP, "Gateway") => gateways.iter().position(|g| named(&g.key)),
         (GATEWAY_GROUP, "ListenerSet") | (crate::model::EXPERIMENTAL_GROUP, "XListenerSet") => {
             gateways
                 .iter()
-                .position(|g| g.sets.iter().any(|s| s.key == key))
+                .position(|g| g.sets.iter().any(|s| named(&s.key)))
         }
         _ => None,
     }

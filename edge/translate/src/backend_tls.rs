@@ -94,6 +94,11 @@ impl Policies {
         policies
     }
 
+    /// Whether there is no policy at all.
+    pub fn is_empty(&self) -> bool {
+        self.decided.is_empty()
+    }
+
     /// The TLS settings for `backend`: the policy on its port, else the one on the whole
     /// Service; none behind TLS passthrough or for UDP (forwarded as is).
     pub fn for_backend(&self, backend: &Backend) -> Option<&UpstreamTls> {
@@ -144,8 +149,8 @@ impl Policies {
                             ancestor_ref: ParentRef {
                                 group: Some(crate::model::GATEWAY_GROUP.to_owned()),
                                 kind: Some("Gateway".to_owned()),
-                                namespace: Some(gateway.namespace.clone()),
-                                name: gateway.name.clone(),
+                                namespace: Some(gateway.namespace().to_owned()),
+                                name: gateway.name().to_owned(),
                                 section_name: None,
                                 port: None,
                             },

@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
 use prost::Message;
 
 use crate::backend_tls::{TrustAnchors, UpstreamTls};
-use crate::envoy::{ads, any, duration};
+use crate::envoy::{ads, any, duration, tls_socket};
 use crate::ir::Cluster;
 
 /// The cluster `c`, encoded. Envoy's Cluster is a large message (over 3 KB before any field
@@ -114,10 +114,5 @@ fn upstream_tls(u: &UpstreamTls, anchors: &TrustAnchors, http2: bool) -> core::T
         }),
         ..Default::default()
     };
-    core::TransportSocket {
-        name: "envoy.transport_sockets.tls".into(),
-        config_type: Some(core::transport_socket::ConfigType::TypedConfig(any(
-            &context,
-        ))),
-    }
+    tls_socket(&context)
 }

@@ -51,6 +51,16 @@ pub fn socket(address: &str, port: u16, udp: bool) -> core::Address {
     }
 }
 
+/// Envoy's TLS transport socket with `context` (a downstream or upstream TLS context).
+pub(crate) fn tls_socket<M: Message + Name>(context: &M) -> core::TransportSocket {
+    core::TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(core::transport_socket::ConfigType::TypedConfig(any(
+            context,
+        ))),
+    }
+}
+
 pub(crate) fn duration(d: std::time::Duration) -> PbDuration {
     PbDuration {
         seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),

@@ -360,7 +360,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
         });
     }
     for key in secrets {
-        if let Some(secret) = crate::gateway::tls_secret(input, &key.namespace, &key.name) {
+        if let Some(secret) = crate::gateway::tls_secret(input, key.namespace(), key.name()) {
             let data = secret.data.as_ref();
             let bytes = |k: &str| {
                 data.and_then(|d| d.get(k))
@@ -551,6 +551,9 @@ fn route_config(
         .filter(|h| *h == "*" || h.starts_with('*'))
         .collect();
     let mut virtual_hosts = Vec::new();
+    // One buffer for every host's ranked entries, and one for the names seen.
+    let mut entries: Vec<((u8, usize), &Arc<Entry>)> = Vec::new();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for host in &hosts {
         let best = listeners
             .iter()
@@ -565,7 +568,7 @@ fn route_config(
             })
             .max_by_key(|(rank, _)| *rank)
             .map(|(_, by_host)| by_host);
-        let mut entries: Vec<((u8, usize), &Arc<Entry>)> = Vec::new();
+        entries.clear();
         if let Some(by_host) = best {
             entries.extend(by_host.any.iter().map(|e| ((0, 0), *e)));
             if *host != "*" {
@@ -599,14 +602,14 @@ fn route_config(
         // The most specific hostname first, then rule precedence; an entry reached through
         // several names keeps its most specific.
         entries.sort_by(|(ra, a), (rb, b)| rb.cmp(ra).then_with(|| a.order.cmp(&b.order)));
-        let mut seen = std::collections::HashSet::with_capacity(entries.len());
+        seen.clear();
         entries.retain(|(_, e)| seen.insert(e.name.as_str()));
         for (_, e) in &entries {
             referenced(e, backends);
         }
         virtual_hosts.push(VirtualHost {
             host: (*host).to_owned(),
-            routes: entries.into_iter().map(|(_, e)| e.clone()).collect(),
+            routes: entries.iter().map(|(_, e)| (*e).clone()).collect(),
         });
     }
     RouteConfig {

@@ -104,13 +104,17 @@ pub struct Translation {
 
 /// Translates everything served by `controller_name`.
 pub fn translate(input: &Input, controller_name: &str) -> Translation {
-    translate_with(input, controller_name, &mut memo::Forget).0
+    translate_with(input, controller_name, &mut memo::Forget, |_, _| {})
 }
 
 /// The IR of every Gateway served by `controller_name` (what [`translate`] renders), by
 /// `namespace/name`.
 pub fn intermediate(input: &Input, controller_name: &str) -> BTreeMap<ObjectKey, ir::Gateway> {
-    translate_with(input, controller_name, &mut memo::Forget).1
+    let mut irs = BTreeMap::new();
+    translate_with(input, controller_name, &mut memo::Forget, |key, ir| {
+        irs.insert(key.clone(), ir);
+    });
+    irs
 }
 
 /// A translator that remembers its last translation, for a control plane translating again
@@ -128,19 +132,21 @@ impl Translator {
     /// Translates everything served by `controller_name`.
     pub fn translate(&mut self, input: &Input, controller_name: &str) -> Translation {
         self.memo.start(input);
-        let (translation, _) = translate_with(input, controller_name, &mut self.memo);
+        let translation = translate_with(input, controller_name, &mut self.memo, |_, _| {});
         self.memo.finish();
         translation
     }
 }
 
-/// The stages, with `recall` at their memo boundaries; the translation, and the IR it was
-/// rendered from.
+/// The stages, with `recall` at their memo boundaries; `keep` is given each Gateway's IR once
+/// it is rendered (dropped at once otherwise: a Gateway's IR is not held while the next one
+/// is built).
 fn translate_with(
     input: &Input,
     controller_name: &str,
     recall: &mut impl memo::Recall,
-) -> (Translation, BTreeMap<ObjectKey, ir::Gateway>) {
+    mut keep: impl FnMut(&ObjectKey, ir::Gateway),
+) -> Translation {
     let mut statuses = Statuses::default();
     let mut classes = Vec::new();
     for class in &input.gateway_classes {
@@ -172,7 +178,8 @@ fn translate_with(
     attach::routes(&mut gateways, routes, input, controller_name, &mut statuses);
     let tls = backend_tls::Policies::new(input);
     let mut out = Translation::default();
-    let mut irs = BTreeMap::new();
+    // The backends each Gateway reaches, when some BackendTLSPolicy may report on them.
+    let mut reached: Vec<(&ObjectKey, Vec<backend::Backend>)> = Vec::new();
     for g in &gateways {
         statuses.gateways.insert(g.key.clone(), gateway_status(g));
         for set in &g.sets {
@@ -183,14 +190,19 @@ fn translate_with(
         let ir = ir::gateway(g, input, &tls);
         out.gateways
             .insert(g.key.clone(), render::resources(&ir, recall));
-        irs.insert(g.key.clone(), ir);
+        if !tls.is_empty() {
+            reached.push((&g.key, ir.backends().cloned().collect()));
+        }
+        keep(&g.key, ir);
     }
     statuses.backend_tls_policies = tls.statuses(
-        irs.iter().map(|(key, ir)| (key, ir.backends())),
+        reached
+            .iter()
+            .map(|(key, backends)| (*key, backends.iter())),
         controller_name,
     );
     out.statuses = statuses;
-    (out, irs)
+    out
 }
 
 /// Every route of `input`, translated, or as `recall` remembers it when the same route was

@@ -7,7 +7,7 @@ use envoy_types::pb::envoy::config::listener::v3 as listener;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 
 use crate::Encoded;
-use crate::envoy::{ads, any, connection_manager, socket};
+use crate::envoy::{ads, any, connection_manager, socket, tls_socket};
 use crate::ir::{Chain, Forward, Listener, Serves, Share};
 use fairlead_key::ObjectKey;
 
@@ -86,12 +86,7 @@ fn downstream_tls(certificates: &[ObjectKey]) -> core::TransportSocket {
         }),
         ..Default::default()
     };
-    core::TransportSocket {
-        name: "envoy.transport_sockets.tls".into(),
-        config_type: Some(core::transport_socket::ConfigType::TypedConfig(any(
-            &context,
-        ))),
-    }
+    tls_socket(&context)
 }
 
 fn tcp_proxy(stat_prefix: &str, clusters: &[Share]) -> listener::Filter {

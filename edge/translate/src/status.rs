@@ -138,12 +138,10 @@ impl std::fmt::Display for RouteKey {
 }
 
 impl Ord for RouteKey {
+    #[inline]
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        // As the text: kind, '/', then the key's text (which sorts as its own text does).
-        let slash = |k: &Self| k.kind.bytes().chain(std::iter::once(b'/'));
-        slash(self)
-            .cmp(slash(other))
-            .then_with(|| self.key.cmp(&other.key))
+        // As the text: `kind/`, then the key's text (which sorts as its own text does).
+        fairlead_key::segment_cmp(self.kind, other.kind).then_with(|| self.key.cmp(&other.key))
     }
 }
 

@@ -18,7 +18,11 @@ pub struct NoGateway;
 pub fn group(node: Option<&Node>) -> Result<ObjectKey, NoGateway> {
     let node = node.ok_or(NoGateway)?;
     // A Gateway is namespaced: `name` alone does not name one.
-    let gateway = |g: &str| ObjectKey::parse(g).ok().filter(|k| !k.namespace.is_empty());
+    let gateway = |g: &str| {
+        ObjectKey::parse(g)
+            .ok()
+            .filter(|k| !k.namespace().is_empty())
+    };
     if let Some(key) = gateway(&node.cluster) {
         return Ok(key);
     }

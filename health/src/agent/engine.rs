@@ -195,7 +195,7 @@ impl Engine {
     fn swh(&self, key: &ObjectKey) -> Option<Arc<ServiceWithHealthchecks>> {
         self.stores
             .swhs
-            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+            .get(&ObjectRef::new(key.name()).within(key.namespace()))
     }
 
     async fn run(&mut self, notify: Arc<Notify>, stop: CancellationToken) {

@@ -71,7 +71,7 @@ impl Writer {
     }
 
     fn existing(&self, key: &ObjectKey, slices: &Store<EndpointSlice>) -> Vec<EndpointSlice> {
-        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
+        let (namespace, name) = (key.namespace(), key.name());
         slices
             .state()
             .iter()
@@ -89,7 +89,7 @@ impl Writer {
         planned: &Planned,
         slices: &Store<EndpointSlice>,
     ) {
-        let namespace = key.namespace.as_str();
+        let namespace = key.namespace();
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
         let existing = self.existing(key, slices);
         for (name, slice) in planned {
@@ -133,7 +133,7 @@ impl Writer {
 
     /// Deletes this node's slices of a resource that is gone.
     pub async fn remove_resource(&self, key: &ObjectKey, slices: &Store<EndpointSlice>) {
-        let namespace = key.namespace.as_str();
+        let namespace = key.namespace();
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
         for slice in self.existing(key, slices) {
             self.delete(&api, &slice).await;

@@ -136,3 +136,90 @@ pub async fn wait_for(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A ValidatingAdmissionPolicy (and its binding) that refuses every create and update of
+/// `resource` in `api_group` with "maintenance": a dependency failing on purpose.
+pub struct Refusal {
+    bindings: Api<kube::core::DynamicObject>,
+    name: String,
+}
+
+impl Refusal {
+    /// Starts refusing.
+    pub async fn start(client: &kube::Client, name: &str, api_group: &str, resource: &str) -> Self {
+        use kube::core::{DynamicObject, GroupVersionKind};
+        use kube::discovery::ApiResource;
+        let api = |kind: &str, plural: &str| -> Api<DynamicObject> {
+            Api::all_with(
+                client.clone(),
+                &ApiResource::from_gvk_with_plural(
+                    &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+                    plural,
+                ),
+            )
+        };
+        let policies = api("ValidatingAdmissionPolicy", "validatingadmissionpolicies");
+        let bindings = api(
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        );
+        let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+            "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [api_group], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": [resource]}]},
+              "validations": [{"expression": "false", "message": "maintenance"}]}});
+        policies
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(policy).unwrap(),
+            )
+            .await
+            .unwrap();
+        let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"]}});
+        bindings
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(binding).unwrap(),
+            )
+            .await
+            .unwrap();
+        Self {
+            bindings,
+            name: name.to_owned(),
+        }
+    }
+
+    /// Stops refusing.
+    pub async fn lift(self) {
+        self.bindings
+            .delete(&self.name, &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+    }
+}
+
+/// Starts the controller with a short Lease, as replica `identity`; it runs until the token
+/// is cancelled.
+pub fn start_controller(client: &kube::Client, identity: &str) -> CancellationToken {
+    let stop = CancellationToken::new();
+    let lease = fairlead_kit::lease::LeaseConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_interval: Duration::from_millis(200),
+        ..fairlead_kit::lease::LeaseConfig::new(
+            fairlead_health::controller::LEASE,
+            "default",
+            identity,
+        )
+    };
+    let metrics = HealthMetrics::new(&Metrics::new("test").unwrap()).unwrap();
+    tokio::spawn(fairlead_health::controller::run(
+        client.clone(),
+        lease,
+        metrics,
+        stop.clone(),
+        || {},
+    ));
+    stop
+}

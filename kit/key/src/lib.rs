@@ -2,20 +2,22 @@
 //! name. Decision code (the translator, the planners) and the I/O around it share it, so no
 //! crate splits `"namespace/name"` strings of its own.
 //!
-//! Its text form is `namespace/name` (`name` alone when cluster-scoped): what it is displayed,
-//! parsed and serialized as, so statuses, metrics labels and golden files read as before, and
-//! keys sort as their text does.
+//! Its text form is `namespace/name` (`name` alone when cluster-scoped): what it is kept,
+//! displayed, parsed and serialized as, so statuses, metrics labels and golden files read as
+//! before, and keys sort as their text does.
 
 use std::cmp::Ordering;
 use std::fmt;
 
-/// Where an object lives.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+/// Where an object lives: its namespace (empty when cluster-scoped) and name, kept as the
+/// text form itself, so comparing, hashing and printing a key is one string's work and a
+/// key is one allocation.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
-    /// Namespace; empty for cluster-scoped objects.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
+    /// `namespace/name`, or `name`.
+    text: String,
+    /// Where the name starts in `text` (0 when cluster-scoped).
+    name_at: usize,
 }
 
 /// Text that is not `namespace/name`.
@@ -30,17 +32,28 @@ pub enum ParseError {
 }
 
 impl ObjectKey {
-    /// The key of `name` in `namespace`.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    /// The key of `name` in `namespace` (cluster-scoped when `namespace` is empty).
+    pub fn new(namespace: impl AsRef<str>, name: impl AsRef<str>) -> Self {
+        let (namespace, name) = (namespace.as_ref(), name.as_ref());
+        if namespace.is_empty() {
+            return Self::cluster(name);
+        }
+        let mut text = String::with_capacity(namespace.len() + 1 + name.len());
+        text.push_str(namespace);
+        text.push('/');
+        text.push_str(name);
         Self {
-            namespace: namespace.into(),
-            name: name.into(),
+            text,
+            name_at: namespace.len() + 1,
         }
     }
 
     /// The key of a cluster-scoped object.
     pub fn cluster(name: impl Into<String>) -> Self {
-        Self::new("", name)
+        Self {
+            text: name.into(),
+            name_at: 0,
+        }
     }
 
     /// Reads `namespace/name`, or `name` alone (cluster-scoped).
@@ -55,29 +68,58 @@ impl ObjectKey {
             }
             Some((namespace, name)) => Self::new(namespace, name),
         };
-        if key.name.is_empty() {
+        if key.name().is_empty() {
             return Err(ParseError::Empty(text.to_owned()));
         }
         Ok(key)
     }
 
-    /// The text form's bytes, in order (for comparing without allocating).
-    fn text_bytes(&self) -> impl Iterator<Item = u8> + '_ {
-        let slash: &[u8] = if self.namespace.is_empty() { b"" } else { b"/" };
-        self.namespace
-            .bytes()
-            .chain(slash.iter().copied())
-            .chain(self.name.bytes())
+    /// The namespace; empty for cluster-scoped objects.
+    pub fn namespace(&self) -> &str {
+        self.text[..self.name_at]
+            .strip_suffix('/')
+            .unwrap_or_default()
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.text[self.name_at..]
+    }
+
+    /// The text form, `namespace/name` (or `name`).
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+/// How `a/…` sorts against `b/…` when neither `a` nor `b` holds a `/` (kinds before a key):
+/// `Equal` when `a == b` (the rest decides). Compared a slice at a time, not a byte.
+#[inline]
+pub fn segment_cmp(a: &str, b: &str) -> Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let common = a.len().min(b.len());
+    match a[..common].cmp(&b[..common]) {
+        Ordering::Equal => {}
+        decided => return decided,
+    }
+    // One is a prefix of the other: the shorter goes on with '/', the longer with a byte
+    // that is not one.
+    match a.len().cmp(&b.len()) {
+        Ordering::Equal => Ordering::Equal,
+        Ordering::Less => b'/'.cmp(&b[common]),
+        Ordering::Greater => a[common].cmp(&b'/'),
     }
 }
 
 impl fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.namespace.is_empty() {
-            f.write_str(&self.name)
-        } else {
-            write!(f, "{}/{}", self.namespace, self.name)
-        }
+        f.write_str(&self.text)
+    }
+}
+
+impl fmt::Debug for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.text, f)
     }
 }
 
@@ -89,23 +131,9 @@ impl std::str::FromStr for ObjectKey {
     }
 }
 
-/// As the text form sorts: keys of one namespace together, and the same order as the
-/// `"namespace/name"` strings this key replaces.
-impl Ord for ObjectKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.text_bytes().cmp(other.text_bytes())
-    }
-}
-
-impl PartialOrd for ObjectKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 impl serde::Serialize for ObjectKey {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(&self.text)
     }
 }
 
@@ -124,7 +152,11 @@ mod tests {
     fn a_key_reads_and_writes_its_text_form() {
         let key = ObjectKey::parse("apps/shop").unwrap();
         assert_eq!(key, ObjectKey::new("apps", "shop"));
+        assert_eq!((key.namespace(), key.name()), ("apps", "shop"));
         assert_eq!(key.to_string(), "apps/shop");
+        let cluster = ObjectKey::cluster("d8-alb");
+        assert_eq!((cluster.namespace(), cluster.name()), ("", "d8-alb"));
+        assert_eq!(ObjectKey::new("", "d8-alb"), cluster);
         assert_eq!(
             ObjectKey::parse("d8-alb").unwrap(),
             ObjectKey::cluster("d8-alb")
@@ -152,5 +184,19 @@ mod tests {
         );
         // A tuple order would put "a/x" before "a-b/y"; the text order does not.
         assert!(ObjectKey::new("a-b", "y") < ObjectKey::new("a", "x"));
+        // Every pair, both ways, as their texts.
+        let many = [
+            "a/x", "a-b/y", "ab/a", "a0/z", "b", "a", "a/x-1", "ns/n", "ns-1/n", "n", "ns/n/",
+        ];
+        for a in many.iter().filter_map(|t| ObjectKey::parse(t).ok()) {
+            for b in many.iter().filter_map(|t| ObjectKey::parse(t).ok()) {
+                assert_eq!(a.cmp(&b), a.to_string().cmp(&b.to_string()), "{a} vs {b}");
+            }
+        }
+        assert_eq!(
+            segment_cmp("HTTPRoute", "HTTPRouteX"),
+            "HTTPRoute/".cmp("HTTPRouteX/")
+        );
+        assert_eq!(segment_cmp("b", "a"), std::cmp::Ordering::Greater);
     }
 }
