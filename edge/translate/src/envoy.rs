@@ -90,14 +90,72 @@ fn manager(stat_prefix: &str, route_config: &str) -> hcm::HttpConnectionManager 
     }
 }
 
-/// The network filter of [`manager`].
+/// The limits of an edge connection manager (Envoy's edge best practices), in one place:
+/// the README's table lists them.
+pub mod limits {
+    use std::time::Duration;
+
+    /// A stream with no activity for this long is reset.
+    pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+    /// A client must send its request headers within this time.
+    pub const REQUEST_HEADERS_TIMEOUT: Duration = Duration::from_secs(10);
+    /// A connection with no stream for this long is closed.
+    pub const IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+    /// Request headers beyond this size are refused (431).
+    pub const MAX_REQUEST_HEADERS_KB: u32 = 60;
+    /// Concurrent HTTP/2 streams per connection.
+    pub const MAX_CONCURRENT_STREAMS: u32 = 100;
+}
+
+/// The connection manager of a proxy's listener: [`manager`] as an edge proxy runs it. The
+/// client's address is the connection's (`use_remote_address`: appended to
+/// `x-forwarded-for`, `x-envoy-*` headers from outside dropped); the port of the `Host`
+/// header is ignored when matching hostnames, as Gateway API says; WebSocket upgrades pass;
+/// paths are normalized (dot segments, merged slashes, escaped slashes redirected unescaped);
+/// header names with underscores are dropped, as ingress-nginx does; timeouts and header
+/// sizes are bounded ([`limits`]). The original-IP detection the gateway controller offers
+/// will replace `use_remote_address` here, and only here.
+pub(crate) fn edge_manager(stat_prefix: &str, route_config: &str) -> hcm::HttpConnectionManager {
+    use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
+    hcm::HttpConnectionManager {
+        use_remote_address: Some(BoolValue { value: true }),
+        strip_port_mode: Some(hcm::http_connection_manager::StripPortMode::StripAnyHostPort(true)),
+        upgrade_configs: vec![hcm::http_connection_manager::UpgradeConfig {
+            upgrade_type: "websocket".into(),
+            ..Default::default()
+        }],
+        normalize_path: Some(BoolValue { value: true }),
+        merge_slashes: true,
+        path_with_escaped_slashes_action:
+            hcm::http_connection_manager::PathWithEscapedSlashesAction::UnescapeAndRedirect as i32,
+        common_http_protocol_options: Some(core::HttpProtocolOptions {
+            idle_timeout: Some(duration(limits::IDLE_TIMEOUT)),
+            headers_with_underscores_action:
+                core::http_protocol_options::HeadersWithUnderscoresAction::DropHeader as i32,
+            ..Default::default()
+        }),
+        http2_protocol_options: Some(core::Http2ProtocolOptions {
+            max_concurrent_streams: Some(UInt32Value {
+                value: limits::MAX_CONCURRENT_STREAMS,
+            }),
+            ..Default::default()
+        }),
+        max_request_headers_kb: Some(UInt32Value {
+            value: limits::MAX_REQUEST_HEADERS_KB,
+        }),
+        stream_idle_timeout: Some(duration(limits::STREAM_IDLE_TIMEOUT)),
+        request_headers_timeout: Some(duration(limits::REQUEST_HEADERS_TIMEOUT)),
+        ..manager(stat_prefix, route_config)
+    }
+}
+
+/// The network filter of [`edge_manager`].
 pub(crate) fn connection_manager(stat_prefix: &str, route_config: &str) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".into(),
-        config_type: Some(listener::filter::ConfigType::TypedConfig(any(&manager(
-            stat_prefix,
-            route_config,
-        )))),
+        config_type: Some(listener::filter::ConfigType::TypedConfig(any(
+            &edge_manager(stat_prefix, route_config),
+        ))),
     }
 }
 

@@ -237,9 +237,12 @@ pub fn entry(entry: &Entry, origin: Origin) -> route::Route {
                 port_redirect: redirect_port(r, origin),
                 path_rewrite_specifier: path,
                 response_code: match r.status_code {
-                    Some(301) => ra::RedirectResponseCode::MovedPermanently as i32,
-                    _ => ra::RedirectResponseCode::Found as i32,
-                },
+                    Some(301) => ra::RedirectResponseCode::MovedPermanently,
+                    Some(303) => ra::RedirectResponseCode::SeeOther,
+                    Some(307) => ra::RedirectResponseCode::TemporaryRedirect,
+                    Some(308) => ra::RedirectResponseCode::PermanentRedirect,
+                    _ => ra::RedirectResponseCode::Found,
+                } as i32,
                 ..Default::default()
             })
         }

