@@ -21,6 +21,7 @@ const FILES: &[&str] = &[
     "envoy/extensions/filters/http/router/v3/router.proto",
     "envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector.proto",
     "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
+    "envoy/extensions/resource_monitors/downstream_connections/v3/downstream_connections.proto",
     "envoy/service/discovery/v3/ads.proto",
 ];
 

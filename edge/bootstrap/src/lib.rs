@@ -220,6 +220,28 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
             clusters: vec![xds_cluster],
             ..Default::default()
         }),
+        overload_manager: Some(overload()),
+        ..Default::default()
+    }
+}
+
+/// Downstream connections a proxy accepts at once, over all its listeners; beyond it Envoy
+/// refuses new connections (and counts them) rather than run out of memory or descriptors.
+pub const MAX_DOWNSTREAM_CONNECTIONS: i64 = 50_000;
+
+/// The overload manager: the global downstream connection limit.
+fn overload() -> envoy_types::pb::envoy::config::overload::v3::OverloadManager {
+    use envoy_types::pb::envoy::config::overload::v3 as overload;
+    use envoy_types::pb::envoy::extensions::resource_monitors::downstream_connections::v3::DownstreamConnectionsConfig;
+    overload::OverloadManager {
+        resource_monitors: vec![overload::ResourceMonitor {
+            name: "envoy.resource_monitors.global_downstream_max_connections".into(),
+            config_type: Some(overload::resource_monitor::ConfigType::TypedConfig(
+                fairlead_edge_translate::envoy::any(&DownstreamConnectionsConfig {
+                    max_active_downstream_connections: MAX_DOWNSTREAM_CONNECTIONS,
+                }),
+            )),
+        }],
         ..Default::default()
     }
 }

