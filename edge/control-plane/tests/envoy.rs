@@ -231,9 +231,7 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
     // A WebSocket upgrade reaches the backend (not 403 on a non-WebSocket route).
     let (status, answer) = send(
         listener_port,
-        &format!(
-            "GET /chat HTTP/1.1\r\nHost: e.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-        ),
+        "GET /chat HTTP/1.1\r\nHost: e.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
     )
     .await
     .unwrap();
