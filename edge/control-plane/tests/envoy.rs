@@ -126,6 +126,20 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
         "addressType": "IPv4", "ports": [{"name": "http", "port": backend}],
         "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]}))
     .await;
+    // A Service whose only endpoint is not ready (its port would refuse connections anyway).
+    let dead = free_port();
+    create(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "dead", "namespace": "default"},
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": dead}]}}),
+    )
+    .await;
+    create(&client, json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "dead-1", "namespace": "default", "labels": {"kubernetes.io/service-name": "dead"}},
+        "addressType": "IPv4", "ports": [{"name": "http", "port": dead}],
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": false}}]}))
+    .await;
     create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["e.example.com"], "rules": [
@@ -133,6 +147,8 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
              "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "example.org", "statusCode": 303}}]},
             {"matches": [{"path": {"type": "Exact", "value": "/moved"}}],
              "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "example.org", "statusCode": 308}}]},
+            {"matches": [{"path": {"type": "Exact", "value": "/split"}}],
+             "backendRefs": [{"name": "echo", "port": 80, "weight": 50}, {"name": "dead", "port": 80, "weight": 50}]},
             {"backendRefs": [{"name": "echo", "port": 80}]}]}}))
     .await;
 
@@ -226,6 +242,14 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
             answer.contains("location: http://example.org"),
             "{path}: {answer}"
         );
+    }
+
+    // A 50/50 split whose other side has no ready endpoint: every request is served.
+    for i in 0..20 {
+        let (status, answer) = send(listener_port, &get("e.example.com", "/split", ""))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "request {i} to the split: {answer}");
     }
 
     // A WebSocket upgrade reaches the backend (not 403 on a non-WebSocket route).

@@ -156,7 +156,48 @@ pub struct VirtualHost {
     /// The hostname, or `*`.
     pub host: String,
     /// Its routes, first match wins.
-    pub routes: Vec<Arc<Entry>>,
+    pub routes: Vec<Route>,
+}
+
+/// A route of a virtual host: its entry, and which of its backends have no ready endpoint.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Route {
+    /// The entry.
+    #[serde(flatten)]
+    pub entry: Arc<Entry>,
+    /// The backendRefs (by index) whose backend has no ready endpoint while another of the
+    /// rule's has one: their share goes to the others. (When none has one, nothing is
+    /// drained: Envoy answers 503, no healthy upstream.)
+    #[serde(skip_serializing_if = "Drained::is_empty")]
+    pub drained: Drained,
+}
+
+/// A set of backendRef indices (the first 64; a rule has at most 16).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Drained(u64);
+
+impl Drained {
+    /// Whether backendRef `index` is drained.
+    pub fn contains(self, index: usize) -> bool {
+        index < 64 && self.0 & (1 << index) != 0
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    fn insert(&mut self, index: usize) {
+        if index < 64 {
+            self.0 |= 1 << index;
+        }
+    }
+}
+
+impl Serialize for Drained {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq((0..64).filter(|i| self.contains(*i)))
+    }
 }
 
 /// A cluster: one backend, how the proxy speaks TLS to it, and its endpoints.
@@ -359,6 +400,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
             endpoints,
         });
     }
+    drain(&mut out);
     for key in secrets {
         if let Some(secret) = crate::gateway::tls_secret(input, key.namespace(), key.name()) {
             let data = secret.data.as_ref();
@@ -375,6 +417,60 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
         }
     }
     out
+}
+
+/// Marks, on every route, the backends whose cluster has no ready endpoint.
+fn drain(ir: &mut Gateway) {
+    let unready: std::collections::HashSet<&Backend> = ir
+        .clusters
+        .iter()
+        .filter(|c| !has_ready_endpoint(c))
+        .map(|c| &c.backend)
+        .collect();
+    if unready.is_empty() {
+        return;
+    }
+    for config in &mut ir.route_configs {
+        for host in &mut config.virtual_hosts {
+            for route in &mut host.routes {
+                let Action::Forward { backends, .. } = route.entry.action.as_ref() else {
+                    continue;
+                };
+                let mut drained = Drained::default();
+                let mut serving = false;
+                for (i, w) in backends.iter().enumerate() {
+                    match &w.backend {
+                        Some(b) if unready.contains(b) => drained.insert(i),
+                        Some(_) if w.weight > 0 => serving = true,
+                        _ => {}
+                    }
+                }
+                // Without any backend to take the share, the weights stay: Envoy answers 503
+                // (no healthy upstream; UNAVAILABLE to gRPC) as the clusters have no endpoint.
+                if serving {
+                    route.drained = drained;
+                }
+            }
+        }
+    }
+}
+
+/// Whether a cluster has an endpoint that takes new requests: a ready endpoint, with an IP
+/// address, on the Service port's EndpointSlice port (what its endpoint assignment serves as
+/// HEALTHY).
+fn has_ready_endpoint(c: &Cluster) -> bool {
+    c.endpoints.iter().flatten().any(|slice| {
+        matches!(slice.address_type.as_str(), "IPv4" | "IPv6")
+            && slice
+                .ports
+                .iter()
+                .flatten()
+                .any(|p| p.name.as_deref().unwrap_or_default() == &*c.backend.port_name)
+            && slice.endpoints.iter().flatten().any(|e| {
+                !e.addresses.is_empty()
+                    && e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
+            })
+    })
 }
 
 /// The shares of weighted stream backends: one cluster, or a weighted set; a share whose
@@ -609,7 +705,13 @@ fn route_config(
         }
         virtual_hosts.push(VirtualHost {
             host: (*host).to_owned(),
-            routes: entries.iter().map(|(_, e)| (*e).clone()).collect(),
+            routes: entries
+                .iter()
+                .map(|(_, e)| Route {
+                    entry: (*e).clone(),
+                    drained: Drained::default(),
+                })
+                .collect(),
         });
     }
     RouteConfig {

@@ -24,7 +24,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use crate::backend::Backend;
 use crate::backend_tls::UpstreamTls;
 use crate::http::Entry;
-use crate::ir::{Cluster, Origin};
+use crate::ir::{Cluster, Drained, Origin, Route};
 use crate::model::{Input, ReferenceGrant, same};
 use crate::routes::{Outcome, Source, Translated};
 use crate::status::RouteKey;
@@ -39,10 +39,10 @@ pub(crate) trait Recall {
         make: impl FnOnce() -> Outcome,
     ) -> Arc<Outcome>;
 
-    /// Gives `write` the encoding of the Envoy route of `entry` at `origin`.
+    /// Gives `write` the encoding of the Envoy route of `route` at `origin`.
     fn encoded_route(
         &mut self,
-        entry: &Arc<Entry>,
+        route: &Route,
         origin: Origin,
         make: impl FnOnce() -> Vec<u8>,
         write: impl FnOnce(&[u8]),
@@ -70,7 +70,7 @@ impl Recall for Forget {
 
     fn encoded_route(
         &mut self,
-        _: &Arc<Entry>,
+        _: &Route,
         _: Origin,
         make: impl FnOnce() -> Vec<u8>,
         write: impl FnOnce(&[u8]),
@@ -197,7 +197,7 @@ impl World {
 /// Encoded Envoy routes by entry (its address: the value holds the entry, so the address
 /// stays its own) and origin. A route translated again has new entries, which are encoded
 /// again; an unchanged route keeps its entries (see [`Memo::routes`]) and their encodings.
-pub(crate) type EncodedRoutes = Generations<(usize, Origin), (Arc<Entry>, Vec<u8>)>;
+pub(crate) type EncodedRoutes = Generations<(usize, Origin, Drained), (Arc<Entry>, Vec<u8>)>;
 
 /// Encoded clusters by backend, with the TLS each was made with.
 pub(crate) type EncodedClusters = Generations<Backend, (Option<UpstreamTls>, Vec<u8>)>;
@@ -242,15 +242,15 @@ impl Recall for Memo {
 
     fn encoded_route(
         &mut self,
-        entry: &Arc<Entry>,
+        route: &Route,
         origin: Origin,
         make: impl FnOnce() -> Vec<u8>,
         write: impl FnOnce(&[u8]),
     ) {
         let (_, bytes) = self.encoded.get_or_make(
-            (Arc::as_ptr(entry) as usize, origin),
-            |(old, _)| Arc::ptr_eq(old, entry),
-            || (entry.clone(), make()),
+            (Arc::as_ptr(&route.entry) as usize, origin, route.drained),
+            |(old, _)| Arc::ptr_eq(old, &route.entry),
+            || (route.entry.clone(), make()),
         );
         write(bytes);
     }

@@ -19,11 +19,11 @@ pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
         .route_configs
         .iter()
         .map(|config| {
-            route::encode(config, |entry, origin, write| {
+            route::encode(config, |r, origin, write| {
                 recall.encoded_route(
-                    entry,
+                    r,
                     origin,
-                    || route::entry(entry, origin).encode_to_vec(),
+                    || route::entry(&r.entry, origin, r.drained).encode_to_vec(),
                     write,
                 );
             })

@@ -8,8 +8,6 @@
 //! then each virtual host, in the fields' order, as prost would; each route's encoding comes
 //! from the caller, which may have it from the last translation.
 
-use std::sync::Arc;
-
 use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::config::route::v3 as route;
 use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
@@ -19,15 +17,15 @@ use crate::Encoded;
 use crate::backend::Backend;
 use crate::envoy::duration;
 use crate::http::{Action, Entry, PathMatch, ValueMatch};
-use crate::ir::{Origin, RouteConfig};
+use crate::ir::{Drained, Origin, Route, RouteConfig};
 use crate::model::HeaderModifier;
 use crate::wire;
 
-/// The route configuration `config`; `route(entry, origin, write)` writes the encoding of
+/// The route configuration `config`; `route(route, origin, write)` writes the encoding of
 /// each of its routes (see [`entry`]).
 pub fn encode(
     config: &RouteConfig,
-    mut route: impl FnMut(&Arc<Entry>, Origin, &mut dyn FnMut(&[u8])),
+    mut route: impl FnMut(&Route, Origin, &mut dyn FnMut(&[u8])),
 ) -> Encoded {
     let mut bytes = Vec::new();
     wire::string(1, &config.name, &mut bytes);
@@ -210,8 +208,8 @@ fn prefix_replacement(matched: &PathMatch, replacement: &str) -> PrefixReplaceme
     }
 }
 
-/// The Envoy route of one entry, served at `origin`.
-pub fn entry(entry: &Entry, origin: Origin) -> route::Route {
+/// The Envoy route of one entry, served at `origin`, its `drained` backends weighted 0.
+pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
     let action = match entry.action.as_ref() {
         Action::Redirect(r) => {
             use route::redirect_action as ra;
@@ -253,6 +251,9 @@ pub fn entry(entry: &Entry, origin: Origin) -> route::Route {
             timeout,
             grpc,
         } => {
+            let weight = |i: usize, w: &crate::http::Weighted| {
+                if drained.contains(i) { 0 } else { w.weight }
+            };
             let valid: u32 = weighted.iter().map(|w| w.weight).sum();
             if valid == 0 || weighted.iter().all(|w| w.backend.is_none()) {
                 route::route::Action::DirectResponse(route::DirectResponseAction {
@@ -263,7 +264,8 @@ pub fn entry(entry: &Entry, origin: Origin) -> route::Route {
                 use route::route_action::ClusterSpecifier;
                 let clusters: Vec<route::weighted_cluster::ClusterWeight> = weighted
                     .iter()
-                    .map(|w| {
+                    .enumerate()
+                    .map(|(i, w)| {
                         route::weighted_cluster::ClusterWeight {
                             // A backend that did not resolve keeps its share, on a cluster that
                             // does not exist: Envoy answers it with the route's
@@ -273,7 +275,9 @@ pub fn entry(entry: &Entry, origin: Origin) -> route::Route {
                                 .backend
                                 .as_ref()
                                 .map_or_else(|| "invalid-backend".to_owned(), Backend::cluster),
-                            weight: Some(UInt32Value { value: w.weight }),
+                            weight: Some(UInt32Value {
+                                value: weight(i, w),
+                            }),
                             request_headers_to_add: header_options(&w.request_headers),
                             request_headers_to_remove: w.request_headers.remove.clone(),
                             response_headers_to_add: header_options(&w.response_headers),
