@@ -81,7 +81,9 @@ pub async fn serve(
         }
     }
     let server = builder
-        .add_routes(crate::services::routes(Ads::new(cache, observer)))
+        .add_routes(crate::services::routes(
+            Ads::new(cache, observer).closing_on(runtime.shutdown.token()),
+        ))
         .serve_with_incoming_shutdown(
             crate::server::incoming(listener),
             runtime.shutdown.token().cancelled_owned(),

@@ -14,6 +14,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::cache::Cache;
@@ -111,12 +112,25 @@ impl Observer for NackForwarder {
 pub struct Ads {
     pub(crate) cache: Arc<Cache>,
     pub(crate) observer: Arc<dyn Observer>,
+    pub(crate) closing: CancellationToken,
 }
 
 impl Ads {
     /// Serves `cache`, reporting to `observer`.
     pub fn new(cache: Arc<Cache>, observer: Arc<dyn Observer>) -> Self {
-        Self { cache, observer }
+        Self {
+            cache,
+            observer,
+            closing: CancellationToken::new(),
+        }
+    }
+
+    /// Ends every stream (with `UNAVAILABLE`) once `closing` is cancelled: a proxy keeps its
+    /// last configuration and reconnects, and the server's graceful shutdown does not wait
+    /// for streams that would never end by themselves.
+    pub fn closing_on(mut self, closing: CancellationToken) -> Self {
+        self.closing = closing;
+        self
     }
 
     /// As a tonic service.
@@ -190,11 +204,13 @@ impl Protocol for Delta {
     }
 }
 
-/// Runs one stream until the client leaves or the response channel closes.
+/// Runs one stream until the client leaves, the response channel closes or `closing` is
+/// cancelled.
 pub(crate) async fn serve<P, S>(
     mut protocol: P,
     cache: Arc<Cache>,
     observer: Arc<dyn Observer>,
+    closing: CancellationToken,
     mut requests: S,
     responses: mpsc::Sender<Result<P::Response, Status>>,
 ) where
@@ -261,6 +277,12 @@ pub(crate) async fn serve<P, S>(
             continue;
         }
         tokio::select! {
+            () = closing.cancelled() => {
+                let _ = responses
+                    .send(Err(Status::unavailable("the xDS server is shutting down")))
+                    .await;
+                break;
+            }
             request = requests.next() => match request {
                 Some(Ok(request)) => pending = Some(request),
                 _ => break,
@@ -300,6 +322,7 @@ impl AggregatedDiscoveryService for Ads {
             Sotw::new(),
             self.cache.clone(),
             self.observer.clone(),
+            self.closing.clone(),
             request.into_inner(),
             tx,
         ));
@@ -315,6 +338,7 @@ impl AggregatedDiscoveryService for Ads {
             Delta::new(),
             self.cache.clone(),
             self.observer.clone(),
+            self.closing.clone(),
             request.into_inner(),
             tx,
         ));

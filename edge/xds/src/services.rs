@@ -59,6 +59,7 @@ impl Ads {
             Sotw::new(),
             self.cache.clone(),
             self.observer.clone(),
+            self.closing.clone(),
             typed(requests, type_url),
             tx,
         ));
@@ -75,6 +76,7 @@ impl Ads {
             Delta::new(),
             self.cache.clone(),
             self.observer.clone(),
+            self.closing.clone(),
             typed(requests, type_url),
             tx,
         ));

@@ -221,6 +221,50 @@ async fn per_type_services_stream_and_fetch() {
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
 }
 
+/// Shutdown ends open streams at once (UNAVAILABLE), so a server's graceful stop does not
+/// wait for proxies that would keep their streams forever.
+#[tokio::test]
+async fn open_streams_end_when_the_server_closes() {
+    let cache = Arc::new(Cache::new());
+    cache.set(&gw(), common::snapshot(false));
+    let closing = tokio_util::sync::CancellationToken::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(
+                Ads::new(cache, Arc::new(Recorder::default()))
+                    .closing_on(closing.clone())
+                    .into_service(),
+            )
+            .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
+    );
+    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(8);
+    tx.send(DiscoveryRequest {
+        node: node("default/gw"),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut responses = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    next(&mut responses).await;
+    closing.cancel();
+    let ended = tokio::time::timeout(Duration::from_secs(2), responses.message())
+        .await
+        .expect("the stream ends at once, not at a drain deadline");
+    let status = ended.expect_err("the stream ends with a status");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status}");
+    drop(tx);
+}
+
 /// The Gateway the tests configure.
 fn gw() -> fairlead_edge_translate::ObjectKey {
     fairlead_edge_translate::ObjectKey::new("default", "gw")
