@@ -249,21 +249,43 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
                         r.name
                     ),
                 ))
-            } else if tls_secret(input, namespace, &r.name).is_none() {
-                Some((
-                    "InvalidCertificateRef",
-                    format!(
-                        "tls.certificateRefs[{i}]: Secret {namespace}/{} is missing or not a kubernetes.io/tls Secret with tls.crt and tls.key",
-                        r.name
-                    ),
-                ))
             } else {
-                certificates.push(ObjectKey::new(namespace, r.name.clone()));
-                None
+                match tls_secret(input, namespace, &r.name) {
+                    None => Some((
+                        "InvalidCertificateRef",
+                        format!(
+                            "tls.certificateRefs[{i}]: Secret {namespace}/{} is missing or not a kubernetes.io/tls Secret with tls.crt and tls.key",
+                            r.name
+                        ),
+                    )),
+                    Some(secret) => {
+                        let data = secret.data.as_ref();
+                        let bytes = |k: &str| {
+                            data.and_then(|d| d.get(k)).map_or(&[][..], |v| v.0.as_slice())
+                        };
+                        match crate::certificate::problem(bytes("tls.crt"), bytes("tls.key")) {
+                            Some(why) => Some((
+                                "InvalidCertificateRef",
+                                format!(
+                                    "tls.certificateRefs[{i}]: Secret {namespace}/{}: {why}",
+                                    r.name
+                                ),
+                            )),
+                            None => {
+                                certificates.push(ObjectKey::new(namespace, r.name.clone()));
+                                None
+                            }
+                        }
+                    }
+                }
             };
             if refs_problem.is_none() {
                 refs_problem = problem;
             }
+        }
+        if protocol == Some(Protocol::Https) && passthrough {
+            // Not servable at all, whatever its certificates.
+            certificates.clear();
         }
     }
     let allowed = listener.allowed_routes.clone().unwrap_or_default();
@@ -482,9 +504,14 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
             .any(|c| c.type_ == "Accepted" && c.holds());
         // Unsupported kinds in allowedRoutes are reported, but the listener still serves the
         // kinds it does support.
+        // Nor does a certificate reference that does not resolve stop the listener while
+        // another of its certificates does: those keep serving.
         let resolved = l.conditions.iter().any(|c| {
             c.type_ == "ResolvedRefs"
-                && (c.holds() || (c.reason == "InvalidRouteKinds" && !l.kinds.is_empty()))
+                && (c.holds()
+                    || (c.reason == "InvalidRouteKinds" && !l.kinds.is_empty())
+                    || (matches!(c.reason.as_str(), "InvalidCertificateRef" | "RefNotPermitted")
+                        && !l.certificates.is_empty()))
         });
         let ok = accepted && resolved && conflict.is_none();
         l.conditions.push(Condition::new(

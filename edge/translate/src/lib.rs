@@ -17,6 +17,7 @@
 pub mod attach;
 pub mod backend;
 pub mod backend_tls;
+pub mod certificate;
 pub mod cluster;
 pub mod endpoint;
 pub mod envoy;
