@@ -105,23 +105,37 @@ async fn start_health(runtime: &Runtime, client: &kube::Client, node: &str) -> a
     Ok(())
 }
 
-/// The xDS server's mutual TLS: a CA generated at start, a serving certificate for
-/// `localhost` and the server's address, and one client certificate for local proxies. The
-/// CA and the proxy's certificate and key are written to `dir` (`ca.crt`, `proxy.crt`,
-/// `proxy.key`) for `fairlead edge bootstrap --xds-ca/--xds-cert/--xds-key`.
+/// The xDS server's mutual TLS: a CA, a serving certificate for `localhost` and the server's
+/// address (issued at every start), and one client certificate for local proxies. The CA
+/// (with its key, `ca.key`) and the proxy's certificate and key are written to `dir`
+/// (`ca.crt`, `proxy.crt`, `proxy.key`, for `fairlead edge bootstrap
+/// --xds-ca/--xds-cert/--xds-key`) once, and reused at the next start: a proxy bootstrapped
+/// before a restart keeps trusting the server, and the server keeps trusting it. (rcgen's
+/// certificates are valid until the year 4096; no renewal is due.)
 fn xds_tls(
     dir: &std::path::Path,
     addr: SocketAddr,
 ) -> anyhow::Result<fairlead_edge_xds::serve::XdsTls> {
     use fairlead_kit::pki::Ca;
-    let ca = Ca::generate("fairlead-up xds CA")?;
+    const NAME: &str = "fairlead-up xds CA";
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let stored = read("ca.crt").zip(read("ca.key"));
+    let (ca, fresh) = match &stored {
+        Some((cert, key)) => match Ca::restore(NAME, cert, key) {
+            Ok(ca) => (ca, false),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "the stored xDS CA does not load; generating a new one (proxies bootstrapped before must be bootstrapped again)");
+                (Ca::generate(NAME)?, true)
+            }
+        },
+        None => (Ca::generate(NAME)?, true),
+    };
     let ip = if addr.ip().is_unspecified() {
         std::net::IpAddr::from([127, 0, 0, 1])
     } else {
         addr.ip()
     };
     let server = ca.issue_server(&["localhost"], &[ip])?;
-    let proxy = ca.issue_client("fairlead-up-proxy")?;
     use std::io::Write as _;
     use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
     std::fs::DirBuilder::new()
@@ -147,9 +161,15 @@ fn xds_tls(
         std::fs::rename(&staged, &path).with_context(|| format!("writing {}", path.display()))?;
         Ok(())
     };
-    write("ca.crt", ca.cert_pem(), false)?;
-    write("proxy.crt", &proxy.cert_pem, false)?;
-    write("proxy.key", &proxy.key_pem, true)?;
+    if fresh {
+        write("ca.key", ca.key_pem(), true)?;
+        write("ca.crt", ca.cert_pem(), false)?;
+    }
+    if fresh || read("proxy.crt").is_none() || read("proxy.key").is_none() {
+        let proxy = ca.issue_client("fairlead-up-proxy")?;
+        write("proxy.crt", &proxy.cert_pem, false)?;
+        write("proxy.key", &proxy.key_pem, true)?;
+    }
     Ok(fairlead_edge_xds::serve::XdsTls {
         cert_pem: server.cert_pem,
         key_pem: server.key_pem,
@@ -261,4 +281,55 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
     server.shutdown();
     tracing::info!("fairlead up: stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A restart keeps the CA and the proxy's certificate, so a proxy bootstrapped before it
+    /// still trusts the new serving certificate and is still trusted.
+    #[test]
+    fn the_xds_ca_and_proxy_certificate_survive_a_restart() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let addr: SocketAddr = "127.0.0.1:18000".parse().unwrap();
+        let first = xds_tls(dir.path(), addr).unwrap();
+        let files = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let before: Vec<String> = ["ca.crt", "ca.key", "proxy.crt", "proxy.key"]
+            .iter()
+            .map(|f| files(f))
+            .collect();
+        let mode = |name: &str| {
+            std::fs::metadata(dir.path().join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!((mode("ca.key"), mode("proxy.key")), (0o600, 0o600));
+        let second = xds_tls(dir.path(), addr).unwrap();
+        let after: Vec<String> = ["ca.crt", "ca.key", "proxy.crt", "proxy.key"]
+            .iter()
+            .map(|f| files(f))
+            .collect();
+        assert_eq!(before, after, "nothing is generated again");
+        assert_eq!(first.client_ca_pem, second.client_ca_pem);
+        assert_ne!(
+            first.cert_pem, second.cert_pem,
+            "a fresh serving certificate"
+        );
+        // The new serving certificate chains to the CA written at the first start.
+        fairlead_kit::pki::verify_server(&before[0], &second.cert_pem, "localhost").unwrap();
+
+        // A CA that no longer loads is replaced, and said so.
+        std::fs::write(dir.path().join("ca.key"), "broken").unwrap();
+        let third = xds_tls(dir.path(), addr).unwrap();
+        assert_ne!(third.client_ca_pem.as_deref(), Some(before[0].as_str()));
+        assert_ne!(
+            files("proxy.crt"),
+            before[2],
+            "the proxy is issued again under it"
+        );
+    }
 }

@@ -1,13 +1,15 @@
-//! A small certificate authority: generated at start, issuing serving certificates for the
-//! embedded API server, webhooks and the xDS server, client certificates for the proxies that
-//! reach the xDS server over mutual TLS, and rustls configurations to serve them.
+//! A small certificate authority: generated at start (or restored from its certificate and
+//! key, so what trusts it keeps trusting it across restarts), issuing serving certificates
+//! for the embedded API server, webhooks and the xDS server, client certificates for the
+//! proxies that reach the xDS server over mutual TLS, and rustls configurations to serve
+//! them.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
 };
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
@@ -20,6 +22,9 @@ pub enum PkiError {
     /// The rustls configuration was refused.
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
+    /// A stored certificate does not read as PEM.
+    #[error("stored certificate: {0}")]
+    Pem(String),
 }
 
 /// A certificate and its private key, in PEM and DER.
@@ -47,7 +52,7 @@ impl CertifiedKey {
 
 /// A certificate authority.
 pub struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
+    issuer: Issuer<'static, KeyPair>,
     cert: CertifiedKey,
 }
 
@@ -61,8 +66,41 @@ impl Ca {
     /// Generates a new CA with the given common name.
     pub fn generate(common_name: &str) -> Result<Self, PkiError> {
         let key = KeyPair::generate()?;
-        let key_pem = key.serialize_pem();
-        let key_der = key.serialize_der();
+        let params = Self::params(common_name)?;
+        let self_signed = params.self_signed(&key)?;
+        let cert = CertifiedKey {
+            cert_pem: self_signed.pem(),
+            key_pem: key.serialize_pem(),
+            cert_der: self_signed.der().clone(),
+            key_der: key.serialize_der(),
+        };
+        Ok(Self {
+            issuer: Issuer::new(params, key),
+            cert,
+        })
+    }
+
+    /// The CA of `common_name` whose certificate and key were written before (see
+    /// [`Ca::cert_pem`], [`Ca::key_pem`]): what it issues chains to that same certificate.
+    pub fn restore(common_name: &str, cert_pem: &str, key_pem: &str) -> Result<Self, PkiError> {
+        use rustls_pki_types::pem::PemObject as _;
+        let key = KeyPair::from_pem(key_pem)?;
+        let cert_der = CertificateDer::from_pem_slice(cert_pem.as_bytes())
+            .map_err(|e| PkiError::Pem(e.to_string()))?;
+        let cert = CertifiedKey {
+            cert_pem: cert_pem.to_owned(),
+            key_pem: key_pem.to_owned(),
+            cert_der,
+            key_der: key.serialize_der(),
+        };
+        Ok(Self {
+            issuer: Issuer::new(Self::params(common_name)?, key),
+            cert,
+        })
+    }
+
+    /// What a CA certificate of `common_name` says; issued certificates name it as issuer.
+    fn params(common_name: &str) -> Result<CertificateParams, PkiError> {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params
@@ -73,14 +111,12 @@ impl Ca {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let issuer = CertifiedIssuer::self_signed(params, key)?;
-        let cert = CertifiedKey {
-            cert_pem: issuer.pem(),
-            key_pem,
-            cert_der: issuer.der().clone(),
-            key_der,
-        };
-        Ok(Self { issuer, cert })
+        Ok(params)
+    }
+
+    /// The CA's private key (PEM), for [`Ca::restore`]; keep it private.
+    pub fn key_pem(&self) -> &str {
+        &self.cert.key_pem
     }
 
     /// The CA certificate (PEM), for clients to trust.
@@ -137,6 +173,34 @@ impl Ca {
     }
 }
 
+/// Checks that `cert_pem` (a serving certificate) chains to `ca_pem` and names `name`, as a
+/// client trusting that CA would.
+pub fn verify_server(ca_pem: &str, cert_pem: &str, name: &str) -> Result<(), PkiError> {
+    use rustls::client::danger::ServerCertVerifier as _;
+    use rustls_pki_types::pem::PemObject as _;
+    let pem = |text: &str| {
+        CertificateDer::from_pem_slice(text.as_bytes()).map_err(|e| PkiError::Pem(e.to_string()))
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pem(ca_pem)?)?;
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::new(rustls::crypto::ring::default_provider()),
+    )
+    .build()
+    .map_err(|e| PkiError::Pem(e.to_string()))?;
+    let name = rustls_pki_types::ServerName::try_from(name.to_owned())
+        .map_err(|e| PkiError::Pem(e.to_string()))?;
+    verifier.verify_server_cert(
+        &pem(cert_pem)?,
+        &[],
+        &name,
+        &[],
+        rustls_pki_types::UnixTime::now(),
+    )?;
+    Ok(())
+}
+
 /// A rustls server configuration for a certificate, offering the given ALPN protocols.
 pub fn server_config(
     cert: &CertifiedKey,
@@ -164,5 +228,25 @@ mod tests {
             .unwrap();
         assert!(server.key_pem.contains("PRIVATE KEY"));
         assert!(server_config(&server, &[b"h2", b"http/1.1"]).is_ok());
+    }
+
+    /// What a restored CA issues is trusted by whoever trusts the certificate written before
+    /// the restart.
+    #[test]
+    fn a_restored_ca_issues_what_its_old_certificate_verifies() {
+        let ca = Ca::generate("test-ca").unwrap();
+        let (cert_pem, key_pem) = (ca.cert_pem().to_owned(), ca.key_pem().to_owned());
+        drop(ca);
+        let restored = Ca::restore("test-ca", &cert_pem, &key_pem).unwrap();
+        assert_eq!(restored.cert_pem(), cert_pem);
+        let server = restored
+            .issue_server(&["localhost"], &["127.0.0.1".parse().unwrap()])
+            .unwrap();
+        let verify = |anchor_pem: &str| verify_server(anchor_pem, &server.cert_pem, "localhost");
+        assert!(verify(&cert_pem).is_ok(), "{:?}", verify(&cert_pem));
+        // Another CA's certificate does not verify it: the check can fail.
+        let other = Ca::generate("test-ca").unwrap();
+        assert!(verify(other.cert_pem()).is_err());
+        assert!(Ca::restore("test-ca", "not pem", &key_pem).is_err());
     }
 }

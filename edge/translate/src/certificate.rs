@@ -9,12 +9,11 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 /// Why `chain` and `key` are not a certificate Envoy can serve; `None` when they are.
 pub fn problem(chain: &[u8], key: &[u8]) -> Option<String> {
-    let certs: Vec<CertificateDer<'static>> = match CertificateDer::pem_slice_iter(chain)
-        .collect::<Result<_, _>>()
-    {
-        Ok(certs) => certs,
-        Err(e) => return Some(format!("tls.crt is not a PEM certificate chain: {e}")),
-    };
+    let certs: Vec<CertificateDer<'static>> =
+        match CertificateDer::pem_slice_iter(chain).collect::<Result<_, _>>() {
+            Ok(certs) => certs,
+            Err(e) => return Some(format!("tls.crt is not a PEM certificate chain: {e}")),
+        };
     let Some(leaf) = certs.first() else {
         return Some("tls.crt holds no PEM certificate".into());
     };
@@ -68,13 +67,21 @@ mod tests {
         assert_eq!(problem(cert.as_bytes(), key.as_bytes()), None);
         let (_, other_key) = pair();
         let cases = [
-            (b"not pem".as_slice(), key.as_bytes(), "holds no PEM certificate"),
+            (
+                b"not pem".as_slice(),
+                key.as_bytes(),
+                "holds no PEM certificate",
+            ),
             (
                 b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".as_slice(),
                 key.as_bytes(),
                 "not a valid X.509 certificate",
             ),
-            (cert.as_bytes(), b"nothing".as_slice(), "tls.key is not a PEM private key"),
+            (
+                cert.as_bytes(),
+                b"nothing".as_slice(),
+                "tls.key is not a PEM private key",
+            ),
             (
                 cert.as_bytes(),
                 other_key.as_bytes(),

@@ -261,7 +261,8 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
                     Some(secret) => {
                         let data = secret.data.as_ref();
                         let bytes = |k: &str| {
-                            data.and_then(|d| d.get(k)).map_or(&[][..], |v| v.0.as_slice())
+                            data.and_then(|d| d.get(k))
+                                .map_or(&[][..], |v| v.0.as_slice())
                         };
                         match crate::certificate::problem(bytes("tls.crt"), bytes("tls.key")) {
                             Some(why) => Some((
@@ -510,8 +511,10 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
             c.type_ == "ResolvedRefs"
                 && (c.holds()
                     || (c.reason == "InvalidRouteKinds" && !l.kinds.is_empty())
-                    || (matches!(c.reason.as_str(), "InvalidCertificateRef" | "RefNotPermitted")
-                        && !l.certificates.is_empty()))
+                    || (matches!(
+                        c.reason.as_str(),
+                        "InvalidCertificateRef" | "RefNotPermitted"
+                    ) && !l.certificates.is_empty()))
         });
         let ok = accepted && resolved && conflict.is_none();
         l.conditions.push(Condition::new(
