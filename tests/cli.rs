@@ -50,6 +50,7 @@ fn usage_errors_exit_2_with_a_clear_message() {
 struct Up {
     child: Child,
     admin: String,
+    xds_port: u16,
     kubeconfig: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -61,6 +62,7 @@ impl Up {
 
     fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
         let port = free_port();
+        let xds_port = free_port();
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         let child = Command::new(BIN)
@@ -71,9 +73,9 @@ impl Up {
                 "--api-addr",
                 "127.0.0.1:0",
                 "--xds-addr",
-                "127.0.0.1:0",
-                "--admin-addr",
             ])
+            .arg(format!("127.0.0.1:{xds_port}"))
+            .arg("--admin-addr")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--kubeconfig")
             .arg(&kubeconfig)
@@ -88,6 +90,7 @@ impl Up {
         Self {
             child,
             admin: format!("http://127.0.0.1:{port}"),
+            xds_port,
             kubeconfig,
             _dir: dir,
         }
@@ -515,4 +518,63 @@ fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
     let bad = run(&["edge", "bootstrap", "--gateway", "a/b", "--xds", "nowhere"]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not host:port"));
+}
+
+/// A proxy connected over xDS does not hold the shutdown: its stream ends when the drain
+/// starts (the proxy keeps its configuration), and `fairlead up` exits long before its
+/// drain deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_stops_at_once_with_a_proxy_connected() {
+    use envoy_types::pb::envoy::config::core::v3::Node;
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+    use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    let xds = up.kubeconfig.parent().unwrap().join("xds");
+    let read = |name: &str| std::fs::read_to_string(xds.join(name)).unwrap();
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(read("ca.crt")))
+        .identity(Identity::from_pem(read("proxy.crt"), read("proxy.key")))
+        .domain_name("127.0.0.1");
+    let channel = Endpoint::from_shared(format!("https://127.0.0.1:{}", up.xds_port))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .expect("the proxy connects over mutual TLS");
+    let mut client = AggregatedDiscoveryServiceClient::new(channel);
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(DiscoveryRequest {
+        node: Some(Node {
+            id: "proxy".into(),
+            cluster: "default/web".into(),
+            ..Default::default()
+        }),
+        type_url: "type.googleapis.com/envoy.config.listener.v3.Listener".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut stream = client
+        .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("an answer in time")
+        .expect("the stream is open");
+    let started = Instant::now();
+    let output = tokio::task::spawn_blocking(move || up.stop())
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "fairlead up took {:?} to stop with a proxy connected (its drain deadline is 25 s)",
+        started.elapsed()
+    );
+    drop(tx);
 }
