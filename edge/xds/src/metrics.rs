@@ -94,11 +94,11 @@ impl XdsMetrics {
 
 impl Observer for XdsMetrics {
     fn connected(&self, group: &ObjectKey) {
-        self.connected.with_label_values(&[group.to_string()]).inc();
+        self.connected.with_label_values(&[group.as_str()]).inc();
     }
 
     fn disconnected(&self, group: &ObjectKey) {
-        self.connected.with_label_values(&[group.to_string()]).dec();
+        self.connected.with_label_values(&[group.as_str()]).dec();
     }
 
     fn pushed(
@@ -109,9 +109,7 @@ impl Observer for XdsMetrics {
         latency: Option<Duration>,
     ) {
         let kind = short(type_url);
-        self.pushes
-            .with_label_values(&[group.to_string().as_str(), kind])
-            .inc();
+        self.pushes.with_label_values(&[group.as_str(), kind]).inc();
         if let Some(latency) = latency {
             self.push_latency
                 .with_label_values(&[kind])
@@ -125,7 +123,7 @@ impl Observer for XdsMetrics {
             Verdict::Nack { type_url, .. } => (type_url, "nack"),
         };
         self.verdicts
-            .with_label_values(&[group.to_string().as_str(), short(type_url), what])
+            .with_label_values(&[group.as_str(), short(type_url), what])
             .inc();
     }
 }
