@@ -161,6 +161,10 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
         } else {
             cluster::DiscoveryType::StrictDns
         } as i32)),
+        // A name resolving to both families (`localhost`: ::1 and 127.0.0.1) is dialled over
+        // IPv4 first, where a server on 127.0.0.1 (as `fairlead up`'s) listens; IPv6 only when
+        // the name has no IPv4 address.
+        dns_lookup_family: cluster::DnsLookupFamily::V4Preferred as i32,
         connect_timeout: Some(Duration {
             seconds: 5,
             nanos: 0,

@@ -184,7 +184,8 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
     let spec = fairlead_edge_bootstrap::Spec {
         gateway: ObjectKey::new("default", "gw"),
         node_id: None,
-        xds_host: "127.0.0.1".into(),
+        // A name, as the README has users write it: it resolves to ::1 as well as 127.0.0.1.
+        xds_host: "localhost".into(),
         xds_port,
         admin_port: free_port(),
         tls: Some(tls_files),
