@@ -110,13 +110,14 @@ async fn start_health(runtime: &Runtime, client: &kube::Client, node: &str) -> a
 /// (with its key, `ca.key`) and the proxy's certificate and key are written to `dir`
 /// (`ca.crt`, `proxy.crt`, `proxy.key`, for `fairlead edge bootstrap
 /// --xds-ca/--xds-cert/--xds-key`) once, and reused at the next start: a proxy bootstrapped
-/// before a restart keeps trusting the server, and the server keeps trusting it. (rcgen's
-/// certificates are valid until the year 4096; no renewal is due.)
+/// before a restart keeps trusting the server, and the server keeps trusting it. The proxy's
+/// certificate is issued again when it is due ([`renew_proxy_certificate`]).
 fn xds_tls(
     dir: &std::path::Path,
     addr: SocketAddr,
-) -> anyhow::Result<fairlead_edge_xds::serve::XdsTls> {
+) -> anyhow::Result<(fairlead_kit::pki::Ca, fairlead_edge_xds::serve::XdsTls)> {
     use fairlead_kit::pki::Ca;
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
     const NAME: &str = "fairlead-up xds CA";
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
     let stored = read("ca.crt").zip(read("ca.key"));
@@ -136,45 +137,74 @@ fn xds_tls(
         addr.ip()
     };
     let server = ca.issue_server(&["localhost"], &[ip])?;
-    use std::io::Write as _;
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
         .with_context(|| format!("creating {}", dir.display()))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    // Written to a new file (never through an old one or a link) created with its final
-    // mode, then renamed into place: the key is never readable by others, even briefly.
-    let write = |name: &str, text: &str, private: bool| -> anyhow::Result<()> {
-        let path = dir.join(name);
-        let staged = dir.join(format!(".{name}.new"));
-        let _ = std::fs::remove_file(&staged);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(if private { 0o600 } else { 0o644 })
-            .open(&staged)
-            .with_context(|| format!("writing {}", staged.display()))?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&staged, &path).with_context(|| format!("writing {}", path.display()))?;
-        Ok(())
-    };
     if fresh {
-        write("ca.key", ca.key_pem(), true)?;
-        write("ca.crt", ca.cert_pem(), false)?;
+        write(&dir.join("ca.key"), ca.key_pem(), 0o600)?;
+        write(&dir.join("ca.crt"), ca.cert_pem(), 0o644)?;
     }
-    if fresh || read("proxy.crt").is_none() || read("proxy.key").is_none() {
-        let proxy = ca.issue_client("fairlead-up-proxy")?;
-        write("proxy.crt", &proxy.cert_pem, false)?;
-        write("proxy.key", &proxy.key_pem, true)?;
-    }
-    Ok(fairlead_edge_xds::serve::XdsTls {
+    renew_proxy_certificate(dir, &ca)?;
+    let tls = fairlead_edge_xds::serve::XdsTls {
         cert_pem: server.cert_pem,
         key_pem: server.key_pem,
         client_ca_pem: Some(ca.cert_pem().to_owned()),
-    })
+    };
+    Ok((ca, tls))
+}
+
+/// Writes `text` to `path` whole, with permission bits `mode`.
+fn write(path: &std::path::Path, text: &str, mode: u32) -> anyhow::Result<()> {
+    fairlead_kit::files::write_atomically(path, text.as_bytes(), mode)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Issues the local proxies' client certificate (`proxy.crt`, `proxy.key` in `dir`) again
+/// when there is none, it does not chain to `ca`, or a third of its validity is left. Both
+/// are published together (one switch of a link, as a Secret volume does), and Envoy reads
+/// them again through its SDS document. Whether it did.
+fn renew_proxy_certificate(
+    dir: &std::path::Path,
+    ca: &fairlead_kit::pki::Ca,
+) -> anyhow::Result<bool> {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let current = read("proxy.crt").filter(|_| read("proxy.key").is_some());
+    if current.is_some_and(|cert| !fairlead_kit::pki::due_for_renewal(ca.cert_pem(), &cert)) {
+        return Ok(false);
+    }
+    let proxy = ca.issue_client("fairlead-up-proxy")?;
+    fairlead_kit::files::publish(
+        dir,
+        &[
+            ("proxy.crt", proxy.cert_pem.as_bytes(), 0o644),
+            ("proxy.key", proxy.key_pem.as_bytes(), 0o600),
+        ],
+    )
+    .with_context(|| format!("writing the proxy certificate in {}", dir.display()))?;
+    tracing::info!(dir = %dir.display(), "issued the local proxies' xDS client certificate");
+    Ok(true)
+}
+
+/// Checks the proxies' client certificate hourly while `fairlead up` runs, renewing it when
+/// due; a failure is logged and tried again at the next check.
+fn keep_proxy_certificate(runtime: &Runtime, dir: std::path::PathBuf, ca: fairlead_kit::pki::Ca) {
+    let stop = runtime.shutdown.token();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(3600));
+        every.tick().await;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            if let Err(e) = renew_proxy_certificate(&dir, &ca) {
+                tracing::error!(dir = %dir.display(), error = %format!("{e:#}"), "renewing the local proxies' xDS client certificate failed; trying again in an hour");
+            }
+        }
+    });
 }
 
 /// Installs the Gateway API CRDs and the `d8-alb` GatewayClass, and starts the xDS control
@@ -259,7 +289,8 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         .parent()
         .unwrap_or(std::path::Path::new("."))
         .join("xds");
-    let tls = xds_tls(&xds_dir, args.xds_addr)?;
+    let (ca, tls) = xds_tls(&xds_dir, args.xds_addr)?;
+    keep_proxy_certificate(&runtime, xds_dir.clone(), ca);
     let xds_addr = start_edge(&runtime, &client, args.xds_addr, tls).await?;
     if let Some(dir) = &args.manifests {
         let applied = fairlead_apiserver::manifests::apply_dir(&client, server.registry(), dir)
@@ -294,7 +325,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().unwrap();
         let addr: SocketAddr = "127.0.0.1:18000".parse().unwrap();
-        let first = xds_tls(dir.path(), addr).unwrap();
+        let (_, first) = xds_tls(dir.path(), addr).unwrap();
         let files = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
         let before: Vec<String> = ["ca.crt", "ca.key", "proxy.crt", "proxy.key"]
             .iter()
@@ -308,7 +339,7 @@ mod tests {
                 & 0o777
         };
         assert_eq!((mode("ca.key"), mode("proxy.key")), (0o600, 0o600));
-        let second = xds_tls(dir.path(), addr).unwrap();
+        let (ca, second) = xds_tls(dir.path(), addr).unwrap();
         let after: Vec<String> = ["ca.crt", "ca.key", "proxy.crt", "proxy.key"]
             .iter()
             .map(|f| files(f))
@@ -322,9 +353,21 @@ mod tests {
         // The new serving certificate chains to the CA written at the first start.
         fairlead_kit::pki::verify_server(&before[0], &second.cert_pem, "localhost").unwrap();
 
+        // A current proxy certificate is kept; one the CA no longer vouches for is renewed.
+        assert!(!renew_proxy_certificate(dir.path(), &ca).unwrap());
+        let stranger = fairlead_kit::pki::Ca::generate("another CA").unwrap();
+        let foreign = stranger.issue_client("fairlead-up-proxy").unwrap();
+        std::fs::write(dir.path().join("proxy.crt"), &foreign.cert_pem).unwrap();
+        assert!(renew_proxy_certificate(dir.path(), &ca).unwrap());
+        assert!(!fairlead_kit::pki::due_for_renewal(
+            ca.cert_pem(),
+            &files("proxy.crt")
+        ));
+        assert_eq!(mode("proxy.key"), 0o600);
+
         // A CA that no longer loads is replaced, and said so.
         std::fs::write(dir.path().join("ca.key"), "broken").unwrap();
-        let third = xds_tls(dir.path(), addr).unwrap();
+        let (_, third) = xds_tls(dir.path(), addr).unwrap();
         assert_ne!(third.client_ca_pem.as_deref(), Some(before[0].as_str()));
         assert_ne!(
             files("proxy.crt"),

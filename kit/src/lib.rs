@@ -28,6 +28,7 @@ pub mod conditions;
 pub mod events;
 #[cfg(feature = "kube")]
 pub mod fieldset;
+pub mod files;
 #[cfg(feature = "kube")]
 pub mod lease;
 pub mod metrics;

@@ -2,16 +2,24 @@
 //! key, so what trusts it keeps trusting it across restarts), issuing serving certificates
 //! for the embedded API server, webhooks and the xDS server, client certificates for the
 //! proxies that reach the xDS server over mutual TLS, and rustls configurations to serve
-//! them.
+//! them. The CA is valid for [`CA_VALIDITY`], what it issues for [`LEAF_VALIDITY`];
+//! [`due_for_renewal`] says when a stored certificate should be issued again.
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// How long a CA certificate is valid.
+pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// How long an issued (serving or client) certificate is valid.
+pub const LEAF_VALIDITY: Duration = Duration::from_secs(90 * 24 * 3600);
 
 /// Certificate errors.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +114,7 @@ impl Ca {
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
+        validity(&mut params, CA_VALIDITY);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::CrlSign,
@@ -163,6 +172,7 @@ impl Ca {
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.extended_key_usages = vec![usage];
+        validity(&mut params, LEAF_VALIDITY);
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(CertifiedKey {
             cert_pem: cert.pem(),
@@ -171,6 +181,44 @@ impl Ca {
             key_der: key.serialize_der(),
         })
     }
+}
+
+/// Valid from a minute ago (clocks a little behind still accept it) for `length`.
+fn validity(params: &mut CertificateParams, length: Duration) {
+    let now = time::OffsetDateTime::from(SystemTime::now());
+    params.not_before = now - Duration::from_secs(60);
+    params.not_after = now + length;
+}
+
+/// Whether the client certificate `cert_pem` should be issued again: it does not chain to
+/// `ca_pem`, does not read, or is no longer valid a third of [`LEAF_VALIDITY`] from now.
+pub fn due_for_renewal(ca_pem: &str, cert_pem: &str) -> bool {
+    use rustls_pki_types::pem::PemObject as _;
+    let check = || -> Result<(), PkiError> {
+        let pem = |text: &str| {
+            CertificateDer::from_pem_slice(text.as_bytes())
+                .map_err(|e| PkiError::Pem(e.to_string()))
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pem(ca_pem)?)?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .map_err(|e| PkiError::Pem(e.to_string()))?;
+        let then = SystemTime::now() + LEAF_VALIDITY / 3;
+        let since = then
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        verifier.verify_client_cert(
+            &pem(cert_pem)?,
+            &[],
+            rustls_pki_types::UnixTime::since_unix_epoch(since),
+        )?;
+        Ok(())
+    };
+    check().is_err()
 }
 
 /// Checks that `cert_pem` (a serving certificate) chains to `ca_pem` and names `name`, as a
@@ -248,5 +296,24 @@ mod tests {
         let other = Ca::generate("test-ca").unwrap();
         assert!(verify(other.cert_pem()).is_err());
         assert!(Ca::restore("test-ca", "not pem", &key_pem).is_err());
+    }
+
+    /// A fresh client certificate is kept; one of another CA, one that is not PEM, and one
+    /// that expires within a third of its validity are issued again.
+    #[test]
+    fn client_certificates_are_renewed_before_they_expire() {
+        let ca = Ca::generate("test-ca").unwrap();
+        let fresh = ca.issue_client("proxy").unwrap();
+        assert!(!due_for_renewal(ca.cert_pem(), &fresh.cert_pem));
+        let other = Ca::generate("test-ca").unwrap();
+        assert!(due_for_renewal(other.cert_pem(), &fresh.cert_pem));
+        assert!(due_for_renewal(ca.cert_pem(), "not pem"));
+        // Issued with less validity left than the renewal margin.
+        let mut params = CertificateParams::new(vec!["proxy".to_owned()]).unwrap();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        validity(&mut params, LEAF_VALIDITY / 4);
+        let key = KeyPair::generate().unwrap();
+        let ageing = params.signed_by(&key, &ca.issuer).unwrap();
+        assert!(due_for_renewal(ca.cert_pem(), &ageing.pem()));
     }
 }

@@ -3,7 +3,10 @@
 //! proxy's ConfigMap): the node names its Gateway (`node.cluster = <namespace>/<name>`),
 //! listeners and clusters come over ADS from the xDS server, which is the one static cluster
 //! (HTTP/2; over TLS when the spec names a CA, with the proxy's client certificate for mutual
-//! TLS). Its tests check it against Envoy's validation rules.
+//! TLS). That certificate reaches Envoy through file-based SDS ([`sds_document`], a file
+//! beside the bootstrap naming the certificate files), so a renewed certificate is picked up
+//! without a restart; a certificate in the static bootstrap would be read once. Its tests
+//! check it against Envoy's validation rules.
 
 use envoy_types::pb::envoy::config::bootstrap::v3::{Admin, Bootstrap, bootstrap};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
@@ -47,8 +50,63 @@ pub struct Spec {
 pub struct Tls {
     /// The CA bundle the server's certificate must chain to.
     pub ca: String,
-    /// The proxy's certificate and key, for mutual TLS.
-    pub client: Option<(String, String)>,
+    /// The proxy's certificate, for mutual TLS.
+    pub client: Option<ClientCertificate>,
+}
+
+/// The proxy's client certificate: its files, and the SDS document that names them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientCertificate {
+    /// The certificate chain, PEM.
+    pub cert: String,
+    /// Its private key, PEM.
+    pub key: String,
+    /// Where [`sds_document`] is written (`.json`); its directory is watched, so a document
+    /// moved into place is read again.
+    pub sds: String,
+}
+
+/// The name of the proxy's client certificate in its SDS document.
+const CLIENT_SECRET: &str = "fairlead-xds-client";
+
+/// The directory of `path` (Envoy watches directories for files moved into them).
+fn directory(path: &str) -> String {
+    std::path::Path::new(path)
+        .parent()
+        .map(|dir| dir.display().to_string())
+        .filter(|dir| !dir.is_empty())
+        .unwrap_or_else(|| ".".into())
+}
+
+/// The SDS document (a discovery response in JSON) that hands Envoy the proxy's client
+/// certificate from its files. Envoy watches the certificate's directory, so files renewed
+/// in place (written and renamed, as a Kubernetes Secret volume swaps them) are read again.
+pub fn sds_document(client: &ClientCertificate) -> Result<String, BootstrapError> {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
+    use prost::Name as _;
+    let file = |path: &str| core::DataSource {
+        specifier: Some(core::data_source::Specifier::Filename(path.to_owned())),
+        ..Default::default()
+    };
+    let secret = tls::Secret {
+        name: CLIENT_SECRET.into(),
+        r#type: Some(tls::secret::Type::TlsCertificate(tls::TlsCertificate {
+            certificate_chain: Some(file(&client.cert)),
+            private_key: Some(file(&client.key)),
+            watched_directory: Some(core::WatchedDirectory {
+                path: directory(&client.cert),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })),
+    };
+    let mut resource = fairlead_envoy_protos::to_json(&secret)
+        .map_err(|e| BootstrapError::Render(e.to_string()))?;
+    if let serde_json::Value::Object(fields) = &mut resource {
+        fields.insert("@type".into(), tls::Secret::type_url().into());
+    }
+    serde_json::to_string_pretty(&serde_json::json!({ "resources": [resource] }))
+        .map_err(|e| BootstrapError::Render(e.to_string()))
 }
 
 /// Why no bootstrap could be made.
@@ -102,13 +160,27 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
             sni: host.to_owned(),
             common_tls_context: Some(tls::CommonTlsContext {
                 alpn_protocols: vec!["h2".into()],
-                tls_certificates: files
+                tls_certificate_sds_secret_configs: files
                     .client
                     .iter()
-                    .map(|(cert, key)| tls::TlsCertificate {
-                        certificate_chain: Some(file(cert)),
-                        private_key: Some(file(key)),
-                        ..Default::default()
+                    .map(|client| tls::SdsSecretConfig {
+                        name: CLIENT_SECRET.into(),
+                        sds_config: Some(core::ConfigSource {
+                            resource_api_version: ApiVersion::V3 as i32,
+                            config_source_specifier: Some(
+                                core::config_source::ConfigSourceSpecifier::PathConfigSource(
+                                    core::PathConfigSource {
+                                        path: client.sds.clone(),
+                                        watched_directory: Some(core::WatchedDirectory {
+                                            path: directory(&client.sds),
+                                            ..Default::default()
+                                        }),
+                                        ..Default::default()
+                                    },
+                                ),
+                            ),
+                            ..Default::default()
+                        }),
                     })
                     .collect(),
                 validation_context_type: Some(
@@ -283,7 +355,11 @@ mod tests {
             })),
             spec(Some(Tls {
                 ca: ca(),
-                client: Some(("/etc/xds/p.crt".into(), "/etc/xds/p.key".into())),
+                client: Some(ClientCertificate {
+                    cert: "/etc/xds/p.crt".into(),
+                    key: "/etc/xds/p.key".into(),
+                    sds: "/etc/envoy/xds-client.json".into(),
+                }),
             })),
             Spec {
                 node_id: Some("web-0".into()),
@@ -301,6 +377,46 @@ mod tests {
             .name
             .clear();
         assert!(fairlead_envoy_protos::validate(&broken).is_err());
+    }
+
+    /// The SDS document is a discovery response whose one Secret is the one the bootstrap
+    /// names, reading the certificate files and watching their directory.
+    #[test]
+    fn the_client_certificate_comes_from_an_sds_document() {
+        let client = ClientCertificate {
+            cert: "/etc/xds/p.crt".into(),
+            key: "/etc/xds/p.key".into(),
+            sds: "/etc/envoy/xds-client.json".into(),
+        };
+        let document: serde_json::Value =
+            serde_json::from_str(&sds_document(&client).unwrap()).unwrap();
+        let secret = &document["resources"][0];
+        assert_eq!(
+            secret["@type"],
+            "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+        );
+        assert_eq!(secret["name"], CLIENT_SECRET);
+        let certificate = &secret["tlsCertificate"];
+        assert_eq!(
+            certificate["certificateChain"]["filename"],
+            "/etc/xds/p.crt"
+        );
+        assert_eq!(certificate["privateKey"]["filename"], "/etc/xds/p.key");
+        assert_eq!(certificate["watchedDirectory"]["path"], "/etc/xds");
+        let bootstrap = serde_json::to_string(
+            &fairlead_envoy_protos::to_json(&bootstrap(&spec(Some(Tls {
+                ca: "/etc/xds/ca.crt".into(),
+                client: Some(client),
+            }))))
+            .unwrap(),
+        )
+        .unwrap();
+        assert!(
+            bootstrap.contains(r#""path":"/etc/envoy/xds-client.json""#)
+                && bootstrap.contains(&format!(r#""name":"{CLIENT_SECRET}""#))
+                && !bootstrap.contains("p.crt"),
+            "the bootstrap names the SDS document, not the files: {bootstrap}"
+        );
     }
 
     #[test]

@@ -110,6 +110,11 @@ pub struct BootstrapArgs {
     /// The private key of `--xds-cert` (file).
     #[arg(long, requires = "xds_cert")]
     pub xds_key: Option<std::path::PathBuf>,
+    /// Where to write the SDS document that hands Envoy `--xds-cert` (default:
+    /// `xds-client-sds.json` beside it). Envoy watches both, so a renewed certificate needs
+    /// no restart.
+    #[arg(long, requires = "xds_cert")]
+    pub xds_sds_file: Option<std::path::PathBuf>,
 }
 
 impl BootstrapArgs {
@@ -136,11 +141,18 @@ impl BootstrapArgs {
                 .as_deref()
                 .map(|ca| fairlead_edge_bootstrap::Tls {
                     ca: absolute(ca),
-                    client: self
-                        .xds_cert
-                        .as_deref()
-                        .zip(self.xds_key.as_deref())
-                        .map(|(cert, key)| (absolute(cert), absolute(key))),
+                    client: self.xds_cert.as_deref().zip(self.xds_key.as_deref()).map(
+                        |(cert, key)| fairlead_edge_bootstrap::ClientCertificate {
+                            cert: absolute(cert),
+                            key: absolute(key),
+                            sds: absolute(
+                                &self
+                                    .xds_sds_file
+                                    .clone()
+                                    .unwrap_or_else(|| cert.with_file_name("xds-client-sds.json")),
+                            ),
+                        },
+                    ),
                 }),
         })
     }
@@ -176,7 +188,21 @@ pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()
     match command {
         EdgeCommand::Xds(args) => xds(global, args).await,
         EdgeCommand::Bootstrap(args) => {
-            print!("{}", fairlead_edge_bootstrap::yaml(&args.spec()?)?);
+            let spec = args.spec()?;
+            if let Some(client) = spec.tls.as_ref().and_then(|tls| tls.client.as_ref()) {
+                let document = fairlead_edge_bootstrap::sds_document(client)?;
+                fairlead_kit::files::write_atomically(
+                    std::path::Path::new(&client.sds),
+                    document.as_bytes(),
+                    0o644,
+                )
+                .with_context(|| format!("writing {}", client.sds))?;
+                eprintln!(
+                    "wrote {} (the client certificate's SDS document)",
+                    client.sds
+                );
+            }
+            print!("{}", fairlead_edge_bootstrap::yaml(&spec)?);
             Ok(())
         }
     }

@@ -155,12 +155,32 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
         std::fs::write(&path, text).unwrap();
         path.to_str().unwrap().to_owned()
     };
+    fairlead_kit::files::publish(
+        &dir,
+        &[
+            ("proxy.crt", proxy_cert.cert_pem.as_bytes(), 0o644),
+            ("proxy.key", proxy_cert.key_pem.as_bytes(), 0o600),
+        ],
+    )
+    .unwrap();
+    let client = fairlead_edge_bootstrap::ClientCertificate {
+        cert: dir.join("proxy.crt").display().to_string(),
+        key: dir.join("proxy.key").display().to_string(),
+        sds: dir
+            .join("sds")
+            .join("xds-client.json")
+            .display()
+            .to_string(),
+    };
+    std::fs::create_dir_all(dir.join("sds")).unwrap();
+    std::fs::write(
+        &client.sds,
+        fairlead_edge_bootstrap::sds_document(&client).unwrap(),
+    )
+    .unwrap();
     let tls_files = fairlead_edge_bootstrap::Tls {
         ca: file("ca.crt", ca.cert_pem()),
-        client: Some((
-            file("proxy.crt", &proxy_cert.cert_pem),
-            file("proxy.key", &proxy_cert.key_pem),
-        )),
+        client: Some(client.clone()),
     };
     let server_tls = tonic::transport::ServerTlsConfig::new()
         .identity(tonic::transport::Identity::from_pem(
@@ -181,13 +201,14 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
             .serve_with_incoming(fairlead_edge_xds::server::incoming(xds)),
     );
     let bootstrap = dir.join("bootstrap.yaml");
+    let admin_port = free_port();
     let spec = fairlead_edge_bootstrap::Spec {
         gateway: ObjectKey::new("default", "gw"),
         node_id: None,
         // A name, as the README has users write it: it resolves to ::1 as well as 127.0.0.1.
         xds_host: "localhost".into(),
         xds_port,
-        admin_port: free_port(),
+        admin_port,
         tls: Some(tls_files),
     };
     std::fs::write(&bootstrap, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
@@ -277,6 +298,48 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
         answer.ends_with("upgraded bytes"),
         "bytes pass the upgraded connection: {answer}"
     );
+    // A renewed client certificate, published as `fairlead up` and a Secret volume do (both
+    // files switched by one rename), is read again through the SDS document without a restart.
+    let serial = || async {
+        let certs: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{admin_port}/certs"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        certs["certificates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["cert_chain"].as_array().into_iter().flatten())
+            // (Envoy shows SDS certificates as `<inline>`; the SAN names the proxy's.)
+            .find(|c| c["subject_alt_names"][0]["dns"] == "e2e-proxy")
+            .map(|c| c["serial_number"].as_str().unwrap_or_default().to_owned())
+    };
+    let before = serial()
+        .await
+        .unwrap_or_else(|| panic!("Envoy holds no client certificate from {}", client.sds));
+    let renewed = ca.issue_client("e2e-proxy").unwrap();
+    fairlead_kit::files::publish(
+        &dir,
+        &[
+            ("proxy.crt", renewed.cert_pem.as_bytes(), 0o644),
+            ("proxy.key", renewed.key_pem.as_bytes(), 0o600),
+        ],
+    )
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match serial().await {
+            Some(now) if now != before => break,
+            _ => {}
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Envoy never read the renewed client certificate"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // Envoy took all of it without a warning (connection limits configured, nothing
     // rejected).
     drop(envoy);
