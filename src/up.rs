@@ -50,6 +50,12 @@ pub struct UpArgs {
     #[arg(long, default_value = "127.0.0.1:18000", env = "FAIRLEAD_XDS_ADDR")]
     xds_addr: SocketAddr,
 
+    /// The Gateway API release channel whose CRDs are installed (upstream's bundle, see
+    /// `edge/controller/gateway-api`): `standard`, or `experimental` (adds the `v1alpha2`
+    /// route versions and experimental kinds and fields).
+    #[arg(long, default_value = "standard")]
+    gateway_api_channel: fairlead_edge_controller::crds::Channel,
+
     /// Apply the manifests (.yaml, .yml, .json) of this directory after start.
     #[arg(short = 'f', long = "filename")]
     manifests: Option<PathBuf>,
@@ -214,13 +220,20 @@ async fn start_edge(
     client: &kube::Client,
     xds_addr: SocketAddr,
     tls: fairlead_edge_xds::serve::XdsTls,
+    channel: fairlead_edge_controller::crds::Channel,
 ) -> anyhow::Result<SocketAddr> {
     use fairlead_edge_control_plane::run;
     use fairlead_edge_controller::crds;
     let controller = fairlead_edge_translate::CONTROLLER_NAME;
-    crds::install(client, controller)
+    crds::install(client, controller, channel)
         .await
-        .context("installing the Gateway API CRDs and the d8-alb GatewayClass")?;
+        .with_context(|| {
+            format!(
+                "installing the Gateway API CRDs ({} {}) and the d8-alb GatewayClass",
+                crds::GATEWAY_API_VERSION,
+                channel.name()
+            )
+        })?;
     let settings = run::Settings {
         controller_name: controller.to_owned(),
         lease: fairlead_kit::lease::LeaseConfig::new(run::LEASE, "kube-system", "fairlead-up"),
@@ -291,7 +304,14 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         .join("xds");
     let (ca, tls) = xds_tls(&xds_dir, args.xds_addr)?;
     keep_proxy_certificate(&runtime, xds_dir.clone(), ca);
-    let xds_addr = start_edge(&runtime, &client, args.xds_addr, tls).await?;
+    let xds_addr = start_edge(
+        &runtime,
+        &client,
+        args.xds_addr,
+        tls,
+        args.gateway_api_channel,
+    )
+    .await?;
     if let Some(dir) = &args.manifests {
         let applied = fairlead_apiserver::manifests::apply_dir(&client, server.registry(), dir)
             .await

@@ -469,14 +469,17 @@ fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
         "GRPC"
     );
 
-    // Mutual TLS to the xDS server: the CA, and the proxy's certificate and key, as files.
+    // Mutual TLS to the xDS server: the CA as a file, the proxy's certificate and key through
+    // the SDS document written beside them (or where --xds-sds-file says).
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
     let bootstrap = print(&[
         "--xds-ca",
-        "/etc/fairlead/ca.crt",
+        &path("ca.crt"),
         "--xds-cert",
-        "/etc/fairlead/proxy.crt",
+        &path("proxy.crt"),
         "--xds-key",
-        "/etc/fairlead/proxy.key",
+        &path("proxy.key"),
     ]);
     let socket = &bootstrap["staticResources"]["clusters"][0]["transportSocket"];
     assert_eq!(socket["name"], "envoy.transport_sockets.tls");
@@ -490,12 +493,28 @@ fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
     assert_eq!(san["matcher"]["exact"], "xds.d8-alb.svc");
     assert_eq!(
         context["commonTlsContext"]["validationContext"]["trustedCa"]["filename"],
-        "/etc/fairlead/ca.crt"
+        path("ca.crt")
     );
+    let sds = &context["commonTlsContext"]["tlsCertificateSdsSecretConfigs"][0]["sdsConfig"]["pathConfigSource"];
+    assert_eq!(sds["path"], path("xds-client-sds.json"));
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path("xds-client-sds.json")).unwrap())
+            .unwrap();
     assert_eq!(
-        context["commonTlsContext"]["tlsCertificates"][0]["privateKey"]["filename"],
-        "/etc/fairlead/proxy.key"
+        document["resources"][0]["tlsCertificate"]["privateKey"]["filename"],
+        path("proxy.key")
     );
+    print(&[
+        "--xds-ca",
+        &path("ca.crt"),
+        "--xds-cert",
+        &path("proxy.crt"),
+        "--xds-key",
+        &path("proxy.key"),
+        "--xds-sds-file",
+        &path("elsewhere.json"),
+    ]);
+    assert!(dir.path().join("elsewhere.json").exists());
     let half = run(&[
         "edge",
         "bootstrap",

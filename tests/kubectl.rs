@@ -462,6 +462,41 @@ fn kubectls_everyday_commands_work_against_fairlead_up() {
         "kubectl validates list items on the client with the served schema: {stderr}"
     );
 
+    // The Gateway API as most examples write it: a v1beta1 ReferenceGrant, v1 TCPRoute and
+    // UDPRoute are served; a path upstream's CEL refuses is refused with upstream's message.
+    let gateway_api = cluster.write(
+        "gateway-api.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\n\
+         metadata: {name: g, namespace: default}\n\
+         spec: {from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: apps}], to: [{group: '', kind: Service}]}\n\
+         ---\napiVersion: gateway.networking.k8s.io/v1\nkind: TCPRoute\n\
+         metadata: {name: t, namespace: default}\n\
+         spec: {parentRefs: [{name: gw}], rules: [{backendRefs: [{name: db, port: 5432}]}]}\n\
+         ---\napiVersion: gateway.networking.k8s.io/v1\nkind: UDPRoute\n\
+         metadata: {name: u, namespace: default}\n\
+         spec: {parentRefs: [{name: gw}], rules: [{backendRefs: [{name: dns, port: 53}]}]}\n",
+    );
+    let out = cluster.ok(&["apply", "-f", &gateway_api]);
+    assert!(
+        out.contains("referencegrant.gateway.networking.k8s.io/g created")
+            && out.contains("tcproute.gateway.networking.k8s.io/t created")
+            && out.contains("udproute.gateway.networking.k8s.io/u created"),
+        "{out}"
+    );
+    let dot = cluster.write(
+        "dot.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+         metadata: {name: dot, namespace: default}\n\
+         spec: {rules: [{matches: [{path: {type: PathPrefix, value: /app/.}}]}]}\n",
+    );
+    let refused = cluster.kubectl(&["apply", "-f", &dot]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && stderr.contains("must not end with '/.' when type one of ['Exact', 'PathPrefix']"),
+        "{stderr}"
+    );
+
     for (kind, name) in [
         ("configmap", "c"),
         ("secret", "s"),

@@ -162,17 +162,22 @@ pub fn unsupported_rules(schema: &Value) -> Vec<String> {
     found
 }
 
-/// Whether the environment knows a function: evaluating a call with no arguments reports
+/// Whether the environment knows a function: calling it with no arguments, as a global
+/// (`size()`) or on a receiver (`''.startsWith()`, for functions only members have), reports
 /// "no such overload" (known name) rather than an undeclared reference (unknown name).
 fn known_function(name: &str) -> bool {
-    let Ok(program) = env().compile(&format!("{name}()")) else {
-        return false;
-    };
-    let ctx = Context::with_env(env().clone());
-    !matches!(
-        program.execute(&ctx),
-        Err(cel::ExecutionError::UndeclaredReference(_))
-    )
+    [format!("{name}()"), format!("''.{name}()")]
+        .iter()
+        .any(|call| {
+            let Ok(program) = env().compile(call) else {
+                return false;
+            };
+            let ctx = Context::with_env(env().clone());
+            !matches!(
+                program.execute(&ctx),
+                Err(cel::ExecutionError::UndeclaredReference(_))
+            )
+        })
 }
 
 fn walk_rules(schema: &Value, path: &str, visit: &mut dyn FnMut(&str, &str)) {

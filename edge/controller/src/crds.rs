@@ -1,91 +1,204 @@
-//! The Gateway API CRDs (standard channel, generated from the `gateway-api` crate's types) and
-//! the `d8-alb` GatewayClass, installed by `fairlead up` so a user can apply a Gateway and
-//! routes right away. A cluster may carry the upstream bundle instead; the index watches
-//! whichever versions are served.
+//! The Gateway API CRDs and the `d8-alb` GatewayClass, installed by `fairlead up` so a user
+//! can apply a Gateway and routes right away. The CRDs are upstream's release bundle,
+//! vendored unchanged in `edge/controller/gateway-api/` (version [`GATEWAY_API_VERSION`]):
+//! every served version, schema and CEL rule is upstream's. The standard channel by default;
+//! the experimental one (which also serves `v1alpha2` TCPRoute/UDPRoute/TLSRoute, and the
+//! `x-k8s.io` kinds) on request. The bundle's `safe-upgrades` ValidatingAdmissionPolicy is
+//! installed with it, as upstream's install does. A cluster may carry its own bundle: CRDs
+//! that exist are left as they are (said once when they are another bundle), and the index
+//! watches whichever versions are served.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 
 /// The GatewayClass served by fairlead.
 pub const GATEWAY_CLASS: &str = "d8-alb";
 
-/// The standard-channel CRDs.
-pub fn gateway_api() -> Vec<CustomResourceDefinition> {
-    use gateway_api::apis::standard::{
-        backendtlspolicies::BackendTlsPolicy, gatewayclasses::GatewayClass, gateways::Gateway,
-        grpcroutes::GrpcRoute, httproutes::HttpRoute, listenersets::ListenerSet,
-        referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
-    };
-    vec![
-        GatewayClass::crd(),
-        Gateway::crd(),
-        HttpRoute::crd(),
-        GrpcRoute::crd(),
-        TlsRoute::crd(),
-        ListenerSet::crd(),
-        ReferenceGrant::crd(),
-        BackendTlsPolicy::crd(),
-    ]
-    .into_iter()
-    .map(with_columns)
-    .collect()
+/// The Gateway API release whose CRDs are vendored.
+pub const GATEWAY_API_VERSION: &str = "v1.6.1";
+
+/// The commit of [`GATEWAY_API_VERSION`] in kubernetes-sigs/gateway-api.
+pub const GATEWAY_API_COMMIT: &str = "8bb74df00e56ec8f944d48c25e6c1c9c2f6848e3";
+
+/// The annotations upstream's bundle carries on each of its objects.
+const BUNDLE_VERSION: &str = "gateway.networking.k8s.io/bundle-version";
+const CHANNEL: &str = "gateway.networking.k8s.io/channel";
+
+/// A release channel of the Gateway API.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Channel {
+    /// The stable kinds and fields.
+    #[default]
+    Standard,
+    /// The stable kinds plus the experimental kinds, versions and fields.
+    Experimental,
 }
 
-/// The `kubectl get` columns of the upstream bundle, which the generated CRDs lack: a class's
-/// controller and acceptance, a Gateway's class, address and programming, a route's
-/// hostnames, and every object's age.
-fn with_columns(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
-    let column = |name: &str, type_: &str, path: &str| CustomResourceColumnDefinition {
-        name: name.to_owned(),
-        type_: type_.to_owned(),
-        json_path: path.to_owned(),
-        ..Default::default()
-    };
-    let condition = |type_: &str| format!(".status.conditions[?(@.type==\"{type_}\")].status");
-    let mut columns = match crd.spec.names.kind.as_str() {
-        "GatewayClass" => vec![
-            column("Controller", "string", ".spec.controllerName"),
-            column("Accepted", "string", &condition("Accepted")),
-        ],
-        "Gateway" => vec![
-            column("Class", "string", ".spec.gatewayClassName"),
-            column("Address", "string", ".status.addresses[*].value"),
-            column("Programmed", "string", &condition("Programmed")),
-        ],
-        "ListenerSet" => vec![
-            column("Accepted", "string", &condition("Accepted")),
-            column("Programmed", "string", &condition("Programmed")),
-        ],
-        "HTTPRoute" | "GRPCRoute" | "TLSRoute" => {
-            vec![column("Hostnames", "string", ".spec.hostnames")]
-        }
-        _ => Vec::new(),
-    };
-    columns.push(column("Age", "date", ".metadata.creationTimestamp"));
-    for version in &mut crd.spec.versions {
-        if version
-            .additional_printer_columns
-            .as_ref()
-            .is_none_or(Vec::is_empty)
-        {
-            version.additional_printer_columns = Some(columns.clone());
+impl Channel {
+    /// The channel's name, as the bundle's annotation spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Standard => "standard",
+            Self::Experimental => "experimental",
         }
     }
-    crd
+
+    /// The vendored files of the channel, as `(file name, YAML)`.
+    fn files(self) -> &'static [(&'static str, &'static str)] {
+        macro_rules! files {
+            ($dir:literal: $($name:literal),* $(,)?) => {
+                &[$(($name, include_str!(concat!("../gateway-api/", $dir, "/", $name)))),*]
+            };
+        }
+        match self {
+            Self::Standard => files!("standard":
+                "gateway.networking.k8s.io_backendtlspolicies.yaml",
+                "gateway.networking.k8s.io_gatewayclasses.yaml",
+                "gateway.networking.k8s.io_gateways.yaml",
+                "gateway.networking.k8s.io_grpcroutes.yaml",
+                "gateway.networking.k8s.io_httproutes.yaml",
+                "gateway.networking.k8s.io_listenersets.yaml",
+                "gateway.networking.k8s.io_referencegrants.yaml",
+                "gateway.networking.k8s.io_tcproutes.yaml",
+                "gateway.networking.k8s.io_tlsroutes.yaml",
+                "gateway.networking.k8s.io_udproutes.yaml",
+                "gateway.networking.k8s.io_vap_safeupgrades.yaml",
+            ),
+            Self::Experimental => files!("experimental":
+                "gateway.networking.k8s.io_backendtlspolicies.yaml",
+                "gateway.networking.k8s.io_gatewayclasses.yaml",
+                "gateway.networking.k8s.io_gateways.yaml",
+                "gateway.networking.k8s.io_grpcroutes.yaml",
+                "gateway.networking.k8s.io_httproutes.yaml",
+                "gateway.networking.k8s.io_listenersets.yaml",
+                "gateway.networking.k8s.io_referencegrants.yaml",
+                "gateway.networking.k8s.io_tcproutes.yaml",
+                "gateway.networking.k8s.io_tlsroutes.yaml",
+                "gateway.networking.k8s.io_udproutes.yaml",
+                "gateway.networking.k8s.io_vap_safeupgrades.yaml",
+                "gateway.networking.x-k8s.io_xbackendtrafficpolicies.yaml",
+                "gateway.networking.x-k8s.io_xmeshes.yaml",
+            ),
+        }
+    }
 }
 
-/// Creates the CRDs and the GatewayClass that do not exist yet (existing ones are left as
-/// they are: a cluster's own Gateway API bundle wins).
-pub async fn install(client: &kube::Client, controller_name: &str) -> Result<(), kube::Error> {
+impl std::str::FromStr for Channel {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "standard" => Ok(Self::Standard),
+            "experimental" => Ok(Self::Experimental),
+            _ => Err(format!(
+                "{text:?} is not a Gateway API channel (standard, experimental)"
+            )),
+        }
+    }
+}
+
+/// Every object of a channel's bundle (CRDs, the admission policy and its binding), in the
+/// order of its files.
+/// Read once per process (the YAML is large).
+pub fn bundle(channel: Channel) -> &'static [serde_json::Value] {
+    use serde::Deserialize as _;
+    use std::sync::OnceLock;
+    static READ: [OnceLock<Vec<serde_json::Value>>; 2] = [OnceLock::new(), OnceLock::new()];
+    READ[channel as usize].get_or_init(|| {
+        channel
+            .files()
+            .iter()
+            .flat_map(|(name, text)| {
+                serde_yaml_ng::Deserializer::from_str(text)
+                    .map(|document| {
+                        serde_json::Value::deserialize(document)
+                            .unwrap_or_else(|e| panic!("the vendored {name} is YAML: {e}"))
+                    })
+                    .filter(|object| !object.is_null())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    })
+}
+
+/// The CRDs of a channel.
+pub fn gateway_api(channel: Channel) -> Vec<CustomResourceDefinition> {
+    bundle(channel)
+        .iter()
+        .filter(|object| object["kind"] == "CustomResourceDefinition")
+        .map(|object| {
+            serde_json::from_value(object.clone())
+                .unwrap_or_else(|e| panic!("a vendored CRD reads as one: {e}"))
+        })
+        .collect()
+}
+
+/// The API resource of a bundle object that is not a CRD (the admission policy and its
+/// binding).
+fn resource_of(object: &serde_json::Value) -> Option<ApiResource> {
+    let kind = object["kind"].as_str()?;
+    let (group, version) = object["apiVersion"].as_str()?.split_once('/')?;
+    Some(ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: match kind.to_ascii_lowercase() {
+            lower if lower.ends_with("cy") => format!("{}ies", &lower[..lower.len() - 1]),
+            lower => format!("{lower}s"),
+        },
+    })
+}
+
+/// Creates the CRDs (and the bundle's admission policy) of `channel` and the GatewayClass
+/// that do not exist yet. Existing ones are left as they are: a cluster's own Gateway API
+/// bundle wins, and one of another version or channel is named in a warning.
+pub async fn install(
+    client: &kube::Client,
+    controller_name: &str,
+    channel: Channel,
+) -> Result<(), kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in gateway_api() {
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(e),
+    for object in bundle(channel) {
+        if object["kind"] == "CustomResourceDefinition" {
+            let crd: CustomResourceDefinition =
+                serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            match crds.create(&PostParams::default(), &crd).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    let existing = crds.get(&name).await?;
+                    let said = |key: &str| {
+                        existing
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(key).cloned())
+                            .unwrap_or_else(|| "none".into())
+                    };
+                    let (version, found) = (said(BUNDLE_VERSION), said(CHANNEL));
+                    if version != GATEWAY_API_VERSION || found != channel.name() {
+                        tracing::warn!(
+                            crd = %name,
+                            bundle_version = %version,
+                            channel = %found,
+                            wanted = %format!("{GATEWAY_API_VERSION} {}", channel.name()),
+                            "the cluster's Gateway API CRD is another bundle; leaving it as it is"
+                        );
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        } else if let Some(resource) = resource_of(object) {
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let object: DynamicObject =
+                serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
+            match api.create(&PostParams::default(), &object).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     let resource = ApiResource {
@@ -115,4 +228,76 @@ pub async fn install(client: &kube::Client, controller_name: &str) -> Result<(),
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every vendored object is of the version named in code, each CRD of its channel,
+    /// and the channels hold the kinds the translator reads.
+    #[test]
+    fn the_bundle_is_the_pinned_release() {
+        for channel in [Channel::Standard, Channel::Experimental] {
+            let objects = bundle(channel);
+            for object in objects {
+                let annotations = &object["metadata"]["annotations"];
+                assert_eq!(
+                    annotations[BUNDLE_VERSION], GATEWAY_API_VERSION,
+                    "{object:.80}"
+                );
+                // (Upstream's experimental bundle carries the standard one's admission
+                // policy, annotated `standard`.)
+                if object["kind"] == "CustomResourceDefinition" {
+                    assert_eq!(annotations[CHANNEL], channel.name(), "{object:.80}");
+                }
+            }
+            let kinds: Vec<String> = gateway_api(channel)
+                .into_iter()
+                .map(|crd| crd.spec.names.kind)
+                .collect();
+            for kind in [
+                "GatewayClass",
+                "Gateway",
+                "ListenerSet",
+                "HTTPRoute",
+                "GRPCRoute",
+                "TLSRoute",
+                "TCPRoute",
+                "UDPRoute",
+                "ReferenceGrant",
+                "BackendTLSPolicy",
+            ] {
+                assert!(
+                    kinds.iter().any(|k| k == kind),
+                    "{channel:?} lacks {kind}: {kinds:?}"
+                );
+            }
+            assert!(
+                objects
+                    .iter()
+                    .any(|o| o["kind"] == "ValidatingAdmissionPolicy"),
+                "{channel:?} carries the safe-upgrades policy"
+            );
+        }
+        let served = |channel, kind: &str| -> Vec<String> {
+            gateway_api(channel)
+                .into_iter()
+                .find(|crd| crd.spec.names.kind == kind)
+                .map(|crd| {
+                    crd.spec
+                        .versions
+                        .iter()
+                        .filter(|v| v.served)
+                        .map(|v| v.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        assert!(served(Channel::Standard, "TCPRoute").contains(&"v1".to_owned()));
+        assert!(served(Channel::Standard, "ReferenceGrant").contains(&"v1beta1".to_owned()));
+        assert!(served(Channel::Experimental, "TCPRoute").contains(&"v1alpha2".to_owned()));
+        assert_eq!("experimental".parse(), Ok(Channel::Experimental));
+        assert!("beta".parse::<Channel>().is_err());
+    }
 }

@@ -13,9 +13,13 @@ async fn cluster() -> (fairlead_apiserver::ApiServer, kube::Client) {
         .await
         .unwrap();
     let client = server.client().await.unwrap();
-    fairlead_edge_controller::crds::install(&client, fairlead_edge_translate::CONTROLLER_NAME)
-        .await
-        .unwrap();
+    fairlead_edge_controller::crds::install(
+        &client,
+        fairlead_edge_translate::CONTROLLER_NAME,
+        fairlead_edge_controller::crds::Channel::Standard,
+    )
+    .await
+    .unwrap();
     (server, client)
 }
 
