@@ -1,6 +1,7 @@
 //! `fairlead edge …`, the commands of the ALB's components and their wiring only: the xDS
-//! control plane (`xds`) and the Envoy bootstrap that points a proxy at it (`bootstrap`).
-//! The gateway controller, the proxy runner and the GeoIP components get their commands here.
+//! control plane (`xds`), the Envoy bootstrap that points a proxy at it (`bootstrap`), and
+//! the proxy container's supervisor of Envoy (`proxy`). The gateway controller and the GeoIP
+//! components get their commands here.
 
 use std::net::SocketAddr;
 
@@ -23,6 +24,36 @@ pub enum EdgeCommand {
     Xds(XdsArgs),
     /// Print an Envoy bootstrap (YAML) for one Gateway, pointing at an xDS server.
     Bootstrap(BootstrapArgs),
+    /// Run Envoy for one Gateway, as the proxy container does: bootstrap, supervision,
+    /// readiness once the control plane's listeners arrive, graceful drain on SIGTERM.
+    Proxy(ProxyArgs),
+}
+
+/// Options of `fairlead edge proxy`.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// The bootstrap (the SDS document goes to `--work-dir` unless `--xds-sds-file` says).
+    #[command(flatten)]
+    pub bootstrap: BootstrapArgs,
+    /// The Envoy binary.
+    #[arg(long, env = "FAIRLEAD_ENVOY", default_value = "envoy")]
+    pub envoy: std::path::PathBuf,
+    /// Where the bootstrap and the SDS document are written.
+    #[arg(long, default_value = "/tmp/fairlead-proxy")]
+    pub work_dir: std::path::PathBuf,
+    /// Envoy's log level.
+    #[arg(long, default_value = "info", value_parser = ["trace", "debug", "info", "warning", "error", "critical", "off"])]
+    pub envoy_log_level: String,
+    /// The supervisor's admin server: /healthz, /readyz (ready once Envoy serves the
+    /// control plane's listeners), /metrics, and Envoy's /stats/prometheus.
+    #[arg(long, default_value = "0.0.0.0:19001")]
+    pub metrics_addr: SocketAddr,
+    /// The longest drain on SIGTERM, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub drain_deadline: u64,
+    /// Open connections few enough to stop draining early.
+    #[arg(long, default_value_t = 0)]
+    pub drain_threshold: u64,
 }
 
 /// Options of `fairlead edge xds`.
@@ -183,10 +214,68 @@ pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs Envoy under the supervisor until SIGTERM/SIGINT (then drains it), or fails with
+/// Envoy's last lines when Envoy dies.
+pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
+    let mut spec = args.bootstrap.spec()?;
+    if args.bootstrap.xds_sds_file.is_none()
+        && let Some(client) = spec.tls.as_mut().and_then(|tls| tls.client.as_mut())
+    {
+        client.sds = std::path::absolute(args.work_dir.join("xds-client-sds.json"))?
+            .display()
+            .to_string();
+    }
+    let drain = std::time::Duration::from_secs(args.drain_deadline);
+    // The runtime's own drain outlasts Envoy's.
+    let runtime = Runtime::start(
+        global,
+        "fairlead-edge-proxy",
+        drain + std::time::Duration::from_secs(10),
+    )?;
+    let envoy_ready = runtime.readiness.register("envoy");
+    AdminServer::bind(
+        args.metrics_addr,
+        runtime.metrics.clone(),
+        runtime.readiness.clone(),
+        Some(fairlead_edge_proxy::stats_router(spec.admin_port)),
+    )
+    .await?
+    .spawn(&runtime.shutdown);
+    let settings = fairlead_edge_proxy::Settings {
+        envoy: args.envoy,
+        bootstrap: spec,
+        work_dir: args.work_dir,
+        log_level: args.envoy_log_level,
+        drain: fairlead_edge_proxy::drain::Drain {
+            deadline: drain,
+            threshold: args.drain_threshold,
+            ..Default::default()
+        },
+    };
+    let supervised = runtime.shutdown.spawn(fairlead_edge_proxy::run(
+        settings,
+        runtime.shutdown.token(),
+        move |ready| {
+            if ready {
+                envoy_ready.ready();
+            } else {
+                envoy_ready.not_ready();
+            }
+        },
+    ));
+    let outcome = supervised.await.context("the supervisor task")?;
+    if outcome.is_err() {
+        runtime.shutdown.trigger();
+    }
+    runtime.finish().await;
+    Ok(outcome?)
+}
+
 /// Runs an edge command.
 pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()> {
     match command {
         EdgeCommand::Xds(args) => xds(global, args).await,
+        EdgeCommand::Proxy(args) => proxy(global, args).await,
         EdgeCommand::Bootstrap(args) => {
             let spec = args.spec()?;
             if let Some(client) = spec.tls.as_ref().and_then(|tls| tls.client.as_ref()) {
