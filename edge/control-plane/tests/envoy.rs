@@ -134,6 +134,11 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
              "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "example.org", "statusCode": 303}}]},
             {"matches": [{"path": {"type": "Exact", "value": "/moved"}}],
              "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "example.org", "statusCode": 308}}]},
+            {"matches": [{"path": {"type": "Exact", "value": "/none"}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/match"}}],
+             "backendRefs": [{"name": "dead", "port": 80}]},
+            {"matches": [{"path": {"type": "Exact", "value": "/match/exact"}}],
+             "backendRefs": [{"name": "echo", "port": 80}]},
             {"matches": [{"path": {"type": "Exact", "value": "/split"}}],
              "backendRefs": [{"name": "echo", "port": 80, "weight": 50}, {"name": "dead", "port": 80, "weight": 50}]},
             {"backendRefs": [{"name": "echo", "port": 80}]}]}}))
@@ -276,6 +281,16 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
             answer.contains("location: http://example.org"),
             "{path}: {answer}"
         );
+    }
+
+    // The conformance suite's HTTPRouteNoBackendRefs and HTTPRoutePathMatchOrder: a rule
+    // without backends answers 500; an exact match beats a prefix listed before it (the
+    // prefix's only backend has no ready endpoint: 503).
+    for (path, code) in [("/none", 500), ("/match/exact", 200), ("/match/other", 503)] {
+        let (status, answer) = send(listener_port, &get("e.example.com", path, ""))
+            .await
+            .unwrap();
+        assert_eq!(status, code, "{path}: {answer}");
     }
 
     // A 50/50 split whose other side has no ready endpoint: every request is served.

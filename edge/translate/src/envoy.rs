@@ -1,18 +1,14 @@
 //! Envoy building blocks shared by the renderers (`listener`, `route`, `cluster`,
-//! `endpoint`, `secret`) and the bootstrap: `Any` packing, the ADS config source, socket
-//! addresses, the HTTP connection manager, and the shapes served to proxyless gRPC clients
-//! (API listeners and route configurations rewritten for what gRPC's xDS client implements).
+//! `endpoint`, `secret`), the shapes served to proxyless gRPC clients ([`crate::proxyless`])
+//! and the bootstrap: `Any` packing, the ADS config source, socket addresses, the HTTP
+//! connection manager.
 
 use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::config::listener::v3 as listener;
-use envoy_types::pb::envoy::config::route::v3 as route;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3 as hcm;
-use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
 use envoy_types::pb::google::protobuf::{Any, Duration as PbDuration};
 use prost::{Message, Name};
-
-use crate::gateway::Protocol;
 
 /// Packs a message into an `Any`.
 pub fn any<M: Message + Name>(message: &M) -> Any {
@@ -70,7 +66,7 @@ pub(crate) fn duration(d: std::time::Duration) -> PbDuration {
 
 /// A connection manager that takes its routes from `route_config` over ADS, with the router
 /// as its only HTTP filter (which is also what gRPC's xDS client requires of an API listener).
-fn manager(stat_prefix: &str, route_config: &str) -> hcm::HttpConnectionManager {
+pub(crate) fn manager(stat_prefix: &str, route_config: &str) -> hcm::HttpConnectionManager {
     hcm::HttpConnectionManager {
         stat_prefix: stat_prefix.to_owned(),
         route_specifier: Some(hcm::http_connection_manager::RouteSpecifier::Rds(
@@ -157,57 +153,4 @@ pub(crate) fn connection_manager(stat_prefix: &str, route_config: &str) -> liste
             &edge_manager(stat_prefix, route_config),
         ))),
     }
-}
-
-/// The suffix of the route configurations shaped for proxyless gRPC clients.
-pub const GRPC_SHAPED: &str = "/grpc";
-
-/// The listener a proxyless gRPC client asks for when it dials `xds:///host:port`: an API
-/// listener whose routes are those of the Gateway's plain HTTP listener on `port` (gRFC
-/// A27/A28), shaped for gRPC (see [`grpc_route_configuration`]). `None` when the name is not
-/// `host:port` or the Gateway serves no HTTP there.
-pub fn api_listener(name: &str, has_routes: impl Fn(&str) -> bool) -> Option<listener::Listener> {
-    let (host, port) = name.rsplit_once(':')?;
-    let port: u16 = port.parse().ok()?;
-    let route_config = format!("{}-{port}", Protocol::Http.name());
-    if host.is_empty() || !has_routes(&route_config) {
-        return None;
-    }
-    let shaped = format!("{route_config}{GRPC_SHAPED}");
-    Some(listener::Listener {
-        name: name.to_owned(),
-        api_listener: Some(listener::ApiListener {
-            api_listener: Some(any(&manager(&route_config, &shaped))),
-        }),
-        ..Default::default()
-    })
-}
-
-/// A route configuration `<name>/grpc`: the configuration `<name>` with what gRPC's xDS client
-/// does not implement rewritten into what it does: segment prefixes (`path_separated_prefix`)
-/// become the equivalent expressions. Matching is otherwise the same, so a gRPC client and
-/// Envoy route the same request the same way.
-pub fn grpc_route_configuration(
-    name: &str,
-    routes: impl Fn(&str) -> Option<route::RouteConfiguration>,
-) -> Option<route::RouteConfiguration> {
-    let base = name.strip_suffix(GRPC_SHAPED)?;
-    let mut config = routes(base)?;
-    config.name = name.to_owned();
-    for host in &mut config.virtual_hosts {
-        for r in &mut host.routes {
-            if let Some(m) = r.r#match.as_mut()
-                && let Some(route::route_match::PathSpecifier::PathSeparatedPrefix(prefix)) =
-                    &m.path_specifier
-            {
-                m.path_specifier = Some(route::route_match::PathSpecifier::SafeRegex(
-                    matcher::RegexMatcher {
-                        regex: format!("{}(/.*)?", regex::escape(prefix)),
-                        ..Default::default()
-                    },
-                ));
-            }
-        }
-    }
-    Some(config)
 }

@@ -183,29 +183,38 @@ impl Snapshot {
 
     /// One resource. A listener named `host:port` that the snapshot does not hold is made
     /// for proxyless gRPC clients (an API listener over the route configuration of that
-    /// port), when the Gateway serves plain HTTP on the port, and so is the route
-    /// configuration shaped for gRPC that it names.
+    /// port), when the Gateway serves plain HTTP on the port, and so are the route
+    /// configuration shaped for gRPC that it names and the cluster (with its endpoints) that
+    /// fails RPCs ([`fairlead_edge_translate::proxyless`]).
     pub fn get(&self, type_url: &str, name: &str) -> Option<Arc<Resource>> {
         if let Some(r) = self.resources.get(type_url).and_then(|m| m.get(name)) {
             return Some(r.clone());
         }
         use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
-        use fairlead_edge_translate::envoy;
+        use fairlead_edge_translate::proxyless;
         let routes = self.resources.get(ROUTE);
         match type_url {
             LISTENER => {
                 let listener =
-                    envoy::api_listener(name, |n| routes.is_some_and(|r| r.contains_key(n)))?;
+                    proxyless::api_listener(name, |n| routes.is_some_and(|r| r.contains_key(n)))?;
                 Some(Arc::new(Resource::new(name, &listener)))
             }
             ROUTE => {
                 // Derived from the Gateway's own configuration, decoded only when a proxyless
                 // client asks.
-                let shaped = envoy::grpc_route_configuration(name, |base| {
+                let shaped = proxyless::grpc_route_configuration(name, |base| {
                     RouteConfiguration::decode(routes?.get(base)?.any.value.as_slice()).ok()
                 })?;
                 Some(Arc::new(Resource::new(name, &shaped)))
             }
+            CLUSTER if name == proxyless::UNAVAILABLE => Some(Arc::new(Resource::new(
+                name,
+                &proxyless::unavailable_cluster(),
+            ))),
+            ENDPOINT if name == proxyless::UNAVAILABLE => Some(Arc::new(Resource::new(
+                name,
+                &proxyless::unavailable_endpoints(),
+            ))),
             _ => None,
         }
     }

@@ -118,6 +118,78 @@ endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: {b_ready}}}}}]
     Snapshot::new(t.gateways.remove(&gw()).expect("gateway"))
 }
 
+/// HTTPRoutes on the same listener after the conformance suite's path tests: which backend
+/// (A or B) each path reaches, or none.
+fn paths_snapshot(port_a: u16, port_b: u16) -> Snapshot {
+    let yaml = format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: d8-alb}}
+spec: {{controllerName: alb.network.deckhouse.io/gateway-controller}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  gatewayClassName: d8-alb
+  listeners: [{{name: grpc, port: 50051, protocol: HTTP, hostname: echo.example.com}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: paths, namespace: default}}
+spec:
+  parentRefs: [{{name: gw}}]
+  rules:
+  - matches: [{{path: {{type: Exact, value: /one}}}}]
+    backendRefs: [{{name: echo-a, port: 50051}}]
+  - matches: [{{path: {{type: Exact, value: /two}}}}]
+    backendRefs: [{{name: echo-b, port: 50051}}]
+  - matches: [{{path: {{type: Exact, value: /match/exact}}}}]
+    backendRefs: [{{name: echo-a, port: 50051}}]
+  - matches: [{{path: {{type: PathPrefix, value: /match}}}}]
+    backendRefs: [{{name: echo-b, port: 50051}}]
+  - matches: [{{path: {{type: PathPrefix, value: /match/prefix/long}}}}]
+    backendRefs: [{{name: echo-a, port: 50051}}]
+  - matches: [{{path: {{type: Exact, value: /none}}}}]
+  - matches: [{{path: {{type: Exact, value: /moved}}}}]
+    filters: [{{type: RequestRedirect, requestRedirect: {{hostname: example.org}}}}]
+  - matches: [{{path: {{type: Exact, value: /query}}, queryParams: [{{name: v, value: "1"}}]}}]
+    backendRefs: [{{name: echo-a, port: 50051}}]
+  - matches: [{{path: {{type: PathPrefix, value: /}}}}]
+    backendRefs: [{{name: echo-b, port: 50051}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: echo-a, namespace: default}}
+spec: {{ports: [{{name: grpc, port: 50051, appProtocol: kubernetes.io/h2c}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: echo-b, namespace: default}}
+spec: {{ports: [{{name: grpc, port: 50051, appProtocol: kubernetes.io/h2c}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: echo-a, namespace: default, labels: {{kubernetes.io/service-name: echo-a}}}}
+addressType: IPv4
+ports: [{{name: grpc, port: {port_a}}}]
+endpoints: [{{addresses: [127.0.0.1]}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: echo-b, namespace: default, labels: {{kubernetes.io/service-name: echo-b}}}}
+addressType: IPv4
+ports: [{{name: grpc, port: {port_b}}}]
+endpoints: [{{addresses: [127.0.0.1]}}]
+"#
+    );
+    let input = Input::from_yaml(&yaml).expect("fixture");
+    let mut t =
+        fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
+    Snapshot::new(t.gateways.remove(&gw()).expect("gateway"))
+}
+
 struct Client {
     child: Child,
     stdin: ChildStdin,
@@ -131,6 +203,16 @@ impl Client {
             None => format!("call {count}\n"),
         };
         self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer:?}"))
+    }
+
+    fn path(&mut self, path: &str, count: u32) -> serde_json::Value {
+        self.stdin
+            .write_all(format!("path {path} {count}\n").as_bytes())
+            .unwrap();
         self.stdin.flush().unwrap();
         let mut answer = String::new();
         self.stdout.read_line(&mut answer).unwrap();
@@ -233,6 +315,36 @@ async fn scenario(name: &str, mut command: Command) {
             count(&last, "B") == 50
         });
         assert!(moved, "the route change did not arrive: {last}");
+
+        // The conformance suite's path tests, through gRPC's own router.
+        cache.set(&gw(), paths_snapshot(port_a, port_b));
+        let arrived = (0..50).any(|_| {
+            last = client.path("/one", 5);
+            count(&last, "A") == 5
+        });
+        assert!(arrived, "the path routes did not arrive: {last}");
+        for (path, backend) in [
+            ("/two", "B"),
+            ("/match/exact", "A"),
+            ("/match/prefix/long/x", "A"),
+            ("/match/other", "B"),
+            ("/query", "B"),
+        ] {
+            let got = client.path(path, 5);
+            assert_eq!(count(&got, backend), 5, "{path} goes to {backend}: {got}");
+        }
+        for path in ["/none", "/moved"] {
+            let got = client.path(path, 3);
+            assert_eq!(count(&got, "errors"), 3, "{path} fails: {got}");
+            assert!(
+                got["codes"].as_array().unwrap().iter().all(|c| c
+                    .as_str()
+                    .unwrap()
+                    .starts_with("UNAVAILABLE")
+                    || c.as_str().unwrap().starts_with("14")),
+                "{path} fails with UNAVAILABLE: {got}"
+            );
+        }
         Ok::<(), String>(())
     });
     result.unwrap();
