@@ -10,6 +10,27 @@ use crate::refs::Grants;
 use crate::status::{Condition, ListenerStatus};
 use fairlead_key::ObjectKey;
 
+/// The annotation naming the address a Gateway's proxies bind its listeners to (an IP
+/// address; every address, `0.0.0.0`, without it). `fairlead up` sets it to the loopback
+/// address of a Gateway's local proxy; a host-network proxy may bind one address of its node.
+pub const LISTEN_ADDRESS: &str = "fairlead.io/listen-address";
+
+/// The address the Gateway's listeners bind to: `None` for every address, an error naming
+/// the annotation when its value is not an IP address.
+pub fn listen_address(gateway: &Gateway) -> Result<Option<std::net::IpAddr>, String> {
+    let Some(value) = gateway
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LISTEN_ADDRESS))
+    else {
+        return Ok(None);
+    };
+    value.parse().map(Some).map_err(|_| {
+        format!("metadata.annotations[{LISTEN_ADDRESS}]: {value:?} is not an IP address")
+    })
+}
+
 /// A listener protocol the translator serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Protocol {

@@ -33,6 +33,10 @@ use fairlead_key::ObjectKey;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Gateway {
+    /// The address the listeners bind (every address when `None`; see
+    /// [`crate::gateway::LISTEN_ADDRESS`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<std::net::IpAddr>,
     /// Envoy listeners, by port (TCP before UDP).
     pub listeners: Vec<Listener>,
     /// Route configurations, in the order of their listeners.
@@ -259,7 +263,14 @@ fn slice_names<S: serde::Serializer>(
 /// by SNI precedence, virtual hosts with listener isolation, the backends reached and their
 /// TLS and EndpointSlices, and the certificates presented.
 pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gateway {
-    let mut out = Gateway::default();
+    let Ok(address) = crate::gateway::listen_address(state.gateway) else {
+        // Not accepted (its status says why): nothing is served.
+        return Gateway::default();
+    };
+    let mut out = Gateway {
+        address,
+        ..Gateway::default()
+    };
     let mut backends: BTreeSet<Backend> = BTreeSet::new();
     let mut secrets: BTreeSet<ObjectKey> = BTreeSet::new();
     // Envoy listeners by (port, UDP): HTTPS and TLS listeners of one port share one Envoy

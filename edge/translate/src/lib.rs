@@ -305,28 +305,47 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
             own.len()
         )
     };
+    let listen = gateway::listen_address(g.gateway);
+    let accepted = match &listen {
+        Err(problem) => Condition::new(
+            "Accepted",
+            false,
+            "UnsupportedAddress",
+            problem.clone(),
+            generation,
+        ),
+        Ok(_) => Condition::new(
+            "Accepted",
+            valid > 0 || own.is_empty(),
+            if all_valid {
+                "Accepted"
+            } else {
+                "ListenersNotValid"
+            },
+            accepted_message,
+            generation,
+        ),
+    };
+    let serving = serving && listen.is_ok();
     GatewayStatus {
-        addresses: g.gateway.spec.addresses.clone(),
+        // Where the proxies listen, when the Gateway names one address; else what it asks.
+        addresses: match &listen {
+            Ok(Some(ip)) => vec![model::Address {
+                type_: Some("IPAddress".into()),
+                value: ip.to_string(),
+            }],
+            _ => g.gateway.spec.addresses.clone(),
+        },
         conditions: vec![
-            Condition::new(
-                "Accepted",
-                valid > 0 || own.is_empty(),
-                if all_valid {
-                    "Accepted"
-                } else {
-                    "ListenersNotValid"
-                },
-                accepted_message,
-                generation,
-            ),
+            accepted,
             Condition::new(
                 "Programmed",
                 serving,
                 if serving { "Programmed" } else { "Invalid" },
-                if serving {
-                    "configuration served over xDS"
-                } else {
-                    "no valid listener"
+                match (&listen, serving) {
+                    (Err(problem), _) => problem.clone(),
+                    (Ok(_), true) => "configuration served over xDS".to_owned(),
+                    (Ok(_), false) => "no valid listener".to_owned(),
                 },
                 generation,
             ),

@@ -11,12 +11,13 @@ use crate::envoy::{ads, any, connection_manager, socket, tls_socket};
 use crate::ir::{Chain, Forward, Listener, Serves, Share};
 use fairlead_key::ObjectKey;
 
-/// The Envoy listener of `l`.
-pub fn encode(l: &Listener) -> Encoded {
+/// The Envoy listener of `l`, bound to `address` (every address when `None`).
+pub fn encode(l: &Listener, address: Option<std::net::IpAddr>) -> Encoded {
+    let bind = address.map_or_else(|| "0.0.0.0".to_owned(), |ip| ip.to_string());
     let listener = match &l.serves {
         Serves::Http => listener::Listener {
             name: l.name.clone(),
-            address: Some(socket("0.0.0.0", l.port, false)),
+            address: Some(socket(&bind, l.port, false)),
             filter_chains: vec![listener::FilterChain {
                 filters: vec![connection_manager(&l.name, &l.name)],
                 ..Default::default()
@@ -28,7 +29,7 @@ pub fn encode(l: &Listener) -> Encoded {
             chains,
         } => listener::Listener {
             name: l.name.clone(),
-            address: Some(socket("0.0.0.0", l.port, false)),
+            address: Some(socket(&bind, l.port, false)),
             listener_filters: if *inspect_tls {
                 vec![listener::ListenerFilter {
                     name: "envoy.filters.listener.tls_inspector".into(),
@@ -43,7 +44,7 @@ pub fn encode(l: &Listener) -> Encoded {
             filter_chains: chains.iter().map(chain).collect(),
             ..Default::default()
         },
-        Serves::Udp { cluster } => udp(&l.name, l.port, cluster),
+        Serves::Udp { cluster } => udp(&l.name, &bind, l.port, cluster),
     };
     Encoded::new(l.name.clone(), &listener)
 }
@@ -119,7 +120,7 @@ fn tcp_proxy(stat_prefix: &str, clusters: &[Share]) -> listener::Filter {
 }
 
 /// A UDP listener sending every datagram to `cluster`.
-fn udp(name: &str, port: u16, cluster: &str) -> listener::Listener {
+fn udp(name: &str, bind: &str, port: u16, cluster: &str) -> listener::Listener {
     use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3 as udp;
     let cluster = cluster.to_owned();
     use envoy_types::pb::xds::core::v3::TypedExtensionConfig;
@@ -145,7 +146,7 @@ fn udp(name: &str, port: u16, cluster: &str) -> listener::Listener {
     };
     listener::Listener {
         name: name.to_owned(),
-        address: Some(socket("0.0.0.0", port, true)),
+        address: Some(socket(bind, port, true)),
         listener_filters: vec![listener::ListenerFilter {
             name: "envoy.filters.udp_listener.udp_proxy".into(),
             config_type: Some(listener::listener_filter::ConfigType::TypedConfig(any(

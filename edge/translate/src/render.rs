@@ -12,7 +12,11 @@ use crate::{cluster, endpoint, listener, route, secret};
 /// The resources of `ir`.
 pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
     let mut out = Resources {
-        listeners: ir.listeners.iter().map(listener::encode).collect(),
+        listeners: ir
+            .listeners
+            .iter()
+            .map(|l| listener::encode(l, ir.address))
+            .collect(),
         ..Resources::default()
     };
     out.routes = ir
