@@ -56,6 +56,12 @@ pub struct UpArgs {
     #[arg(long, default_value = "standard")]
     gateway_api_channel: fairlead_edge_controller::crds::Channel,
 
+    /// Run no Envoy per Gateway (for proxies of your own, `fairlead edge bootstrap`): by
+    /// default each Gateway of class d8-alb gets a local proxy on a loopback address of its
+    /// own (127.0.1.N, in its status.addresses).
+    #[arg(long)]
+    no_local_proxies: bool,
+
     /// Apply the manifests (.yaml, .yml, .json) of this directory after start.
     #[arg(short = 'f', long = "filename")]
     manifests: Option<PathBuf>,
@@ -214,13 +220,15 @@ fn keep_proxy_certificate(runtime: &Runtime, dir: std::path::PathBuf, ca: fairle
 }
 
 /// Installs the Gateway API CRDs and the `d8-alb` GatewayClass, and starts the xDS control
-/// plane.
+/// plane and, with `proxies` (the directory of the proxies' certificates, and of their
+/// bootstraps), a local proxy per Gateway.
 async fn start_edge(
     runtime: &Runtime,
     client: &kube::Client,
     xds_addr: SocketAddr,
     tls: fairlead_edge_xds::serve::XdsTls,
     channel: fairlead_edge_controller::crds::Channel,
+    proxies: Option<(std::path::PathBuf, std::path::PathBuf)>,
 ) -> anyhow::Result<SocketAddr> {
     use fairlead_edge_control_plane::run;
     use fairlead_edge_controller::crds;
@@ -241,15 +249,31 @@ async fn start_edge(
     // One index for the process: the translation loop reads it now, the graph and the
     // gateway controller next.
     let index = fairlead_edge_index::Index::start(client.clone(), runtime.shutdown.token());
-    Ok(fairlead_edge_control_plane::start(
+    let bound = fairlead_edge_control_plane::start(
         runtime,
         client.clone(),
-        index,
+        index.clone(),
         xds_addr,
         Some(tls),
         settings,
     )
-    .await?)
+    .await?;
+    if let Some((xds_dir, work_dir)) = proxies {
+        crate::local_proxies::start(
+            runtime,
+            client.clone(),
+            &index,
+            crate::local_proxies::Config {
+                envoy: fairlead_kit::executables::find("envoy", "FAIRLEAD_ENVOY"),
+                xds_port: bound.port(),
+                xds_dir,
+                work_dir,
+                class: crds::GATEWAY_CLASS.to_owned(),
+                controller: controller.to_owned(),
+            },
+        );
+    }
+    Ok(bound)
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
@@ -304,12 +328,14 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         .join("xds");
     let (ca, tls) = xds_tls(&xds_dir, args.xds_addr)?;
     keep_proxy_certificate(&runtime, xds_dir.clone(), ca);
+    let proxies_dir = xds_dir.with_file_name("proxies");
     let xds_addr = start_edge(
         &runtime,
         &client,
         args.xds_addr,
         tls,
         args.gateway_api_channel,
+        (!args.no_local_proxies).then(|| (xds_dir.clone(), proxies_dir)),
     )
     .await?;
     if let Some(dir) = &args.manifests {

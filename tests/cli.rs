@@ -597,3 +597,178 @@ async fn up_stops_at_once_with_a_proxy_connected() {
     );
     drop(tx);
 }
+
+/// Applies `yaml` (one or more documents) with kubectl's server-side apply.
+fn kubectl_apply(up: &Up, yaml: &str) {
+    let mut child = Command::new("kubectl")
+        .args(["apply", "--server-side", "-f", "-"])
+        .env("KUBECONFIG", &up.kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl (scripts/setup installs it)");
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), yaml.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A backend answering every request with `name`.
+async fn named_backend(name: &'static str) -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{name}",
+                    name.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_runs_a_local_proxy_per_gateway_on_its_own_address() {
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    let (one, two) = (named_backend("one").await, named_backend("two").await);
+    // Both Gateways listen on the same port: each proxy on its own loopback address.
+    let port = free_port();
+    let held = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let taken = held.local_addr().unwrap().port();
+    let mut yaml = String::new();
+    for (name, backend) in [("one", one), ("two", two)] {
+        yaml.push_str(&format!(
+            "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: {name}, namespace: default}}
+spec:
+  gatewayClassName: d8-alb
+  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {name}, namespace: default}}
+spec:
+  parentRefs: [{{name: {name}}}]
+  rules: [{{backendRefs: [{{name: {name}, port: 80}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: default}}
+spec: {{ports: [{{name: http, port: 80, targetPort: {backend}}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: {name}, namespace: default, labels: {{kubernetes.io/service-name: {name}}}}}
+addressType: IPv4
+ports: [{{name: http, port: {backend}}}]
+endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
+---
+"
+        ));
+    }
+    // A third whose TCP listener's port another program holds.
+    yaml.push_str(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: blocked, namespace: default}}
+spec:
+  gatewayClassName: d8-alb
+  listeners: [{{name: db, port: {taken}, protocol: TCP}}]
+"
+    ));
+    kubectl_apply(&up, &yaml);
+
+    let client = up.client().await;
+    let gateways: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client,
+        "default",
+        &kube::discovery::ApiResource {
+            group: "gateway.networking.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "gateway.networking.k8s.io/v1".into(),
+            kind: "Gateway".into(),
+            plural: "gateways".into(),
+        },
+    );
+    let condition = |g: &kube::api::DynamicObject| -> Option<(String, String, String)> {
+        let c = g.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "LocalProxy")?
+            .clone();
+        Some((
+            c["status"].as_str()?.to_owned(),
+            c["reason"].as_str()?.to_owned(),
+            c["message"].as_str()?.to_owned(),
+        ))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut addresses = std::collections::BTreeMap::new();
+    for name in ["one", "two"] {
+        loop {
+            let g = gateways.get(name).await.unwrap();
+            if let (Some((status, _, _)), Some(address)) = (
+                condition(&g),
+                g.data["status"]["addresses"][0]["value"].as_str(),
+            ) && status == "True"
+            {
+                addresses.insert(name, address.to_owned());
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} never got a ready local proxy: {:?}",
+                g.data["status"]
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    assert_ne!(addresses["one"], addresses["two"], "each its own address");
+    for (name, address) in &addresses {
+        assert!(address.starts_with("127.0.1."), "{address}");
+        let body = reqwest::get(format!("http://{address}:{port}/"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(&body, name, "{address}:{port} reaches {name}'s backend");
+    }
+    loop {
+        let g = gateways.get("blocked").await.unwrap();
+        if let Some((status, reason, message)) = condition(&g)
+            && reason == "PortUnavailable"
+        {
+            assert_eq!(status, "False");
+            assert!(
+                message.contains(&format!(":{taken}: in use")),
+                "the port is named: {message}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the blocked Gateway says nothing: {:?}",
+            g.data["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(held);
+    let output = tokio::task::spawn_blocking(move || up.stop())
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+}

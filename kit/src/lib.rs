@@ -26,6 +26,7 @@ pub mod cli;
 pub mod conditions;
 #[cfg(feature = "kube")]
 pub mod events;
+pub mod executables;
 #[cfg(feature = "kube")]
 pub mod fieldset;
 pub mod files;

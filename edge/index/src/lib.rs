@@ -34,6 +34,9 @@ use kube::runtime::watcher;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+/// The prefix of the annotations the edge reads; others are dropped from the index.
+const OWN_ANNOTATIONS: &str = "fairlead.io/";
+
 /// How often kinds that are not served yet are looked for again.
 const REDISCOVER: Duration = Duration::from_secs(15);
 
@@ -264,10 +267,18 @@ async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationTok
                                     map.get_mut("metadata").and_then(|m| m.as_object_mut())
                                 {
                                     // Neither the translator nor the status writer
-                                    // reads these; `kubectl apply` keeps a copy of the
-                                    // whole object in an annotation.
+                                    // reads these (`kubectl apply` keeps a copy of the
+                                    // whole object in an annotation), but for fairlead's
+                                    // own annotations (`fairlead.io/listen-address`).
                                     meta.remove("managedFields");
-                                    meta.remove("annotations");
+                                    if let Some(annotations) =
+                                        meta.get_mut("annotations").and_then(|a| a.as_object_mut())
+                                    {
+                                        annotations.retain(|k, _| k.starts_with(OWN_ANNOTATIONS));
+                                        if annotations.is_empty() {
+                                            meta.remove("annotations");
+                                        }
+                                    }
                                 }
                             }
                             Stored::new(kind, value)

@@ -14,10 +14,12 @@
 //! - Envoy's admin stays on 127.0.0.1; its Prometheus stats are served by the supervisor's
 //!   metrics port ([`stats_router`]).
 //!
-//! `fairlead edge proxy` runs one; `fairlead up` runs one per Gateway.
+//! `fairlead edge proxy` runs one; `fairlead up` runs one per Gateway, each on a loopback
+//! address of its own ([`local`]).
 
 pub mod admin;
 pub mod drain;
+pub mod local;
 pub mod logs;
 
 use std::path::PathBuf;
