@@ -42,6 +42,8 @@ pub struct Config {
     pub class: String,
     /// The controller behind it.
     pub controller: String,
+    /// The OTLP/gRPC collector the proxies' spans go to.
+    pub otlp: Option<(String, u16)>,
 }
 
 /// A Gateway's `LocalProxy` condition.
@@ -333,6 +335,7 @@ async fn supervise(
                 xds_host: "127.0.0.1".into(),
                 xds_port: config.xds_port,
                 admin_port,
+                otlp: config.otlp.clone(),
                 tls: Some(fairlead_edge_bootstrap::Tls {
                     ca: file("ca.crt"),
                     client: Some(fairlead_edge_bootstrap::ClientCertificate {

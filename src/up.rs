@@ -270,6 +270,20 @@ async fn start_edge(
                 work_dir,
                 class: crds::GATEWAY_CLASS.to_owned(),
                 controller: controller.to_owned(),
+                // Where fairlead's own spans go, Envoy's go too.
+                otlp: [
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                ]
+                .iter()
+                .find_map(|v| std::env::var(v).ok().filter(|e| !e.is_empty()))
+                .and_then(|e| {
+                    fairlead_edge_bootstrap::parse_otlp(&e)
+                        .map_err(
+                            |err| tracing::warn!(error = %err, "the local proxies send no spans"),
+                        )
+                        .ok()
+                }),
             },
         );
     }

@@ -22,6 +22,10 @@ const FILES: &[&str] = &[
     "envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector.proto",
     "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
     "envoy/extensions/resource_monitors/downstream_connections/v3/downstream_connections.proto",
+    "envoy/extensions/access_loggers/stream/v3/stream.proto",
+    "envoy/config/trace/v3/opentelemetry.proto",
+    "envoy/extensions/tracers/opentelemetry/samplers/v3/parent_based_sampler.proto",
+    "envoy/extensions/tracers/opentelemetry/samplers/v3/trace_id_ratio_based_sampler.proto",
     "envoy/service/discovery/v3/ads.proto",
 ];
 

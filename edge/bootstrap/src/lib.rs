@@ -42,6 +42,9 @@ pub struct Spec {
     pub admin_port: u16,
     /// TLS to the xDS server; plaintext without.
     pub tls: Option<Tls>,
+    /// The OTLP/gRPC collector (`host`, `port`) the proxy's spans go to; without one they
+    /// are dropped (and counted).
+    pub otlp: Option<(String, u16)>,
 }
 
 /// The files of TLS to the xDS server, as Envoy reads them (absolute paths, so Envoy finds
@@ -262,6 +265,7 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
         }),
         ..Default::default()
     };
+    let collector = otlp_cluster(spec.otlp.as_ref(), &http2);
     Bootstrap {
         node: Some(Node {
             id: spec.node_id.clone().unwrap_or_else(|| name.to_owned()),
@@ -293,11 +297,96 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
             ..Default::default()
         }),
         static_resources: Some(bootstrap::StaticResources {
-            clusters: vec![xds_cluster],
+            clusters: vec![xds_cluster, collector],
             ..Default::default()
         }),
         overload_manager: Some(overload()),
+        stats_config: Some(stats_config()),
         ..Default::default()
+    }
+}
+
+/// The Prometheus label of a route's statistics: the Gateway API rule they count
+/// (`httproute/<namespace>/<name>/rule/<i>`, `grpcroute/…`), which the translator names each
+/// route's `stat_prefix`.
+pub const ROUTE_TAG: &str = "route";
+
+/// Tags Envoy's default extractors miss: the route of `vhost.<host>.route.<rule>.…`
+/// statistics (Envoy tags the virtual host itself).
+fn stats_config() -> envoy_types::pb::envoy::config::metrics::v3::StatsConfig {
+    use envoy_types::pb::envoy::config::metrics::v3 as metrics;
+    metrics::StatsConfig {
+        stats_tags: vec![metrics::TagSpecifier {
+            tag_name: ROUTE_TAG.into(),
+            tag_value: Some(metrics::tag_specifier::TagValue::Regex(
+                r"^vhost\.[^.]+\.route\.((\w+route/[\w\-/]+)\.)".into(),
+            )),
+        }],
+        ..Default::default()
+    }
+}
+
+/// The cluster of the OTLP collector the translator's connection managers send spans to
+/// (HTTP/2, as OTLP/gRPC is); with no collector, a cluster without endpoints.
+fn otlp_cluster(otlp: Option<&(String, u16)>, http2: &HttpProtocolOptions) -> Cluster {
+    use fairlead_edge_translate::telemetry::OTLP_CLUSTER;
+    let by_name = otlp.is_some_and(|(host, _)| host.parse::<std::net::IpAddr>().is_err());
+    Cluster {
+        name: OTLP_CLUSTER.into(),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(if by_name {
+            cluster::DiscoveryType::StrictDns
+        } else {
+            cluster::DiscoveryType::Static
+        } as i32)),
+        dns_lookup_family: cluster::DnsLookupFamily::V4Preferred as i32,
+        connect_timeout: Some(Duration {
+            seconds: 2,
+            nanos: 0,
+        }),
+        typed_extension_protocol_options: [(
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_owned(),
+            fairlead_edge_translate::envoy::any(http2),
+        )]
+        .into(),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: OTLP_CLUSTER.into(),
+            endpoints: otlp
+                .map(|(host, port)| LocalityLbEndpoints {
+                    lb_endpoints: vec![LbEndpoint {
+                        host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                            address: Some(socket(host, *port, false)),
+                            ..Default::default()
+                        })),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                })
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// `http://host:port` or `host:port` (an `OTEL_EXPORTER_OTLP_ENDPOINT`) as host and port;
+/// OTLP/gRPC's port 4317 when none is given.
+pub fn parse_otlp(text: &str) -> Result<(String, u16), BootstrapError> {
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))
+        .unwrap_or(text)
+        .trim_end_matches('/');
+    if rest.is_empty() || rest.contains('/') {
+        return Err(BootstrapError::Address(text.to_owned()));
+    }
+    match rest.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(':') => Ok((
+            host.trim_matches(['[', ']']).to_owned(),
+            port.parse()
+                .map_err(|_| BootstrapError::Address(text.to_owned()))?,
+        )),
+        _ => Ok((rest.trim_matches(['[', ']']).to_owned(), 4317)),
     }
 }
 
@@ -341,6 +430,7 @@ mod tests {
             xds_port: 18000,
             admin_port: 19000,
             tls,
+            otlp: None,
         }
     }
 
@@ -417,6 +507,38 @@ mod tests {
                 && !bootstrap.contains("p.crt"),
             "the bootstrap names the SDS document, not the files: {bootstrap}"
         );
+    }
+
+    #[test]
+    fn spans_go_to_the_collector_given() {
+        let with = Spec {
+            otlp: Some(("otel.monitoring.svc".into(), 4317)),
+            ..spec(None)
+        };
+        let json = fairlead_envoy_protos::to_json(&bootstrap(&with)).unwrap();
+        let collector = &json["staticResources"]["clusters"][1];
+        assert_eq!(
+            collector["name"],
+            fairlead_edge_translate::telemetry::OTLP_CLUSTER
+        );
+        assert_eq!(collector["type"], "STRICT_DNS");
+        fairlead_envoy_protos::validate(&bootstrap(&with)).unwrap();
+        let without = fairlead_envoy_protos::to_json(&bootstrap(&spec(None))).unwrap();
+        assert!(
+            without["staticResources"]["clusters"][1]["loadAssignment"]
+                .get("endpoints")
+                .is_none(),
+            "no collector, no endpoints: {without}"
+        );
+        assert_eq!(
+            parse_otlp("http://127.0.0.1:4317").unwrap(),
+            ("127.0.0.1".to_owned(), 4317)
+        );
+        assert_eq!(
+            parse_otlp("otel.example.com").unwrap(),
+            ("otel.example.com".to_owned(), 4317)
+        );
+        assert!(parse_otlp("http://x:1/v1/traces").is_err());
     }
 
     #[test]

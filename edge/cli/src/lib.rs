@@ -146,6 +146,11 @@ pub struct BootstrapArgs {
     /// no restart.
     #[arg(long, requires = "xds_cert")]
     pub xds_sds_file: Option<std::path::PathBuf>,
+    /// The OTLP/gRPC collector Envoy sends its spans to (`http://host:port`; the standard
+    /// variables name it too, as they do for fairlead's own spans); without one, spans are
+    /// dropped.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
 }
 
 impl BootstrapArgs {
@@ -167,6 +172,13 @@ impl BootstrapArgs {
             xds_host,
             xds_port,
             admin_port: self.admin_port,
+            otlp: self
+                .otlp_endpoint
+                .clone()
+                .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
+                .filter(|e| !e.is_empty())
+                .map(|e| fairlead_edge_bootstrap::parse_otlp(&e))
+                .transpose()?,
             tls: self
                 .xds_ca
                 .as_deref()

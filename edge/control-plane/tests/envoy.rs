@@ -207,6 +207,10 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
     );
     let bootstrap = dir.join("bootstrap.yaml");
     let admin_port = free_port();
+    let otlp = fairlead_kit::testing::otlp::OtlpReceiver::start()
+        .await
+        .unwrap();
+    let otlp_port: u16 = otlp.endpoint().rsplit_once(':').unwrap().1.parse().unwrap();
     let spec = fairlead_edge_bootstrap::Spec {
         gateway: ObjectKey::new("default", "gw"),
         node_id: None,
@@ -215,15 +219,18 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
         xds_port,
         admin_port,
         tls: Some(tls_files),
+        otlp: Some(("127.0.0.1".into(), otlp_port)),
     };
     std::fs::write(&bootstrap, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
     let log = dir.join("envoy.log");
+    let access = dir.join("access.log");
     let envoy = Envoy(
         tokio::process::Command::new(fairlead_kit::testing::envoy())
             .arg("--config-path")
             .arg(&bootstrap)
             .args(["--log-level", "warn", "--use-dynamic-base-id"])
             .stderr(std::fs::File::create(&log).unwrap())
+            .stdout(std::fs::File::create(&access).unwrap())
             .kill_on_drop(true)
             .spawn()
             .expect("starting Envoy"),
@@ -313,6 +320,114 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
         answer.ends_with("upgraded bytes"),
         "bytes pass the upgraded connection: {answer}"
     );
+    // A request in a trace: its span's parent is the client's, its access log line carries
+    // the trace id, the route and the backend; statistics name the route's rule and the
+    // backend.
+    let (trace, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let (status, _) = send(
+        listener_port,
+        &get(
+            "e.example.com",
+            "/traced",
+            &format!("traceparent: 00-{trace}-{parent}-01\r\n"),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let span = loop {
+        if let Some(span) = otlp.spans().into_iter().find(|s| s.trace_id == trace) {
+            break span;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let stats = reqwest::get(format!("http://127.0.0.1:{admin_port}/stats"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let tracing: Vec<&str> = stats
+                .lines()
+                .filter(|l| {
+                    l.contains("tracing")
+                        || l.contains("fairlead-otlp.upstream_rq")
+                        || l.contains("opentelemetry")
+                })
+                .collect();
+            panic!(
+                "no span of the trace reached the collector: {:?}\n{}",
+                otlp.spans(),
+                tracing.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(span.parent_span_id, parent, "{span:?}");
+    // A client that decided not to sample is not traced (parent-based sampling).
+    let unsampled = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let (status, _) = send(
+        listener_port,
+        &get(
+            "e.example.com",
+            "/untraced",
+            &format!("traceparent: 00-{unsampled}-{parent}-00\r\n"),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        span.resource.get("service.name").map(String::as_str),
+        Some(fairlead_edge_translate::telemetry::SERVICE_NAME),
+        "{span:?}"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let line = loop {
+        let text = std::fs::read_to_string(&access).unwrap();
+        if let Some(line) = text.lines().find(|l| l.contains("/traced")) {
+            break serde_json::from_str::<serde_json::Value>(line)
+                .unwrap_or_else(|e| panic!("{e}: {line}"));
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no access log line for the request: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(line["trace_id"], trace, "{line}");
+    assert_eq!(line["response_code"], 200, "{line}");
+    assert_eq!(line["route"], "default/web/rule/6/match/0", "{line}");
+    assert_eq!(
+        line["upstream_cluster"], "backend/default/echo/80",
+        "{line}"
+    );
+    assert_eq!(line["listener"], format!("http-{listener_port}"), "{line}");
+    let stats = reqwest::get(format!("http://127.0.0.1:{admin_port}/stats/prometheus"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for wanted in [
+        r#"route="httproute/default/web/rule/6""#,
+        r#"envoy_cluster_name="backend/default/echo/80""#,
+        r#"envoy_virtual_host="e_example_com""#,
+    ] {
+        assert!(
+            stats.lines().any(|l| l.starts_with("envoy_vhost_route_upstream_rq") && l.contains(wanted))
+                || stats.lines().any(|l| l.starts_with("envoy_cluster_upstream_rq_total") && l.contains(wanted)),
+            "no statistics labelled {wanted}"
+        );
+    }
+
+    // By now the unsampled request's span would have been flushed with the next batch.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        otlp.spans().iter().all(|s| s.trace_id != unsampled),
+        "a trace the client did not sample was exported"
+    );
+
     // A renewed client certificate, published as `fairlead up` and a Secret volume do (both
     // files switched by one rename), is read again through the SDS document without a restart.
     let serial = || async {

@@ -85,6 +85,7 @@ fn settings(xds_port: u16, admin_port: u16, dir: &std::path::Path, drain: Drain)
             xds_port,
             admin_port,
             tls: None,
+            otlp: None,
         },
         work_dir: dir.to_path_buf(),
         log_level: "warn".into(),

@@ -24,6 +24,8 @@ pub fn encode(c: &Cluster) -> Vec<u8> {
             .and_then(|u| Some((u, u.anchors.as_ref()?)))
             .map(|(u, anchors)| upstream_tls(u, anchors, backend.http2)),
         name: c.name.clone(),
+        // Statistics by Gateway API object: `backend/<namespace>/<service>/<port>`.
+        alt_stat_name: crate::http::stat_name(&format!("backend/{}", c.name)),
         cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
             cluster::cluster::DiscoveryType::Eds as i32,
         )),

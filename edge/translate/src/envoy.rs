@@ -109,7 +109,8 @@ pub mod limits {
 /// header is ignored when matching hostnames, as Gateway API says; WebSocket upgrades pass;
 /// paths are normalized (dot segments, merged slashes, escaped slashes redirected unescaped);
 /// header names with underscores are dropped, as ingress-nginx does; timeouts and header
-/// sizes are bounded ([`limits`]). The original-IP detection the gateway controller offers
+/// sizes are bounded ([`limits`]); each request is logged and traced
+/// ([`crate::telemetry`]). The original-IP detection the gateway controller offers
 /// will replace `use_remote_address` here, and only here.
 pub(crate) fn edge_manager(stat_prefix: &str, route_config: &str) -> hcm::HttpConnectionManager {
     use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
@@ -141,6 +142,8 @@ pub(crate) fn edge_manager(stat_prefix: &str, route_config: &str) -> hcm::HttpCo
         }),
         stream_idle_timeout: Some(duration(limits::STREAM_IDLE_TIMEOUT)),
         request_headers_timeout: Some(duration(limits::REQUEST_HEADERS_TIMEOUT)),
+        access_log: vec![crate::telemetry::access_log(stat_prefix)],
+        tracing: Some(crate::telemetry::tracing()),
         ..manager(stat_prefix, route_config)
     }
 }

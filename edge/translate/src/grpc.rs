@@ -116,6 +116,7 @@ pub fn translate(
             });
             entries.push(std::sync::Arc::new(Entry {
                 name: format!("{namespace}/{name}/grpc/rule/{r}/match/{m}"),
+                stat_prefix: http::stat_name(&format!("grpcroute/{namespace}/{name}/rule/{r}")),
                 order: (
                     0,
                     Reverse(service),

@@ -93,6 +93,10 @@ pub enum Action {
 pub struct Entry {
     /// Unique name: `namespace/name/rule/i/match/j`.
     pub name: String,
+    /// The name its statistics carry, one per rule: `httproute/<namespace>/<name>/rule/<i>`
+    /// (or `grpcroute/…`; see [`stat_name`]).
+    #[serde(skip)]
+    pub stat_prefix: String,
     /// Precedence; smaller sorts first (the IR holds entries in this order already).
     #[serde(skip)]
     pub order: Order,
@@ -106,6 +110,13 @@ pub struct Entry {
     /// Rule-level response header changes.
     #[serde(skip_serializing_if = "HeaderModifier::is_empty")]
     pub response_headers: HeaderModifier,
+}
+
+/// `name` as Envoy statistics carry it: dots (which Kubernetes names may hold) become `_`,
+/// since Envoy cuts stat names into tags at dots; the bootstrap's tag extractors then find
+/// routes and backends by these names.
+pub fn stat_name(name: &str) -> String {
+    name.replace('.', "_")
 }
 
 /// The spec's precedence: exact path, then regular expressions, then the longest prefix; a
@@ -535,6 +546,7 @@ pub fn translate(
             let (kind, length) = rank(&matcher.path);
             entries.push(std::sync::Arc::new(Entry {
                 name: format!("{namespace}/{name}/rule/{r}/match/{m}"),
+                stat_prefix: stat_name(&format!("httproute/{namespace}/{name}/rule/{r}")),
                 order: (
                     kind,
                     length,

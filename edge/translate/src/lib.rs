@@ -38,6 +38,7 @@ mod routes;
 pub mod secret;
 pub mod status;
 pub mod stream;
+pub mod telemetry;
 pub mod wire;
 
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
 //! Envoy `RouteConfiguration`s from the IR: a virtual host per hostname (domains `host` and
 //! `host:port`, since clients — gRPC among them — send the port in the authority when it is
-//! not the scheme's default) with its routes in precedence; each route's match (path,
+//! not the scheme's default; named after the hostname with `_` for dots) with its routes in
+//! precedence, each with the statistics name of its rule; each route's match (path,
 //! headers, query, method), its action (weighted clusters, a redirect, rewrites, mirrors,
 //! timeouts) and its header changes.
 //!
@@ -32,7 +33,8 @@ pub fn encode(
     let mut host_bytes = Vec::new();
     for host in &config.virtual_hosts {
         host_bytes.clear();
-        wire::string(1, &host.host, &mut host_bytes);
+        // Named without dots: Envoy's statistics cut names at dots.
+        wire::string(1, &crate::http::stat_name(&host.host), &mut host_bytes);
         wire::string(2, &host.host, &mut host_bytes);
         if host.host != "*" {
             wire::string(
@@ -377,6 +379,7 @@ pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
     };
     route::Route {
         name: entry.name.clone(),
+        stat_prefix: entry.stat_prefix.clone(),
         r#match: Some(route_match(entry)),
         action: Some(action),
         request_headers_to_add: header_options(&entry.request_headers),

@@ -71,6 +71,13 @@ fn bootstrap(gateway: &str, resources: &Resources) -> Value {
     for listener in &mut listeners {
         inline(listener, &routes);
     }
+    // The bootstrap's collector of spans, which every edge connection manager names.
+    let collector = json!({
+        "name": fairlead_edge_translate::telemetry::OTLP_CLUSTER, "type": "STATIC",
+        "typedExtensionProtocolOptions": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "explicitHttpConfig": {"http2ProtocolOptions": {}}}},
+    });
     let clusters: Vec<Value> = json_of::<pb::config::cluster::v3::Cluster>(&resources.clusters)
         .into_iter()
         .map(|(name, mut cluster)| {
@@ -83,6 +90,7 @@ fn bootstrap(gateway: &str, resources: &Resources) -> Value {
             map.insert("loadAssignment".into(), assignment.clone());
             cluster
         })
+        .chain([collector])
         .collect();
     let secrets: Vec<Value> =
         json_of::<pb::extensions::transport_sockets::tls::v3::Secret>(&resources.secrets)
