@@ -345,6 +345,7 @@ async fn supervise(
                     }),
                 }),
             },
+            access_log: Some(work_dir.join("access.log")),
             work_dir: work_dir.clone(),
             log_level: "warning".into(),
             drain: fairlead_edge_proxy::drain::Drain {

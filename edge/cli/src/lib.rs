@@ -258,6 +258,7 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
         bootstrap: spec,
         work_dir: args.work_dir,
         log_level: args.envoy_log_level,
+        access_log: None,
         drain: fairlead_edge_proxy::drain::Drain {
             deadline: drain,
             threshold: args.drain_threshold,

@@ -45,6 +45,9 @@ pub struct Settings {
     pub log_level: String,
     /// The drain: how long, and how few connections are few enough to stop early.
     pub drain: drain::Drain,
+    /// Where Envoy's stdout (its access log, a JSON line per request) goes: appended to this
+    /// file, or the supervisor's own stdout when `None` (a container's log).
+    pub access_log: Option<PathBuf>,
 }
 
 /// Why a proxy stopped other than by being asked to.
@@ -110,6 +113,16 @@ pub async fn run(
     ready: impl Fn(bool) + Send + 'static,
 ) -> Result<(), ProxyError> {
     let bootstrap = write_bootstrap(&settings)?;
+    let stdout = match &settings.access_log {
+        Some(path) => Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(io(format!("opening {}", path.display())))?,
+        ),
+        None => Stdio::inherit(),
+    };
     let mut child = tokio::process::Command::new(&settings.envoy)
         .arg("--config-path")
         .arg(&bootstrap)
@@ -117,7 +130,7 @@ pub async fn run(
         // Several proxies share a host (`fairlead up`): each gets its own shared-memory id.
         .arg("--use-dynamic-base-id")
         .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()

@@ -90,6 +90,7 @@ fn settings(xds_port: u16, admin_port: u16, dir: &std::path::Path, drain: Drain)
         work_dir: dir.to_path_buf(),
         log_level: "warn".into(),
         drain,
+        access_log: Some(dir.join("access.log")),
     }
 }
 
@@ -155,6 +156,18 @@ async fn ready_once_configured_serves_and_drains_open_connections() {
             && answer.contains(&format!("location: http://example.org:{listener_port}/")),
         "{answer}"
     );
+
+    // Envoy's access log goes where the settings say, a JSON line per request.
+    let log = dir.path().join("access.log");
+    until("an access log line", async || {
+        std::fs::read_to_string(&log).is_ok_and(|text| {
+            text.lines().any(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .is_ok_and(|v| v["response_code"] == 302 && v["authority"] == "a.example.com")
+            })
+        })
+    })
+    .await;
 
     // Envoy's stats reach the supervisor's metrics port.
     let router = fairlead_edge_proxy::stats_router(admin_port);
