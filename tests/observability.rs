@@ -58,29 +58,72 @@ fn expressions() -> Vec<(String, String)> {
     out
 }
 
-/// Metric names an expression uses (ours and `up`).
+/// Metric names an expression uses (ours, Envoy's and `up`): words outside label matchers
+/// (`{…}`), grouping clauses (`by (…)`, `on (…)`, …) and strings.
 fn metric_names(expr: &str) -> BTreeSet<String> {
+    const GROUPING: &[&str] = &[
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
+    let chars: Vec<char> = expr.chars().collect();
     let mut names = BTreeSet::new();
-    let bytes: Vec<char> = expr.chars().collect();
+    let (mut braces, mut grouping, mut quoted) = (0usize, 0usize, false);
+    let mut after_grouping_word = false;
     let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i].is_ascii_alphabetic() || bytes[i] == '_' {
+    while i < chars.len() {
+        let c = chars[i];
+        if quoted {
+            quoted = c != '"';
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' => quoted = true,
+            '{' => braces += 1,
+            '}' => braces = braces.saturating_sub(1),
+            '(' if after_grouping_word || grouping > 0 => grouping += 1,
+            ')' if grouping > 0 => grouping -= 1,
+            _ => {}
+        }
+        if c.is_ascii_alphabetic() || c == '_' {
             let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == '_') {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
                 i += 1;
             }
-            let word: String = bytes[start..i].iter().collect();
-            let quoted = start > 0 && bytes[start - 1] == '"';
-            if !quoted
-                && (word.starts_with("swh_") || word.starts_with("fairlead_") || word == "up")
+            let word: String = chars[start..i].iter().collect();
+            after_grouping_word = GROUPING.contains(&word.as_str());
+            if braces == 0
+                && grouping == 0
+                && (["swh_", "fairlead_", "alb_", "envoy_"]
+                    .iter()
+                    .any(|p| word.starts_with(p))
+                    || word == "up")
             {
                 names.insert(word);
             }
-        } else {
-            i += 1;
+            continue;
         }
+        if !c.is_whitespace() {
+            after_grouping_word = false;
+        }
+        i += 1;
     }
     names
+}
+
+#[test]
+fn metric_names_are_told_from_labels() {
+    let names = metric_names(
+        r#"sum by (gateway, envoy_cluster_name) (rate(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"backend/.*"}[5m])) / on (gateway) up"#,
+    );
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        ["envoy_cluster_upstream_rq_total", "up"]
+    );
 }
 
 #[test]
@@ -118,6 +161,8 @@ fn promtool_checks_and_unit_tests_the_rules() {
 async fn every_expression_parses_and_names_metrics_a_real_prometheus_scraped() {
     let backend = std::net::TcpListener::bind("127.0.0.5:0").unwrap();
     let port = backend.local_addr().unwrap().port();
+    let echo = echo().await;
+    let listener = free_port();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("world.yaml"), format!(r#"
 apiVersion: v1
@@ -139,7 +184,7 @@ kind: Gateway
 metadata: {{name: gw, namespace: default}}
 spec:
   gatewayClassName: d8-alb
-  listeners: [{{name: http, port: 8080, protocol: HTTP}}]
+  listeners: [{{name: http, port: {listener}, protocol: HTTP}}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -147,6 +192,26 @@ metadata: {{name: web, namespace: default}}
 spec:
   parentRefs: [{{name: gw}}]
   rules: [{{backendRefs: [{{name: web, port: 80}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: echo, namespace: default}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [echo.example.com]
+  rules: [{{backendRefs: [{{name: echo, port: 80}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: echo, namespace: default}}
+spec: {{ports: [{{name: http, port: 80, targetPort: {echo}}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: echo, namespace: default, labels: {{kubernetes.io/service-name: echo}}}}
+addressType: IPv4
+ports: [{{name: http, port: {echo}}}]
+endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
 ---
 apiVersion: v1
 kind: Service
@@ -175,9 +240,51 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let prometheus = Prometheus::start(&[format!("127.0.0.1:{admin}").parse().unwrap()])
-        .await
-        .unwrap();
+    // The Gateway's local proxy: a real Envoy, scraped at its admin port (from the bootstrap
+    // `fairlead up` wrote), its series labelled with the Gateway as a PodMonitor would.
+    let bootstrap = dir.path().join("proxies/default_gw/envoy.yaml");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let envoy_admin: u16 = loop {
+        if let Ok(text) = std::fs::read_to_string(&bootstrap) {
+            let value: serde_json::Value = serde_yaml_ng::from_str(&text).unwrap();
+            break value["admin"]["address"]["socketAddress"]["portValue"]
+                .as_u64()
+                .unwrap() as u16;
+        }
+        assert!(Instant::now() < deadline, "no local proxy for default/gw");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    use fairlead_kit::testing::prometheus::Job;
+    let prometheus = Prometheus::start_jobs(&[
+        Job {
+            name: "fairlead".into(),
+            path: "/metrics".into(),
+            targets: vec![format!("127.0.0.1:{admin}").parse().unwrap()],
+            labels: Vec::new(),
+        },
+        Job {
+            name: "envoy".into(),
+            path: "/stats/prometheus".into(),
+            targets: vec![format!("127.0.0.1:{envoy_admin}").parse().unwrap()],
+            labels: vec![("gateway".into(), "default/gw".into())],
+        },
+    ])
+    .await
+    .unwrap();
+    // Traffic through the proxy: successes, and server errors from the backend.
+    let traffic = tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        loop {
+            for path in ["/", "/", "/", "/fail"] {
+                let _ = http
+                    .get(format!("http://127.0.1.1:{listener}{path}"))
+                    .header("host", "echo.example.com")
+                    .send()
+                    .await;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
     let proxy = tokio::spawn(proxy(xds, dir.path().join("kubeconfig")));
     let deadline = Instant::now() + Duration::from_secs(30);
     let wanted = [
@@ -190,6 +297,9 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         "alb_xds_responses_total",
         "alb_xds_push_latency_seconds_bucket",
         "alb_xds_snapshot_resources",
+        "envoy_http_downstream_rq_total",
+        "envoy_vhost_route_upstream_rq_completed",
+        "envoy_cluster_upstream_rq_xx",
     ];
     loop {
         let names = prometheus.metric_names().await.unwrap();
@@ -222,6 +332,32 @@ spec: {{ports: [{{name: http, port: 80}}]}}
             );
         }
     }
+    // Every panel of the proxies' dashboard shows data: the proxy carries traffic.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (source, expr) in expressions
+        .iter()
+        .filter(|(source, _)| source.contains("alb-proxy.json"))
+    {
+        loop {
+            let result = prometheus.query(expr).await.unwrap();
+            if !result.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{source}: no data for {expr}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    let routes = prometheus
+        .query("sum by (route) (envoy_vhost_route_upstream_rq_completed)")
+        .await
+        .unwrap();
+    assert!(
+        routes
+            .iter()
+            .any(|r| r["metric"]["route"] == "httproute/default/echo/rule/0"),
+        "route statistics name their Gateway API rule: {routes:?}"
+    );
+    traffic.abort();
     let ready = prometheus
         .query("sum by (swh, port) (swh_endpoints{state=\"ready\"})")
         .await
@@ -274,6 +410,36 @@ spec: {{ports: [{{name: http, port: 80}}]}}
     let _ = up.kill();
     let _ = up.wait();
     drop(backend);
+}
+
+/// A backend answering 200, and 500 on `/fail`; its port.
+async fn echo() -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                loop {
+                    let n = match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    let failing = buf[..n].starts_with(b"GET /fail");
+                    let answer: &[u8] = if failing {
+                        b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\nfail"
+                    } else {
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+                    };
+                    if socket.write_all(answer).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
 }
 
 /// A proxy of Gateway `default/gw` on `fairlead up`'s xDS server, over mutual TLS with the

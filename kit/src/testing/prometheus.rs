@@ -55,18 +55,55 @@ pub struct Prometheus {
     _dir: tempfile::TempDir,
 }
 
+/// One scrape job: targets scraped at `path`, their series labelled with `labels`.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// The job's name (its `job` label).
+    pub name: String,
+    /// The metrics path (`/metrics`, Envoy's `/stats/prometheus`).
+    pub path: String,
+    /// `host:port` of each target.
+    pub targets: Vec<SocketAddr>,
+    /// Labels added to every series of the job.
+    pub labels: Vec<(String, String)>,
+}
+
 impl Prometheus {
-    /// Starts Prometheus on a free loopback port, scraping `targets` every second, and waits
-    /// until it reports ready.
+    /// Starts Prometheus on a free loopback port, scraping `targets` (`/metrics`) every
+    /// second, and waits until it reports ready.
     pub async fn start(targets: &[SocketAddr]) -> Result<Self, PrometheusError> {
+        Self::start_jobs(&[Job {
+            name: "fairlead".into(),
+            path: "/metrics".into(),
+            targets: targets.to_vec(),
+            labels: Vec::new(),
+        }])
+        .await
+    }
+
+    /// Starts Prometheus scraping each of `jobs` every second, and waits until it reports
+    /// ready.
+    pub async fn start_jobs(jobs: &[Job]) -> Result<Self, PrometheusError> {
         let binary = tool("prometheus")?;
         let dir = tempfile::tempdir()?;
-        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
-        let config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: fairlead\n    static_configs:\n      - targets: [{}]\n",
-            targets.join(", ")
+        let mut config = String::from(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n",
         );
+        for job in jobs {
+            let targets: Vec<String> = job.targets.iter().map(|t| format!("'{t}'")).collect();
+            let labels: Vec<String> = job
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}: '{v}'"))
+                .collect();
+            config.push_str(&format!(
+                "  - job_name: {}\n    metrics_path: {}\n    static_configs:\n      - targets: [{}]\n        labels: {{{}}}\n",
+                job.name,
+                job.path,
+                targets.join(", "),
+                labels.join(", ")
+            ));
+        }
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config)?;
         let port = super::free_port();
