@@ -22,6 +22,9 @@ pub struct EdgeArgs {
     /// Route changes for the push latency.
     #[arg(long, default_value_t = 200)]
     changes: usize,
+    /// Route changes per size for the Envoy figure.
+    #[arg(long, default_value_t = 50)]
+    envoy_changes: usize,
     /// Which figures to measure (all when not given).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<EdgePart>,
@@ -36,6 +39,9 @@ enum EdgePart {
     Push,
     /// Resident memory of `fairlead edge xds` at 1,000 routes.
     Rss,
+    /// Route change (API write) to the first request a real Envoy serves under it, at 10 and
+    /// 1,000 routes, beside Envoy's file-based RDS.
+    Envoy,
 }
 
 /// Bytes allocated by this thread so far (jemalloc's counter).
@@ -259,6 +265,31 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
             if wanted(EdgePart::Rss) {
                 rows.push(edge_rss(1_000).await?);
+            }
+            if wanted(EdgePart::Envoy) {
+                let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+                for routes in [10, 1_000] {
+                    let figures = fairlead_bench::envoy::route_change(
+                        &std::env::current_exe()?,
+                        routes,
+                        args.envoy_changes,
+                    )
+                    .await?;
+                    for (how, (p50, p99)) in [
+                        ("fairlead: API write -> Envoy serves it", figures.fairlead),
+                        (
+                            "peer, Envoy's file-based RDS: file renamed -> Envoy serves it",
+                            figures.file,
+                        ),
+                    ] {
+                        rows.push(fairlead_bench::Row {
+                            metric: format!(
+                                "route change -> first request under it, {routes} routes, {how}"
+                            ),
+                            value: format!("p50 {:.1} ms, p99 {:.1} ms", ms(p50), ms(p99)),
+                        });
+                    }
+                }
             }
             print!("{}", fairlead_bench::table(&rows));
         }

@@ -5,6 +5,7 @@
 
 pub mod apiserver;
 pub mod edge;
+pub mod envoy;
 pub mod health;
 
 use std::time::Duration;

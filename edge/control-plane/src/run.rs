@@ -1,6 +1,9 @@
 //! The control plane's loop: wait for the index to publish a snapshot (it settles the changes
 //! arriving together first), translate every Gateway, publish the xDS snapshots (unchanged
-//! ones wake nobody), and — on the Lease holder only — write the statuses that changed.
+//! ones wake nobody), and hand the statuses to the status writer, which — on the Lease holder
+//! only — writes those that changed in a task of its own: a round never waits for status
+//! writes (a thousand routes' first statuses take seconds), and the writer always writes the
+//! latest statuses, retrying failures with backoff.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -67,6 +70,15 @@ pub async fn run(
     let mut snapshots = index.subscribe();
     let (leadership, _lease) = lease::spawn(client.clone(), settings.lease.clone(), stop.clone());
     let writer = StatusWriter::new(client, &settings.controller_name);
+    let (statuses, latest) = tokio::sync::watch::channel(None);
+    tokio::spawn(write_statuses(
+        writer,
+        index.clone(),
+        latest,
+        leadership,
+        metrics.clone(),
+        stop.clone(),
+    ));
     let mut rounds = Rounds::new(PACING, snapshots.clone());
     let mut ready = Some(ready);
     // Remembers the last translation: a change costs what it touches.
@@ -137,23 +149,58 @@ pub async fn run(
         if let Some(ready) = ready.take() {
             ready();
         }
-        let mut outcome = Outcome::Done;
-        if leadership.is_leader() {
-            let written = writer.write(&index, &translation.statuses).await;
+        statuses.send_replace(Some(Arc::new(translation.statuses)));
+        rounds.finished(Outcome::Done);
+    }
+}
+
+/// Writes the latest statuses `latest` holds whenever they change (and this replica holds
+/// the Lease; the 30 s resync hands them again, so a new leader writes within it), until
+/// `stop`. Failed writes are retried with backoff (`PACING`'s), with whatever is latest by
+/// then.
+async fn write_statuses(
+    writer: StatusWriter,
+    index: Arc<Index>,
+    mut latest: tokio::sync::watch::Receiver<
+        Option<Arc<fairlead_edge_translate::status::Statuses>>,
+    >,
+    leadership: lease::Leadership,
+    metrics: XdsMetrics,
+    stop: CancellationToken,
+) {
+    let longest = PACING.retry * 2u32.pow(PACING.max_doublings);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            changed = latest.changed() => if changed.is_err() { return },
+        }
+        let mut backoff = PACING.retry;
+        loop {
+            let Some(statuses) = latest.borrow_and_update().clone() else {
+                break;
+            };
+            if !leadership.is_leader() {
+                break;
+            }
+            let written = writer.write(&index, &statuses).await;
             metrics
                 .status_writes
                 .with_label_values(&["ok"])
                 .inc_by(u64::try_from(written.writes).unwrap_or_default());
-            if written.failures > 0 {
-                metrics
-                    .status_writes
-                    .with_label_values(&["error"])
-                    .inc_by(u64::try_from(written.failures).unwrap_or_default());
-                metrics.errors.with_label_values(&["status"]).inc();
-                outcome = Outcome::Failed;
+            if written.failures == 0 {
+                break;
             }
+            metrics
+                .status_writes
+                .with_label_values(&["error"])
+                .inc_by(u64::try_from(written.failures).unwrap_or_default());
+            metrics.errors.with_label_values(&["status"]).inc();
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(longest);
         }
-        rounds.finished(outcome);
     }
 }
 

