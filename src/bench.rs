@@ -268,13 +268,19 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
             if wanted(EdgePart::Envoy) {
                 let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-                for routes in [10, 1_000] {
+                for (routes, statistics) in [(10, false), (1_000, false), (1_000, true)] {
                     let figures = fairlead_bench::envoy::route_change(
                         &std::env::current_exe()?,
                         routes,
                         args.envoy_changes,
+                        statistics,
                     )
                     .await?;
+                    let routes = if statistics {
+                        format!("{routes} routes with route statistics")
+                    } else {
+                        format!("{routes} routes")
+                    };
                     for (how, (p50, p99)) in [
                         ("fairlead: API write -> Envoy serves it", figures.fairlead),
                         (
@@ -284,7 +290,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                     ] {
                         rows.push(fairlead_bench::Row {
                             metric: format!(
-                                "route change -> first request under it, {routes} routes, {how}"
+                                "route change -> first request under it, {routes}, {how}"
                             ),
                             value: format!("p50 {:.1} ms, p99 {:.1} ms", ms(p50), ms(p99)),
                         });

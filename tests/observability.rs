@@ -181,7 +181,7 @@ spec:
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
-metadata: {{name: gw, namespace: default}}
+metadata: {{name: gw, namespace: default, annotations: {{fairlead.io/route-statistics: "true"}}}}
 spec:
   gatewayClassName: d8-alb
   listeners: [{{name: http, port: {listener}, protocol: HTTP}}]

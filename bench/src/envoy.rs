@@ -113,12 +113,13 @@ fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     )
 }
 
-/// Both figures at `routes` routes over `changes` changes; `fairlead` is the binary (for
-/// `fairlead edge xds`).
+/// Both figures at `routes` routes over `changes` changes (with statistics per route rule
+/// when `route_statistics`); `fairlead` is the binary (for `fairlead edge xds`).
 pub async fn route_change(
     fairlead: &Path,
     routes: usize,
     changes: usize,
+    route_statistics: bool,
 ) -> Result<Figures, EnvoyBenchError> {
     let envoy = fairlead_kit::executables::find("envoy", "FAIRLEAD_ENVOY")
         .ok_or(EnvoyBenchError::NoEnvoy)?;
@@ -127,7 +128,8 @@ pub async fn route_change(
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).map_err(|e| failed("a work directory")(e.to_string()))?;
-    let through_fairlead = through_fairlead(fairlead, &envoy, &dir, routes, changes).await;
+    let through_fairlead =
+        through_fairlead(fairlead, &envoy, &dir, routes, changes, route_statistics).await;
     let through_file = through_file(&envoy, &dir, routes, changes).await;
     let _ = std::fs::remove_dir_all(&dir);
     let context = |how: &'static str| {
@@ -145,6 +147,7 @@ async fn through_fairlead(
     dir: &Path,
     routes: usize,
     changes: usize,
+    route_statistics: bool,
 ) -> Result<(Duration, Duration), EnvoyBenchError> {
     use kube::api::{Api, DynamicObject, Patch, PatchParams};
     let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
@@ -168,10 +171,19 @@ async fn through_fairlead(
         world.join("objects.yaml"),
         format!(
             "apiVersion: v1\nkind: Namespace\nmetadata: {{name: bench}}\n---\n{}",
-            crate::edge::yaml(routes, 0, (routes / 2).max(1)).replace(
-                "port: 80, protocol: HTTP",
-                &format!("port: {port}, protocol: HTTP")
-            )
+            crate::edge::yaml(routes, 0, (routes / 2).max(1))
+                .replace(
+                    "port: 80, protocol: HTTP",
+                    &format!("port: {port}, protocol: HTTP")
+                )
+                .replace(
+                    "metadata: {name: gw, namespace: bench}",
+                    if route_statistics {
+                        "metadata: {name: gw, namespace: bench, annotations: {fairlead.io/route-statistics: \"true\"}}"
+                    } else {
+                        "metadata: {name: gw, namespace: bench}"
+                    },
+                )
         ),
     )
     .map_err(|e| failed("the objects")(e.to_string()))?;
@@ -225,8 +237,13 @@ async fn through_fairlead(
     );
     let http = http_client()?;
     let mut samples = Vec::with_capacity(changes);
-    // Change 0 warms up: Envoy connects, takes everything, and serves the first redirect.
+    // Change 0 warms up: Envoy connects, takes everything, and serves the first redirect;
+    // then the control plane writes every route's first status. Measuring starts once that
+    // is over: the figure is for an idle system.
     for n in 0..=changes {
+        if n == 1 {
+            quiet(&http, admin_port).await?;
+        }
         let host = format!("v{n}.example.org");
         let patch = serde_json::json!({"spec": {"rules": [{
             "matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
@@ -250,6 +267,38 @@ async fn through_fairlead(
     let _ = xds.kill().await;
     server.shutdown();
     Ok(percentiles(samples))
+}
+
+/// Waits until `fairlead edge xds` (admin on `port`) has written no status for 2 s.
+async fn quiet(http: &reqwest::Client, port: u16) -> Result<(), EnvoyBenchError> {
+    let writes = || async {
+        let text = http
+            .get(format!("http://127.0.0.1:{port}/metrics"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines()
+            .filter(|l| l.starts_with("alb_xds_status_writes_total"))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .reduce(|a, b| a + b)
+    };
+    let started = Instant::now();
+    let mut last = (writes().await, Instant::now());
+    while started.elapsed() < Duration::from_secs(300) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = writes().await;
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if now.is_some() && last.1.elapsed() > Duration::from_secs(2) {
+            return Ok(());
+        }
+    }
+    Err(EnvoyBenchError::Failed(
+        "the control plane kept writing statuses for 5 minutes".into(),
+    ))
 }
 
 /// The route configuration file of the file-based peer: `routes` virtual hosts, `h0`'s

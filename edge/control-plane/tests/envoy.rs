@@ -98,7 +98,7 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
     let backend = echo().await;
     let listener_port = free_port();
     create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": {"name": "gw", "namespace": "default"},
+        "metadata": {"name": "gw", "namespace": "default", "annotations": {"fairlead.io/route-statistics": "true"}},
         "spec": {"gatewayClassName": "d8-alb", "listeners": [{"name": "http", "port": listener_port, "protocol": "HTTP"}]}}))
     .await;
     create(

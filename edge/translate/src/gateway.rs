@@ -15,6 +15,23 @@ use fairlead_key::ObjectKey;
 /// address of a Gateway's local proxy; a host-network proxy may bind one address of its node.
 pub const LISTEN_ADDRESS: &str = "fairlead.io/listen-address";
 
+/// The annotation that turns on statistics per route rule on a Gateway (`"true"`): Envoy
+/// counts requests, responses and latency per rule (`route="httproute/<ns>/<name>/rule/<i>"`)
+/// besides per listener and per backend. Off by default, as Envoy Gateway's virtual-host
+/// statistics are: Envoy builds every route's statistics anew on each route update, which
+/// costs about 80 µs per route (160 ms per change at 2,000 rules on the benchmark machine).
+pub const ROUTE_STATISTICS: &str = "fairlead.io/route-statistics";
+
+/// Whether the Gateway asks for statistics per route rule.
+pub fn route_statistics(gateway: &Gateway) -> bool {
+    gateway
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ROUTE_STATISTICS))
+        .is_some_and(|v| v == "true")
+}
+
 /// The address the Gateway's listeners bind to: `None` for every address, an error naming
 /// the annotation when its value is not an IP address.
 pub fn listen_address(gateway: &Gateway) -> Result<Option<std::net::IpAddr>, String> {

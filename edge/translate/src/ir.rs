@@ -133,13 +133,16 @@ pub struct Share {
 }
 
 /// Where a route configuration is served: its port and whether it is behind TLS (redirects
-/// derive their port from it).
+/// derive their port from it), and whether its routes keep statistics of their own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Origin {
     /// The port.
     pub port: u16,
     /// Behind TLS.
     pub secure: bool,
+    /// Routes carry the statistics name of their rule ([`crate::gateway::ROUTE_STATISTICS`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub route_statistics: bool,
 }
 
 /// A route configuration: virtual hosts with their routes in precedence order.
@@ -271,6 +274,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
         address,
         ..Gateway::default()
     };
+    let route_statistics = crate::gateway::route_statistics(state.gateway);
     let mut backends: BTreeSet<Backend> = BTreeSet::new();
     let mut secrets: BTreeSet<ObjectKey> = BTreeSet::new();
     // Envoy listeners by (port, UDP): HTTPS and TLS listeners of one port share one Envoy
@@ -314,6 +318,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
             let origin = Origin {
                 port: *port,
                 secure: false,
+                route_statistics,
             };
             out.route_configs
                 .push(route_config(&name, origin, &listeners, &mut backends));
@@ -334,6 +339,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
                     let origin = Origin {
                         port: *port,
                         secure: true,
+                        route_statistics,
                     };
                     out.route_configs.push(route_config(
                         &config,

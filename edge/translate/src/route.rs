@@ -379,7 +379,11 @@ pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
     };
     route::Route {
         name: entry.name.clone(),
-        stat_prefix: entry.stat_prefix.clone(),
+        stat_prefix: if origin.route_statistics {
+            entry.stat_prefix.clone()
+        } else {
+            String::new()
+        },
         r#match: Some(route_match(entry)),
         action: Some(action),
         request_headers_to_add: header_options(&entry.request_headers),

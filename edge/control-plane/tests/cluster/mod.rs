@@ -32,8 +32,8 @@ pub async fn cluster() -> (fairlead_apiserver::ApiServer, kube::Client) {
     (server, client)
 }
 
-/// Creates an object given as JSON in namespace `default` (plural: the kind, lowercase, with
-/// `s`, or `-cy` → `-cies`).
+/// Creates an object given as JSON in its namespace (`default` when it names none; a
+/// Namespace is cluster-scoped) (plural: the kind, lowercase, with `s`, or `-cy` → `-cies`).
 pub async fn create(client: &kube::Client, value: serde_json::Value) {
     let kind = value["kind"].as_str().unwrap().to_owned();
     let api_version = value["apiVersion"].as_str().unwrap().to_owned();
@@ -50,7 +50,15 @@ pub async fn create(client: &kube::Client, value: serde_json::Value) {
         kind: kind.clone(),
         plural,
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let namespace = value["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_owned();
+    let api: Api<DynamicObject> = if kind == "Namespace" {
+        Api::all_with(client.clone(), &ar)
+    } else {
+        Api::namespaced_with(client.clone(), &namespace, &ar)
+    };
     let object: DynamicObject = serde_json::from_value(value).unwrap();
     api.create(&PostParams::default(), &object).await.unwrap();
 }
