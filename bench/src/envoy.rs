@@ -130,7 +130,7 @@ pub async fn route_change(
     std::fs::create_dir_all(&dir).map_err(|e| failed("a work directory")(e.to_string()))?;
     let through_fairlead =
         through_fairlead(fairlead, &envoy, &dir, routes, changes, route_statistics).await;
-    let through_file = through_file(&envoy, &dir, routes, changes).await;
+    let through_file = through_file(&envoy, &dir, routes, changes, route_statistics).await;
     let _ = std::fs::remove_dir_all(&dir);
     let context = |how: &'static str| {
         move |e: EnvoyBenchError| EnvoyBenchError::Failed(format!("{how}: {e}"))
@@ -301,16 +301,27 @@ async fn quiet(http: &reqwest::Client, port: u16) -> Result<(), EnvoyBenchError>
     ))
 }
 
-/// The route configuration file of the file-based peer: `routes` virtual hosts, `h0`'s
+/// The route configuration file of the file-based peer: `routes` virtual hosts of two routes
+/// each, as the synthetic input's (with their statistics names when `statistics`), `h0`'s
 /// `/api` redirecting to `host`, the others to `v0.example.org`.
-fn route_file(routes: usize, host: &str) -> String {
+fn route_file(routes: usize, host: &str, statistics: bool) -> String {
     let hosts: Vec<serde_json::Value> = (0..routes.max(1))
         .map(|i| {
+            let mut entries = vec![
+                serde_json::json!({"match": {"prefix": "/api"},
+                    "redirect": {"host_redirect": if i == 0 { host } else { "v0.example.org" }}}),
+                serde_json::json!({"match": {"path": "/login"},
+                    "redirect": {"host_redirect": "login.example.org"}}),
+            ];
+            if statistics {
+                for (rule, entry) in entries.iter_mut().enumerate() {
+                    entry["stat_prefix"] = format!("httproute/bench/h{i}/rule/{rule}").into();
+                }
+            }
             serde_json::json!({
                 "name": format!("h{i}"),
                 "domains": [format!("h{i}.example.com")],
-                "routes": [{"match": {"prefix": "/api"},
-                            "redirect": {"host_redirect": if i == 0 { host } else { "v0.example.org" }}}],
+                "routes": entries,
             })
         })
         .collect();
@@ -327,14 +338,19 @@ async fn through_file(
     dir: &Path,
     routes: usize,
     changes: usize,
+    statistics: bool,
 ) -> Result<(Duration, Duration), EnvoyBenchError> {
     let (port, admin) = (free_port()?, free_port()?);
     let rds_dir = dir.join("rds");
     std::fs::create_dir_all(&rds_dir).map_err(|e| failed("a directory")(e.to_string()))?;
     let rds: PathBuf = rds_dir.join("routes.json");
     let write = |host: &str| {
-        fairlead_kit::files::write_atomically(&rds, route_file(routes, host).as_bytes(), 0o644)
-            .map_err(|e| failed("the route file")(e.to_string()))
+        fairlead_kit::files::write_atomically(
+            &rds,
+            route_file(routes, host, statistics).as_bytes(),
+            0o644,
+        )
+        .map_err(|e| failed("the route file")(e.to_string()))
     };
     write("v0.example.org")?;
     let config = serde_json::json!({
