@@ -772,3 +772,69 @@ spec:
         .unwrap();
     assert!(output.status.success(), "{output:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_envoy_gateways_say_so_and_the_rest_runs() {
+    let up = Up::start(&[("FAIRLEAD_ENVOY", "/nonexistent/envoy")]);
+    up.wait_ready().await;
+    let port = free_port();
+    kubectl_apply(
+        &up,
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: lonely, namespace: default}}
+spec:
+  gatewayClassName: d8-alb
+  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
+"
+        ),
+    );
+    let gateways: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        up.client().await,
+        "default",
+        &kube::discovery::ApiResource {
+            group: "gateway.networking.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "gateway.networking.k8s.io/v1".into(),
+            kind: "Gateway".into(),
+            plural: "gateways".into(),
+        },
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let g = gateways.get("lonely").await.unwrap();
+        let conditions = g.data["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let local = conditions.iter().find(|c| c["type"] == "LocalProxy");
+        let programmed = conditions
+            .iter()
+            .any(|c| c["type"] == "Programmed" && c["status"] == "True");
+        if let Some(local) = local
+            && programmed
+        {
+            assert_eq!(local["status"], "False");
+            assert_eq!(local["reason"], "EnvoyNotFound", "{local}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no EnvoyNotFound condition beside the control plane's: {:?}",
+            g.data["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let output = tokio::task::spawn_blocking(move || up.stop())
+        .await
+        .unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr.matches("Gateways get no local proxy").count(),
+        1,
+        "said once: {stderr}"
+    );
+}

@@ -3,14 +3,15 @@
 
 use std::path::PathBuf;
 
-/// The executable `variable` names, or the first file `name` on `PATH`.
+/// The executable `variable` names (when it is a file), or the first file `name` on `PATH`.
 pub fn find(name: &str, variable: &str) -> Option<PathBuf> {
-    std::env::var_os(variable).map(PathBuf::from).or_else(|| {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|candidate| candidate.is_file())
-        })
+    if let Some(named) = std::env::var_os(variable).map(PathBuf::from) {
+        return named.is_file().then_some(named);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
     })
 }
 

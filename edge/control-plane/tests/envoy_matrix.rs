@@ -23,7 +23,7 @@ fn free_port() -> u16 {
 }
 
 /// Answers every HTTP/1.1 request on `listener` with `name` after `delay`, recording the
-/// request line.
+/// request's head.
 fn http_backend(
     listener: tokio::net::TcpListener,
     name: &'static str,
@@ -54,9 +54,7 @@ async fn serve_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
             }
         }
         let text = String::from_utf8_lossy(&head).into_owned();
-        seen.lock()
-            .unwrap()
-            .push(text.lines().next().unwrap_or_default().to_owned());
+        seen.lock().unwrap().push(text);
         head.clear();
         tokio::time::sleep(delay).await;
         let answer = format!(
@@ -147,6 +145,28 @@ async fn get(port: u16, host: &str, path: &str) -> Option<(u16, String)> {
     Some((status, text.split_once("\r\n\r\n")?.1.to_owned()))
 }
 
+/// `head` (an HTTP/1.1 request head without its final blank line) sent to `port`; status,
+/// body and the response's head.
+async fn raw(port: u16, head: &str) -> (u16, String, String) {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream
+        .write_all(format!("{head}Connection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (response_head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_owned(), response_head.to_owned())
+}
+
 /// A TLS connection to `port` with SNI `name`, trusting `ca_pem`.
 async fn tls_connect(
     port: u16,
@@ -220,6 +240,24 @@ fn slice(namespace: &str, name: &str, port: u16, protocol: &str) -> Value {
         "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]})
 }
 
+/// The xDS services (plaintext) over `cache` on a free port: Envoy's control plane here, and
+/// a real gRPC service to route to.
+async fn serve_xds(cache: &Arc<Cache>) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_routes(fairlead_edge_xds::services::routes(
+                fairlead_edge_xds::server::Ads::new(
+                    cache.clone(),
+                    Arc::new(fairlead_edge_xds::server::Quiet),
+                ),
+            ))
+            .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
+    );
+    port
+}
+
 /// Envoy as a child process, killed with the test.
 struct Envoy(tokio::process::Child);
 
@@ -245,6 +283,7 @@ async fn envoy_serves_the_rest_of_the_gateway_api() {
     let (slow, _) = backend("slow", Duration::from_secs(3)).await;
     let (mirror, mirrored) = backend("mirror", Duration::ZERO).await;
     let (remote, _) = backend("remote", Duration::ZERO).await;
+    let (picked, picked_seen) = backend("picked", Duration::ZERO).await;
     let passthrough_cert = ca.issue_server(&["passthrough.example.com"], &[]).unwrap();
     let passthrough = tls_backend(&passthrough_cert, "passthrough").await;
     let backend_cert = ca.issue_server(&["backend.example.com"], &[]).unwrap();
@@ -254,21 +293,7 @@ async fn envoy_serves_the_rest_of_the_gateway_api() {
 
     // The gRPC backend: an xDS server (a real gRPC service) over the control plane's cache.
     let cache = Arc::new(Cache::new());
-    let grpc_backend = {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_routes(fairlead_edge_xds::services::routes(
-                    fairlead_edge_xds::server::Ads::new(
-                        cache.clone(),
-                        Arc::new(fairlead_edge_xds::server::Quiet),
-                    ),
-                ))
-                .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
-        );
-        port
-    };
+    let grpc_backend = serve_xds(&cache).await;
 
     for namespace in ["apps", "backends", "team"] {
         create(
@@ -317,6 +342,7 @@ async fn envoy_serves_the_rest_of_the_gateway_api() {
         ("default", "web", web, "TCP", None),
         ("default", "slow", slow, "TCP", None),
         ("default", "mirror", mirror, "TCP", None),
+        ("default", "picked", picked, "TCP", None),
         ("default", "passthrough", passthrough, "TCP", None),
         ("default", "secure-backend", secure_backend, "TCP", None),
         ("default", "wrong-name", secure_backend, "TCP", None),
@@ -359,6 +385,18 @@ async fn envoy_serves_the_rest_of_the_gateway_api() {
                 {"matches": [{"path": {"type": "PathPrefix", "value": "/mirrored"}}],
                  "filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "mirror", "port": 80}}}],
                  "backendRefs": [{"name": "web", "port": 80}]},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/rewrite"}}],
+                 "filters": [
+                    {"type": "URLRewrite", "urlRewrite": {"hostname": "rewritten.example.com",
+                        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}},
+                    {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-added", "value": "yes"}], "remove": ["x-secret"]}},
+                    {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "x-answered", "value": "by-envoy"}]}}],
+                 "backendRefs": [{"name": "picked", "port": 80}]},
+                {"matches": [{"path": {"type": "Exact", "value": "/pick"}, "headers": [{"name": "x-pick", "value": "me"}]},
+                             {"path": {"type": "Exact", "value": "/pick"}, "queryParams": [{"name": "pick", "value": "1"}]},
+                             {"path": {"type": "Exact", "value": "/pick"}, "method": "POST"},
+                             {"path": {"type": "RegularExpression", "value": "/pick/[0-9]+"}}],
+                 "backendRefs": [{"name": "picked", "port": 80}]},
                 {"matches": [{"path": {"type": "PathPrefix", "value": "/secure-backend"}}],
                  "backendRefs": [{"name": "secure-backend", "port": 80}]},
                 {"matches": [{"path": {"type": "PathPrefix", "value": "/wrong-name"}}],
@@ -423,18 +461,7 @@ async fn envoy_serves_the_rest_of_the_gateway_api() {
     }
 
     let (stop, _nacks) = control_plane(&client, &cache);
-    let xds = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let xds_port = xds.local_addr().unwrap().port();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_routes(fairlead_edge_xds::services::routes(
-                fairlead_edge_xds::server::Ads::new(
-                    cache.clone(),
-                    Arc::new(fairlead_edge_xds::server::Quiet),
-                ),
-            ))
-            .serve_with_incoming(fairlead_edge_xds::server::incoming(xds)),
-    );
+    let xds_port = serve_xds(&cache).await;
     let dir = tempfile::tempdir().unwrap();
     let spec = fairlead_edge_bootstrap::Spec {
         gateway: ObjectKey::new("default", "gw"),
@@ -491,6 +518,52 @@ async fn envoy_serves_the_rest_of_the_gateway_api() {
         let body = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"web");
     }
+
+    // Matches of each kind: a header, a query parameter, a method, a regular expression
+    // reach `picked`; the same path without them falls to the catch-all.
+    for (request, wanted) in [
+        (
+            "GET /pick HTTP/1.1\r\nHost: web.example.com\r\nx-pick: me\r\n",
+            "picked",
+        ),
+        (
+            "GET /pick?pick=1 HTTP/1.1\r\nHost: web.example.com\r\n",
+            "picked",
+        ),
+        (
+            "POST /pick HTTP/1.1\r\nHost: web.example.com\r\ncontent-length: 0\r\n",
+            "picked",
+        ),
+        (
+            "GET /pick/42 HTTP/1.1\r\nHost: web.example.com\r\n",
+            "picked",
+        ),
+        ("GET /pick HTTP/1.1\r\nHost: web.example.com\r\n", "web"),
+        ("GET /pick/abc HTTP/1.1\r\nHost: web.example.com\r\n", "web"),
+    ] {
+        let (_, body, _) = raw(http, request).await;
+        assert_eq!(body, wanted, "{request:?}");
+    }
+    // A URL rewrite (prefix and hostname) and header modifiers, as the backend and the
+    // client see them.
+    picked_seen.lock().unwrap().clear();
+    let (status, body, head) = raw(
+        http,
+        "GET /rewrite/x HTTP/1.1\r\nHost: web.example.com\r\nx-secret: hush\r\n",
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (200, "picked"));
+    assert!(
+        head.to_ascii_lowercase().contains("x-answered: by-envoy"),
+        "{head}"
+    );
+    let seen = picked_seen.lock().unwrap().join("\n").to_ascii_lowercase();
+    assert!(seen.starts_with("get /new/x http/1.1"), "{seen}");
+    assert!(seen.contains("host: rewritten.example.com"), "{seen}");
+    assert!(
+        seen.contains("x-added: yes") && !seen.contains("x-secret"),
+        "{seen}"
+    );
 
     // TLS termination with the listener's certificate.
     let (status, body) = get_over(

@@ -1,22 +1,15 @@
 //! Envoy building blocks shared by the renderers (`listener`, `route`, `cluster`,
-//! `endpoint`, `secret`), the shapes served to proxyless gRPC clients ([`crate::proxyless`])
-//! and the bootstrap: `Any` packing, the ADS config source, socket addresses, the HTTP
+//! `endpoint`, `secret`), the shapes served to proxyless gRPC clients (`proxyless`) and
+//! the bootstrap: `Any` packing, the ADS config source, socket addresses, the HTTP
 //! connection manager.
 
 use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::config::listener::v3 as listener;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3 as hcm;
-use envoy_types::pb::google::protobuf::{Any, Duration as PbDuration};
 use prost::{Message, Name};
 
-/// Packs a message into an `Any`.
-pub fn any<M: Message + Name>(message: &M) -> Any {
-    Any {
-        type_url: M::type_url(),
-        value: message.encode_to_vec(),
-    }
-}
+pub use crate::pb::{any, duration};
 
 /// A config source: over the ADS stream, v3.
 pub fn ads() -> core::ConfigSource {
@@ -54,13 +47,6 @@ pub(crate) fn tls_socket<M: Message + Name>(context: &M) -> core::TransportSocke
         config_type: Some(core::transport_socket::ConfigType::TypedConfig(any(
             context,
         ))),
-    }
-}
-
-pub(crate) fn duration(d: std::time::Duration) -> PbDuration {
-    PbDuration {
-        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        nanos: i32::try_from(d.subsec_nanos()).unwrap_or_default(),
     }
 }
 

@@ -30,6 +30,7 @@ pub mod kinds;
 pub mod listener;
 mod memo;
 pub mod model;
+pub mod pb;
 pub mod proxyless;
 pub mod refs;
 mod render;

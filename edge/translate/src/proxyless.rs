@@ -22,8 +22,9 @@ use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
 
 use envoy_types::pb::google::protobuf::UInt32Value;
 
-use crate::envoy::{ads, any, manager};
+use crate::envoy::{ads, manager};
 use crate::gateway::Protocol;
+use crate::pb::any;
 
 /// The suffix of the route configurations shaped for proxyless gRPC clients.
 pub const GRPC_SHAPED: &str = "/grpc";

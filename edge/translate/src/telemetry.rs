@@ -15,7 +15,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::Any;
 
-use crate::envoy::any;
+use crate::pb::any;
 
 /// The bootstrap's cluster of the OTLP collector spans go to.
 pub const OTLP_CLUSTER: &str = "fairlead-otlp";
@@ -107,7 +107,7 @@ pub fn tracing() -> hcm::http_connection_manager::Tracing {
                     ..Default::default()
                 },
             )),
-            timeout: Some(crate::envoy::duration(std::time::Duration::from_secs(1))),
+            timeout: Some(crate::pb::duration(std::time::Duration::from_secs(1))),
             ..Default::default()
         }),
         service_name: SERVICE_NAME.into(),
