@@ -219,8 +219,8 @@ fn keep_proxy_certificate(runtime: &Runtime, dir: std::path::PathBuf, ca: fairle
     });
 }
 
-/// Installs the Gateway API CRDs and the `d8-alb` GatewayClass, and starts the xDS control
-/// plane and, with `proxies` (the directory of the proxies' certificates, and of their
+/// Installs the ALB instance and Gateway API CRDs and the `d8-alb` GatewayClass, and starts
+/// the gateway controller, the xDS control plane and, with `proxies` (the directory of the proxies' certificates, and of their
 /// bootstraps), a local proxy per Gateway.
 async fn start_edge(
     runtime: &Runtime,
@@ -248,6 +248,14 @@ async fn start_edge(
     };
     // One index for the process: the translation loop reads it now, the graph and the
     // gateway controller next.
+    // The gateway controller: instances become their Gateways.
+    runtime
+        .shutdown
+        .spawn(fairlead_edge_controller::reconcile::run(
+            client.clone(),
+            None,
+            runtime.shutdown.token(),
+        ));
     let index = fairlead_edge_index::Index::start(client.clone(), runtime.shutdown.token());
     let bound = fairlead_edge_control_plane::start(
         runtime,

@@ -27,7 +27,32 @@ pub enum EdgeCommand {
     /// Run Envoy for one Gateway, as the proxy container does: bootstrap, supervision,
     /// readiness once the control plane's listeners arrive, graceful drain on SIGTERM.
     Proxy(ProxyArgs),
+    /// Run the gateway controller: installs the CRDs and the d8-alb GatewayClass, and turns
+    /// ClusterALBInstances and ALBInstances into their Gateways (by the Lease holder).
+    Controller(ControllerArgs),
+    /// Print the ClusterALBInstance and ALBInstance CRDs (YAML).
+    Crd,
 }
+
+/// Options of `fairlead edge controller`.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Address of the admin server (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:9850")]
+    pub admin_addr: SocketAddr,
+    /// Namespace of the controller's Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "d8-alb")]
+    pub lease_namespace: String,
+    /// This replica's identity in the Lease.
+    #[arg(long, env = "POD_NAME", default_value = "fairlead-edge-controller")]
+    pub identity: String,
+    /// The Gateway API channel installed when the CRDs are missing.
+    #[arg(long, default_value = "standard")]
+    pub gateway_api_channel: fairlead_edge_controller::crds::Channel,
+}
+
+/// The controller's Lease.
+pub const CONTROLLER_LEASE: &str = "alb-gateway-controller-leader";
 
 /// Options of `fairlead edge proxy`.
 #[derive(Debug, Args)]
@@ -284,11 +309,57 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
     Ok(outcome?)
 }
 
+/// Runs the gateway controller until a shutdown signal.
+pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Result<()> {
+    let runtime = Runtime::start(global, "fairlead-edge-controller", DEFAULT_DRAIN_DEADLINE)?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    AdminServer::bind(
+        args.admin_addr,
+        runtime.metrics.clone(),
+        runtime.readiness.clone(),
+        None,
+    )
+    .await?
+    .spawn(&runtime.shutdown);
+    let ready = runtime.readiness.register("crds");
+    fairlead_edge_controller::crds::install(
+        &client,
+        fairlead_edge_translate::CONTROLLER_NAME,
+        args.gateway_api_channel,
+    )
+    .await
+    .context("installing the CRDs and the d8-alb GatewayClass")?;
+    ready.ready();
+    let (leadership, _lease) = fairlead_kit::lease::spawn(
+        client.clone(),
+        LeaseConfig::new(CONTROLLER_LEASE, &args.lease_namespace, &args.identity),
+        runtime.shutdown.token(),
+    );
+    runtime
+        .shutdown
+        .spawn(fairlead_edge_controller::reconcile::run(
+            client,
+            Some(leadership),
+            runtime.shutdown.token(),
+        ));
+    runtime.finish().await;
+    Ok(())
+}
+
 /// Runs an edge command.
 pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()> {
     match command {
         EdgeCommand::Xds(args) => xds(global, args).await,
         EdgeCommand::Proxy(args) => proxy(global, args).await,
+        EdgeCommand::Controller(args) => controller(global, args).await,
+        EdgeCommand::Crd => {
+            for crd in fairlead_edge_api::crd::crds() {
+                print!("---\n{}", serde_yaml_ng::to_string(&crd)?);
+            }
+            Ok(())
+        }
         EdgeCommand::Bootstrap(args) => {
             let spec = args.spec()?;
             if let Some(client) = spec.tls.as_ref().and_then(|tls| tls.client.as_ref()) {

@@ -151,8 +151,8 @@ fn resource_of(object: &serde_json::Value) -> Option<ApiResource> {
     })
 }
 
-/// Creates the CRDs (and the bundle's admission policy) of `channel` and the GatewayClass
-/// that do not exist yet. Existing ones are left as they are: a cluster's own Gateway API
+/// Creates the ALB instance CRDs, the Gateway API CRDs (and the bundle's admission policy) of
+/// `channel` and the GatewayClass that do not exist yet. Existing ones are left as they are: a cluster's own Gateway API
 /// bundle wins, and one of another version or channel is named in a warning.
 pub async fn install(
     client: &kube::Client,
@@ -160,6 +160,13 @@ pub async fn install(
     channel: Channel,
 ) -> Result<(), kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in fairlead_edge_api::crd::crds() {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
     for object in bundle(channel) {
         if object["kind"] == "CustomResourceDefinition" {
             let crd: CustomResourceDefinition =

@@ -1,5 +1,9 @@
 //! The ALB's gateway controller: what turns ALB instances into Gateways and Envoy proxy
-//! workloads (webhooks, the CA, cert-manager bridging and cleanup come here too). Today it
-//! holds its first job, installing the Gateway API CRDs and the `d8-alb` GatewayClass.
+//! workloads (webhooks, the CA, cert-manager bridging and cleanup come here too). Today: the
+//! Gateway API CRDs and the `d8-alb` GatewayClass ([`crds`]), and instances becoming their
+//! Gateways — the decisions in [`instances`], the loop in [`reconcile`]. Proxy workloads are
+//! next.
 
 pub mod crds;
+pub mod instances;
+pub mod reconcile;

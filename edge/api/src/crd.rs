@@ -1,0 +1,144 @@
+//! The CRDs: generated from the types, then given the rules a schema can say — which the API
+//! server (the embedded one too) enforces with the field named:
+//!
+//! - `useProxyProtocol` and `enableHTTP3` are not both true;
+//! - the inlet carries the block of its type and not the other; an ALBInstance has no
+//!   `HostPort` inlet; `inlet.type` and `inlet.loadBalancer.loadBalancerClass` never change
+//!   (transition rules on `oldSelf`);
+//! - a HostPort inlet has at least one port, a LoadBalancer inlet not both ports 0;
+//! - every address range is a CIDR;
+//! - at most four GeoIP editions, each one MaxMind publishes, none twice;
+//! - `gatewayName` is a DNS label.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use serde_json::{Value, json};
+
+use crate::{ALBInstance, ClusterALBInstance};
+
+/// The GeoIP editions an instance may name.
+pub const GEOIP_EDITIONS: [&str; 6] = [
+    "GeoIP2-Anonymous-IP",
+    "GeoIP2-City",
+    "GeoIP2-ISP",
+    "GeoIP2-ASN",
+    "GeoLite2-ASN",
+    "GeoLite2-City",
+];
+
+/// At most this many editions per instance.
+pub const MAX_GEOIP_EDITIONS: usize = 4;
+
+fn rule(rule: &str, message: &str, field: Option<&str>) -> Value {
+    let mut value = json!({"rule": rule, "message": message});
+    if let Some(field) = field {
+        value["fieldPath"] = json!(field);
+    }
+    value
+}
+
+/// Every item of the list at `list` must be a CIDR.
+fn cidrs(list: &mut Value, what: &str) {
+    list["items"]["x-kubernetes-validations"] = json!([rule(
+        "isCIDR(self)",
+        &format!("{what} must be CIDRs, such as 10.0.0.0/8 or 2001:db8::/32"),
+        None
+    )]);
+}
+
+/// The rules of an instance's spec schema; `cluster` for a ClusterALBInstance.
+fn constrain(spec: &mut Value, cluster: bool) {
+    let mut spec_rules = vec![rule(
+        "!(has(self.useProxyProtocol) && self.useProxyProtocol && has(self.enableHTTP3) && self.enableHTTP3)",
+        "useProxyProtocol and enableHTTP3 cannot both be true: QUIC carries no PROXY header",
+        Some(".enableHTTP3"),
+    )];
+    if !cluster {
+        spec_rules.push(rule(
+            "!has(self.inlet) || self.inlet.type != 'HostPort'",
+            "a HostPort inlet is for ClusterALBInstance only; an ALBInstance takes a LoadBalancer",
+            Some(".inlet.type"),
+        ));
+    }
+    spec["x-kubernetes-validations"] = json!(spec_rules);
+    let properties = &mut spec["properties"];
+    properties["gatewayName"]["pattern"] = json!("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$");
+    properties["gatewayName"]["maxLength"] = json!(63);
+    let inlet = &mut properties["inlet"];
+    inlet["x-kubernetes-validations"] = json!([
+        rule(
+            "self.type != 'LoadBalancer' || !has(self.hostPort)",
+            "a LoadBalancer inlet takes loadBalancer settings, not hostPort",
+            Some(".hostPort"),
+        ),
+        rule(
+            "self.type != 'HostPort' || !has(self.loadBalancer)",
+            "a HostPort inlet takes hostPort settings, not loadBalancer",
+            Some(".loadBalancer"),
+        ),
+        rule(
+            "self.type == oldSelf.type",
+            "inlet.type is immutable: create a new instance with the same gatewayName",
+            Some(".type"),
+        ),
+    ]);
+    let inlet = &mut inlet["properties"];
+    inlet["loadBalancer"]["x-kubernetes-validations"] = json!([
+        rule(
+            "!(has(self.httpPort) && self.httpPort == 0 && has(self.httpsPort) && self.httpsPort == 0)",
+            "httpPort and httpsPort cannot both be 0",
+            None,
+        ),
+        rule(
+            "has(self.loadBalancerClass) == has(oldSelf.loadBalancerClass) && (!has(self.loadBalancerClass) || self.loadBalancerClass == oldSelf.loadBalancerClass)",
+            "loadBalancerClass is immutable",
+            Some(".loadBalancerClass"),
+        ),
+    ]);
+    cidrs(
+        &mut inlet["loadBalancer"]["properties"]["loadBalancerSourceRanges"],
+        "loadBalancerSourceRanges",
+    );
+    inlet["hostPort"]["x-kubernetes-validations"] = json!([rule(
+        "has(self.httpPort) || has(self.httpsPort)",
+        "a HostPort inlet needs httpPort, httpsPort or both",
+        None
+    )]);
+    inlet["additionalPorts"]["x-kubernetes-list-type"] = json!("map");
+    inlet["additionalPorts"]["x-kubernetes-list-map-keys"] = json!(["port", "protocol"]);
+    cidrs(&mut properties["acceptRequestsFrom"], "acceptRequestsFrom");
+    cidrs(
+        &mut properties["originalIPDetection"]["properties"]["setRealIPFrom"],
+        "setRealIPFrom",
+    );
+    let editions = &mut properties["geoIP"]["properties"]["maxmindEditionIDs"];
+    editions["maxItems"] = json!(MAX_GEOIP_EDITIONS);
+    editions["x-kubernetes-list-type"] = json!("set");
+    editions["items"]["enum"] = json!(GEOIP_EDITIONS);
+}
+
+fn finish(crd: CustomResourceDefinition, cluster: bool) -> CustomResourceDefinition {
+    let mut crd = serde_json::to_value(crd).expect("the CRD serializes");
+    crd["metadata"]["labels"] = json!({"heritage": "deckhouse", "module": "alb"});
+    let schema = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"];
+    constrain(&mut schema["spec"], cluster);
+    let conditions = &mut schema["status"]["properties"]["conditions"];
+    conditions["x-kubernetes-list-type"] = json!("map");
+    conditions["x-kubernetes-list-map-keys"] = json!(["type"]);
+    serde_json::from_value(crd).expect("the constrained CRD is still a CRD")
+}
+
+/// The `clusteralbinstances.network.deckhouse.io` CRD.
+pub fn cluster_alb_instance() -> CustomResourceDefinition {
+    finish(ClusterALBInstance::crd(), true)
+}
+
+/// The `albinstances.network.deckhouse.io` CRD.
+pub fn alb_instance() -> CustomResourceDefinition {
+    finish(ALBInstance::crd(), false)
+}
+
+/// Both CRDs.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![cluster_alb_instance(), alb_instance()]
+}

@@ -1,0 +1,330 @@
+//! What ALB instances ask for, decided without I/O: which instance controls each Gateway
+//! (the oldest by `creationTimestamp`, then kind and name; the others are in conflict and
+//! create nothing), and the Gateway each controlling instance becomes:
+//!
+//! - class `d8-alb`, named `gatewayName`, in `d8-alb` for a ClusterALBInstance and in the
+//!   instance's namespace for an ALBInstance;
+//! - listener `d8-http` (port 80) unless `httpPort: 0`; `d8-https` (443, TLS terminated with
+//!   the Secret [`certificate_secret`]) when that Secret exists and `httpsPort` is not 0 — the
+//!   platform's certificate for its default domain, which Deckhouse's cert-manager writes
+//!   there; `tcp-port-<port>` / `udp-port-<port>` for `inlet.additionalPorts`;
+//! - `allowedListeners`: ListenerSets from every namespace for a ClusterALBInstance, from
+//!   its own for an ALBInstance;
+//! - owned by every instance naming it (the controlling one as controller), so the garbage
+//!   collector removes it with the last of them, and a younger instance takes over without
+//!   the Gateway going away.
+
+use std::collections::BTreeMap;
+
+use fairlead_edge_api::InstanceSpec;
+use fairlead_key::ObjectKey;
+use serde_json::{Value, json};
+
+/// The namespace of ClusterALBInstances' Gateways.
+pub const CLUSTER_NAMESPACE: &str = "d8-alb";
+
+/// The field manager of what the controller writes.
+pub const MANAGER: &str = "alb-gateway-controller";
+
+/// The label naming a managed Gateway's instance kind and name (`ClusterALBInstance.main`).
+pub const INSTANCE_LABEL: &str = "alb.deckhouse.io/instance";
+
+/// One instance as the planner reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    /// `ClusterALBInstance` or `ALBInstance`.
+    pub kind: &'static str,
+    /// Its key (no namespace for a ClusterALBInstance).
+    pub key: ObjectKey,
+    /// Its uid (for owner references).
+    pub uid: String,
+    /// Its creation time, RFC 3339 (orders instances sharing a Gateway).
+    pub created: String,
+    /// Its generation.
+    pub generation: i64,
+    /// What it says.
+    pub spec: InstanceSpec,
+}
+
+impl Instance {
+    /// The Gateway it names.
+    pub fn gateway(&self) -> ObjectKey {
+        let namespace = if self.kind == "ClusterALBInstance" {
+            CLUSTER_NAMESPACE
+        } else {
+            self.key.namespace()
+        };
+        ObjectKey::new(namespace, &self.spec.gateway_name)
+    }
+
+    fn order(&self) -> (&str, &str, &str) {
+        (&self.created, self.kind, self.key.as_str())
+    }
+
+    fn reference(&self, controller: bool) -> Value {
+        json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": self.kind,
+            "name": self.key.name(), "uid": self.uid,
+            "controller": controller, "blockOwnerDeletion": true})
+    }
+}
+
+/// The Secret a managed Gateway's `d8-https` listener presents.
+pub fn certificate_secret(gateway: &ObjectKey) -> String {
+    format!("d8-alb-{}-tls", gateway.name())
+}
+
+/// What one Gateway becomes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The Gateway.
+    pub gateway: ObjectKey,
+    /// The instance that controls it.
+    pub controller: ObjectKey,
+    /// The controlling instance's kind.
+    pub controller_kind: &'static str,
+    /// The Gateway object to apply.
+    pub object: Value,
+    /// The instances in conflict, with the message their status carries.
+    pub conflicts: Vec<(&'static str, ObjectKey, String)>,
+}
+
+/// The plans for `instances`; `certificates` says which Gateways have their certificate
+/// Secret.
+pub fn plan(instances: &[Instance], has_certificate: impl Fn(&ObjectKey) -> bool) -> Vec<Plan> {
+    let mut by_gateway: BTreeMap<ObjectKey, Vec<&Instance>> = BTreeMap::new();
+    for i in instances {
+        by_gateway.entry(i.gateway()).or_default().push(i);
+    }
+    by_gateway
+        .into_iter()
+        .map(|(gateway, mut sharing)| {
+            sharing.sort_by(|a, b| a.order().cmp(&b.order()));
+            let controlling = sharing[0];
+            let conflicts = sharing[1..]
+                .iter()
+                .map(|i| {
+                    (
+                        i.kind,
+                        i.key.clone(),
+                        format!(
+                            "Gateway {gateway} is controlled by {} {}, the oldest instance naming it; this one creates nothing",
+                            controlling.kind,
+                            controlling.key
+                        ),
+                    )
+                })
+                .collect();
+            let owners: Vec<Value> = sharing
+                .iter()
+                .enumerate()
+                .map(|(n, i)| i.reference(n == 0))
+                .collect();
+            Plan {
+                object: gateway_object(controlling, &gateway, owners, has_certificate(&gateway)),
+                gateway,
+                controller: controlling.key.clone(),
+                controller_kind: controlling.kind,
+                conflicts,
+            }
+        })
+        .collect()
+}
+
+/// The Gateway `instance` becomes.
+fn gateway_object(
+    instance: &Instance,
+    gateway: &ObjectKey,
+    owners: Vec<Value>,
+    has_certificate: bool,
+) -> Value {
+    let inlet = instance.spec.inlet.as_ref();
+    let load_balancer = inlet.and_then(|i| i.load_balancer.as_ref());
+    let host_port = inlet.and_then(|i| i.host_port.as_ref());
+    // A LoadBalancer's ports default to 80/443 (0 disables); a HostPort inlet serves the
+    // ports it names.
+    let (http, https) = match (load_balancer, host_port) {
+        (_, Some(h)) => (h.http_port.is_some(), h.https_port.is_some()),
+        (Some(lb), None) => (lb.http_port != Some(0), lb.https_port != Some(0)),
+        (None, None) => (true, true),
+    };
+    let mut listeners = Vec::new();
+    if http {
+        listeners.push(json!({"name": "d8-http", "port": 80, "protocol": "HTTP",
+            "allowedRoutes": {"namespaces": {"from": "All"}}}));
+    }
+    if https && has_certificate {
+        listeners.push(json!({"name": "d8-https", "port": 443, "protocol": "HTTPS",
+            "tls": {"mode": "Terminate", "certificateRefs": [{"name": certificate_secret(gateway)}]},
+            "allowedRoutes": {"namespaces": {"from": "All"}}}));
+    }
+    for port in inlet
+        .and_then(|i| i.additional_ports.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        let protocol = if port.protocol == "UDP" { "UDP" } else { "TCP" };
+        listeners.push(
+            json!({"name": format!("{}-port-{}", protocol.to_ascii_lowercase(), port.port),
+            "port": port.port, "protocol": protocol,
+            "allowedRoutes": {"namespaces": {"from": "All"}}}),
+        );
+    }
+    let from = if instance.kind == "ClusterALBInstance" {
+        "All"
+    } else {
+        "Same"
+    };
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {
+            "name": gateway.name(),
+            "namespace": gateway.namespace(),
+            "labels": {INSTANCE_LABEL: format!("{}.{}", instance.kind, instance.key.name())},
+            "ownerReferences": owners,
+        },
+        "spec": {
+            "gatewayClassName": crate::crds::GATEWAY_CLASS,
+            "listeners": listeners,
+            "allowedListeners": {"namespaces": {"from": from}},
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fairlead_edge_api::types::{AdditionalPort, Inlet, LoadBalancerInlet};
+
+    fn instance(kind: &'static str, key: ObjectKey, created: &str, gateway: &str) -> Instance {
+        Instance {
+            kind,
+            key,
+            uid: format!("uid-{created}"),
+            created: created.into(),
+            generation: 1,
+            spec: InstanceSpec {
+                gateway_name: gateway.into(),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_oldest_instance_controls_a_shared_gateway() {
+        let older = instance(
+            "ClusterALBInstance",
+            ObjectKey::cluster("main"),
+            "2026-01-01T00:00:00Z",
+            "public",
+        );
+        let younger = instance(
+            "ClusterALBInstance",
+            ObjectKey::cluster("second"),
+            "2026-02-01T00:00:00Z",
+            "public",
+        );
+        // An ALBInstance in d8-alb names the same Gateway.
+        let local = instance(
+            "ALBInstance",
+            ObjectKey::new("d8-alb", "local"),
+            "2026-03-01T00:00:00Z",
+            "public",
+        );
+        let other = instance(
+            "ALBInstance",
+            ObjectKey::new("team", "t"),
+            "2026-01-15T00:00:00Z",
+            "public",
+        );
+        let plans = plan(&[younger.clone(), local, older.clone(), other], |_| false);
+        assert_eq!(plans.len(), 2, "d8-alb/public and team/public");
+        let public = plans
+            .iter()
+            .find(|p| p.gateway == ObjectKey::new("d8-alb", "public"))
+            .unwrap();
+        assert_eq!(public.controller, older.key);
+        assert_eq!(public.conflicts.len(), 2);
+        assert!(
+            public.conflicts[0]
+                .2
+                .contains("controlled by ClusterALBInstance main"),
+            "{:?}",
+            public.conflicts
+        );
+        let owners = public.object["metadata"]["ownerReferences"]
+            .as_array()
+            .unwrap();
+        assert_eq!(owners.len(), 3, "every instance naming it owns it");
+        assert_eq!(owners[0]["name"], "main");
+        assert_eq!(owners[0]["controller"], true);
+        assert_eq!(owners[1]["controller"], false);
+        let team = plans
+            .iter()
+            .find(|p| p.gateway == ObjectKey::new("team", "public"))
+            .unwrap();
+        assert!(team.conflicts.is_empty());
+        assert_eq!(
+            team.object["spec"]["allowedListeners"]["namespaces"]["from"],
+            "Same"
+        );
+        assert_eq!(
+            public.object["spec"]["allowedListeners"]["namespaces"]["from"],
+            "All"
+        );
+    }
+
+    #[test]
+    fn listeners_follow_the_inlet_and_the_certificate() {
+        let mut i = instance("ClusterALBInstance", ObjectKey::cluster("main"), "t", "gw");
+        i.spec.inlet = Some(Inlet {
+            type_: "LoadBalancer".into(),
+            load_balancer: Some(LoadBalancerInlet {
+                https_port: Some(443),
+                ..Default::default()
+            }),
+            additional_ports: Some(vec![
+                AdditionalPort {
+                    port: 5432,
+                    protocol: "TCP".into(),
+                },
+                AdditionalPort {
+                    port: 53,
+                    protocol: "UDP".into(),
+                },
+            ]),
+            ..Default::default()
+        });
+        let names = |i: &Instance, has: bool| -> Vec<String> {
+            plan(std::slice::from_ref(i), |_| has)[0].object["spec"]["listeners"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(
+            names(&i, false),
+            ["d8-http", "tcp-port-5432", "udp-port-53"]
+        );
+        assert_eq!(
+            names(&i, true),
+            ["d8-http", "d8-https", "tcp-port-5432", "udp-port-53"]
+        );
+        let https = &plan(std::slice::from_ref(&i), |_| true)[0].object["spec"]["listeners"][1];
+        assert_eq!(https["tls"]["certificateRefs"][0]["name"], "d8-alb-gw-tls");
+        // httpPort: 0 disables the HTTP listener.
+        i.spec
+            .inlet
+            .as_mut()
+            .unwrap()
+            .load_balancer
+            .as_mut()
+            .unwrap()
+            .http_port = Some(0);
+        assert_eq!(
+            names(&i, true),
+            ["d8-https", "tcp-port-5432", "udp-port-53"]
+        );
+    }
+}

@@ -1,0 +1,344 @@
+//! The gateway controller's loop (a thin shell over [`crate::instances`]): cached watches of
+//! both instance kinds and of the Gateways they manage wake it; each round reads every
+//! instance, plans, server-side applies each controlling instance's Gateway (field manager
+//! [`MANAGER`]; the namespace `d8-alb` is made when a ClusterALBInstance needs it), and writes
+//! every instance's status: the Gateway it names, `Conflict` (with the controlling instance's
+//! name) and `Ready` (the Gateway programmed by the control plane). Failed rounds are retried
+//! with backoff; the Gateway of an instance deleted goes with its last owner (garbage
+//! collection).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fairlead_edge_api::{ALBInstance, ClusterALBInstance};
+use fairlead_key::ObjectKey;
+use fairlead_kit::reconcile::{Outcome, Pacing, Rounds, Wake};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::instances::{self, CLUSTER_NAMESPACE, INSTANCE_LABEL, Instance, MANAGER, Plan};
+
+/// Rounds: changes collected for 50 ms, everything again every 30 s, retries from 1 s.
+pub const PACING: Pacing = Pacing {
+    debounce: Duration::from_millis(50),
+    resync: Duration::from_secs(30),
+    retry: Duration::from_secs(1),
+    max_doublings: 5,
+};
+
+fn gateways(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "gateway.networking.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "gateway.networking.k8s.io/v1".into(),
+        kind: "Gateway".into(),
+        plural: "gateways".into(),
+    };
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// Runs until `stop`; writes only while `leadership` holds the Lease (always without one).
+pub async fn run(
+    client: kube::Client,
+    leadership: Option<fairlead_kit::lease::Leadership>,
+    stop: CancellationToken,
+) {
+    let changes = Arc::new(Notify::new());
+    let clusters: Api<ClusterALBInstance> = Api::all(client.clone());
+    let namespaced: Api<ALBInstance> = Api::all(client.clone());
+    let clusters_seen = fairlead_kit::watch::cache(
+        clusters.clone(),
+        watcher::Config::default(),
+        fairlead_kit::watch::without_managed_fields,
+        changes.clone(),
+        stop.clone(),
+    );
+    let namespaced_seen = fairlead_kit::watch::cache(
+        namespaced.clone(),
+        watcher::Config::default(),
+        fairlead_kit::watch::without_managed_fields,
+        changes.clone(),
+        stop.clone(),
+    );
+    let gateway_api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource {
+            group: "gateway.networking.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "gateway.networking.k8s.io/v1".into(),
+            kind: "Gateway".into(),
+            plural: "gateways".into(),
+        },
+    );
+    tokio::spawn(wake_on(
+        gateway_api,
+        watcher::Config::default().labels(INSTANCE_LABEL),
+        changes.clone(),
+        stop.clone(),
+    ));
+    // A certificate Secret appearing adds a Gateway's HTTPS listener.
+    let secrets: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+    );
+    tokio::spawn(wake_on(
+        secrets,
+        watcher::Config::default().fields("type=kubernetes.io/tls"),
+        changes.clone(),
+        stop.clone(),
+    ));
+    // The first round waits for both caches to list (instances must not look absent).
+    tokio::select! {
+        () = stop.cancelled() => return,
+        listed = async {
+            clusters_seen.wait_until_ready().await?;
+            namespaced_seen.wait_until_ready().await
+        } => if let Err(e) = listed {
+            tracing::error!(error = %e, "the instance watches never listed");
+            return;
+        },
+    }
+    let mut rounds = Rounds::new(PACING, changes);
+    loop {
+        match rounds.next(&stop).await {
+            None => return,
+            Some(Wake::Changed) => rounds.settle().await,
+            Some(Wake::Resync) => {}
+        }
+        if leadership.as_ref().is_some_and(|l| !l.is_leader()) {
+            rounds.finished(Outcome::Done);
+            continue;
+        }
+        let mut all: Vec<Instance> = clusters_seen
+            .state()
+            .iter()
+            .filter(|i| i.metadata.deletion_timestamp.is_none())
+            .map(|i| read("ClusterALBInstance", &i.metadata, i.spec.instance.clone()))
+            .collect();
+        all.extend(
+            namespaced_seen
+                .state()
+                .iter()
+                .filter(|i| i.metadata.deletion_timestamp.is_none())
+                .map(|i| read("ALBInstance", &i.metadata, i.spec.instance.clone())),
+        );
+        let outcome = match round(&client, &all).await {
+            Ok(()) => Outcome::Done,
+            Err(e) => {
+                tracing::warn!(error = %e, "gateway controller round failed; retrying");
+                Outcome::Failed
+            }
+        };
+        rounds.finished(outcome);
+    }
+}
+
+/// Wakes the loop on every change `api` (narrowed by `config`) sees: managed Gateways (their
+/// status says whether they are programmed), TLS Secrets (a Gateway's certificate).
+async fn wake_on(
+    api: Api<DynamicObject>,
+    config: watcher::Config,
+    changes: Arc<Notify>,
+    stop: CancellationToken,
+) {
+    use futures::StreamExt as _;
+    let mut events = std::pin::pin!(kube::runtime::WatchStreamExt::default_backoff(watcher(
+        api, config
+    )));
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            event = events.next() => match event {
+                Some(Ok(_)) => changes.notify_one(),
+                Some(Err(e)) => tracing::debug!(error = %e, "a watch of the gateway controller"),
+                None => return,
+            },
+        }
+    }
+}
+
+fn read(
+    kind: &'static str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: fairlead_edge_api::InstanceSpec,
+) -> Instance {
+    let name = meta.name.clone().unwrap_or_default();
+    Instance {
+        kind,
+        key: match &meta.namespace {
+            Some(ns) => ObjectKey::new(ns, &name),
+            None => ObjectKey::cluster(&name),
+        },
+        uid: meta.uid.clone().unwrap_or_default(),
+        created: meta
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+        generation: meta.generation.unwrap_or_default(),
+        spec,
+    }
+}
+
+/// One round over `all` instances.
+async fn round(client: &kube::Client, all: &[Instance]) -> Result<(), kube::Error> {
+    let mut certificates = std::collections::BTreeSet::new();
+    for instance in all {
+        let gateway = instance.gateway();
+        let api: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(client.clone(), gateway.namespace());
+        if api
+            .get_opt(&instances::certificate_secret(&gateway))
+            .await?
+            .is_some()
+        {
+            certificates.insert(gateway);
+        }
+    }
+    if all.iter().any(|i| i.kind == "ClusterALBInstance") {
+        ensure_namespace(client).await?;
+    }
+    let plans = instances::plan(all, |g| certificates.contains(g));
+    let mut first_error = None;
+    for plan in &plans {
+        match apply_gateway(client, plan).await {
+            Ok(programmed) => {
+                let controller = all
+                    .iter()
+                    .find(|i| i.key == plan.controller && i.kind == plan.controller_kind);
+                if let Some(instance) = controller {
+                    write_status(client, instance, &plan.gateway, None, programmed).await?;
+                }
+                for (kind, key, message) in &plan.conflicts {
+                    if let Some(instance) = all.iter().find(|i| i.key == *key && i.kind == *kind) {
+                        write_status(client, instance, &plan.gateway, Some(message), false).await?;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(gateway = %plan.gateway, error = %e, "applying the managed Gateway failed");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+async fn ensure_namespace(client: &kube::Client) -> Result<(), kube::Error> {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(CLUSTER_NAMESPACE).await?.is_some() {
+        return Ok(());
+    }
+    let namespace = serde_json::from_value(json!({"metadata": {"name": CLUSTER_NAMESPACE,
+        "labels": {"heritage": "deckhouse", "module": "alb"}}}))
+    .map_err(kube::Error::SerdeError)?;
+    match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Applies the plan's Gateway; whether the control plane has programmed it.
+async fn apply_gateway(client: &kube::Client, plan: &Plan) -> Result<bool, kube::Error> {
+    let api = gateways(client, plan.gateway.namespace());
+    let applied = api
+        .patch(
+            plan.gateway.name(),
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&plan.object),
+        )
+        .await?;
+    Ok(applied.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Programmed" && c["status"] == "True"))
+}
+
+/// Writes `instance`'s status: its Gateway, `Conflict` (with `conflict`'s message), `Ready`.
+async fn write_status(
+    client: &kube::Client,
+    instance: &Instance,
+    gateway: &ObjectKey,
+    conflict: Option<&String>,
+    programmed: bool,
+) -> Result<(), kube::Error> {
+    let now = fairlead_kit::conditions::now();
+    let generation = instance.generation;
+    let (ready, reason, message) = match (conflict, programmed) {
+        (Some(_), _) => (
+            false,
+            "Conflict",
+            "another instance controls the Gateway".to_owned(),
+        ),
+        (None, true) => (
+            true,
+            "Programmed",
+            format!("Gateway {gateway} is programmed"),
+        ),
+        (None, false) => (
+            false,
+            "GatewayNotProgrammed",
+            format!("Gateway {gateway} is not programmed by the control plane yet"),
+        ),
+    };
+    let conditions = vec![
+        json!({"type": "Ready", "status": if ready { "True" } else { "False" }, "reason": reason,
+               "message": message, "observedGeneration": generation, "lastTransitionTime": now}),
+        json!({"type": "Conflict", "status": if conflict.is_some() { "True" } else { "False" },
+               "reason": if conflict.is_some() { "GatewayControlledByAnother" } else { "NoConflict" },
+               "message": conflict.cloned().unwrap_or_else(|| "this instance controls its Gateway".into()),
+               "observedGeneration": generation, "lastTransitionTime": now}),
+    ];
+    let (plural, namespace) = match instance.kind {
+        "ClusterALBInstance" => ("clusteralbinstances", None),
+        _ => ("albinstances", Some(instance.key.namespace())),
+    };
+    let resource = ApiResource {
+        group: "network.deckhouse.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "network.deckhouse.io/v1alpha1".into(),
+        kind: instance.kind.into(),
+        plural: plural.into(),
+    };
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let current = api.get_status(instance.key.name()).await?;
+    let stored = &current.data["status"];
+    let conditions = fairlead_kit::conditions::merge(conditions, Some(&stored["conditions"]), &now);
+    let status: Value = json!({
+        "gateway": gateway.to_string(),
+        "conditions": conditions,
+        "observedGeneration": generation,
+    });
+    if stored["gateway"] == status["gateway"]
+        && stored["observedGeneration"] == status["observedGeneration"]
+        && strip_times(&stored["conditions"]) == strip_times(&status["conditions"])
+    {
+        return Ok(());
+    }
+    api.patch_status(
+        instance.key.name(),
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": status})),
+    )
+    .await?;
+    Ok(())
+}
+
+fn strip_times(conditions: &Value) -> Value {
+    let mut conditions = conditions.clone();
+    for c in conditions.as_array_mut().into_iter().flatten() {
+        if let Some(map) = c.as_object_mut() {
+            map.remove("lastTransitionTime");
+        }
+    }
+    conditions
+}

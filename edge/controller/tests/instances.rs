@@ -1,0 +1,206 @@
+//! The gateway controller against the embedded API server: an instance becomes its Gateway
+//! (listeners from the inlet, the HTTPS listener once the certificate Secret exists, owner
+//! references, the namespace `d8-alb`), a second instance naming it is in conflict naming the
+//! first, takes over when the first is deleted, and the Gateway goes with the last of them.
+
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_become_gateways() {
+    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
+        .await
+        .unwrap();
+    let client = server.client().await.unwrap();
+    fairlead_edge_controller::crds::install(
+        &client,
+        "example.com/controller",
+        fairlead_edge_controller::crds::Channel::Standard,
+    )
+    .await
+    .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(fairlead_edge_controller::reconcile::run(
+        client.clone(),
+        None,
+        stop.clone(),
+    ));
+
+    let instances: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource(
+            "network.deckhouse.io",
+            "v1alpha1",
+            "ClusterALBInstance",
+            "clusteralbinstances",
+        ),
+    );
+    let gateways: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "d8-alb",
+        &resource("gateway.networking.k8s.io", "v1", "Gateway", "gateways"),
+    );
+    let create = |name: &str, spec: Value| {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "network.deckhouse.io/v1alpha1", "kind": "ClusterALBInstance",
+            "metadata": {"name": name}, "spec": spec}))
+        .unwrap();
+        let instances = instances.clone();
+        async move {
+            instances
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap()
+        }
+    };
+    create(
+        "main",
+        json!({"gatewayName": "public", "inlet": {"type": "LoadBalancer",
+        "additionalPorts": [{"port": 5432, "protocol": "TCP"}]}}),
+    )
+    .await;
+    let gateway = eventually("the Gateway of main", async || {
+        gateways.get_opt("public").await.ok().flatten()
+    })
+    .await;
+    let listeners: Vec<&str> = gateway.data["spec"]["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listeners,
+        ["d8-http", "tcp-port-5432"],
+        "no certificate yet, no HTTPS"
+    );
+    assert_eq!(gateway.data["spec"]["gatewayClassName"], "d8-alb");
+    let owners = gateway.metadata.owner_references.clone().unwrap();
+    assert_eq!(
+        (owners[0].name.as_str(), owners[0].controller),
+        ("main", Some(true))
+    );
+    let status = eventually("main's status", async || {
+        let i = instances.get_status("main").await.ok()?;
+        (i.data["status"]["gateway"] == "d8-alb/public").then_some(i.data["status"].clone())
+    })
+    .await;
+    let condition = |status: &Value, kind: &str| {
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == kind)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(condition(&status, "Conflict")["status"], "False");
+    assert_eq!(
+        condition(&status, "Ready")["status"],
+        "False",
+        "no control plane programs it here"
+    );
+
+    // The certificate Secret appears: the HTTPS listener follows.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), "d8-alb");
+    let ca = fairlead_kit::pki::Ca::generate("test").unwrap();
+    let cert = ca.issue_server(&["public.example.com"], &[]).unwrap();
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "d8-alb-public-tls"},
+                "type": "kubernetes.io/tls",
+                "stringData": {"tls.crt": cert.cert_pem, "tls.key": cert.key_pem}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    eventually("the HTTPS listener", async || {
+        let g = gateways.get("public").await.ok()?;
+        g.data["spec"]["listeners"]
+            .as_array()?
+            .iter()
+            .any(|l| l["name"] == "d8-https")
+            .then_some(())
+    })
+    .await;
+
+    // A younger instance naming the same Gateway is in conflict, naming main.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    create("second", json!({"gatewayName": "public"})).await;
+    let status = eventually("second's conflict", async || {
+        let i = instances.get_status("second").await.ok()?;
+        i.data["status"]["conditions"]
+            .is_array()
+            .then_some(i.data["status"].clone())
+    })
+    .await;
+    let conflict = condition(&status, "Conflict");
+    assert_eq!(conflict["status"], "True");
+    assert!(
+        conflict["message"]
+            .as_str()
+            .unwrap()
+            .contains("ClusterALBInstance main"),
+        "{conflict}"
+    );
+
+    // main goes: second takes over, and the Gateway stays.
+    instances
+        .delete("main", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("second in control", async || {
+        let g = gateways.get("public").await.ok()?;
+        let owners = g.metadata.owner_references?;
+        (owners.len() == 1 && owners[0].name == "second" && owners[0].controller == Some(true))
+            .then_some(())
+    })
+    .await;
+    eventually("second without conflict", async || {
+        let i = instances.get_status("second").await.ok()?;
+        (condition(&i.data["status"], "Conflict")["status"] == "False").then_some(())
+    })
+    .await;
+
+    // The last owner goes: so does the Gateway.
+    instances
+        .delete("second", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Gateway collected", async || {
+        gateways
+            .get_opt("public")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    stop.cancel();
+}
