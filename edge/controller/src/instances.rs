@@ -42,6 +42,9 @@ pub struct Instance {
     pub created: String,
     /// Its generation.
     pub generation: i64,
+    /// It asks to be the platform's default Gateway (`defaultDeckhouseGateway`,
+    /// ClusterALBInstance only).
+    pub default: bool,
     /// What it says.
     pub spec: InstanceSpec,
 }
@@ -66,6 +69,17 @@ impl Instance {
             "name": self.key.name(), "uid": self.uid,
             "controller": controller, "blockOwnerDeletion": true})
     }
+}
+
+/// The instance whose Gateway is the platform's default: of the ClusterALBInstances marked
+/// `defaultDeckhouseGateway`, the oldest; with none marked, the one named `main`.
+pub fn default_instance(instances: &[Instance]) -> Option<ObjectKey> {
+    let cluster = || instances.iter().filter(|i| i.kind == "ClusterALBInstance");
+    cluster()
+        .filter(|i| i.default)
+        .min_by(|a, b| a.order().cmp(&b.order()))
+        .or_else(|| cluster().find(|i| i.key.name() == "main"))
+        .map(|i| i.key.clone())
 }
 
 /// The Secret a managed Gateway's `d8-https` listener presents.
@@ -203,6 +217,7 @@ mod tests {
             uid: format!("uid-{created}"),
             created: created.into(),
             generation: 1,
+            default: false,
             spec: InstanceSpec {
                 gateway_name: gateway.into(),
                 ..Default::default()
@@ -271,6 +286,51 @@ mod tests {
         assert_eq!(
             public.object["spec"]["allowedListeners"]["namespaces"]["from"],
             "All"
+        );
+    }
+
+    #[test]
+    fn the_default_gateway_is_the_oldest_marked_or_main() {
+        let main = instance(
+            "ClusterALBInstance",
+            ObjectKey::cluster("main"),
+            "2026-03-01T00:00:00Z",
+            "a",
+        );
+        let mut first = instance(
+            "ClusterALBInstance",
+            ObjectKey::cluster("first"),
+            "2026-01-01T00:00:00Z",
+            "b",
+        );
+        let mut later = instance(
+            "ClusterALBInstance",
+            ObjectKey::cluster("later"),
+            "2026-02-01T00:00:00Z",
+            "c",
+        );
+        let local = instance(
+            "ALBInstance",
+            ObjectKey::new("team", "main"),
+            "2025-01-01T00:00:00Z",
+            "d",
+        );
+        assert_eq!(
+            default_instance(&[first.clone(), later.clone(), main.clone(), local.clone()]),
+            Some(ObjectKey::cluster("main")),
+            "none marked: main"
+        );
+        first.default = true;
+        later.default = true;
+        assert_eq!(
+            default_instance(&[later, main, first, local.clone()]),
+            Some(ObjectKey::cluster("first")),
+            "the oldest marked"
+        );
+        assert_eq!(
+            default_instance(&[local]),
+            None,
+            "an ALBInstance is never the default"
         );
     }
 

@@ -117,7 +117,11 @@ pub async fn run(
             .state()
             .iter()
             .filter(|i| i.metadata.deletion_timestamp.is_none())
-            .map(|i| read("ClusterALBInstance", &i.metadata, i.spec.instance.clone()))
+            .map(|i| {
+                let mut read = read("ClusterALBInstance", &i.metadata, i.spec.instance.clone());
+                read.default = i.spec.default_deckhouse_gateway == Some(true);
+                read
+            })
             .collect();
         all.extend(
             namespaced_seen
@@ -180,6 +184,7 @@ fn read(
             .map(|t| t.0.to_string())
             .unwrap_or_default(),
         generation: meta.generation.unwrap_or_default(),
+        default: false,
         spec,
     }
 }
@@ -203,6 +208,7 @@ async fn round(client: &kube::Client, all: &[Instance]) -> Result<(), kube::Erro
         ensure_namespace(client).await?;
     }
     let plans = instances::plan(all, |g| certificates.contains(g));
+    let default = instances::default_instance(all);
     let mut first_error = None;
     for plan in &plans {
         match apply_gateway(client, plan).await {
@@ -211,11 +217,27 @@ async fn round(client: &kube::Client, all: &[Instance]) -> Result<(), kube::Erro
                     .iter()
                     .find(|i| i.key == plan.controller && i.kind == plan.controller_kind);
                 if let Some(instance) = controller {
-                    write_status(client, instance, &plan.gateway, None, programmed).await?;
+                    write_status(
+                        client,
+                        instance,
+                        &plan.gateway,
+                        None,
+                        programmed,
+                        default.as_ref(),
+                    )
+                    .await?;
                 }
                 for (kind, key, message) in &plan.conflicts {
                     if let Some(instance) = all.iter().find(|i| i.key == *key && i.kind == *kind) {
-                        write_status(client, instance, &plan.gateway, Some(message), false).await?;
+                        write_status(
+                            client,
+                            instance,
+                            &plan.gateway,
+                            Some(message),
+                            false,
+                            default.as_ref(),
+                        )
+                        .await?;
                     }
                 }
             }
@@ -260,13 +282,16 @@ async fn apply_gateway(client: &kube::Client, plan: &Plan) -> Result<bool, kube:
         .any(|c| c["type"] == "Programmed" && c["status"] == "True"))
 }
 
-/// Writes `instance`'s status: its Gateway, `Conflict` (with `conflict`'s message), `Ready`.
+/// Writes `instance`'s status: its Gateway, `Conflict` (with `conflict`'s message), `Ready`,
+/// whether its Gateway is the platform's default (ClusterALBInstance), and `IstioSidecar`
+/// (unsupported) when it asks for one.
 async fn write_status(
     client: &kube::Client,
     instance: &Instance,
     gateway: &ObjectKey,
     conflict: Option<&String>,
     programmed: bool,
+    default: Option<&ObjectKey>,
 ) -> Result<(), kube::Error> {
     let now = fairlead_kit::conditions::now();
     let generation = instance.generation;
@@ -287,7 +312,7 @@ async fn write_status(
             format!("Gateway {gateway} is not programmed by the control plane yet"),
         ),
     };
-    let conditions = vec![
+    let mut conditions = vec![
         json!({"type": "Ready", "status": if ready { "True" } else { "False" }, "reason": reason,
                "message": message, "observedGeneration": generation, "lastTransitionTime": now}),
         json!({"type": "Conflict", "status": if conflict.is_some() { "True" } else { "False" },
@@ -295,6 +320,13 @@ async fn write_status(
                "message": conflict.cloned().unwrap_or_else(|| "this instance controls its Gateway".into()),
                "observedGeneration": generation, "lastTransitionTime": now}),
     ];
+    if instance.spec.istio_sidecar == Some(true) {
+        conditions.push(
+            json!({"type": "IstioSidecar", "status": "False", "reason": "Unsupported",
+            "message": "fairlead runs no Istio sidecar beside its proxies; the setting is ignored",
+            "observedGeneration": generation, "lastTransitionTime": now}),
+        );
+    }
     let (plural, namespace) = match instance.kind {
         "ClusterALBInstance" => ("clusteralbinstances", None),
         _ => ("albinstances", Some(instance.key.namespace())),
@@ -313,13 +345,17 @@ async fn write_status(
     let current = api.get_status(instance.key.name()).await?;
     let stored = &current.data["status"];
     let conditions = fairlead_kit::conditions::merge(conditions, Some(&stored["conditions"]), &now);
-    let status: Value = json!({
+    let mut status: Value = json!({
         "gateway": gateway.to_string(),
         "conditions": conditions,
         "observedGeneration": generation,
     });
+    if instance.kind == "ClusterALBInstance" {
+        status["defaultDeckhouseGateway"] = json!(default == Some(&instance.key));
+    }
     if stored["gateway"] == status["gateway"]
         && stored["observedGeneration"] == status["observedGeneration"]
+        && stored["defaultDeckhouseGateway"] == status["defaultDeckhouseGateway"]
         && strip_times(&stored["conditions"]) == strip_times(&status["conditions"])
     {
         return Ok(());

@@ -152,7 +152,11 @@ async fn instances_become_gateways() {
 
     // A younger instance naming the same Gateway is in conflict, naming main.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    create("second", json!({"gatewayName": "public"})).await;
+    create(
+        "second",
+        json!({"gatewayName": "public", "istioSidecar": true}),
+    )
+    .await;
     let status = eventually("second's conflict", async || {
         let i = instances.get_status("second").await.ok()?;
         i.data["status"]["conditions"]
@@ -160,6 +164,8 @@ async fn instances_become_gateways() {
             .then_some(i.data["status"].clone())
     })
     .await;
+    assert_eq!(condition(&status, "IstioSidecar")["reason"], "Unsupported");
+    assert_eq!(status["defaultDeckhouseGateway"], false);
     let conflict = condition(&status, "Conflict");
     assert_eq!(conflict["status"], "True");
     assert!(
