@@ -248,6 +248,11 @@ async fn start_edge(
     };
     // One index for the process: the translation loop reads it now, the graph and the
     // gateway controller next.
+    // A data dir from an older fairlead may hold CRDs of other storage versions: said, not
+    // refused (`fairlead edge controller` refuses), so a developer's world still starts.
+    if let Err(e) = crds::check_storage_versions(client).await {
+        tracing::warn!(error = %e, "the Gateway API CRDs in the data dir are not the ones fairlead needs; objects may be read wrong");
+    }
     // The gateway controller: instances become their Gateways.
     runtime
         .shutdown

@@ -331,6 +331,10 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
     )
     .await
     .context("installing the CRDs and the d8-alb GatewayClass")?;
+    // Objects of another storage version would be read wrong: refuse to run, saying why.
+    fairlead_edge_controller::crds::check_storage_versions(&client)
+        .await
+        .context("the cluster's Gateway API CRDs")?;
     ready.ready();
     let (leadership, _lease) = fairlead_kit::lease::spawn(
         client.clone(),

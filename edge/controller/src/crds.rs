@@ -237,9 +237,109 @@ pub async fn install(
     Ok(())
 }
 
+/// The storage version each Gateway API kind must have (Deckhouse's list): what the index
+/// and translator read, and what the objects in etcd are kept as.
+pub const REQUIRED_STORAGE: &[(&str, &[&str])] = &[
+    ("gatewayclasses", &["v1"]),
+    ("gateways", &["v1"]),
+    ("listenersets", &["v1"]),
+    ("grpcroutes", &["v1"]),
+    ("httproutes", &["v1"]),
+    ("tlsroutes", &["v1"]),
+    ("backendtlspolicies", &["v1"]),
+    ("referencegrants", &["v1beta1"]),
+    ("tcproutes", &["v1alpha2", "v1"]),
+    ("udproutes", &["v1alpha2", "v1"]),
+];
+
+/// Why `crd` (one of [`REQUIRED_STORAGE`]'s, by plural) cannot be run against; `None` when
+/// it can.
+pub fn storage_problem(crd: &CustomResourceDefinition) -> Option<String> {
+    let plural = crd.spec.names.plural.as_str();
+    let (_, wanted) = REQUIRED_STORAGE.iter().find(|(p, _)| *p == plural)?;
+    let stored: Vec<&str> = crd
+        .spec
+        .versions
+        .iter()
+        .filter(|v| v.storage)
+        .map(|v| v.name.as_str())
+        .collect();
+    match stored.as_slice() {
+        [version] if wanted.contains(version) => None,
+        _ => Some(format!(
+            "CRD {} stores {}; fairlead needs {} (the Gateway API {GATEWAY_API_VERSION} bundle stores that): upgrade the cluster's Gateway API CRDs, or remove them and let fairlead install its own",
+            crd.metadata.name.as_deref().unwrap_or(plural),
+            if stored.is_empty() {
+                "no version".to_owned()
+            } else {
+                stored.join(", ")
+            },
+            wanted.join(" or ")
+        )),
+    }
+}
+
+/// Why the cluster's Gateway API CRDs cannot be run against (each CRD of
+/// [`REQUIRED_STORAGE`] read from the API server), as one message; missing CRDs are
+/// [`install`]'s to create.
+pub async fn check_storage_versions(client: &kube::Client) -> Result<(), StorageError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut problems = Vec::new();
+    for (plural, _) in REQUIRED_STORAGE {
+        if let Some(crd) = crds
+            .get_opt(&format!("{plural}.gateway.networking.k8s.io"))
+            .await
+            .map_err(StorageError::Read)?
+            && let Some(problem) = storage_problem(&crd)
+        {
+            problems.push(problem);
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(StorageError::Mismatch(problems.join("\n")))
+    }
+}
+
+/// Why the CRDs' storage versions could not be checked, or are not the ones needed.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The CRDs could not be read.
+    #[error("reading the Gateway API CRDs: {0}")]
+    Read(kube::Error),
+    /// Some store another version.
+    #[error("{0}")]
+    Mismatch(String),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both vendored channels store what fairlead needs; another storage version is named.
+    #[test]
+    fn storage_versions_are_checked() {
+        for channel in [Channel::Standard, Channel::Experimental] {
+            for crd in gateway_api(channel) {
+                assert_eq!(storage_problem(&crd), None, "{}", crd.spec.names.plural);
+            }
+        }
+        let mut reference_grants = gateway_api(Channel::Standard)
+            .into_iter()
+            .find(|c| c.spec.names.plural == "referencegrants")
+            .unwrap();
+        for v in &mut reference_grants.spec.versions {
+            v.storage = v.name == "v1";
+        }
+        let problem = storage_problem(&reference_grants).unwrap();
+        assert!(
+            problem.contains(
+                "referencegrants.gateway.networking.k8s.io stores v1; fairlead needs v1beta1"
+            ),
+            "{problem}"
+        );
+    }
 
     /// Every vendored object is of the version named in code, each CRD of its channel,
     /// and the channels hold the kinds the translator reads.

@@ -210,3 +210,55 @@ async fn instances_become_gateways() {
     .await;
     stop.cancel();
 }
+
+/// A cluster whose ReferenceGrant CRD stores another version is refused, naming it; the
+/// bundle fairlead installs passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_versions_are_checked_against_the_cluster() {
+    use fairlead_edge_controller::crds;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
+        .await
+        .unwrap();
+    let client = server.client().await.unwrap();
+    let mut grants = crds::gateway_api(crds::Channel::Standard)
+        .into_iter()
+        .find(|c| c.spec.names.plural == "referencegrants")
+        .unwrap();
+    for v in &mut grants.spec.versions {
+        v.storage = v.name == "v1";
+    }
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    api.create(&PostParams::default(), &grants).await.unwrap();
+    crds::install(&client, "example.com/c", crds::Channel::Standard)
+        .await
+        .unwrap();
+    let refused = crds::check_storage_versions(&client)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("referencegrants.gateway.networking.k8s.io stores v1"),
+        "{refused}"
+    );
+    api.delete(
+        "referencegrants.gateway.networking.k8s.io",
+        &DeleteParams::default(),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while api
+        .get_opt("referencegrants.gateway.networking.k8s.io")
+        .await
+        .unwrap()
+        .is_some()
+    {
+        assert!(Instant::now() < deadline, "the CRD was never deleted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    crds::install(&client, "example.com/c", crds::Channel::Standard)
+        .await
+        .unwrap();
+    crds::check_storage_versions(&client).await.unwrap();
+}
