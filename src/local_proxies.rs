@@ -20,7 +20,6 @@ use fairlead_edge_translate::model::{Gateway, Input};
 use fairlead_key::ObjectKey;
 use fairlead_kit::Runtime;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::discovery::ApiResource;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -74,13 +73,7 @@ pub fn start(
 }
 
 fn gateways_api(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "gateway.networking.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "gateway.networking.k8s.io/v1".into(),
-        kind: "Gateway".into(),
-        plural: "gateways".into(),
-    };
+    let resource = fairlead_edge_controller::crds::resource("Gateway");
     Api::namespaced_with(client.clone(), namespace, &resource)
 }
 

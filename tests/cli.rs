@@ -598,6 +598,15 @@ async fn up_stops_at_once_with_a_proxy_connected() {
     drop(tx);
 }
 
+/// The Gateways of namespace `default`.
+fn gateways_of(client: kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    kube::Api::namespaced_with(
+        client,
+        "default",
+        &fairlead_edge_controller::crds::resource("Gateway"),
+    )
+}
+
 /// Applies `yaml` (one or more documents) with kubectl's server-side apply.
 fn kubectl_apply(up: &Up, yaml: &str) {
     let mut child = Command::new("kubectl")
@@ -692,17 +701,7 @@ spec:
     kubectl_apply(&up, &yaml);
 
     let client = up.client().await;
-    let gateways: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-        client,
-        "default",
-        &kube::discovery::ApiResource {
-            group: "gateway.networking.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "Gateway".into(),
-            plural: "gateways".into(),
-        },
-    );
+    let gateways: kube::Api<kube::api::DynamicObject> = gateways_of(client);
     let condition = |g: &kube::api::DynamicObject| -> Option<(String, String, String)> {
         let c = g.data["status"]["conditions"]
             .as_array()?
@@ -790,17 +789,7 @@ spec:
 "
         ),
     );
-    let gateways: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-        up.client().await,
-        "default",
-        &kube::discovery::ApiResource {
-            group: "gateway.networking.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "Gateway".into(),
-            plural: "gateways".into(),
-        },
-    );
+    let gateways: kube::Api<kube::api::DynamicObject> = gateways_of(up.client().await);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let g = gateways.get("lonely").await.unwrap();

@@ -226,21 +226,32 @@ impl BootstrapArgs {
     }
 }
 
-/// Runs the control plane until a shutdown signal, with its admin server.
-pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
-    let tls = args.tls()?;
-    let runtime = Runtime::start(global, "fairlead-edge-xds", DEFAULT_DRAIN_DEADLINE)?;
+/// A component's runtime, its client of the Kubernetes API and its admin server on
+/// `admin_addr`.
+async fn connected(
+    global: &GlobalArgs,
+    name: &str,
+    admin_addr: SocketAddr,
+) -> anyhow::Result<(Runtime, kube::Client)> {
+    let runtime = Runtime::start(global, name, DEFAULT_DRAIN_DEADLINE)?;
     let client = kube::Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
     AdminServer::bind(
-        args.admin_addr,
+        admin_addr,
         runtime.metrics.clone(),
         runtime.readiness.clone(),
         None,
     )
     .await?
     .spawn(&runtime.shutdown);
+    Ok((runtime, client))
+}
+
+/// Runs the control plane until a shutdown signal, with its admin server.
+pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
+    let tls = args.tls()?;
+    let (runtime, client) = connected(global, "fairlead-edge-xds", args.admin_addr).await?;
     let settings = Settings {
         controller_name: args.controller_name,
         lease: LeaseConfig::new(LEASE, &args.lease_namespace, &args.identity),
@@ -311,18 +322,7 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
 
 /// Runs the gateway controller until a shutdown signal.
 pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Result<()> {
-    let runtime = Runtime::start(global, "fairlead-edge-controller", DEFAULT_DRAIN_DEADLINE)?;
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API")?;
-    AdminServer::bind(
-        args.admin_addr,
-        runtime.metrics.clone(),
-        runtime.readiness.clone(),
-        None,
-    )
-    .await?
-    .spawn(&runtime.shutdown);
+    let (runtime, client) = connected(global, "fairlead-edge-controller", args.admin_addr).await?;
     let ready = runtime.readiness.register("crds");
     fairlead_edge_controller::crds::install(
         &client,

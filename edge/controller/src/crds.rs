@@ -21,6 +21,24 @@ pub const GATEWAY_API_VERSION: &str = "v1.6.1";
 /// The commit of [`GATEWAY_API_VERSION`] in kubernetes-sigs/gateway-api.
 pub const GATEWAY_API_COMMIT: &str = "8bb74df00e56ec8f944d48c25e6c1c9c2f6848e3";
 
+/// A Gateway API kind of `gateway.networking.k8s.io/v1` as an API resource (`Gateway`,
+/// `GatewayClass`, …; the plural is the kind, lower case, with `es` after `s`, else `s`).
+pub fn resource(kind: &str) -> ApiResource {
+    let lower = kind.to_ascii_lowercase();
+    let plural = if lower.ends_with('s') {
+        format!("{lower}es")
+    } else {
+        format!("{lower}s")
+    };
+    ApiResource {
+        group: "gateway.networking.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "gateway.networking.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural,
+    }
+}
+
 /// The annotations upstream's bundle carries on each of its objects.
 const BUNDLE_VERSION: &str = "gateway.networking.k8s.io/bundle-version";
 const CHANNEL: &str = "gateway.networking.k8s.io/channel";
@@ -208,14 +226,7 @@ pub async fn install(
             }
         }
     }
-    let resource = ApiResource {
-        group: "gateway.networking.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "gateway.networking.k8s.io/v1".into(),
-        kind: "GatewayClass".into(),
-        plural: "gatewayclasses".into(),
-    };
-    let classes: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let classes: Api<DynamicObject> = Api::all_with(client.clone(), &resource("GatewayClass"));
     let class: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "GatewayClass",

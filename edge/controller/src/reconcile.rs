@@ -31,14 +31,7 @@ pub const PACING: Pacing = Pacing {
 };
 
 fn gateways(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "gateway.networking.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "gateway.networking.k8s.io/v1".into(),
-        kind: "Gateway".into(),
-        plural: "gateways".into(),
-    };
-    Api::namespaced_with(client.clone(), namespace, &resource)
+    Api::namespaced_with(client.clone(), namespace, &crate::crds::resource("Gateway"))
 }
 
 /// Runs until `stop`; writes only while `leadership` holds the Lease (always without one).
@@ -64,16 +57,8 @@ pub async fn run(
         changes.clone(),
         stop.clone(),
     );
-    let gateway_api: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource {
-            group: "gateway.networking.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "Gateway".into(),
-            plural: "gateways".into(),
-        },
-    );
+    let gateway_api: Api<DynamicObject> =
+        Api::all_with(client.clone(), &crate::crds::resource("Gateway"));
     tokio::spawn(wake_on(
         gateway_api,
         watcher::Config::default().labels(INSTANCE_LABEL),

@@ -8,6 +8,8 @@
 //! cluster. A golden only the translator's reader accepts would test a world no user can
 //! build.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -60,20 +62,7 @@ async fn apply(
 /// What is wrong with applying one case: objects refused that should not be, and marked
 /// objects accepted or refused for another reason.
 async fn check(case: &Path) -> Vec<String> {
-    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config {
-        allow_loopback_endpoints: true,
-        ..fairlead_apiserver::Config::default()
-    })
-    .await
-    .unwrap();
-    let client = server.client().await.unwrap();
-    fairlead_edge_controller::crds::install(
-        &client,
-        fairlead_edge_translate::CONTROLLER_NAME,
-        fairlead_edge_controller::crds::Channel::Standard,
-    )
-    .await
-    .unwrap();
+    let (server, client) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
     let text = std::fs::read_to_string(case.join("in.yaml")).unwrap();
     let mut objects: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
         .map(|document| Value::deserialize(document).unwrap())

@@ -3,6 +3,8 @@
 //! references, the namespace `d8-alb`), a second instance naming it is in conflict naming the
 //! first, takes over when the first is deleted, and the Gateway goes with the last of them.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
@@ -32,17 +34,7 @@ async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_become_gateways() {
-    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
-        .await
-        .unwrap();
-    let client = server.client().await.unwrap();
-    fairlead_edge_controller::crds::install(
-        &client,
-        "example.com/controller",
-        fairlead_edge_controller::crds::Channel::Standard,
-    )
-    .await
-    .unwrap();
+    let (_server, client) = common::cluster("example.com/controller").await;
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::spawn(fairlead_edge_controller::reconcile::run(
         client.clone(),

@@ -3,24 +3,12 @@
 //! vendored standard bundle installed, with upstream's message; and a valid object of each
 //! kind is accepted, so the refusals are the rules', not a broken schema's.
 
+mod common;
+
+use common::cluster;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-
-async fn cluster() -> (fairlead_apiserver::ApiServer, kube::Client) {
-    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
-        .await
-        .unwrap();
-    let client = server.client().await.unwrap();
-    fairlead_edge_controller::crds::install(
-        &client,
-        "example.com/controller",
-        fairlead_edge_controller::crds::Channel::Standard,
-    )
-    .await
-    .unwrap();
-    (server, client)
-}
 
 /// Creates `object` (namespace `default`), its message when refused.
 async fn create(client: &kube::Client, object: Value) -> Result<(), String> {
@@ -72,7 +60,7 @@ fn http_filter(name: &str, filter: Value) -> Value {
 
 #[tokio::test]
 async fn objects_upstream_refuses_are_refused_with_its_message() {
-    let (_server, client) = cluster().await;
+    let (_server, client) = cluster("example.com/controller").await;
     let listener = |name: &str, protocol: &str, port: u16| -> Value {
         json!({"name": name, "protocol": protocol, "port": port})
     };
