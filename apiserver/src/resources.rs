@@ -189,6 +189,25 @@ pub fn builtin_types() -> Vec<ResourceType> {
             true,
         ),
         R::builtin(
+            "",
+            "v1",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            true,
+            &["pvc"],
+            true,
+        ),
+        R::builtin("batch", "v1", "Job", "jobs", true, &[], true),
+        R::builtin(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+            &["pdb"],
+            true,
+        ),
+        R::builtin(
             "networking.k8s.io",
             "v1",
             "Ingress",
@@ -291,7 +310,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
     for t in &mut types {
         if matches!(
             t.kind.as_str(),
-            "Pod" | "Service" | "Deployment" | "DaemonSet" | "StatefulSet"
+            "Pod" | "Service" | "Deployment" | "DaemonSet" | "StatefulSet" | "Job"
         ) {
             t.categories = vec!["all".into()];
         }

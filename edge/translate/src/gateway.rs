@@ -22,6 +22,24 @@ pub const LISTEN_ADDRESS: &str = "fairlead.io/listen-address";
 /// costs about 80 µs per route (160 ms per change at 2,000 rules on the benchmark machine).
 pub const ROUTE_STATISTICS: &str = "fairlead.io/route-statistics";
 
+/// Ports below this need a privilege the proxy container does not have (it runs as a
+/// non-root user with every capability dropped).
+const PRIVILEGED_PORTS: u16 = 1024;
+
+/// How far a privileged listener port is moved.
+const PORT_SHIFT: u16 = 10_000;
+
+/// The port Envoy binds for a Gateway listener's `port`: ports below 1024 move up by 10000
+/// (80 → 10080, 443 → 10443, as Envoy Gateway maps them), the others stay. The proxies'
+/// Service (`targetPort`) and host ports (`containerPort`) map the Gateway's ports back.
+pub fn container_port(port: u16) -> u16 {
+    if port < PRIVILEGED_PORTS {
+        port + PORT_SHIFT
+    } else {
+        port
+    }
+}
+
 /// Whether the Gateway asks for statistics per route rule.
 pub fn route_statistics(gateway: &Gateway) -> bool {
     gateway

@@ -8,16 +8,19 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 
 use crate::Encoded;
 use crate::envoy::{ads, any, connection_manager, socket, tls_socket};
+use crate::gateway::container_port;
 use crate::ir::{Chain, Forward, Listener, Serves, Share};
 use fairlead_key::ObjectKey;
 
-/// The Envoy listener of `l`, bound to `address` (every address when `None`).
+/// The Envoy listener of `l`, bound to `address` (every address when `None`) at the
+/// container port of its Gateway port ([`container_port`]).
 pub fn encode(l: &Listener, address: Option<std::net::IpAddr>) -> Encoded {
     let bind = address.map_or_else(|| "0.0.0.0".to_owned(), |ip| ip.to_string());
+    let port = container_port(l.port);
     let listener = match &l.serves {
         Serves::Http => listener::Listener {
             name: l.name.clone(),
-            address: Some(socket(&bind, l.port, false)),
+            address: Some(socket(&bind, port, false)),
             filter_chains: vec![listener::FilterChain {
                 filters: vec![connection_manager(&l.name, &l.name)],
                 ..Default::default()
@@ -29,7 +32,7 @@ pub fn encode(l: &Listener, address: Option<std::net::IpAddr>) -> Encoded {
             chains,
         } => listener::Listener {
             name: l.name.clone(),
-            address: Some(socket(&bind, l.port, false)),
+            address: Some(socket(&bind, port, false)),
             listener_filters: if *inspect_tls {
                 vec![listener::ListenerFilter {
                     name: "envoy.filters.listener.tls_inspector".into(),
@@ -44,7 +47,7 @@ pub fn encode(l: &Listener, address: Option<std::net::IpAddr>) -> Encoded {
             filter_chains: chains.iter().map(chain).collect(),
             ..Default::default()
         },
-        Serves::Udp { cluster } => udp(&l.name, &bind, l.port, cluster),
+        Serves::Udp { cluster } => udp(&l.name, &bind, port, cluster),
     };
     Encoded::new(l.name.clone(), &listener)
 }
