@@ -4,7 +4,7 @@
 #![doc = "fairlead: Deckhouse service-with-healthchecks and ALB modules, one binary."]
 
 mod bench;
-mod local_proxies;
+mod runner;
 mod up;
 
 use clap::{Parser, Subcommand};

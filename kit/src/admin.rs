@@ -72,6 +72,18 @@ impl AdminServer {
         Ok(Self { listener, router })
     }
 
+    /// Binds a health-only server (`/healthz`, `/readyz`): what a kubelet probes on the pod's
+    /// address while `/metrics` stays on loopback behind kube-rbac-proxy.
+    pub async fn bind_health(addr: SocketAddr, readiness: Readiness) -> Result<Self, AdminError> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| AdminError::Bind { addr, source })?;
+        let router = Router::new()
+            .route("/healthz", get(|| async { "ok\n" }))
+            .route("/readyz", get(move || async move { readyz(&readiness) }));
+        Ok(Self { listener, router })
+    }
+
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.listener
@@ -107,7 +119,11 @@ async fn serve_metrics(State(state): State<AdminState>) -> Response {
 }
 
 async fn serve_readyz(State(state): State<AdminState>) -> Response {
-    let waiting = state.readiness.not_ready();
+    readyz(&state.readiness)
+}
+
+fn readyz(readiness: &Readiness) -> Response {
+    let waiting = readiness.not_ready();
     if waiting.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
     } else {

@@ -139,40 +139,76 @@ impl Ca {
         dns_names: &[&str],
         ips: &[IpAddr],
     ) -> Result<CertifiedKey, PkiError> {
-        self.issue(dns_names, ips, ExtendedKeyUsagePurpose::ServerAuth)
+        self.issue_server_for(dns_names, ips, LEAF_VALIDITY)
+    }
+
+    /// Issues a serving certificate valid for `lifetime`.
+    pub fn issue_server_for(
+        &self,
+        dns_names: &[&str],
+        ips: &[IpAddr],
+        lifetime: Duration,
+    ) -> Result<CertifiedKey, PkiError> {
+        let mut sans = Vec::new();
+        for name in dns_names {
+            sans.push(SanType::DnsName((*name).try_into()?));
+        }
+        sans.extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
+        let common_name = dns_names.first().copied().unwrap_or("fairlead");
+        self.issue(
+            common_name,
+            sans,
+            ExtendedKeyUsagePurpose::ServerAuth,
+            lifetime,
+        )
     }
 
     /// Issues a client certificate (for mutual TLS) naming `common_name`.
     pub fn issue_client(&self, common_name: &str) -> Result<CertifiedKey, PkiError> {
-        self.issue(&[common_name], &[], ExtendedKeyUsagePurpose::ClientAuth)
+        let san = SanType::DnsName(common_name.try_into()?);
+        self.issue(
+            common_name,
+            vec![san],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            LEAF_VALIDITY,
+        )
+    }
+
+    /// Issues a client certificate whose identity is the URI SAN `uri` (a SPIFFE ID), valid
+    /// for `lifetime`.
+    pub fn issue_client_uri(
+        &self,
+        uri: &str,
+        lifetime: Duration,
+    ) -> Result<CertifiedKey, PkiError> {
+        let san = SanType::URI(uri.try_into()?);
+        self.issue(
+            uri,
+            vec![san],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            lifetime,
+        )
     }
 
     fn issue(
         &self,
-        dns_names: &[&str],
-        ips: &[IpAddr],
+        common_name: &str,
+        sans: Vec<SanType>,
         usage: ExtendedKeyUsagePurpose,
+        lifetime: Duration,
     ) -> Result<CertifiedKey, PkiError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.distinguished_name.push(
-            DnType::CommonName,
-            dns_names.first().copied().unwrap_or("fairlead"),
-        );
-        for name in dns_names {
-            params
-                .subject_alt_names
-                .push(SanType::DnsName((*name).try_into()?));
-        }
-        for ip in ips {
-            params.subject_alt_names.push(SanType::IpAddress(*ip));
-        }
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.subject_alt_names = sans;
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.extended_key_usages = vec![usage];
-        validity(&mut params, LEAF_VALIDITY);
+        validity(&mut params, lifetime);
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(CertifiedKey {
             cert_pem: cert.pem(),
@@ -219,6 +255,66 @@ pub fn due_for_renewal(ca_pem: &str, cert_pem: &str) -> bool {
         Ok(())
     };
     check().is_err()
+}
+
+/// A certificate's validity period, as it says.
+pub fn validity_of(cert_pem: &str) -> Result<(SystemTime, SystemTime), PkiError> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
+        .map_err(|e| PkiError::Pem(e.to_string()))?;
+    let cert = pem.parse_x509().map_err(|e| PkiError::Pem(e.to_string()))?;
+    let at = |t: x509_parser::time::ASN1Time| {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(t.timestamp()).unwrap_or(0))
+    };
+    Ok((
+        at(cert.validity().not_before),
+        at(cert.validity().not_after),
+    ))
+}
+
+/// Whether `cert_pem` is signed by the CA `ca_pem` (whatever it is for, valid or not).
+pub fn issued_by(ca_pem: &str, cert_pem: &str) -> bool {
+    let parse = |text: &str| {
+        x509_parser::pem::parse_x509_pem(text.as_bytes())
+            .ok()
+            .map(|(_, pem)| pem)
+    };
+    let (Some(ca), Some(cert)) = (parse(ca_pem), parse(cert_pem)) else {
+        return false;
+    };
+    let (Ok(ca), Ok(cert)) = (ca.parse_x509(), cert.parse_x509()) else {
+        return false;
+    };
+    cert.verify_signature(Some(ca.public_key())).is_ok()
+}
+
+/// The URI SANs of a certificate (DER), e.g. a proxy's SPIFFE ID.
+pub fn uri_sans(cert_der: &[u8]) -> Vec<String> {
+    use x509_parser::extensions::GeneralName;
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(cert_der) else {
+        return Vec::new();
+    };
+    let Ok(Some(sans)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    sans.value
+        .general_names
+        .iter()
+        .filter_map(|name| match name {
+            GeneralName::URI(uri) => Some((*uri).to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `cert_pem` should be issued again at `now`: it does not read, or two thirds of
+/// its lifetime have passed (so a certificate is renewed well before it expires, whatever
+/// its lifetime).
+pub fn renewal_due(cert_pem: &str, now: SystemTime) -> bool {
+    let Ok((from, until)) = validity_of(cert_pem) else {
+        return true;
+    };
+    let lifetime = until.duration_since(from).unwrap_or_default();
+    now >= from + lifetime * 2 / 3
 }
 
 /// Checks that `cert_pem` (a serving certificate) chains to `ca_pem` and names `name`, as a
@@ -315,5 +411,32 @@ mod tests {
         let key = KeyPair::generate().unwrap();
         let ageing = params.signed_by(&key, &ca.issuer).unwrap();
         assert!(due_for_renewal(ca.cert_pem(), &ageing.pem()));
+    }
+
+    /// A proxy's identity is its URI SAN; renewal comes at two thirds of any lifetime.
+    #[test]
+    fn identities_and_renewal_at_two_thirds() {
+        let ca = Ca::generate("test-ca").unwrap();
+        let id = "spiffe://cluster.local/ns/d8-alb/gateway/main";
+        let cert = ca.issue_client_uri(id, Duration::from_secs(300)).unwrap();
+        assert_eq!(uri_sans(&cert.cert_der()), [id]);
+        assert!(uri_sans(&ca.issue_client("proxy").unwrap().cert_der()).is_empty());
+        let (from, until) = validity_of(&cert.cert_pem).unwrap();
+        // Issued valid from a minute ago, for five minutes.
+        assert_eq!(
+            until.duration_since(from).unwrap(),
+            Duration::from_secs(360)
+        );
+        assert!(!renewal_due(
+            &cert.cert_pem,
+            from + Duration::from_secs(200)
+        ));
+        assert!(renewal_due(&cert.cert_pem, from + Duration::from_secs(241)));
+        assert!(renewal_due("not pem", SystemTime::now()));
+        assert!(issued_by(ca.cert_pem(), &cert.cert_pem));
+        assert!(!issued_by(
+            Ca::generate("test-ca").unwrap().cert_pem(),
+            &cert.cert_pem
+        ));
     }
 }

@@ -49,6 +49,44 @@ pub struct ControllerArgs {
     /// The Gateway API channel installed when the CRDs are missing.
     #[arg(long, default_value = "standard")]
     pub gateway_api_channel: fairlead_edge_controller::crds::Channel,
+    /// Where the proxies reach the xDS server, `host:port` (its serving certificate names
+    /// the host).
+    #[arg(long, default_value = "alb-xds.d8-alb.svc:18000")]
+    pub xds_address: String,
+    /// The proxy image (`fairlead` with Envoy beside it).
+    #[arg(
+        long,
+        env = "FAIRLEAD_PROXY_IMAGE",
+        default_value = "ghcr.io/fairlead/proxy:latest"
+    )]
+    pub proxy_image: String,
+    /// kube-rbac-proxy's image, in front of the proxies' metrics.
+    #[arg(long, default_value = "quay.io/brancz/kube-rbac-proxy:v0.19.1")]
+    pub kube_rbac_proxy_image: String,
+    /// The trust domain of the proxies' identities
+    /// (`spiffe://<domain>/ns/<namespace>/gateway/<name>`).
+    #[arg(long, default_value = "cluster.local")]
+    pub trust_domain: String,
+    /// How long the certificates the controller issues are valid, in seconds (renewed at
+    /// two thirds).
+    #[arg(long, default_value_t = 90 * 24 * 3600)]
+    pub certificate_lifetime: u64,
+}
+
+impl ControllerArgs {
+    /// The controller loop's configuration these flags ask for.
+    pub fn config(&self) -> anyhow::Result<fairlead_edge_controller::reconcile::Config> {
+        let xds = fairlead_edge_bootstrap::parse_address(&self.xds_address)?;
+        Ok(fairlead_edge_controller::reconcile::Config {
+            workload: fairlead_edge_controller::workload::Settings {
+                proxy_image: self.proxy_image.clone(),
+                rbac_proxy_image: self.kube_rbac_proxy_image.clone(),
+                xds,
+                trust_domain: self.trust_domain.clone(),
+            },
+            lifetime: Some(std::time::Duration::from_secs(self.certificate_lifetime)),
+        })
+    }
 }
 
 /// The controller's Lease.
@@ -57,9 +95,14 @@ pub const CONTROLLER_LEASE: &str = "alb-gateway-controller-leader";
 /// Options of `fairlead edge proxy`.
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
-    /// The bootstrap (the SDS document goes to `--work-dir` unless `--xds-sds-file` says).
+    /// A bootstrap the gateway controller rendered (the proxy's ConfigMap, its client
+    /// certificate's SDS document beside it), instead of one rendered from the flags below.
+    #[arg(long, conflicts_with_all = ["gateway", "xds"])]
+    pub bootstrap_file: Option<std::path::PathBuf>,
+    /// The bootstrap to render (the SDS document goes to `--work-dir` unless
+    /// `--xds-sds-file` says).
     #[command(flatten)]
-    pub bootstrap: BootstrapArgs,
+    pub bootstrap: Option<BootstrapArgs>,
     /// The Envoy binary.
     #[arg(long, env = "FAIRLEAD_ENVOY", default_value = "envoy")]
     pub envoy: std::path::PathBuf,
@@ -73,6 +116,14 @@ pub struct ProxyArgs {
     /// control plane's listeners), /metrics, and Envoy's /stats/prometheus.
     #[arg(long, default_value = "0.0.0.0:19001")]
     pub metrics_addr: SocketAddr,
+    /// Where Envoy's admin interface listens, instead of the bootstrap's address (loopback
+    /// only: the admin can stop Envoy).
+    #[arg(long)]
+    pub envoy_admin_address: Option<SocketAddr>,
+    /// A health-only server (/healthz, /readyz) for the kubelet's probes, when metrics stay
+    /// on loopback behind kube-rbac-proxy.
+    #[arg(long)]
+    pub health_addr: Option<SocketAddr>,
     /// The longest drain on SIGTERM, in seconds.
     #[arg(long, default_value_t = 60)]
     pub drain_deadline: u64,
@@ -99,7 +150,13 @@ pub struct XdsArgs {
     /// This replica's identity in the Lease.
     #[arg(long, env = "POD_NAME", default_value = "fairlead-edge-xds")]
     pub identity: String,
-    /// The xDS server's certificate (PEM); with `--tls-key-file`, the server speaks TLS.
+    /// The Secret (`namespace/name`, `kubernetes.io/tls` with `ca.crt`) holding the xDS
+    /// server's certificate and the proxies' CA, as the gateway controller issues it
+    /// (`d8-alb/alb-xds-tls`); watched, so a renewed certificate is served without a restart.
+    #[arg(long, value_parser = gateway, conflicts_with_all = ["tls_cert_file", "insecure"])]
+    pub tls_secret: Option<ObjectKey>,
+    /// The xDS server's certificate (PEM, read again every 10 s); with `--tls-key-file`, the
+    /// server speaks TLS.
     #[arg(long, requires = "tls_key_file")]
     pub tls_cert_file: Option<std::path::PathBuf>,
     /// The private key of `--tls-cert-file` (PEM).
@@ -114,20 +171,31 @@ pub struct XdsArgs {
 }
 
 impl XdsArgs {
-    /// The TLS settings the flags ask for: `None` only with `--insecure`.
-    fn tls(&self) -> anyhow::Result<Option<XdsTls>> {
-        let read = |path: &std::path::Path| {
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
-        };
-        match (&self.tls_cert_file, &self.tls_key_file) {
-            (Some(cert), Some(key)) => Ok(Some(XdsTls {
-                cert_pem: read(cert)?,
-                key_pem: read(key)?,
-                client_ca_pem: self.client_ca_file.as_deref().map(read).transpose()?,
-            })),
+    /// The TLS source the flags ask for: `None` only with `--insecure`.
+    fn tls(
+        &self,
+        client: &kube::Client,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> anyhow::Result<Option<tokio::sync::watch::Receiver<Option<XdsTls>>>> {
+        use fairlead_edge_control_plane::certificate;
+        match (&self.tls_secret, &self.tls_cert_file, &self.tls_key_file) {
+            (Some(secret), _, _) => Ok(Some(certificate::watch_secret(
+                client.clone(),
+                secret.clone(),
+                stop,
+            ))),
+            (None, Some(cert), Some(key)) => Ok(Some(
+                certificate::watch_files(
+                    cert.clone(),
+                    key.clone(),
+                    self.client_ca_file.clone(),
+                    stop,
+                )
+                .context("reading the xDS server's certificate files")?,
+            )),
             _ if self.insecure => Ok(None),
             _ => anyhow::bail!(
-                "the xDS server needs --tls-cert-file and --tls-key-file (and --client-ca-file for mutual TLS), or --insecure for plaintext"
+                "the xDS server needs --tls-secret, or --tls-cert-file and --tls-key-file (and --client-ca-file for mutual TLS), or --insecure for plaintext"
             ),
         }
     }
@@ -250,8 +318,8 @@ async fn connected(
 
 /// Runs the control plane until a shutdown signal, with its admin server.
 pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
-    let tls = args.tls()?;
     let (runtime, client) = connected(global, "fairlead-edge-xds", args.admin_addr).await?;
+    let tls = args.tls(&client, runtime.shutdown.token())?;
     let settings = Settings {
         controller_name: args.controller_name,
         lease: LeaseConfig::new(LEASE, &args.lease_namespace, &args.identity),
@@ -265,14 +333,30 @@ pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
 /// Runs Envoy under the supervisor until SIGTERM/SIGINT (then drains it), or fails with
 /// Envoy's last lines when Envoy dies.
 pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
-    let mut spec = args.bootstrap.spec()?;
-    if args.bootstrap.xds_sds_file.is_none()
-        && let Some(client) = spec.tls.as_mut().and_then(|tls| tls.client.as_mut())
-    {
-        client.sds = std::path::absolute(args.work_dir.join("xds-client-sds.json"))?
-            .display()
-            .to_string();
-    }
+    let bootstrap = match (&args.bootstrap_file, &args.bootstrap) {
+        (Some(file), _) => fairlead_edge_proxy::Bootstrap::File(std::path::absolute(file)?),
+        (None, Some(flags)) => {
+            let mut spec = flags.spec()?;
+            if flags.xds_sds_file.is_none()
+                && let Some(client) = spec.tls.as_mut().and_then(|tls| tls.client.as_mut())
+            {
+                client.sds = std::path::absolute(args.work_dir.join("xds-client-sds.json"))?
+                    .display()
+                    .to_string();
+            }
+            fairlead_edge_proxy::Bootstrap::Render(spec)
+        }
+        (None, None) => anyhow::bail!(
+            "fairlead edge proxy needs --bootstrap-file, or --gateway and --xds to render one"
+        ),
+    };
+    let admin = match args.envoy_admin_address {
+        Some(address) if !address.ip().is_loopback() => anyhow::bail!(
+            "--envoy-admin-address {address}: Envoy's admin interface stays on a loopback address"
+        ),
+        Some(address) => address,
+        None => bootstrap.admin()?,
+    };
     let drain = std::time::Duration::from_secs(args.drain_deadline);
     // The runtime's own drain outlasts Envoy's.
     let runtime = Runtime::start(
@@ -285,13 +369,19 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
         args.metrics_addr,
         runtime.metrics.clone(),
         runtime.readiness.clone(),
-        Some(fairlead_edge_proxy::stats_router(spec.admin_port)),
+        Some(fairlead_edge_proxy::stats_router(admin)),
     )
     .await?
     .spawn(&runtime.shutdown);
+    if let Some(addr) = args.health_addr {
+        AdminServer::bind_health(addr, runtime.readiness.clone())
+            .await?
+            .spawn(&runtime.shutdown);
+    }
     let settings = fairlead_edge_proxy::Settings {
         envoy: args.envoy,
-        bootstrap: spec,
+        bootstrap,
+        admin_address: args.envoy_admin_address,
         work_dir: args.work_dir,
         log_level: args.envoy_log_level,
         access_log: None,
@@ -322,6 +412,7 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
 
 /// Runs the gateway controller until a shutdown signal.
 pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Result<()> {
+    let config = args.config()?;
     let (runtime, client) = connected(global, "fairlead-edge-controller", args.admin_addr).await?;
     let ready = runtime.readiness.register("crds");
     fairlead_edge_controller::crds::install(
@@ -346,6 +437,7 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
         .spawn(fairlead_edge_controller::reconcile::run(
             client,
             Some(leadership),
+            config,
             runtime.shutdown.token(),
         ));
     runtime.finish().await;

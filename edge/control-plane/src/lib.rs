@@ -2,8 +2,9 @@
 //! publishes, translates every Gateway, and fills the xDS server's cache; on the Lease holder
 //! it writes the statuses that changed (`status`), and proxies' rejections become Events on
 //! their Gateway. [`start`] wires it with the xDS server, as `fairlead edge xds` and
-//! `fairlead up` run it.
+//! `fairlead up` run it; its serving certificate comes from a Secret or files (`certificate`).
 
+pub mod certificate;
 pub mod run;
 pub mod status;
 
@@ -28,15 +29,15 @@ pub enum StartError {
     Serve(#[from] ServeError),
 }
 
-/// Starts the control plane in `runtime`: the xDS server on `xds_addr` (over TLS unless `tls`
-/// is `None`) and the translation loop over `index` (readiness `xds` after the first
+/// Starts the control plane in `runtime`: the xDS server on `xds_addr` (over TLS with what
+/// `tls` holds, unless it is `None`) and the translation loop over `index` (readiness `xds` after the first
 /// translation). Returns the bound xDS address.
 pub async fn start(
     runtime: &Runtime,
     client: kube::Client,
     index: Arc<Index>,
     xds_addr: SocketAddr,
-    tls: Option<XdsTls>,
+    tls: Option<tokio::sync::watch::Receiver<Option<XdsTls>>>,
     settings: run::Settings,
 ) -> Result<SocketAddr, StartError> {
     let metrics = XdsMetrics::new(&runtime.metrics)?;

@@ -88,7 +88,7 @@ pub fn certificate_secret(gateway: &ObjectKey) -> String {
 }
 
 /// What one Gateway becomes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug)]
 pub struct Plan {
     /// The Gateway.
     pub gateway: ObjectKey,
@@ -98,13 +98,21 @@ pub struct Plan {
     pub controller_kind: &'static str,
     /// The Gateway object to apply.
     pub object: Value,
+    /// The proxy workload's objects ([`crate::workload::objects`]).
+    pub workload: Result<Vec<Value>, crate::workload::RenderError>,
+    /// The owner references of everything made for the Gateway.
+    pub owners: Vec<Value>,
     /// The instances in conflict, with the message their status carries.
     pub conflicts: Vec<(&'static str, ObjectKey, String)>,
 }
 
-/// The plans for `instances`; `certificates` says which Gateways have their certificate
+/// The plans for `instances`; `has_certificate` says which Gateways have their certificate
 /// Secret.
-pub fn plan(instances: &[Instance], has_certificate: impl Fn(&ObjectKey) -> bool) -> Vec<Plan> {
+pub fn plan(
+    instances: &[Instance],
+    has_certificate: impl Fn(&ObjectKey) -> bool,
+    settings: &crate::workload::Settings,
+) -> Vec<Plan> {
     let mut by_gateway: BTreeMap<ObjectKey, Vec<&Instance>> = BTreeMap::new();
     for i in instances {
         by_gateway.entry(i.gateway()).or_default().push(i);
@@ -133,8 +141,17 @@ pub fn plan(instances: &[Instance], has_certificate: impl Fn(&ObjectKey) -> bool
                 .enumerate()
                 .map(|(n, i)| i.reference(n == 0))
                 .collect();
+            let certificate = has_certificate(&gateway);
             Plan {
-                object: gateway_object(controlling, &gateway, owners, has_certificate(&gateway)),
+                object: gateway_object(controlling, &gateway, owners.clone(), certificate),
+                workload: crate::workload::objects(
+                    controlling,
+                    &gateway,
+                    &owners,
+                    certificate,
+                    settings,
+                ),
+                owners,
                 gateway,
                 controller: controlling.key.clone(),
                 controller_kind: controlling.kind,
@@ -151,38 +168,19 @@ fn gateway_object(
     owners: Vec<Value>,
     has_certificate: bool,
 ) -> Value {
-    let inlet = instance.spec.inlet.as_ref();
-    let load_balancer = inlet.and_then(|i| i.load_balancer.as_ref());
-    let host_port = inlet.and_then(|i| i.host_port.as_ref());
-    // A LoadBalancer's ports default to 80/443 (0 disables); a HostPort inlet serves the
-    // ports it names.
-    let (http, https) = match (load_balancer, host_port) {
-        (_, Some(h)) => (h.http_port.is_some(), h.https_port.is_some()),
-        (Some(lb), None) => (lb.http_port != Some(0), lb.https_port != Some(0)),
-        (None, None) => (true, true),
-    };
-    let mut listeners = Vec::new();
-    if http {
-        listeners.push(json!({"name": "d8-http", "port": 80, "protocol": "HTTP",
-            "allowedRoutes": {"namespaces": {"from": "All"}}}));
-    }
-    if https && has_certificate {
-        listeners.push(json!({"name": "d8-https", "port": 443, "protocol": "HTTPS",
-            "tls": {"mode": "Terminate", "certificateRefs": [{"name": certificate_secret(gateway)}]},
-            "allowedRoutes": {"namespaces": {"from": "All"}}}));
-    }
-    for port in inlet
-        .and_then(|i| i.additional_ports.as_ref())
-        .into_iter()
-        .flatten()
-    {
-        let protocol = if port.protocol == "UDP" { "UDP" } else { "TCP" };
-        listeners.push(
-            json!({"name": format!("{}-port-{}", protocol.to_ascii_lowercase(), port.port),
-            "port": port.port, "protocol": protocol,
-            "allowedRoutes": {"namespaces": {"from": "All"}}}),
-        );
-    }
+    let listeners: Vec<Value> = crate::workload::ports(&instance.spec, has_certificate)
+        .iter()
+        .filter_map(|p| {
+            let protocol = p.listener_protocol?;
+            let mut listener = json!({"name": p.name, "port": p.listener, "protocol": protocol,
+                "allowedRoutes": {"namespaces": {"from": "All"}}});
+            if protocol == "HTTPS" {
+                listener["tls"] = json!({"mode": "Terminate",
+                    "certificateRefs": [{"name": certificate_secret(gateway)}]});
+            }
+            Some(listener)
+        })
+        .collect();
     let from = if instance.kind == "ClusterALBInstance" {
         "All"
     } else {
@@ -252,7 +250,11 @@ mod tests {
             "2026-01-15T00:00:00Z",
             "public",
         );
-        let plans = plan(&[younger.clone(), local, older.clone(), other], |_| false);
+        let plans = plan(
+            &[younger.clone(), local, older.clone(), other],
+            |_| false,
+            &Default::default(),
+        );
         assert_eq!(plans.len(), 2, "d8-alb/public and team/public");
         let public = plans
             .iter()
@@ -356,7 +358,7 @@ mod tests {
             ..Default::default()
         });
         let names = |i: &Instance, has: bool| -> Vec<String> {
-            plan(std::slice::from_ref(i), |_| has)[0].object["spec"]["listeners"]
+            plan(std::slice::from_ref(i), |_| has, &Default::default())[0].object["spec"]["listeners"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -371,7 +373,8 @@ mod tests {
             names(&i, true),
             ["d8-http", "d8-https", "tcp-port-5432", "udp-port-53"]
         );
-        let https = &plan(std::slice::from_ref(&i), |_| true)[0].object["spec"]["listeners"][1];
+        let https = &plan(std::slice::from_ref(&i), |_| true, &Default::default())[0].object["spec"]
+            ["listeners"][1];
         assert_eq!(https["tls"]["certificateRefs"][0]["name"], "d8-alb-gw-tls");
         // httpPort: 0 disables the HTTP listener.
         i.spec

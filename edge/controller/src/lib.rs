@@ -4,6 +4,10 @@
 //! Gateways — the decisions in [`instances`], the loop in [`reconcile`]. Proxy workloads are
 //! next.
 
+pub mod apply;
+pub mod certificates;
 pub mod crds;
 pub mod instances;
 pub mod reconcile;
+pub mod unmanaged;
+pub mod workload;

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::instances::{self, CLUSTER_NAMESPACE, INSTANCE_LABEL, Instance, MANAGER, Plan};
+use crate::instances::{self, CLUSTER_NAMESPACE, Instance, MANAGER, Plan};
 
 /// Rounds: changes collected for 50 ms, everything again every 30 s, retries from 1 s.
 pub const PACING: Pacing = Pacing {
@@ -38,6 +38,7 @@ fn gateways(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
 pub async fn run(
     client: kube::Client,
     leadership: Option<fairlead_kit::lease::Leadership>,
+    config: Config,
     stop: CancellationToken,
 ) {
     let changes = Arc::new(Notify::new());
@@ -59,12 +60,24 @@ pub async fn run(
     );
     let gateway_api: Api<DynamicObject> =
         Api::all_with(client.clone(), &crate::crds::resource("Gateway"));
+    // Every Gateway: managed ones report whether they are programmed; the others of class
+    // d8-alb are told why no proxy serves them.
     tokio::spawn(wake_on(
         gateway_api,
-        watcher::Config::default().labels(INSTANCE_LABEL),
+        watcher::Config::default(),
         changes.clone(),
         stop.clone(),
     ));
+    // The workloads' and Services' statuses: proxies ready, load balancer addresses.
+    for kind in ["DaemonSet", "Deployment", "Service", "Pod"] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::apply::resource(kind));
+        tokio::spawn(wake_on(
+            api,
+            watcher::Config::default().labels(crate::workload::GATEWAY_LABEL),
+            changes.clone(),
+            stop.clone(),
+        ));
+    }
     // A certificate Secret appearing adds a Gateway's HTTPS listener.
     let secrets: Api<DynamicObject> = Api::all_with(
         client.clone(),
@@ -115,7 +128,7 @@ pub async fn run(
                 .filter(|i| i.metadata.deletion_timestamp.is_none())
                 .map(|i| read("ALBInstance", &i.metadata, i.spec.instance.clone())),
         );
-        let outcome = match round(&client, &all).await {
+        let outcome = match round(&client, &all, &config).await {
             Ok(()) => Outcome::Done,
             Err(e) => {
                 tracing::warn!(error = %e, "gateway controller round failed; retrying");
@@ -174,8 +187,59 @@ fn read(
     }
 }
 
+/// What the loop is configured with (the controller's flags).
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// How proxy workloads are made.
+    pub workload: crate::workload::Settings,
+    /// How long issued certificates are valid (renewed at two thirds).
+    pub lifetime: Option<Duration>,
+}
+
+impl Config {
+    fn lifetime(&self) -> Duration {
+        self.lifetime
+            .unwrap_or(crate::certificates::DEFAULT_LIFETIME)
+    }
+}
+
+/// Why a round failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum RoundError {
+    /// The API refused a read or a write.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// A certificate could not be kept.
+    #[error(transparent)]
+    Certificate(#[from] crate::certificates::CertificateError),
+    /// A workload could not be rendered.
+    #[error("{0}")]
+    Render(String),
+}
+
+/// The names of the xDS server's serving certificate: the host proxies dial and its
+/// Service's names.
+fn xds_names(host: &str) -> (Vec<String>, Vec<std::net::IpAddr>) {
+    let mut names: Vec<String> = Vec::new();
+    let mut ips = Vec::new();
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ips.push(ip),
+        Err(_) => names.push(host.to_owned()),
+    }
+    for name in [
+        "alb-xds".to_owned(),
+        format!("alb-xds.{CLUSTER_NAMESPACE}.svc"),
+        format!("alb-xds.{CLUSTER_NAMESPACE}.svc.cluster.local"),
+    ] {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    (names, ips)
+}
+
 /// One round over `all` instances.
-async fn round(client: &kube::Client, all: &[Instance]) -> Result<(), kube::Error> {
+async fn round(client: &kube::Client, all: &[Instance], config: &Config) -> Result<(), RoundError> {
     let mut certificates = std::collections::BTreeSet::new();
     for instance in all {
         let gateway = instance.gateway();
@@ -189,15 +253,31 @@ async fn round(client: &kube::Client, all: &[Instance]) -> Result<(), kube::Erro
             certificates.insert(gateway);
         }
     }
-    if all.iter().any(|i| i.kind == "ClusterALBInstance") {
-        ensure_namespace(client).await?;
-    }
-    let plans = instances::plan(all, |g| certificates.contains(g));
+    ensure_namespace(client).await?;
+    let ca = crate::certificates::authority(client).await?;
+    let lifetime = config.lifetime();
+    let (names, ips) = xds_names(&config.workload.xds.0);
+    crate::certificates::keep(
+        client,
+        &ca,
+        &crate::certificates::Leaf {
+            secret: ObjectKey::new(CLUSTER_NAMESPACE, crate::certificates::XDS_SECRET),
+            owners: &[],
+            labels: json!({"app.kubernetes.io/managed-by": MANAGER}),
+            identity: None,
+        },
+        |ca| {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            ca.issue_server_for(&names, &ips, lifetime)
+        },
+    )
+    .await?;
+    let plans = instances::plan(all, |g| certificates.contains(g), &config.workload);
     let default = instances::default_instance(all);
-    let mut first_error = None;
+    let mut first_error: Option<RoundError> = None;
     for plan in &plans {
-        match apply_gateway(client, plan).await {
-            Ok(programmed) => {
+        match realize(client, &ca, plan, config).await {
+            Ok(state) => {
                 let controller = all
                     .iter()
                     .find(|i| i.key == plan.controller && i.kind == plan.controller_kind);
@@ -207,7 +287,7 @@ async fn round(client: &kube::Client, all: &[Instance]) -> Result<(), kube::Erro
                         instance,
                         &plan.gateway,
                         None,
-                        programmed,
+                        &state,
                         default.as_ref(),
                     )
                     .await?;
@@ -219,7 +299,7 @@ async fn round(client: &kube::Client, all: &[Instance]) -> Result<(), kube::Erro
                             instance,
                             &plan.gateway,
                             Some(message),
-                            false,
+                            &State::default(),
                             default.as_ref(),
                         )
                         .await?;
@@ -227,12 +307,111 @@ async fn round(client: &kube::Client, all: &[Instance]) -> Result<(), kube::Erro
                 }
             }
             Err(e) => {
-                tracing::warn!(gateway = %plan.gateway, error = %e, "applying the managed Gateway failed");
+                tracing::warn!(gateway = %plan.gateway, error = %e, "realizing the managed Gateway failed");
                 first_error.get_or_insert(e);
             }
         }
     }
+    crate::unmanaged::mark(client, &plans).await?;
     first_error.map_or(Ok(()), Err)
+}
+
+/// How a realized Gateway is doing.
+#[derive(Clone, Debug, Default)]
+struct State {
+    /// The control plane has programmed it.
+    programmed: bool,
+    /// Proxies ready, of proxies wanted.
+    proxies: (i64, i64),
+    /// Where clients reach it.
+    addresses: Vec<String>,
+}
+
+/// Applies a plan's Gateway, the proxies' client certificate and workload; how they are.
+async fn realize(
+    client: &kube::Client,
+    ca: &fairlead_kit::pki::Ca,
+    plan: &Plan,
+    config: &Config,
+) -> Result<State, RoundError> {
+    let programmed = apply_gateway(client, plan).await?;
+    let identity = crate::workload::identity(&config.workload.trust_domain, &plan.gateway);
+    let lifetime = config.lifetime();
+    crate::certificates::keep(
+        client,
+        ca,
+        &crate::certificates::Leaf {
+            secret: ObjectKey::new(
+                plan.gateway.namespace(),
+                crate::workload::client_secret(&plan.gateway),
+            ),
+            owners: &plan.owners,
+            labels: json!({"app.kubernetes.io/managed-by": MANAGER,
+                crate::workload::GATEWAY_LABEL: plan.gateway.name()}),
+            identity: Some(&identity),
+        },
+        |ca| ca.issue_client_uri(&identity, lifetime),
+    )
+    .await?;
+    let objects = plan
+        .workload
+        .as_ref()
+        .map_err(|e| RoundError::Render(e.to_string()))?;
+    let mut state = State {
+        programmed,
+        ..State::default()
+    };
+    let mut host_ports = false;
+    for object in objects {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            plan.gateway.namespace(),
+            &crate::apply::resource(kind),
+        );
+        let applied = api
+            .patch(
+                name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(object),
+            )
+            .await?;
+        let status = &applied.data["status"];
+        match kind {
+            "DaemonSet" => {
+                state.proxies = (
+                    status["numberReady"].as_i64().unwrap_or(0),
+                    status["desiredNumberScheduled"].as_i64().unwrap_or(0),
+                );
+                host_ports = object["spec"]["template"]["spec"]["containers"][0]["ports"]
+                    .as_array()
+                    .is_some_and(|ports| ports.iter().any(|p| p.get("hostPort").is_some()));
+            }
+            "Deployment" => {
+                state.proxies = (
+                    status["readyReplicas"].as_i64().unwrap_or(0),
+                    object["spec"]["replicas"].as_i64().unwrap_or(0),
+                );
+            }
+            "Service" => {
+                for ingress in status["loadBalancer"]["ingress"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(address) = ingress["ip"].as_str().or(ingress["hostname"].as_str()) {
+                        state.addresses.push(address.to_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if host_ports {
+        state.addresses = crate::apply::node_addresses(client, &plan.gateway).await?;
+    }
+    Ok(state)
 }
 
 async fn ensure_namespace(client: &kube::Client) -> Result<(), kube::Error> {
@@ -275,26 +454,32 @@ async fn write_status(
     instance: &Instance,
     gateway: &ObjectKey,
     conflict: Option<&String>,
-    programmed: bool,
+    state: &State,
     default: Option<&ObjectKey>,
 ) -> Result<(), kube::Error> {
     let now = fairlead_kit::conditions::now();
     let generation = instance.generation;
-    let (ready, reason, message) = match (conflict, programmed) {
+    let (ready_proxies, wanted) = state.proxies;
+    let (ready, reason, message) = match (conflict, state.programmed) {
         (Some(_), _) => (
             false,
             "Conflict",
             "another instance controls the Gateway".to_owned(),
         ),
-        (None, true) => (
-            true,
-            "Programmed",
-            format!("Gateway {gateway} is programmed"),
-        ),
         (None, false) => (
             false,
             "GatewayNotProgrammed",
             format!("Gateway {gateway} is not programmed by the control plane yet"),
+        ),
+        (None, true) if ready_proxies == 0 => (
+            false,
+            "ProxiesNotReady",
+            format!("Gateway {gateway} is programmed; {ready_proxies} of {wanted} proxies ready"),
+        ),
+        (None, true) => (
+            true,
+            "Ready",
+            format!("Gateway {gateway} is programmed; {ready_proxies} of {wanted} proxies ready"),
         ),
     };
     let mut conditions = vec![
@@ -333,12 +518,18 @@ async fn write_status(
     let mut status: Value = json!({
         "gateway": gateway.to_string(),
         "conditions": conditions,
+        "addresses": state.addresses,
         "observedGeneration": generation,
     });
     if instance.kind == "ClusterALBInstance" {
         status["defaultDeckhouseGateway"] = json!(default == Some(&instance.key));
     }
     if stored["gateway"] == status["gateway"]
+        && stored["addresses"]
+            .as_array()
+            .map_or(state.addresses.is_empty(), |a| {
+                *a == status["addresses"].as_array().cloned().unwrap_or_default()
+            })
         && stored["observedGeneration"] == status["observedGeneration"]
         && stored["defaultDeckhouseGateway"] == status["defaultDeckhouseGateway"]
         && strip_times(&stored["conditions"]) == strip_times(&status["conditions"])

@@ -39,6 +39,7 @@ async fn instances_become_gateways() {
     tokio::spawn(fairlead_edge_controller::reconcile::run(
         client.clone(),
         None,
+        Default::default(),
         stop.clone(),
     ));
 

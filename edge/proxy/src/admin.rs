@@ -1,4 +1,4 @@
-//! Envoy's admin interface on 127.0.0.1, as the supervisor uses it: liveness and
+//! Envoy's admin interface on loopback, as the supervisor uses it: liveness and
 //! configuration, stats, and the drain and stop commands.
 
 use std::time::Duration;
@@ -11,10 +11,11 @@ pub struct Admin {
 }
 
 impl Admin {
-    /// The admin interface on `127.0.0.1:port`.
-    pub fn new(port: u16) -> Self {
+    /// The admin interface at `address` (a loopback address: Envoy's admin never leaves the
+    /// pod).
+    pub fn new(address: std::net::SocketAddr) -> Self {
         Self {
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!("http://{address}"),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(2))
                 .build()

@@ -14,12 +14,11 @@
 //! - Envoy's admin stays on 127.0.0.1; its Prometheus stats are served by the supervisor's
 //!   metrics port ([`stats_router`]).
 //!
-//! `fairlead edge proxy` runs one; `fairlead up` runs one per Gateway, each on a loopback
-//! address of its own ([`local`]).
+//! `fairlead edge proxy` runs one, in the proxy container of every ALB instance's pods (and
+//! on `fairlead up`'s local runner).
 
 pub mod admin;
 pub mod drain;
-pub mod local;
 pub mod logs;
 
 use std::path::PathBuf;
@@ -36,8 +35,11 @@ use crate::logs::LastLines;
 pub struct Settings {
     /// The Envoy binary.
     pub envoy: PathBuf,
-    /// The bootstrap (its admin port is where the supervisor reaches Envoy).
-    pub bootstrap: fairlead_edge_bootstrap::Spec,
+    /// The bootstrap (its admin address is where the supervisor reaches Envoy).
+    pub bootstrap: Bootstrap,
+    /// Where Envoy's admin listens instead of the bootstrap's address (given to Envoy as a
+    /// `--config-yaml` override).
+    pub admin_address: Option<std::net::SocketAddr>,
     /// Where the bootstrap (and the SDS document, unless the spec names another place) are
     /// written.
     pub work_dir: PathBuf,
@@ -48,6 +50,64 @@ pub struct Settings {
     /// Where Envoy's stdout (its access log, a JSON line per request) goes: appended to this
     /// file, or the supervisor's own stdout when `None` (a container's log).
     pub access_log: Option<PathBuf>,
+}
+
+/// Where Envoy's bootstrap comes from.
+#[derive(Clone, Debug)]
+pub enum Bootstrap {
+    /// Rendered here from a spec (with the SDS document of its client certificate).
+    Render(fairlead_edge_bootstrap::Spec),
+    /// A file rendered by the gateway controller (the proxy's ConfigMap, beside its SDS
+    /// document).
+    File(PathBuf),
+}
+
+impl Bootstrap {
+    /// Where Envoy's admin interface listens, as the bootstrap says.
+    pub fn admin(&self) -> Result<std::net::SocketAddr, ProxyError> {
+        match self {
+            Self::Render(spec) => Ok(std::net::SocketAddr::from((
+                [127, 0, 0, 1],
+                spec.admin_port,
+            ))),
+            Self::File(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(io(format!("reading {}", path.display())))?;
+                admin_address(&text).ok_or_else(|| ProxyError::Admin(path.display().to_string()))
+            }
+        }
+    }
+
+    /// The Gateway the proxy serves (the node's cluster), for its logs.
+    fn gateway(&self) -> String {
+        match self {
+            Self::Render(spec) => spec.gateway.to_string(),
+            Self::File(path) => path.display().to_string(),
+        }
+    }
+}
+
+/// Envoy's arguments that move its admin interface to `address` (merged over the bootstrap).
+fn admin_override(address: std::net::SocketAddr) -> [String; 2] {
+    let config = serde_json::json!({"admin": {"address": {"socket_address": {
+        "address": address.ip().to_string(), "port_value": address.port()}}}});
+    ["--config-yaml".into(), config.to_string()]
+}
+
+/// The admin address of a bootstrap in YAML (or JSON): `admin.address.socket_address`, in
+/// either of the spellings Envoy reads.
+fn admin_address(text: &str) -> Option<std::net::SocketAddr> {
+    let value: serde_json::Value = serde_yaml_ng::from_str(text).ok()?;
+    let socket = &value["admin"]["address"];
+    let socket = socket
+        .get("socketAddress")
+        .or_else(|| socket.get("socket_address"))?;
+    let ip: std::net::IpAddr = socket["address"].as_str()?.parse().ok()?;
+    let port = socket
+        .get("portValue")
+        .or_else(|| socket.get("port_value"))?
+        .as_u64()?;
+    Some(std::net::SocketAddr::new(ip, u16::try_from(port).ok()?))
 }
 
 /// Why a proxy stopped other than by being asked to.
@@ -64,6 +124,9 @@ pub enum ProxyError {
         /// The error.
         source: std::io::Error,
     },
+    /// The bootstrap file names no admin address.
+    #[error("the bootstrap {0} names no admin address (admin.address.socket_address)")]
+    Admin(String),
     /// Envoy exited while it should have been serving.
     #[error("Envoy exited ({status}); its last lines:\n{last_lines}")]
     EnvoyExited {
@@ -79,12 +142,15 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ProxyError {
     move |source| ProxyError::Io { what, source }
 }
 
-/// Writes the bootstrap (and the client certificate's SDS document) into `settings.work_dir`;
-/// returns the bootstrap's path.
+/// Writes the bootstrap (and the client certificate's SDS document) into `settings.work_dir`
+/// when it is rendered here; returns the bootstrap's path.
 pub fn write_bootstrap(settings: &Settings) -> Result<PathBuf, ProxyError> {
     std::fs::create_dir_all(&settings.work_dir)
         .map_err(io(format!("creating {}", settings.work_dir.display())))?;
-    let spec = &settings.bootstrap;
+    let spec = match &settings.bootstrap {
+        Bootstrap::Render(spec) => spec,
+        Bootstrap::File(path) => return Ok(path.clone()),
+    };
     if let Some(client) = spec.tls.as_ref().and_then(|tls| tls.client.as_ref()) {
         let document = fairlead_edge_bootstrap::sds_document(client)?;
         fairlead_kit::files::write_atomically(
@@ -113,6 +179,11 @@ pub async fn run(
     ready: impl Fn(bool) + Send + 'static,
 ) -> Result<(), ProxyError> {
     let bootstrap = write_bootstrap(&settings)?;
+    let admin_address = match settings.admin_address {
+        Some(address) => address,
+        None => settings.bootstrap.admin()?,
+    };
+    let admin = Admin::new(admin_address);
     let stdout = match &settings.access_log {
         Some(path) => Stdio::from(
             std::fs::OpenOptions::new()
@@ -127,6 +198,13 @@ pub async fn run(
         .arg("--config-path")
         .arg(&bootstrap)
         .args(["--log-level", &settings.log_level])
+        .args(
+            settings
+                .admin_address
+                .map(admin_override)
+                .into_iter()
+                .flatten(),
+        )
         // Several proxies share a host (`fairlead up`): each gets its own shared-memory id.
         .arg("--use-dynamic-base-id")
         .stdin(Stdio::null())
@@ -135,13 +213,12 @@ pub async fn run(
         .kill_on_drop(true)
         .spawn()
         .map_err(io(format!("starting {}", settings.envoy.display())))?;
-    let gateway = settings.bootstrap.gateway.clone();
+    let gateway = settings.bootstrap.gateway();
     tracing::info!(%gateway, pid = child.id(), envoy = %settings.envoy.display(), "Envoy started");
     let last = LastLines::new(logs::KEPT);
     if let Some(stderr) = child.stderr.take() {
         tokio::spawn(last.clone().forward(stderr));
     }
-    let admin = Admin::new(settings.bootstrap.admin_port);
     let watching = CancellationToken::new();
     tokio::spawn(watch_readiness(admin.clone(), watching.clone(), ready));
     let outcome = tokio::select! {
@@ -183,10 +260,10 @@ async fn watch_readiness(
     }
 }
 
-/// Routes serving Envoy's Prometheus stats (`/stats/prometheus`) from its admin interface, for
-/// the supervisor's metrics port.
-pub fn stats_router(admin_port: u16) -> axum::Router {
-    let admin = Admin::new(admin_port);
+/// Routes serving Envoy's Prometheus stats (`/stats/prometheus`) from its admin interface at
+/// `admin`, for the supervisor's metrics port.
+pub fn stats_router(admin: std::net::SocketAddr) -> axum::Router {
+    let admin = Admin::new(admin);
     axum::Router::new().route(
         "/stats/prometheus",
         axum::routing::get(move || {
@@ -207,4 +284,34 @@ pub fn stats_router(admin_port: u16) -> axum::Router {
             }
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_address_is_read_from_a_rendered_bootstrap_in_either_spelling() {
+        let spec = fairlead_edge_bootstrap::Spec {
+            gateway: fairlead_key::ObjectKey::new("d8-alb", "main"),
+            node_id: None,
+            xds_host: "alb-xds.d8-alb.svc".into(),
+            xds_port: 18000,
+            admin_port: 19000,
+            tls: None,
+            otlp: None,
+        };
+        let rendered = fairlead_edge_bootstrap::yaml(&spec).unwrap();
+        assert_eq!(
+            admin_address(&rendered),
+            Some("127.0.0.1:19000".parse().unwrap())
+        );
+        let snake =
+            "admin:\n  address:\n    socket_address: {address: 127.0.1.7, port_value: 15000}\n";
+        assert_eq!(
+            admin_address(snake),
+            Some("127.0.1.7:15000".parse().unwrap())
+        );
+        assert_eq!(admin_address("node: {id: x}\n"), None, "no admin");
+    }
 }

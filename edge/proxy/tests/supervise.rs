@@ -78,7 +78,7 @@ spec:
 fn settings(xds_port: u16, admin_port: u16, dir: &std::path::Path, drain: Drain) -> Settings {
     Settings {
         envoy: fairlead_kit::testing::envoy(),
-        bootstrap: fairlead_edge_bootstrap::Spec {
+        bootstrap: fairlead_edge_proxy::Bootstrap::Render(fairlead_edge_bootstrap::Spec {
             gateway: ObjectKey::new("default", "gw"),
             node_id: None,
             xds_host: "127.0.0.1".into(),
@@ -86,7 +86,8 @@ fn settings(xds_port: u16, admin_port: u16, dir: &std::path::Path, drain: Drain)
             admin_port,
             tls: None,
             otlp: None,
-        },
+        }),
+        admin_address: None,
         work_dir: dir.to_path_buf(),
         log_level: "warn".into(),
         drain,
@@ -128,7 +129,7 @@ async fn ready_once_configured_serves_and_drains_open_connections() {
         },
     ));
     // Envoy runs, but the control plane has nothing for its Gateway yet: not ready.
-    let admin = fairlead_edge_proxy::admin::Admin::new(admin_port);
+    let admin = fairlead_edge_proxy::admin::Admin::new(([127, 0, 0, 1], admin_port).into());
     until("Envoy's admin answers", async || {
         admin.get("/server_info").await.is_ok()
     })
@@ -170,7 +171,7 @@ async fn ready_once_configured_serves_and_drains_open_connections() {
     .await;
 
     // Envoy's stats reach the supervisor's metrics port.
-    let router = fairlead_edge_proxy::stats_router(admin_port);
+    let router = fairlead_edge_proxy::stats_router(([127, 0, 0, 1], admin_port).into());
     let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let metrics_port = metrics.local_addr().unwrap().port();
     tokio::spawn(async move { axum::serve(metrics, router).await });

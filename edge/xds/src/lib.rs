@@ -1,7 +1,9 @@
 //! The ALB's xDS server: a snapshot cache of translated resources per Gateway (`cache`), the
 //! protocol state of each stream (`sotw`, `delta`: subscriptions, nonces, ACK/NACK, what to
 //! send), the gRPC services (`server`, `services`: ADS in both variants and the per-type
-//! services), their metrics, and the server on a TLS listener (`serve`).
+//! services), their metrics, and the server on a TLS listener (`serve`) whose certificate is
+//! read again when it changes and whose clients may ask only for the Gateway their
+//! certificate names (`tls`).
 //!
 //! It knows the translator's resources and nothing of Kubernetes: what fills the cache (the
 //! translation loop over the index) is `fairlead-edge-control-plane`'s. The protocol state
@@ -18,6 +20,7 @@ pub mod serve;
 pub mod server;
 pub mod services;
 pub mod sotw;
+pub mod tls;
 
 /// A nonce: unique per stream and type, increasing.
 #[derive(Debug, Default)]

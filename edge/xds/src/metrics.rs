@@ -28,6 +28,7 @@ pub struct XdsMetrics {
     pub snapshot: IntGaugeVec,
     /// Status writes by result.
     pub status_writes: IntCounterVec,
+    refused: IntCounterVec,
 }
 
 impl XdsMetrics {
@@ -77,6 +78,11 @@ impl XdsMetrics {
                 "Gateway API status writes, by result.",
                 &["result"],
             )?,
+            refused: metrics.counter_vec(
+                "alb_xds_streams_refused_total",
+                "xDS streams refused because the client certificate names another Gateway than the one asked for.",
+                &["gateway"],
+            )?,
         };
         for stage in ["read", "status"] {
             this.errors.with_label_values(&[stage]);
@@ -115,6 +121,10 @@ impl Observer for XdsMetrics {
                 .with_label_values(&[kind])
                 .observe(latency.as_secs_f64());
         }
+    }
+
+    fn refused(&self, group: &ObjectKey, _reason: &str) {
+        self.refused.with_label_values(&[group.as_str()]).inc();
     }
 
     fn verdict(&self, group: &ObjectKey, verdict: &Verdict) {

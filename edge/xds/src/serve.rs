@@ -40,17 +40,22 @@ pub enum ServeError {
         /// The error.
         source: std::io::Error,
     },
-    /// The TLS settings were refused.
-    #[error("the xDS server's TLS configuration: {0}")]
-    Tls(#[from] tonic::transport::Error),
 }
 
-/// Serves `cache` on `addr` (over TLS unless `tls` is `None`) in `runtime`, telling `observer`
-/// what happens on the streams. Returns the bound address.
+impl XdsTls {
+    /// A source that holds `self` for good.
+    pub fn fixed(self) -> tokio::sync::watch::Receiver<Option<XdsTls>> {
+        tokio::sync::watch::channel(Some(self)).1
+    }
+}
+
+/// Serves `cache` on `addr` in `runtime`, telling `observer` what happens on the streams:
+/// over TLS with what `tls` holds at each handshake (read again whenever it changes), in
+/// plaintext when `tls` is `None`. Returns the bound address.
 pub async fn serve(
     runtime: &Runtime,
     addr: SocketAddr,
-    tls: Option<XdsTls>,
+    tls: Option<tokio::sync::watch::Receiver<Option<XdsTls>>>,
     cache: Arc<Cache>,
     observer: Arc<dyn Observer>,
 ) -> Result<SocketAddr, ServeError> {
@@ -60,36 +65,38 @@ pub async fn serve(
     let bound = listener
         .local_addr()
         .map_err(|source| ServeError::Bind { addr, source })?;
-    let mut builder = tonic::transport::Server::builder();
-    match &tls {
-        Some(tls) => {
-            use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-            let mut config =
-                ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
-            if let Some(ca) = &tls.client_ca_pem {
-                config = config.client_ca_root(Certificate::from_pem(ca));
-            } else {
+    let routes =
+        crate::services::routes(Ads::new(cache, observer).closing_on(runtime.shutdown.token()));
+    let shutdown = runtime.shutdown.token().cancelled_owned();
+    let server = tonic::transport::Server::builder().add_routes(routes);
+    let served: std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>> + Send>,
+    > = match tls {
+        Some(source) => {
+            let mutual = source
+                .borrow()
+                .as_ref()
+                .is_none_or(|tls| tls.client_ca_pem.is_some());
+            if !mutual {
                 tracing::warn!(
                     "xDS without client certificates (--client-ca-file): any client that reaches the port can name any Gateway and receive its configuration, TLS private keys included"
                 );
             }
-            builder = builder.tls_config(config)?;
-            tracing::info!(addr = %bound, mutual = tls.client_ca_pem.is_some(), "xDS server listening (TLS)");
+            tracing::info!(addr = %bound, "xDS server listening (TLS)");
+            Box::pin(
+                server
+                    .serve_with_incoming_shutdown(crate::tls::incoming(listener, source), shutdown),
+            )
         }
         None => {
             tracing::warn!(addr = %bound, "xDS server listening in plaintext (--insecure)");
+            Box::pin(
+                server.serve_with_incoming_shutdown(crate::server::incoming(listener), shutdown),
+            )
         }
-    }
-    let server = builder
-        .add_routes(crate::services::routes(
-            Ads::new(cache, observer).closing_on(runtime.shutdown.token()),
-        ))
-        .serve_with_incoming_shutdown(
-            crate::server::incoming(listener),
-            runtime.shutdown.token().cancelled_owned(),
-        );
+    };
     runtime.shutdown.spawn(async move {
-        if let Err(e) = server.await {
+        if let Err(e) = served.await {
             tracing::error!(error = %e, "xDS server failed");
         }
     });

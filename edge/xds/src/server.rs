@@ -40,6 +40,9 @@ pub trait Observer: Send + Sync + 'static {
     }
     /// A proxy of `group` answered a response.
     fn verdict(&self, _group: &ObjectKey, _verdict: &Verdict) {}
+    /// A stream asking for `group` was refused: its client certificate names another
+    /// Gateway.
+    fn refused(&self, _group: &ObjectKey, _reason: &str) {}
 }
 
 /// An observer that reports nothing.
@@ -70,6 +73,9 @@ impl Observer for Observers {
     }
     fn verdict(&self, group: &ObjectKey, verdict: &Verdict) {
         self.0.iter().for_each(|o| o.verdict(group, verdict));
+    }
+    fn refused(&self, group: &ObjectKey, reason: &str) {
+        self.0.iter().for_each(|o| o.refused(group, reason));
     }
 }
 
@@ -205,12 +211,14 @@ impl Protocol for Delta {
 }
 
 /// Runs one stream until the client leaves, the response channel closes or `closing` is
-/// cancelled.
+/// cancelled. A stream whose client certificate names another Gateway than its node asks
+/// for is refused (`PERMISSION_DENIED`, [`crate::tls::authorize`]).
 pub(crate) async fn serve<P, S>(
     mut protocol: P,
     cache: Arc<Cache>,
     observer: Arc<dyn Observer>,
     closing: CancellationToken,
+    peer: Option<crate::tls::Peer>,
     mut requests: S,
     responses: mpsc::Sender<Result<P::Response, Status>>,
 ) where
@@ -230,6 +238,12 @@ pub(crate) async fn serve<P, S>(
             return;
         }
     };
+    if let Err(reason) = crate::tls::authorize(peer.as_ref(), &group) {
+        tracing::warn!(gateway = %group, %reason, "xDS stream refused");
+        observer.refused(&group, &reason);
+        let _ = responses.send(Err(Status::permission_denied(reason))).await;
+        return;
+    }
     observer.connected(&group);
     let mut snapshots = cache.subscribe(&group);
     let mut pending = Some(first);
@@ -318,11 +332,13 @@ impl AggregatedDiscoveryService for Ads {
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
         let (tx, rx) = mpsc::channel(16);
+        let peer = request.extensions().get::<crate::tls::Peer>().cloned();
         tokio::spawn(serve(
             Sotw::new(),
             self.cache.clone(),
             self.observer.clone(),
             self.closing.clone(),
+            peer,
             request.into_inner(),
             tx,
         ));
@@ -334,11 +350,13 @@ impl AggregatedDiscoveryService for Ads {
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
         let (tx, rx) = mpsc::channel(16);
+        let peer = request.extensions().get::<crate::tls::Peer>().cloned();
         tokio::spawn(serve(
             Delta::new(),
             self.cache.clone(),
             self.observer.clone(),
             self.closing.clone(),
+            peer,
             request.into_inner(),
             tx,
         ));

@@ -51,15 +51,18 @@ fn typed<R: Typed + Send + 'static>(
 impl Ads {
     fn stream_of(
         &self,
-        requests: Streaming<DiscoveryRequest>,
+        request: Request<Streaming<DiscoveryRequest>>,
         type_url: &'static str,
     ) -> ReceiverStream<Result<DiscoveryResponse, Status>> {
         let (tx, rx) = mpsc::channel(16);
+        let peer = request.extensions().get::<crate::tls::Peer>().cloned();
+        let requests = request.into_inner();
         tokio::spawn(serve(
             Sotw::new(),
             self.cache.clone(),
             self.observer.clone(),
             self.closing.clone(),
+            peer,
             typed(requests, type_url),
             tx,
         ));
@@ -68,15 +71,18 @@ impl Ads {
 
     fn delta_of(
         &self,
-        requests: Streaming<DeltaDiscoveryRequest>,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
         type_url: &'static str,
     ) -> ReceiverStream<Result<DeltaDiscoveryResponse, Status>> {
         let (tx, rx) = mpsc::channel(16);
+        let peer = request.extensions().get::<crate::tls::Peer>().cloned();
+        let requests = request.into_inner();
         tokio::spawn(serve(
             Delta::new(),
             self.cache.clone(),
             self.observer.clone(),
             self.closing.clone(),
+            peer,
             typed(requests, type_url),
             tx,
         ));
@@ -86,11 +92,14 @@ impl Ads {
     /// A unary fetch: what a first state-of-the-world request would receive.
     fn fetch_of(
         &self,
-        mut request: DiscoveryRequest,
+        request: Request<DiscoveryRequest>,
         type_url: &'static str,
     ) -> Result<DiscoveryResponse, Status> {
+        let peer = request.extensions().get::<crate::tls::Peer>().cloned();
+        let mut request = request.into_inner();
         let group = crate::node::group(request.node.as_ref())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        crate::tls::authorize(peer.as_ref(), &group).map_err(Status::permission_denied)?;
         request.type_url = type_url.to_owned();
         request.response_nonce.clear();
         let (response, _) = Sotw::new().on_request(&request, &self.cache.get(&group));
@@ -111,26 +120,21 @@ macro_rules! per_type {
                 &self,
                 request: Request<Streaming<DiscoveryRequest>>,
             ) -> Result<Response<Self::$stream_ty>, Status> {
-                Ok(Response::new(
-                    self.stream_of(request.into_inner(), $type_url),
-                ))
+                Ok(Response::new(self.stream_of(request, $type_url)))
             }
 
             async fn $delta(
                 &self,
                 request: Request<Streaming<DeltaDiscoveryRequest>>,
             ) -> Result<Response<Self::$delta_ty>, Status> {
-                Ok(Response::new(
-                    self.delta_of(request.into_inner(), $type_url),
-                ))
+                Ok(Response::new(self.delta_of(request, $type_url)))
             }
 
             async fn $fetch(
                 &self,
                 request: Request<DiscoveryRequest>,
             ) -> Result<Response<DiscoveryResponse>, Status> {
-                self.fetch_of(request.into_inner(), $type_url)
-                    .map(Response::new)
+                self.fetch_of(request, $type_url).map(Response::new)
             }
         }
     };

@@ -1,0 +1,50 @@
+//! The kinds the controller writes, and what it reads back of the proxies it made.
+
+use fairlead_key::ObjectKey;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ListParams};
+use kube::discovery::ApiResource;
+
+/// The API resource of a kind the controller makes (Gateway API kinds included).
+pub fn resource(kind: &str) -> ApiResource {
+    match kind {
+        "ServiceAccount" => ApiResource::erase::<ServiceAccount>(&()),
+        "ConfigMap" => ApiResource::erase::<ConfigMap>(&()),
+        "Secret" => ApiResource::erase::<Secret>(&()),
+        "Service" => ApiResource::erase::<Service>(&()),
+        "Pod" => ApiResource::erase::<Pod>(&()),
+        "DaemonSet" => ApiResource::erase::<DaemonSet>(&()),
+        "Deployment" => ApiResource::erase::<Deployment>(&()),
+        "PodDisruptionBudget" => ApiResource::erase::<PodDisruptionBudget>(&()),
+        other => crate::crds::resource(other),
+    }
+}
+
+/// The addresses of the nodes where `gateway`'s proxies are ready (a HostPort inlet's).
+pub async fn node_addresses(
+    client: &kube::Client,
+    gateway: &ObjectKey,
+) -> Result<Vec<String>, kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), gateway.namespace());
+    let selector = format!("{}={}", crate::workload::GATEWAY_LABEL, gateway.name());
+    let mut addresses: Vec<String> = pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|pod| {
+            let status = pod.status?;
+            let ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            ready.then_some(status.host_ip).flatten()
+        })
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    Ok(addresses)
+}

@@ -1,0 +1,740 @@
+//! The proxy workload of a controlling instance, decided without I/O: the objects that run
+//! Envoy for its Gateway (all in the Gateway's namespace, owned like the Gateway by every
+//! instance naming it, labelled `alb.deckhouse.io/gateway=<gateway>`):
+//!
+//! - a ServiceAccount `d8-alb-<gateway>`;
+//! - a ConfigMap `d8-alb-<gateway>-bootstrap`: Envoy's bootstrap (`envoy.yaml`, rendered by
+//!   `fairlead-edge-bootstrap`) and the SDS document of the proxy's client certificate;
+//! - the proxies: a DaemonSet for a ClusterALBInstance, a Deployment of two replicas (with
+//!   anti-affinity and a PodDisruptionBudget) for an ALBInstance. Container `proxy` runs
+//!   `fairlead edge proxy` with that bootstrap, the xDS client certificate from the Secret
+//!   [`client_secret`] (issued by the controller's CA), readiness on its health port,
+//!   a preStop pause before the drain and a grace period above the drain deadline;
+//!   container `kube-rbac-proxy` serves its metrics; every container non-root, all
+//!   capabilities dropped, read-only root filesystem, seccomp `RuntimeDefault`;
+//! - a LoadBalancer Service `d8-alb-<gateway>-loadbalancer` (inlet `LoadBalancer`), or host
+//!   ports on the nodes (inlet `HostPort`).
+//!
+//! Envoy binds a Gateway port below 1024 at port + 10000 (the translator's
+//! `container_port`); the Service's `targetPort` and the pod's `hostPort → containerPort`
+//! map the Gateway's ports to those.
+
+use fairlead_edge_api::InstanceSpec;
+use fairlead_edge_translate::gateway::container_port;
+use fairlead_key::ObjectKey;
+use serde_json::{Value, json};
+
+use crate::instances::{INSTANCE_LABEL, Instance, MANAGER};
+
+/// The label of a Gateway's proxy pods (and of everything made for them).
+pub const GATEWAY_LABEL: &str = "alb.deckhouse.io/gateway";
+
+/// The proxy container's working directory; the files the bootstrap names are relative to
+/// it (so the bootstrap reads the same wherever the volumes are mounted).
+const WORKING_DIR: &str = "/etc/fairlead";
+
+/// Where the bootstrap ConfigMap is mounted, under [`WORKING_DIR`].
+const BOOTSTRAP_DIR: &str = "bootstrap";
+
+/// Where the xDS client certificate Secret is mounted, under [`WORKING_DIR`].
+const XDS_TLS_DIR: &str = "xds-tls";
+
+/// Envoy's admin interface, on the pod's loopback.
+const ADMIN_PORT: u16 = 19000;
+
+/// The supervisor's metrics (loopback; kube-rbac-proxy serves them).
+const METRICS_PORT: u16 = 19001;
+
+/// The supervisor's health port (`/readyz` for the kubelet).
+const HEALTH_PORT: u16 = 19002;
+
+/// kube-rbac-proxy's port in front of the metrics.
+pub const RBAC_PROXY_PORT: u16 = 19101;
+
+/// The longest drain of a stopping proxy, in seconds.
+const DRAIN_SECONDS: u64 = 60;
+
+/// The pause before the drain, in seconds: load balancers take the pod out first.
+const PRE_STOP_SECONDS: u64 = 5;
+
+/// The user the containers run as.
+const USER: i64 = 64535;
+
+/// How the workloads are made (the controller's flags).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// The image of the proxy container (`fairlead` with Envoy beside it).
+    pub proxy_image: String,
+    /// kube-rbac-proxy's image.
+    pub rbac_proxy_image: String,
+    /// How proxies reach the xDS server: host (the name its certificate carries) and port.
+    pub xds: (String, u16),
+    /// The trust domain of the proxies' identities (`spiffe://<domain>/ns/<ns>/gateway/<name>`).
+    pub trust_domain: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            proxy_image: "ghcr.io/fairlead/proxy:latest".into(),
+            rbac_proxy_image: "quay.io/brancz/kube-rbac-proxy:v0.19.1".into(),
+            xds: ("alb-xds.d8-alb.svc".into(), 18000),
+            trust_domain: "cluster.local".into(),
+        }
+    }
+}
+
+/// The name of a Gateway's workload, ServiceAccount and PodDisruptionBudget.
+pub fn workload_name(gateway: &ObjectKey) -> String {
+    format!("d8-alb-{}", gateway.name())
+}
+
+/// The Secret with a Gateway's xDS client certificate (`tls.crt`, `tls.key`, `ca.crt`).
+pub fn client_secret(gateway: &ObjectKey) -> String {
+    format!("d8-alb-{}-xds-client", gateway.name())
+}
+
+/// The ConfigMap with a Gateway's bootstrap.
+pub fn bootstrap_config_map(gateway: &ObjectKey) -> String {
+    format!("d8-alb-{}-bootstrap", gateway.name())
+}
+
+/// The LoadBalancer Service of a Gateway.
+pub fn load_balancer_service(gateway: &ObjectKey) -> String {
+    format!("d8-alb-{}-loadbalancer", gateway.name())
+}
+
+/// The identity a Gateway's proxies present to the xDS server (the URI SAN of their client
+/// certificate).
+pub fn identity(trust_domain: &str, gateway: &ObjectKey) -> String {
+    format!(
+        "spiffe://{trust_domain}/ns/{}/gateway/{}",
+        gateway.namespace(),
+        gateway.name()
+    )
+}
+
+/// Envoy's log level for Deckhouse's `envoyLogLevel` (`Info` when unset).
+pub fn envoy_log_level(spec: &InstanceSpec) -> &'static str {
+    match spec.envoy_log_level.as_deref() {
+        Some("Trace") => "trace",
+        Some("Debug") => "debug",
+        Some("Warning") => "warning",
+        Some("Error") => "error",
+        Some("Critical") => "critical",
+        Some("Off") => "off",
+        _ => "info",
+    }
+}
+
+/// One port of an instance: a Gateway listener and how clients reach it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InletPort {
+    /// The listener's (and the Service port's) name.
+    pub name: String,
+    /// The Gateway listener's port.
+    pub listener: u16,
+    /// The port clients dial: the Service's port, or the node's host port.
+    pub exposed: u16,
+    /// `TCP` or `UDP`.
+    pub protocol: &'static str,
+    /// The Gateway listener's protocol (`HTTP`, `HTTPS`, `TCP`, `UDP`); `None` for a port
+    /// that is not a listener of its own (QUIC beside HTTPS).
+    pub listener_protocol: Option<&'static str>,
+}
+
+/// The ports of `spec`: `d8-http` unless its port is 0, `d8-https` when `has_certificate`
+/// and its port is not 0 (and, with `enableHTTP3`, its UDP twin for QUIC), then the
+/// additional ports.
+pub fn ports(spec: &InstanceSpec, has_certificate: bool) -> Vec<InletPort> {
+    let inlet = spec.inlet.as_ref();
+    let load_balancer = inlet.and_then(|i| i.load_balancer.as_ref());
+    let host_port = inlet.and_then(|i| i.host_port.as_ref());
+    let exposed = |port: Option<i32>, default: u16| match port {
+        None => Some(default),
+        Some(0) => None,
+        Some(p) => u16::try_from(p).ok(),
+    };
+    // A LoadBalancer's ports default to 80/443 (0 disables); a HostPort inlet serves the
+    // ports it names.
+    let (http, https) = match (load_balancer, host_port) {
+        (_, Some(h)) => (
+            h.http_port.and_then(|p| u16::try_from(p).ok()),
+            h.https_port.and_then(|p| u16::try_from(p).ok()),
+        ),
+        (Some(lb), None) => (exposed(lb.http_port, 80), exposed(lb.https_port, 443)),
+        (None, None) => (Some(80), Some(443)),
+    };
+    let mut ports = Vec::new();
+    if let Some(exposed) = http {
+        ports.push(InletPort {
+            name: "d8-http".into(),
+            listener: 80,
+            exposed,
+            protocol: "TCP",
+            listener_protocol: Some("HTTP"),
+        });
+    }
+    if let (Some(exposed), true) = (https, has_certificate) {
+        ports.push(InletPort {
+            name: "d8-https".into(),
+            listener: 443,
+            exposed,
+            protocol: "TCP",
+            listener_protocol: Some("HTTPS"),
+        });
+        if spec.enable_http3 == Some(true) {
+            ports.push(InletPort {
+                name: "d8-https-quic".into(),
+                listener: 443,
+                exposed,
+                protocol: "UDP",
+                listener_protocol: None,
+            });
+        }
+    }
+    for port in inlet
+        .and_then(|i| i.additional_ports.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        let Ok(number) = u16::try_from(port.port) else {
+            continue;
+        };
+        let (protocol, listener_protocol) = if port.protocol == "UDP" {
+            ("UDP", "UDP")
+        } else {
+            ("TCP", "TCP")
+        };
+        ports.push(InletPort {
+            name: format!("{}-port-{number}", protocol.to_ascii_lowercase()),
+            listener: number,
+            exposed: number,
+            protocol,
+            listener_protocol: Some(listener_protocol),
+        });
+    }
+    ports
+}
+
+/// The labels of everything made for `gateway`'s proxies.
+fn labels(instance: &Instance, gateway: &ObjectKey) -> Value {
+    json!({
+        GATEWAY_LABEL: gateway.name(),
+        INSTANCE_LABEL: format!("{}.{}", instance.kind, instance.key.name()),
+        "app.kubernetes.io/name": "alb-proxy",
+        "app.kubernetes.io/instance": gateway.name(),
+        "app.kubernetes.io/managed-by": MANAGER,
+    })
+}
+
+fn metadata(name: &str, instance: &Instance, gateway: &ObjectKey, owners: &[Value]) -> Value {
+    json!({
+        "name": name,
+        "namespace": gateway.namespace(),
+        "labels": labels(instance, gateway),
+        "ownerReferences": owners,
+    })
+}
+
+/// The bootstrap a Gateway's proxies run with.
+pub fn bootstrap_spec(
+    instance: &Instance,
+    gateway: &ObjectKey,
+    settings: &Settings,
+) -> fairlead_edge_bootstrap::Spec {
+    fairlead_edge_bootstrap::Spec {
+        gateway: gateway.clone(),
+        node_id: None,
+        xds_host: settings.xds.0.clone(),
+        xds_port: settings.xds.1,
+        admin_port: ADMIN_PORT,
+        tls: Some(fairlead_edge_bootstrap::Tls {
+            ca: format!("{XDS_TLS_DIR}/ca.crt"),
+            client: Some(fairlead_edge_bootstrap::ClientCertificate {
+                cert: format!("{XDS_TLS_DIR}/tls.crt"),
+                key: format!("{XDS_TLS_DIR}/tls.key"),
+                sds: format!("{BOOTSTRAP_DIR}/xds-client-sds.json"),
+            }),
+        }),
+        otlp: collector(&instance.spec, gateway),
+    }
+}
+
+/// The OTLP/gRPC collector of `openTelemetry.tracing`: its Service (in the Gateway's
+/// namespace unless it names one) and port, or its URL.
+fn collector(spec: &InstanceSpec, gateway: &ObjectKey) -> Option<(String, u16)> {
+    let tracing = spec.open_telemetry.as_ref()?.tracing.as_ref()?;
+    if let Some(url) = &tracing.url {
+        return fairlead_edge_bootstrap::parse_otlp(url).ok();
+    }
+    let service = tracing.service.as_ref()?;
+    let namespace = service.namespace.as_deref().unwrap_or(gateway.namespace());
+    let port = tracing
+        .port
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(4317);
+    Some((format!("{}.{namespace}.svc", service.name), port))
+}
+
+/// Why the workload could not be rendered.
+#[derive(Debug, thiserror::Error)]
+#[error("rendering the bootstrap of Gateway {gateway}: {source}")]
+pub struct RenderError {
+    gateway: ObjectKey,
+    source: fairlead_edge_bootstrap::BootstrapError,
+}
+
+/// The objects of `instance`'s proxy workload for `gateway` (ports as [`ports`] says),
+/// owned by `owners`.
+pub fn objects(
+    instance: &Instance,
+    gateway: &ObjectKey,
+    owners: &[Value],
+    has_certificate: bool,
+    settings: &Settings,
+) -> Result<Vec<Value>, RenderError> {
+    let error = |source| RenderError {
+        gateway: gateway.clone(),
+        source,
+    };
+    let spec = bootstrap_spec(instance, gateway, settings);
+    let client = spec.tls.as_ref().and_then(|t| t.client.as_ref());
+    let sds = client
+        .map(fairlead_edge_bootstrap::sds_document)
+        .transpose()
+        .map_err(error)?
+        .unwrap_or_default();
+    let bootstrap = fairlead_edge_bootstrap::yaml(&spec).map_err(error)?;
+    let name = workload_name(gateway);
+    let ports = ports(&instance.spec, has_certificate);
+    let host_ports = instance
+        .spec
+        .inlet
+        .as_ref()
+        .is_some_and(|i| i.type_ == "HostPort");
+    let mut out = vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": metadata(&name, instance, gateway, owners)}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": metadata(&bootstrap_config_map(gateway), instance, gateway, owners),
+            "data": {"envoy.yaml": bootstrap, "xds-client-sds.json": sds}}),
+    ];
+    let template = pod_template(instance, gateway, &ports, host_ports, settings);
+    let selector = json!({"matchLabels": {GATEWAY_LABEL: gateway.name(),
+        "app.kubernetes.io/name": "alb-proxy"}});
+    if instance.kind == "ClusterALBInstance" {
+        out.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": metadata(&name, instance, gateway, owners),
+            "spec": {"selector": selector, "template": template,
+                "updateStrategy": {"type": "RollingUpdate",
+                    "rollingUpdate": {"maxUnavailable": 1}}}}));
+    } else {
+        out.push(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": metadata(&name, instance, gateway, owners),
+            "spec": {"replicas": 2, "selector": selector, "template": template,
+                "strategy": {"type": "RollingUpdate",
+                    "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}}}));
+        out.push(
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": metadata(&name, instance, gateway, owners),
+            "spec": {"maxUnavailable": 1, "selector": selector}}),
+        );
+    }
+    if !host_ports {
+        out.push(service(instance, gateway, owners, &ports));
+    }
+    Ok(out)
+}
+
+/// The LoadBalancer Service in front of the proxies.
+fn service(
+    instance: &Instance,
+    gateway: &ObjectKey,
+    owners: &[Value],
+    ports: &[InletPort],
+) -> Value {
+    let lb = instance
+        .spec
+        .inlet
+        .as_ref()
+        .and_then(|i| i.load_balancer.as_ref());
+    let mut meta = metadata(&load_balancer_service(gateway), instance, gateway, owners);
+    if let Some(annotations) = lb.and_then(|l| l.service_annotations.as_ref()) {
+        meta["annotations"] = json!(annotations);
+    }
+    let mut spec = json!({
+        "type": "LoadBalancer",
+        // The client's own address reaches Envoy (acceptRequestsFrom, access logs).
+        "externalTrafficPolicy": "Local",
+        "selector": {GATEWAY_LABEL: gateway.name(), "app.kubernetes.io/name": "alb-proxy"},
+        "ports": ports.iter().map(|p| json!({
+            "name": p.name,
+            "port": p.exposed,
+            "targetPort": container_port(p.listener),
+            "protocol": p.protocol,
+        })).collect::<Vec<_>>(),
+    });
+    if let Some(class) = lb.and_then(|l| l.load_balancer_class.as_ref()) {
+        spec["loadBalancerClass"] = json!(class);
+    }
+    if let Some(ranges) = lb.and_then(|l| l.load_balancer_source_ranges.as_ref()) {
+        spec["loadBalancerSourceRanges"] = json!(ranges);
+    }
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec})
+}
+
+/// The proxy pods' template.
+fn pod_template(
+    instance: &Instance,
+    gateway: &ObjectKey,
+    ports: &[InletPort],
+    host_ports: bool,
+    settings: &Settings,
+) -> Value {
+    let hardened = json!({
+        "runAsNonRoot": true,
+        "runAsUser": USER,
+        "runAsGroup": USER,
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    });
+    let container_ports: Vec<Value> = ports
+        .iter()
+        .map(|p| {
+            let mut port = json!({"name": p.name, "containerPort": container_port(p.listener),
+                "protocol": p.protocol});
+            if host_ports {
+                port["hostPort"] = json!(p.exposed);
+            }
+            port
+        })
+        .chain([json!({"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"})])
+        .collect();
+    let proxy = json!({
+        "name": "proxy",
+        "image": settings.proxy_image,
+        "workingDir": WORKING_DIR,
+        "args": [
+            "edge", "proxy",
+            "--bootstrap-file", format!("{BOOTSTRAP_DIR}/envoy.yaml"),
+            "--envoy-admin-address", format!("127.0.0.1:{ADMIN_PORT}"),
+            "--metrics-addr", format!("127.0.0.1:{METRICS_PORT}"),
+            "--health-addr", format!("0.0.0.0:{HEALTH_PORT}"),
+            "--work-dir", "/var/run/fairlead",
+            "--envoy-log-level", envoy_log_level(&instance.spec),
+            "--drain-deadline", DRAIN_SECONDS.to_string(),
+        ],
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ],
+        "ports": container_ports,
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": HEALTH_PORT},
+            "periodSeconds": 2, "failureThreshold": 2},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": HEALTH_PORT},
+            "periodSeconds": 10, "failureThreshold": 3},
+        "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"memory": "1Gi"}},
+        "securityContext": hardened,
+        "volumeMounts": [
+            {"name": "bootstrap", "mountPath": format!("{WORKING_DIR}/{BOOTSTRAP_DIR}"), "readOnly": true},
+            {"name": "xds-tls", "mountPath": format!("{WORKING_DIR}/{XDS_TLS_DIR}"), "readOnly": true},
+            {"name": "run", "mountPath": "/var/run/fairlead"},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    });
+    let rbac_proxy = json!({
+        "name": "kube-rbac-proxy",
+        "image": settings.rbac_proxy_image,
+        "args": [
+            format!("--secure-listen-address=$(POD_IP):{RBAC_PROXY_PORT}"),
+            format!("--upstream=http://127.0.0.1:{METRICS_PORT}/"),
+            "--auth-header-fields-enabled",
+            "--allow-paths=/metrics,/stats/prometheus",
+        ],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "ports": [{"name": "https-metrics", "containerPort": RBAC_PROXY_PORT, "protocol": "TCP"}],
+        "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}, "limits": {"memory": "64Mi"}},
+        "securityContext": hardened,
+    });
+    let mut spec = json!({
+        "serviceAccountName": workload_name(gateway),
+        "terminationGracePeriodSeconds": PRE_STOP_SECONDS + DRAIN_SECONDS + 15,
+        "securityContext": {"runAsNonRoot": true, "runAsUser": USER, "runAsGroup": USER,
+            "fsGroup": USER, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [proxy, rbac_proxy],
+        "volumes": [
+            {"name": "bootstrap", "configMap": {"name": bootstrap_config_map(gateway)}},
+            {"name": "xds-tls", "secret": {"secretName": client_secret(gateway),
+                "defaultMode": 0o440}},
+            {"name": "run", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        ],
+    });
+    if let Some(selector) = &instance.spec.node_selector {
+        spec["nodeSelector"] = json!(selector);
+    }
+    if let Some(tolerations) = &instance.spec.tolerations {
+        spec["tolerations"] = json!(tolerations);
+    }
+    if instance.kind == "ALBInstance" {
+        spec["affinity"] = json!({"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
+                "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {GATEWAY_LABEL: gateway.name()}}}}]}});
+    }
+    json!({"metadata": {"labels": labels(instance, gateway)}, "spec": spec})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fairlead_edge_api::types::{
+        AdditionalPort, HostPortInlet, Inlet, LoadBalancerInlet, OpenTelemetry, ServiceRef, Tracing,
+    };
+
+    fn instance(kind: &'static str, inlet: Inlet) -> Instance {
+        Instance {
+            kind,
+            key: if kind == "ALBInstance" {
+                ObjectKey::new("team", "i")
+            } else {
+                ObjectKey::cluster("main")
+            },
+            uid: "uid".into(),
+            created: "t".into(),
+            generation: 1,
+            default: false,
+            spec: InstanceSpec {
+                gateway_name: "public".into(),
+                inlet: Some(inlet),
+                envoy_log_level: Some("Warning".into()),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn find<'a>(objects: &'a [Value], kind: &str) -> Option<&'a Value> {
+        objects.iter().find(|o| o["kind"] == kind)
+    }
+
+    #[test]
+    fn a_cluster_instance_behind_a_load_balancer_is_a_daemon_set_and_a_service() {
+        let mut i = instance(
+            "ClusterALBInstance",
+            Inlet {
+                type_: "LoadBalancer".into(),
+                load_balancer: Some(LoadBalancerInlet {
+                    http_port: Some(8080),
+                    load_balancer_class: Some("cloud".into()),
+                    ..Default::default()
+                }),
+                additional_ports: Some(vec![AdditionalPort {
+                    port: 53,
+                    protocol: "UDP".into(),
+                }]),
+                ..Default::default()
+            },
+        );
+        i.spec.enable_http3 = Some(true);
+        let gateway = ObjectKey::new("d8-alb", "public");
+        let owners = [json!({"kind": "ClusterALBInstance", "name": "main"})];
+        let objects = objects(&i, &gateway, &owners, true, &Settings::default()).unwrap();
+        let kinds: Vec<&str> = objects
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["ServiceAccount", "ConfigMap", "DaemonSet", "Service"]
+        );
+        for o in &objects {
+            assert_eq!(o["metadata"]["namespace"], "d8-alb");
+            assert_eq!(o["metadata"]["labels"][GATEWAY_LABEL], "public");
+            assert_eq!(o["metadata"]["ownerReferences"], json!(owners));
+        }
+        let service = find(&objects, "Service").unwrap();
+        assert_eq!(service["metadata"]["name"], "d8-alb-public-loadbalancer");
+        assert_eq!(service["spec"]["loadBalancerClass"], "cloud");
+        let ports: Vec<(u64, u64, &str)> = service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["port"].as_u64().unwrap(),
+                    p["targetPort"].as_u64().unwrap(),
+                    p["protocol"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ports,
+            [
+                (8080, 10080, "TCP"),
+                (443, 10443, "TCP"),
+                (443, 10443, "UDP"),
+                (53, 10053, "UDP")
+            ],
+            "Gateway ports below 1024 reach Envoy at + 10000; HTTP/3 adds UDP 443"
+        );
+        let pod = &find(&objects, "DaemonSet").unwrap()["spec"]["template"];
+        assert_eq!(pod["metadata"]["labels"][GATEWAY_LABEL], "public");
+        let proxy = &pod["spec"]["containers"][0];
+        assert_eq!(proxy["name"], "proxy");
+        let args: Vec<&str> = proxy["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(args[..2], ["edge", "proxy"]);
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--envoy-log-level", "warning"])
+        );
+        let security = &proxy["securityContext"];
+        assert_eq!(security["runAsNonRoot"], true);
+        assert_eq!(security["readOnlyRootFilesystem"], true);
+        assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+        assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault");
+        assert!(
+            pod["spec"]["terminationGracePeriodSeconds"]
+                .as_u64()
+                .unwrap()
+                > PRE_STOP_SECONDS + DRAIN_SECONDS
+        );
+        assert_eq!(proxy["readinessProbe"]["httpGet"]["port"], HEALTH_PORT);
+        assert!(
+            proxy["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p.get("hostPort").is_none())
+        );
+        // The bootstrap names the Gateway and reaches the xDS server over mutual TLS.
+        let config = find(&objects, "ConfigMap").unwrap();
+        let envoy: Value =
+            serde_yaml_ng::from_str(config["data"]["envoy.yaml"].as_str().unwrap()).unwrap();
+        assert_eq!(envoy["node"]["cluster"], "d8-alb/public");
+        assert!(
+            config["data"]["xds-client-sds.json"]
+                .as_str()
+                .unwrap()
+                .contains("\"xds-tls/tls.crt\""),
+            "paths relative to the working directory"
+        );
+        assert_eq!(proxy["workingDir"], "/etc/fairlead");
+        assert_eq!(
+            proxy["volumeMounts"][1]["mountPath"],
+            "/etc/fairlead/xds-tls"
+        );
+        assert_eq!(
+            pod["spec"]["volumes"][1]["secret"]["secretName"],
+            "d8-alb-public-xds-client"
+        );
+    }
+
+    #[test]
+    fn host_ports_map_the_nodes_ports_to_envoys() {
+        let i = instance(
+            "ClusterALBInstance",
+            Inlet {
+                type_: "HostPort".into(),
+                host_port: Some(HostPortInlet {
+                    http_port: Some(80),
+                    https_port: Some(8443),
+                }),
+                ..Default::default()
+            },
+        );
+        let gateway = ObjectKey::new("d8-alb", "public");
+        let objects = objects(&i, &gateway, &[], true, &Settings::default()).unwrap();
+        assert!(
+            find(&objects, "Service").is_none(),
+            "no Service for host ports"
+        );
+        let ports = &find(&objects, "DaemonSet").unwrap()["spec"]["template"]["spec"]["containers"]
+            [0]["ports"];
+        assert_eq!(
+            ports[0],
+            json!({"name": "d8-http", "containerPort": 10080, "hostPort": 80, "protocol": "TCP"})
+        );
+        assert_eq!(
+            ports[1],
+            json!({"name": "d8-https", "containerPort": 10443, "hostPort": 8443, "protocol": "TCP"})
+        );
+    }
+
+    #[test]
+    fn a_namespaced_instance_is_two_spread_replicas_with_a_disruption_budget() {
+        let mut i = instance(
+            "ALBInstance",
+            Inlet {
+                type_: "LoadBalancer".into(),
+                ..Default::default()
+            },
+        );
+        i.spec.open_telemetry = Some(OpenTelemetry {
+            tracing: Some(Tracing {
+                service: Some(ServiceRef {
+                    name: "collector".into(),
+                    namespace: None,
+                }),
+                port: Some(4317),
+                ..Default::default()
+            }),
+        });
+        let gateway = ObjectKey::new("team", "public");
+        let objects = objects(&i, &gateway, &[], false, &Settings::default()).unwrap();
+        let kinds: Vec<&str> = objects
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "ServiceAccount",
+                "ConfigMap",
+                "Deployment",
+                "PodDisruptionBudget",
+                "Service"
+            ]
+        );
+        let deployment = find(&objects, "Deployment").unwrap();
+        assert_eq!(deployment["spec"]["replicas"], 2);
+        assert!(deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"].is_object());
+        assert_eq!(
+            find(&objects, "PodDisruptionBudget").unwrap()["spec"]["maxUnavailable"],
+            1
+        );
+        let ports = find(&objects, "Service").unwrap()["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert_eq!(ports, 1, "no certificate: no HTTPS port");
+        assert_eq!(
+            bootstrap_spec(&i, &gateway, &Settings::default()).otlp,
+            Some(("collector.team.svc".into(), 4317)),
+            "the collector's Service, in the instance's namespace"
+        );
+    }
+
+    #[test]
+    fn log_levels_and_identities() {
+        let mut spec = InstanceSpec::default();
+        assert_eq!(envoy_log_level(&spec), "info");
+        for (deckhouse, envoy) in [("Trace", "trace"), ("Critical", "critical"), ("Off", "off")] {
+            spec.envoy_log_level = Some(deckhouse.into());
+            assert_eq!(envoy_log_level(&spec), envoy);
+        }
+        assert_eq!(
+            identity("cluster.local", &ObjectKey::new("d8-alb", "main")),
+            "spiffe://cluster.local/ns/d8-alb/gateway/main"
+        );
+    }
+}

@@ -1,0 +1,616 @@
+//! `fairlead up`'s local workload runner: the kubelet, scheduler and kube-proxy of the one
+//! local node, for the workloads fairlead's controllers create (Deployments and DaemonSets
+//! matching [`Config::selector`]). Each round (every second) it:
+//!
+//! - runs the pods each workload wants here ([`pod::wanted`]: its replicas; one for a
+//!   DaemonSet whose node selector the local Node matches), each on a loopback address of its
+//!   own (`127.0.3.N`, the Pod's `podIP`) — see [`running`] for what running one means; a
+//!   changed template gets new pods, and the old ones stop once the new ones are ready;
+//! - gives each Gateway whose proxies it runs a loopback address of its own (`127.0.1.N`, the
+//!   Gateway's `fairlead.io/listen-address` annotation): the Gateway's proxies bind its
+//!   listeners there, sharing the ports (SO_REUSEPORT), as pods of one Service share its
+//!   address;
+//! - writes the workloads' status (ready replicas, scheduled pods) as their controllers do;
+//! - gives each LoadBalancer Service selecting its pods a loopback address of its own
+//!   (`127.0.2.N`, in `status.loadBalancer.ingress`) and forwards its ports to the ready
+//!   pods' `targetPort` ([`forward`]), and forwards each host port on `127.0.0.1` to its
+//!   pod. A port that cannot be bound is in the Service's `ingress[].ports[].error`, or an
+//!   Event on the Pod.
+//!
+//! The controllers do not know they run on a laptop: they write what they write in a
+//! cluster, and this is what makes it run.
+
+mod addresses;
+mod forward;
+pub mod pod;
+mod running;
+mod volumes;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+
+use addresses::{GATEWAYS, PODS, SERVICES};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fairlead_edge_controller::workload::GATEWAY_LABEL;
+use fairlead_edge_translate::gateway::LISTEN_ADDRESS;
+use fairlead_key::ObjectKey;
+use fairlead_kit::Runtime;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// The field manager of what the runner writes (statuses, the Gateways' listen addresses).
+const MANAGER: &str = "fairlead-up-runner";
+
+/// How long an old pod outlives a changed template's new pods that are not ready.
+const SURGE: Duration = Duration::from_secs(30);
+
+/// How the runner runs.
+#[derive(Debug)]
+pub struct Config {
+    /// The local Node's name.
+    pub node: String,
+    /// Where the pods' files go (`<dir>/<namespace>_<pod>/`).
+    pub dir: PathBuf,
+    /// The `fairlead` binary containers run.
+    pub fairlead: PathBuf,
+    /// The Envoy binary proxies run (`FAIRLEAD_ENVOY` in their environment).
+    pub envoy: Option<PathBuf>,
+    /// The label selector of the workloads realized.
+    pub selector: String,
+    /// How often a pod's ConfigMap and Secret volumes are read again.
+    pub refresh: Duration,
+    /// Images whose containers were said to be skipped.
+    skipped: Mutex<BTreeSet<String>>,
+}
+
+impl Config {
+    /// A runner for `node`, its files under `dir`.
+    pub fn new(node: &str, dir: PathBuf, fairlead: PathBuf, envoy: Option<PathBuf>) -> Self {
+        Self {
+            node: node.to_owned(),
+            dir,
+            fairlead,
+            envoy,
+            selector: format!(
+                "app.kubernetes.io/managed-by={}",
+                fairlead_edge_controller::instances::MANAGER
+            ),
+            refresh: Duration::from_secs(2),
+            skipped: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Says once per container name and image that it is not run here.
+    fn say_skipped(&self, container: &Value) {
+        let what = format!(
+            "{} ({})",
+            container["name"].as_str().unwrap_or_default(),
+            container["image"].as_str().unwrap_or_default()
+        );
+        if self.skipped.lock().expect("skipped").insert(what.clone()) {
+            tracing::info!(container = %what, "fairlead up runs only containers that are fairlead commands; this one is skipped (its pod is ready without it)");
+        }
+    }
+}
+
+/// Starts the runner in `runtime`.
+pub fn start(runtime: &Runtime, client: kube::Client, config: Config) {
+    let stop = runtime.shutdown.token();
+    runtime.shutdown.spawn(run(client, Arc::new(config), stop));
+}
+
+/// A pod the runner runs.
+struct Running {
+    workload: ObjectKey,
+    kind: String,
+    /// Where its listeners are (the Gateway's address for proxies, else its own).
+    serving: IpAddr,
+    labels: BTreeMap<String, String>,
+    /// Its host ports: (host port, UDP) → container port.
+    host_ports: BTreeMap<(u16, bool), u16>,
+    started: Instant,
+    handle: running::Handle,
+}
+
+/// A port (and whether it is UDP).
+type Port = (u16, bool);
+
+/// A forwarder, or why its port cannot be bound.
+type Forwarding = Result<forward::Forwarder, String>;
+
+#[derive(Default)]
+struct World {
+    pods: BTreeMap<ObjectKey, Running>,
+    stopping: Vec<running::Handle>,
+    /// Each LoadBalancer Service's address and forwarders.
+    services: BTreeMap<ObjectKey, (IpAddr, BTreeMap<Port, Forwarding>)>,
+    /// Each host port's pod and forwarder.
+    host_ports: BTreeMap<Port, (ObjectKey, Forwarding)>,
+    statuses: BTreeMap<(String, ObjectKey), Value>,
+}
+
+async fn run(client: kube::Client, config: Arc<Config>, stop: CancellationToken) {
+    remove_stale_pods(&client).await;
+    let mut world = World::default();
+    loop {
+        if let Err(e) = round(&client, &config, &mut world).await {
+            tracing::warn!(error = %e, "a round of the local runner failed; trying again");
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+    // Stopping: every pod drains, as a node being drained does.
+    for (_, pod) in std::mem::take(&mut world.pods) {
+        pod.handle.stop.cancel();
+        world.stopping.push(pod.handle);
+    }
+    for handle in world.stopping {
+        let _ = handle.done.await;
+    }
+}
+
+/// Pods a runner before this one left in a kept data dir.
+async fn remove_stale_pods(client: &kube::Client) {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(client.clone());
+    let Ok(list) = pods
+        .list(&ListParams::default().labels(&format!("{}=true", pod::RUNNER_LABEL)))
+        .await
+    else {
+        return;
+    };
+    for stale in list.items {
+        let (Some(ns), Some(name)) = (stale.metadata.namespace, stale.metadata.name) else {
+            continue;
+        };
+        let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
+        let _ = api.delete(&name, &DeleteParams::default()).await;
+    }
+}
+
+fn workloads_api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &fairlead_edge_controller::apply::resource(kind),
+    )
+}
+
+fn key_of(object: &Value) -> ObjectKey {
+    ObjectKey::new(
+        object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default"),
+        object["metadata"]["name"].as_str().unwrap_or_default(),
+    )
+}
+
+fn labels_of(value: &Value) -> BTreeMap<String, String> {
+    value
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect()
+}
+
+async fn round(
+    client: &kube::Client,
+    config: &Arc<Config>,
+    world: &mut World,
+) -> Result<(), kube::Error> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let node_labels = nodes
+        .get_opt(&config.node)
+        .await?
+        .and_then(|n| n.metadata.labels)
+        .unwrap_or_default();
+    let mut workloads: Vec<Value> = Vec::new();
+    for kind in ["DaemonSet", "Deployment"] {
+        let list = workloads_api(client, kind)
+            .list(&ListParams::default().labels(&config.selector))
+            .await?;
+        workloads.extend(list.items.into_iter().filter_map(|o| {
+            let mut value = serde_json::to_value(o).ok()?;
+            value["kind"] = json!(kind);
+            value["apiVersion"] = json!("apps/v1");
+            (value["metadata"]["deletionTimestamp"].is_null()).then_some(value)
+        }));
+    }
+    let addresses = gateway_addresses(client, &workloads).await?;
+    // Which pods are wanted, and by whom.
+    let mut wanted: BTreeMap<ObjectKey, (usize, pod::Wanted)> = BTreeMap::new();
+    for (i, workload) in workloads.iter().enumerate() {
+        // A proxy starts once its Gateway has its address (its listeners bind there).
+        if let Some(gateway) = gateway_of(workload)
+            && !addresses.contains_key(&gateway)
+        {
+            continue;
+        }
+        for w in pod::wanted(workload, &node_labels) {
+            wanted.insert(
+                ObjectKey::new(key_of(workload).namespace(), &w.name),
+                (i, w),
+            );
+        }
+    }
+    // Start what is missing.
+    let taken: BTreeSet<IpAddr> = world
+        .pods
+        .values()
+        .map(|p| p.handle.ip)
+        .chain(world.stopping.iter().map(|h| h.ip))
+        .collect();
+    let mut taken = taken;
+    for (key, (i, w)) in &wanted {
+        if world.pods.contains_key(key) {
+            continue;
+        }
+        let Some(ip) = PODS.free(&taken) else {
+            tracing::error!(pod = %key, "no loopback address left for a pod (127.0.3.1-254)");
+            continue;
+        };
+        taken.insert(ip);
+        let workload = &workloads[*i];
+        let serving = gateway_of(workload)
+            .and_then(|g| addresses.get(&g).copied())
+            .unwrap_or(ip);
+        let services: BTreeMap<String, IpAddr> = world
+            .services
+            .iter()
+            .map(|(k, (ip, _))| (format!("{}.{}", k.name(), k.namespace()), *ip))
+            .collect();
+        let handle = running::spawn(client.clone(), config.clone(), workload, w, ip, services);
+        let template = &workload["spec"]["template"];
+        let mut labels = labels_of(&template["metadata"]["labels"]);
+        labels.insert("pod-template-hash".into(), w.hash.clone());
+        tracing::info!(pod = %key, address = %ip, serving = %serving, "starting a pod");
+        world.pods.insert(
+            key.clone(),
+            Running {
+                workload: key_of(workload),
+                kind: workload["kind"].as_str().unwrap_or_default().to_owned(),
+                serving,
+                labels,
+                host_ports: host_ports(template),
+                started: Instant::now(),
+                handle,
+            },
+        );
+    }
+    // Stop what is no longer wanted: at once when its workload is gone, else once the
+    // workload's wanted pods are ready (or have had their time).
+    let ready = |p: &Running| *p.handle.ready.borrow();
+    let superseded: Vec<ObjectKey> = world
+        .pods
+        .iter()
+        .filter(|(key, _)| !wanted.contains_key(*key))
+        .filter(|(_, p)| {
+            let successors: Vec<&Running> = world
+                .pods
+                .iter()
+                .filter(|(k, q)| {
+                    wanted.contains_key(*k) && q.workload == p.workload && q.kind == p.kind
+                })
+                .map(|(_, q)| q)
+                .collect();
+            successors.is_empty()
+                || successors.iter().all(|q| ready(q))
+                || successors.iter().all(|q| q.started.elapsed() > SURGE)
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    for key in superseded {
+        if let Some(pod) = world.pods.remove(&key) {
+            tracing::info!(pod = %key, "stopping a pod");
+            pod.handle.stop.cancel();
+            world.stopping.push(pod.handle);
+        }
+    }
+    world.stopping.retain(|h| !h.done.is_finished());
+    write_workload_statuses(client, &workloads, &wanted, world).await;
+    services(client, world).await?;
+    host_port_forwarders(client, world).await;
+    Ok(())
+}
+
+/// The Gateway a workload's pods serve (their template's `alb.deckhouse.io/gateway` label).
+fn gateway_of(workload: &Value) -> Option<ObjectKey> {
+    let gateway = workload["spec"]["template"]["metadata"]["labels"][GATEWAY_LABEL].as_str()?;
+    Some(ObjectKey::new(key_of(workload).namespace(), gateway))
+}
+
+/// The listen address of each Gateway whose proxies run here, as the Gateway holds it;
+/// Gateways without one (or with one another Gateway holds) are given one, which the next
+/// round reads back.
+async fn gateway_addresses(
+    client: &kube::Client,
+    workloads: &[Value],
+) -> Result<BTreeMap<ObjectKey, IpAddr>, kube::Error> {
+    let resource = fairlead_edge_controller::crds::resource("Gateway");
+    let mut held: BTreeMap<ObjectKey, Option<IpAddr>> = BTreeMap::new();
+    for gateway in workloads.iter().filter_map(gateway_of) {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), gateway.namespace(), &resource);
+        let Some(object) = api.get_opt(gateway.name()).await? else {
+            continue;
+        };
+        let address = object
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LISTEN_ADDRESS))
+            .and_then(|a| a.parse::<IpAddr>().ok())
+            .filter(|ip| GATEWAYS.contains(*ip));
+        held.insert(gateway, address);
+    }
+    let assigned = GATEWAYS.assign(&held);
+    let mut out = BTreeMap::new();
+    for (gateway, address) in assigned {
+        if held.get(&gateway).copied().flatten() == Some(address) {
+            out.insert(gateway, address);
+            continue;
+        }
+        let patch = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": gateway.name(), "namespace": gateway.namespace(),
+                "annotations": {LISTEN_ADDRESS: address.to_string()}}});
+        Api::<DynamicObject>::namespaced_with(client.clone(), gateway.namespace(), &resource)
+            .patch(
+                gateway.name(),
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await?;
+        tracing::info!(%gateway, %address, "the Gateway's local proxies listen here");
+    }
+    Ok(out)
+}
+
+/// A template's host ports: (host port, UDP) → container port.
+fn host_ports(template: &Value) -> BTreeMap<(u16, bool), u16> {
+    template["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["ports"].as_array().into_iter().flatten())
+        .filter_map(|p| {
+            let host = u16::try_from(p["hostPort"].as_u64()?).ok()?;
+            let container = u16::try_from(p["containerPort"].as_u64()?).ok()?;
+            Some(((host, p["protocol"] == "UDP"), container))
+        })
+        .collect()
+}
+
+/// Writes each workload's status as its controller would (when it changed).
+async fn write_workload_statuses(
+    client: &kube::Client,
+    workloads: &[Value],
+    wanted: &BTreeMap<ObjectKey, (usize, pod::Wanted)>,
+    world: &mut World,
+) {
+    for (i, workload) in workloads.iter().enumerate() {
+        let key = key_of(workload);
+        let kind = workload["kind"].as_str().unwrap_or_default();
+        let mine: Vec<&Running> = world
+            .pods
+            .values()
+            .filter(|p| p.workload == key && p.kind == kind)
+            .collect();
+        let desired = wanted.values().filter(|(w, _)| *w == i).count();
+        let current = mine.len();
+        let ready = mine.iter().filter(|p| *p.handle.ready.borrow()).count();
+        let updated = mine
+            .iter()
+            .filter(|p| {
+                wanted
+                    .values()
+                    .any(|(w, x)| *w == i && x.name == p.handle.name)
+            })
+            .count();
+        let generation = workload["metadata"]["generation"].clone();
+        let status = if kind == "DaemonSet" {
+            json!({"desiredNumberScheduled": desired, "currentNumberScheduled": current,
+                "numberReady": ready, "numberAvailable": ready,
+                "numberUnavailable": desired.saturating_sub(ready),
+                "updatedNumberScheduled": updated, "numberMisscheduled": 0,
+                "observedGeneration": generation})
+        } else {
+            json!({"replicas": current, "readyReplicas": ready, "availableReplicas": ready,
+                "updatedReplicas": updated, "unavailableReplicas": desired.saturating_sub(ready),
+                "observedGeneration": generation,
+                "conditions": [{"type": "Available", "status": if ready > 0 { "True" } else { "False" },
+                    "reason": if ready > 0 { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" }}]})
+        };
+        let cache_key = (kind.to_owned(), key.clone());
+        if world.statuses.get(&cache_key) == Some(&status) {
+            continue;
+        }
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            key.namespace(),
+            &fairlead_edge_controller::apply::resource(kind),
+        );
+        match api
+            .patch_status(
+                key.name(),
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": status})),
+            )
+            .await
+        {
+            Ok(_) => {
+                world.statuses.insert(cache_key, status);
+            }
+            Err(e) => tracing::debug!(workload = %key, error = %e, "writing a workload's status"),
+        }
+    }
+}
+
+/// The LoadBalancer Services selecting the runner's pods: an address each, forwarders to
+/// the ready pods, and their status.
+async fn services(client: &kube::Client, world: &mut World) -> Result<(), kube::Error> {
+    let api: Api<k8s_openapi::api::core::v1::Service> = Api::all(client.clone());
+    let mut seen = BTreeSet::new();
+    for service in api.list(&ListParams::default()).await?.items {
+        let spec = service.spec.clone().unwrap_or_default();
+        if spec.type_.as_deref() != Some("LoadBalancer") {
+            continue;
+        }
+        let selector = spec.selector.clone().unwrap_or_default();
+        let selects = |p: &Running| {
+            !selector.is_empty() && selector.iter().all(|(k, v)| p.labels.get(k) == Some(v))
+        };
+        if !world.pods.values().any(selects) {
+            continue;
+        }
+        let key = ObjectKey::new(
+            service.metadata.namespace.as_deref().unwrap_or("default"),
+            service.metadata.name.as_deref().unwrap_or_default(),
+        );
+        seen.insert(key.clone());
+        let taken: BTreeSet<IpAddr> = world
+            .services
+            .iter()
+            .filter(|(k, _)| **k != key)
+            .map(|(_, (ip, _))| *ip)
+            .collect();
+        let held = service
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|lb| lb.ingress.as_ref())
+            .and_then(|i| i.first())
+            .and_then(|i| i.ip.as_deref())
+            .and_then(|ip| ip.parse::<IpAddr>().ok())
+            .filter(|ip| SERVICES.contains(*ip) && !taken.contains(ip));
+        let address = match world.services.get(&key) {
+            Some((ip, _)) => *ip,
+            None => match held.or_else(|| SERVICES.free(&taken)) {
+                Some(ip) => ip,
+                None => continue,
+            },
+        };
+        let entry = world
+            .services
+            .entry(key.clone())
+            .or_insert_with(|| (address, BTreeMap::new()));
+        let mut ports_status = Vec::new();
+        let mut wanted_ports = BTreeSet::new();
+        for port in spec.ports.iter().flatten() {
+            let udp = port.protocol.as_deref() == Some("UDP");
+            let Ok(number) = u16::try_from(port.port) else {
+                continue;
+            };
+            wanted_ports.insert((number, udp));
+            let targets: Vec<SocketAddr> = world
+                .pods
+                .values()
+                .filter(|p| selects(p) && *p.handle.ready.borrow())
+                .filter_map(|p| {
+                    let target = match &port.target_port {
+                        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => {
+                            u16::try_from(*n).ok()
+                        }
+                        None => Some(number),
+                        Some(
+                            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(_),
+                        ) => None,
+                    }?;
+                    Some(SocketAddr::new(p.serving, target))
+                })
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let forwarder = match entry.1.remove(&(number, udp)) {
+                Some(Ok(f)) => Ok(f),
+                _ => forward::start(SocketAddr::new(address, number), udp, Vec::new()).await,
+            };
+            if let Ok(f) = &forwarder {
+                f.targets.send_if_modified(|t| {
+                    let changed = *t != targets;
+                    *t = targets.clone();
+                    changed
+                });
+            }
+            let mut status = json!({"port": number, "protocol": if udp { "UDP" } else { "TCP" }});
+            if let Err(e) = &forwarder {
+                tracing::warn!(service = %key, error = %e, "a Service port cannot be served here");
+                status["error"] = json!(if e.contains("permission denied") {
+                    "PermissionDenied"
+                } else {
+                    "PortUnavailable"
+                });
+            }
+            ports_status.push(status);
+            entry.1.insert((number, udp), forwarder);
+        }
+        entry.1.retain(|p, _| wanted_ports.contains(p));
+        let status = json!({"loadBalancer": {"ingress": [{"ip": address.to_string(), "ipMode": "VIP", "ports": ports_status}]}});
+        let stored = serde_json::to_value(&service.status).unwrap_or_default();
+        if stored["loadBalancer"] != status["loadBalancer"] {
+            let api: Api<k8s_openapi::api::core::v1::Service> =
+                Api::namespaced(client.clone(), key.namespace());
+            api.patch_status(
+                key.name(),
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": status})),
+            )
+            .await?;
+        }
+    }
+    world.services.retain(|k, _| seen.contains(k));
+    Ok(())
+}
+
+/// Host ports on 127.0.0.1, each to its pod; one that cannot be bound is an Event on the
+/// pod (once).
+async fn host_port_forwarders(client: &kube::Client, world: &mut World) {
+    let mut wanted: BTreeMap<(u16, bool), (ObjectKey, SocketAddr, bool)> = BTreeMap::new();
+    for (key, pod) in &world.pods {
+        for (&(host, udp), &container) in &pod.host_ports {
+            wanted.entry((host, udp)).or_insert((
+                key.clone(),
+                SocketAddr::new(pod.serving, container),
+                *pod.handle.ready.borrow(),
+            ));
+        }
+    }
+    world
+        .host_ports
+        .retain(|port, (owner, _)| wanted.get(port).is_some_and(|(o, _, _)| o == owner));
+    for ((host, udp), (owner, target, ready)) in wanted {
+        if let std::collections::btree_map::Entry::Vacant(slot) =
+            world.host_ports.entry((host, udp))
+        {
+            let started =
+                forward::start(SocketAddr::from(([127, 0, 0, 1], host)), udp, Vec::new()).await;
+            if let Err(e) = &started {
+                tracing::warn!(pod = %owner, error = %e, "a host port cannot be bound");
+                let events = fairlead_kit::events::Events::new(client.clone(), MANAGER, None);
+                let reference = k8s_openapi::api::core::v1::ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: Some(owner.name().to_owned()),
+                    namespace: Some(owner.namespace().to_owned()),
+                    ..Default::default()
+                };
+                events
+                    .warning(&reference, "HostPortUnavailable", "BindHostPort", e.clone())
+                    .await;
+            }
+            slot.insert((owner.clone(), started));
+        }
+        if let Some((_, Ok(forwarder))) = world.host_ports.get(&(host, udp)) {
+            let targets = if ready { vec![target] } else { Vec::new() };
+            forwarder.targets.send_if_modified(|t| {
+                let changed = *t != targets;
+                *t = targets.clone();
+                changed
+            });
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! The runner's decisions, without I/O: which pods a workload wants on the local node, the
+//! Pod object and status the runner writes, which containers it can run (those whose
+//! arguments are a fairlead subcommand; the rest are skipped, and said so), and how a
+//! container's arguments read on this machine — as they would inside the pod:
+//!
+//! - `$(VAR)` is expanded from the container's environment, as the kubelet does;
+//! - the pod's loopback (`127.0.0.1`) and its every-address (`0.0.0.0`) are the pod's own
+//!   address, so pods do not collide on one machine;
+//! - a path under a volume's `mountPath` is that volume's directory here;
+//! - the names of Services the runner serves (`<name>.<namespace>.svc[.cluster.local]`) are
+//!   their local addresses.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+/// The top-level fairlead commands a container may run.
+const FAIRLEAD_COMMANDS: &[&str] = &["edge", "health"];
+
+/// The label the runner puts on the pods it runs.
+pub const RUNNER_LABEL: &str = "fairlead.io/local-runner";
+
+/// A pod a workload wants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    /// Its name: the workload's, the template's hash, and its ordinal.
+    pub name: String,
+    /// The template's hash (a changed template is new pods).
+    pub hash: String,
+}
+
+/// A short stable hash of `value` (its JSON text), for names.
+pub fn hash(value: &Value) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(value.to_string().as_bytes());
+    digest[..5].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `node_labels` satisfy the template's `nodeSelector`.
+fn schedulable(template: &Value, node_labels: &BTreeMap<String, String>) -> bool {
+    template["spec"]["nodeSelector"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| node_labels.get(k).map(String::as_str) == v.as_str())
+}
+
+/// The pods `workload` (a Deployment or DaemonSet) wants on the local node.
+pub fn wanted(workload: &Value, node_labels: &BTreeMap<String, String>) -> Vec<Wanted> {
+    let template = &workload["spec"]["template"];
+    let name = workload["metadata"]["name"].as_str().unwrap_or_default();
+    let hash = hash(template);
+    let count = match workload["kind"].as_str() {
+        Some("DaemonSet") => usize::from(schedulable(template, node_labels)),
+        _ => workload["spec"]["replicas"]
+            .as_u64()
+            .map_or(1, |r| usize::try_from(r).unwrap_or(0)),
+    };
+    (0..count)
+        .map(|i| Wanted {
+            name: format!("{name}-{hash}-{i}"),
+            hash: hash.clone(),
+        })
+        .collect()
+}
+
+/// What a container is to the runner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Run {
+    /// A fairlead subcommand, run with these arguments.
+    Fairlead(Vec<String>),
+    /// Something else (kube-rbac-proxy): not run here.
+    Skipped,
+}
+
+/// Whether the runner runs `container`: a fairlead image's entrypoint (no `command`, or
+/// `fairlead`) with a fairlead subcommand as its first argument.
+pub fn classify(container: &Value) -> Run {
+    let command: Vec<&str> = container["command"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    let fairlead_entrypoint = command.is_empty()
+        || (command.len() == 1 && Path::new(command[0]).file_name() == Some("fairlead".as_ref()));
+    match args.first() {
+        Some(first) if fairlead_entrypoint && FAIRLEAD_COMMANDS.contains(&first.as_str()) => {
+            Run::Fairlead(args)
+        }
+        _ => Run::Skipped,
+    }
+}
+
+/// What a container's view of the machine is made of.
+#[derive(Clone, Debug, Default)]
+pub struct View {
+    /// The pod's address.
+    pub pod_ip: Option<IpAddr>,
+    /// Each volume mount's path, and its directory here.
+    pub mounts: Vec<(String, PathBuf)>,
+    /// Service names the runner serves, and their addresses.
+    pub services: BTreeMap<String, IpAddr>,
+}
+
+/// `$(VAR)` in `text` expanded from `env` (unknown variables stay as written, `$$` is `$`).
+pub fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(stripped) = after.strip_prefix('$') {
+            out.push('$');
+            rest = stripped;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+            && let Some(value) = env.get(&inner[..end])
+        {
+            out.push_str(value);
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// An argument as it reads in `view` (after [`expand`]).
+pub fn localize(arg: &str, view: &View) -> String {
+    let mut arg = arg.to_owned();
+    if let Some(ip) = view.pod_ip {
+        arg = arg
+            .replace("127.0.0.1", &ip.to_string())
+            .replace("0.0.0.0", &ip.to_string());
+    }
+    for (name, ip) in &view.services {
+        arg = arg
+            .replace(&format!("{name}.svc.cluster.local"), &ip.to_string())
+            .replace(&format!("{name}.svc"), &ip.to_string());
+    }
+    // A path argument (`/mount/file`, `--flag=/mount/file`) under a mount, longest first.
+    let mut mounts: Vec<&(String, PathBuf)> = view.mounts.iter().collect();
+    mounts.sort_by_key(|(path, _)| std::cmp::Reverse(path.len()));
+    let (prefix, path) = match arg.split_once('=') {
+        Some((flag, value)) if value.starts_with('/') => (format!("{flag}="), value.to_owned()),
+        _ => (String::new(), arg.clone()),
+    };
+    for (mount, dir) in mounts {
+        let mount = mount.trim_end_matches('/');
+        if path == mount {
+            return format!("{prefix}{}", dir.display());
+        }
+        if let Some(below) = path.strip_prefix(&format!("{mount}/")) {
+            return format!("{prefix}{}", dir.join(below).display());
+        }
+    }
+    arg
+}
+
+/// The Pod object of `wanted`, from its workload.
+pub fn pod(workload: &Value, wanted: &Wanted, node: &str) -> Value {
+    let template = &workload["spec"]["template"];
+    let namespace = workload["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default");
+    let mut labels = template["metadata"]["labels"].clone();
+    if !labels.is_object() {
+        labels = json!({});
+    }
+    labels[RUNNER_LABEL] = json!("true");
+    labels["pod-template-hash"] = json!(wanted.hash);
+    let mut spec = template["spec"].clone();
+    spec["nodeName"] = json!(node);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": wanted.name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": template["metadata"]["annotations"].clone(),
+            "ownerReferences": [{
+                "apiVersion": workload["apiVersion"], "kind": workload["kind"],
+                "name": workload["metadata"]["name"], "uid": workload["metadata"]["uid"],
+                "controller": true, "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": spec,
+    })
+}
+
+/// How one container is doing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerState {
+    /// Its name.
+    pub name: String,
+    /// `running` (since when), `waiting` (why), or skipped by the runner.
+    pub state: State,
+    /// Whether its readiness probe passes.
+    pub ready: bool,
+    /// How often it was restarted.
+    pub restarts: u32,
+    /// How it ended the last time, if it did.
+    pub last_exit: Option<(i32, String)>,
+}
+
+/// A container's state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Running since the time given (RFC 3339).
+    Running(String),
+    /// Not running: the reason and message.
+    Waiting(String, String),
+    /// Not run by the runner.
+    Skipped,
+}
+
+/// A Pod's status from its containers'.
+pub fn status(pod_ip: IpAddr, started: &str, containers: &[ContainerState]) -> Value {
+    let ran: Vec<&ContainerState> = containers
+        .iter()
+        .filter(|c| c.state != State::Skipped)
+        .collect();
+    let ready = !ran.is_empty() && ran.iter().all(|c| c.ready);
+    let condition = |kind: &str, ok: bool| {
+        json!({"type": kind, "status": if ok { "True" } else { "False" },
+            "lastTransitionTime": started})
+    };
+    json!({
+        "phase": "Running",
+        "podIP": pod_ip.to_string(),
+        "podIPs": [{"ip": pod_ip.to_string()}],
+        "hostIP": "127.0.0.1",
+        "startTime": started,
+        "conditions": [
+            condition("PodScheduled", true),
+            condition("Initialized", true),
+            condition("ContainersReady", ready),
+            condition("Ready", ready),
+        ],
+        "containerStatuses": containers.iter().map(|c| {
+            let state = match &c.state {
+                State::Running(since) => json!({"running": {"startedAt": since}}),
+                State::Waiting(reason, message) => json!({"waiting": {"reason": reason, "message": message}}),
+                State::Skipped => json!({"waiting": {"reason": "NotRunLocally",
+                    "message": "fairlead up runs only the containers that are fairlead commands"}}),
+            };
+            let mut status = json!({"name": c.name, "ready": c.ready, "restartCount": c.restarts,
+                "started": matches!(c.state, State::Running(_)), "state": state,
+                "image": "", "imageID": ""});
+            if let Some((code, reason)) = &c.last_exit {
+                status["lastState"] = json!({"terminated": {"exitCode": code, "reason": reason}});
+            }
+            status
+        }).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workloads_want_their_replicas_or_one_pod_on_a_matching_node() {
+        let deployment = json!({"kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": 2, "template": {"spec": {"containers": []}}}});
+        let pods = wanted(&deployment, &BTreeMap::new());
+        assert_eq!(pods.len(), 2);
+        assert!(pods[0].name.starts_with("web-") && pods[0].name.ends_with("-0"));
+        assert_ne!(pods[0].name, pods[1].name);
+        let daemons = json!({"kind": "DaemonSet", "metadata": {"name": "proxy"},
+            "spec": {"template": {"spec": {"nodeSelector": {"role": "edge"}}}}});
+        assert!(
+            wanted(&daemons, &BTreeMap::new()).is_empty(),
+            "the node does not match"
+        );
+        let edge = BTreeMap::from([("role".to_owned(), "edge".to_owned())]);
+        assert_eq!(wanted(&daemons, &edge).len(), 1);
+        // A changed template is new pods.
+        let mut changed = deployment.clone();
+        changed["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        assert_ne!(wanted(&changed, &edge)[0].hash, pods[0].hash);
+    }
+
+    #[test]
+    fn only_fairlead_commands_run() {
+        assert_eq!(
+            classify(&json!({"args": ["edge", "proxy", "--x"]})),
+            Run::Fairlead(vec!["edge".into(), "proxy".into(), "--x".into()])
+        );
+        assert_eq!(
+            classify(&json!({"command": ["/usr/bin/fairlead"], "args": ["edge", "proxy"]})),
+            Run::Fairlead(vec!["edge".into(), "proxy".into()])
+        );
+        assert_eq!(
+            classify(&json!({"args": ["--secure-listen-address=:1"]})),
+            Run::Skipped
+        );
+        assert_eq!(
+            classify(&json!({"command": ["sh"], "args": ["edge"]})),
+            Run::Skipped
+        );
+    }
+
+    #[test]
+    fn arguments_read_as_inside_the_pod() {
+        let env = BTreeMap::from([("POD_IP".to_owned(), "10.0.0.1".to_owned())]);
+        assert_eq!(
+            expand("--a=$(POD_IP):1 $(NONE) $$(POD_IP)", &env),
+            "--a=10.0.0.1:1 $(NONE) $(POD_IP)"
+        );
+        let view = View {
+            pod_ip: Some("127.0.3.4".parse().unwrap()),
+            mounts: vec![
+                ("/etc/fairlead".into(), PathBuf::from("/r/etc")),
+                ("/etc/fairlead/xds-tls".into(), PathBuf::from("/r/tls")),
+            ],
+            services: BTreeMap::from([("geo.d8-alb".to_owned(), "127.0.2.9".parse().unwrap())]),
+        };
+        assert_eq!(localize("127.0.0.1:19001", &view), "127.0.3.4:19001");
+        assert_eq!(localize("0.0.0.0:19002", &view), "127.0.3.4:19002");
+        assert_eq!(
+            localize("/etc/fairlead/xds-tls/ca.crt", &view),
+            "/r/tls/ca.crt"
+        );
+        assert_eq!(
+            localize("--ca=/etc/fairlead/other", &view),
+            "--ca=/r/etc/other"
+        );
+        assert_eq!(
+            localize("/etc/fairleadx", &view),
+            "/etc/fairleadx",
+            "not under the mount"
+        );
+        assert_eq!(
+            localize("http://geo.d8-alb.svc:8080/x", &view),
+            "http://127.0.2.9:8080/x"
+        );
+    }
+
+    #[test]
+    fn a_pod_is_ready_when_every_container_it_runs_is() {
+        let running = ContainerState {
+            name: "proxy".into(),
+            state: State::Running("t".into()),
+            ready: true,
+            restarts: 2,
+            last_exit: Some((1, "Error".into())),
+        };
+        let skipped = ContainerState {
+            name: "kube-rbac-proxy".into(),
+            state: State::Skipped,
+            ready: false,
+            restarts: 0,
+            last_exit: None,
+        };
+        let ip: IpAddr = "127.0.3.1".parse().unwrap();
+        let s = status(ip, "t", &[running.clone(), skipped.clone()]);
+        assert_eq!(
+            s["conditions"][3],
+            json!({"type": "Ready", "status": "True", "lastTransitionTime": "t"})
+        );
+        assert_eq!(s["containerStatuses"][0]["restartCount"], 2);
+        assert_eq!(
+            s["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
+            1
+        );
+        assert_eq!(
+            s["containerStatuses"][1]["state"]["waiting"]["reason"],
+            "NotRunLocally"
+        );
+        let starting = ContainerState {
+            ready: false,
+            ..running
+        };
+        assert_eq!(
+            status(ip, "t", &[starting, skipped])["conditions"][3]["status"],
+            "False"
+        );
+    }
+}

@@ -1,0 +1,296 @@
+//! A pod's volumes on this machine, as the kubelet keeps them: ConfigMaps and Secrets
+//! written into `<pod>/volumes/<name>` (published together behind a `..data` link, so a
+//! reader sees the old set or the new one, and files are replaced, not edited, when the
+//! object changes), emptyDirs as plain directories; and each container's view of them, a
+//! directory tree of its own whose mount points link to the volumes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::Api;
+use serde_json::Value;
+
+/// What one volume is made from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Source {
+    ConfigMap { name: String, mode: u32 },
+    Secret { name: String, mode: u32 },
+    EmptyDir,
+    Unsupported(String),
+}
+
+/// Why a volume could not be materialized.
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    /// The API refused a read.
+    #[error("reading {what}: {source}")]
+    Kube {
+        /// What was read.
+        what: String,
+        /// The error.
+        source: kube::Error,
+    },
+    /// The object it names does not exist (yet).
+    #[error("{0} not found")]
+    Missing(String),
+    /// Writing the files failed.
+    #[error("writing volume {volume}: {source}")]
+    Io {
+        /// The volume.
+        volume: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+fn sources(pod_spec: &Value) -> Vec<(String, Source)> {
+    pod_spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let name = v["name"].as_str()?.to_owned();
+            let mode = |field: &Value| {
+                field["defaultMode"]
+                    .as_u64()
+                    .and_then(|m| u32::try_from(m).ok())
+                    .unwrap_or(0o644)
+            };
+            let source = if let Some(cm) = v.get("configMap") {
+                Source::ConfigMap {
+                    name: cm["name"].as_str()?.to_owned(),
+                    mode: mode(cm),
+                }
+            } else if let Some(secret) = v.get("secret") {
+                Source::Secret {
+                    name: secret["secretName"].as_str()?.to_owned(),
+                    mode: mode(secret),
+                }
+            } else if v.get("emptyDir").is_some() {
+                Source::EmptyDir
+            } else {
+                let kind = v
+                    .as_object()
+                    .and_then(|o| o.keys().find(|k| *k != "name").cloned())
+                    .unwrap_or_default();
+                Source::Unsupported(kind)
+            };
+            Some((name, source))
+        })
+        .collect()
+}
+
+/// The volumes of one pod, kept current by [`Volumes::refresh`].
+pub struct Volumes {
+    root: PathBuf,
+    namespace: String,
+    sources: Vec<(String, Source)>,
+    /// What was last published per volume, to write only changes.
+    published: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+}
+
+impl Volumes {
+    /// The volumes of `pod_spec` in the namespace `namespace`, under `root/volumes`.
+    pub fn new(root: &Path, namespace: &str, pod_spec: &Value) -> Self {
+        Self {
+            root: root.join("volumes"),
+            namespace: namespace.to_owned(),
+            sources: sources(pod_spec),
+            published: BTreeMap::new(),
+        }
+    }
+
+    /// The directory of volume `name`.
+    pub fn dir(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// The kinds of volume that are not made here (said once by the caller).
+    pub fn unsupported(&self) -> Vec<String> {
+        self.sources
+            .iter()
+            .filter_map(|(name, s)| match s {
+                Source::Unsupported(kind) => Some(format!("{name} ({kind})")),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Writes every volume whose source changed since the last call; the first error stops
+    /// nothing else (the others are still written) and is returned.
+    pub async fn refresh(&mut self, client: &kube::Client) -> Result<(), VolumeError> {
+        let mut first = None;
+        for (name, source) in self.sources.clone() {
+            let outcome = self.refresh_one(client, &name, &source).await;
+            if let Err(e) = outcome {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    async fn refresh_one(
+        &mut self,
+        client: &kube::Client,
+        name: &str,
+        source: &Source,
+    ) -> Result<(), VolumeError> {
+        let dir = self.dir(name);
+        let io = |source| VolumeError::Io {
+            volume: name.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let (files, mode): (BTreeMap<String, Vec<u8>>, u32) = match source {
+            Source::EmptyDir | Source::Unsupported(_) => return Ok(()),
+            Source::ConfigMap { name: object, mode } => {
+                let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
+                let what = format!("ConfigMap {}/{object}", self.namespace);
+                let cm = api
+                    .get_opt(object)
+                    .await
+                    .map_err(|source| VolumeError::Kube {
+                        what: what.clone(),
+                        source,
+                    })?
+                    .ok_or(VolumeError::Missing(what))?;
+                let mut files: BTreeMap<String, Vec<u8>> = cm
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_bytes()))
+                    .collect();
+                files.extend(
+                    cm.binary_data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.0)),
+                );
+                (files, *mode)
+            }
+            Source::Secret { name: object, mode } => {
+                let api: Api<Secret> = Api::namespaced(client.clone(), &self.namespace);
+                let what = format!("Secret {}/{object}", self.namespace);
+                let secret = api
+                    .get_opt(object)
+                    .await
+                    .map_err(|source| VolumeError::Kube {
+                        what: what.clone(),
+                        source,
+                    })?
+                    .ok_or(VolumeError::Missing(what))?;
+                let mut files: BTreeMap<String, Vec<u8>> = secret
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
+                files.extend(
+                    secret
+                        .string_data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.into_bytes())),
+                );
+                // Private: the pod's user alone reads a Secret's files here.
+                (files, mode & 0o700)
+            }
+        };
+        if self.published.get(name) == Some(&files) {
+            return Ok(());
+        }
+        let list: Vec<(&str, &[u8], u32)> = files
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_slice(), mode))
+            .collect();
+        fairlead_kit::files::publish(&dir, &list).map_err(io)?;
+        self.published.insert(name.to_owned(), files);
+        Ok(())
+    }
+}
+
+/// A container's file tree under `root/containers/<name>`: each of its `volumeMounts`
+/// linked to its volume's directory. Returns the mounts (path in the container, path here)
+/// and the directory its `workingDir` is.
+pub fn container_tree(
+    root: &Path,
+    volumes: &Volumes,
+    container: &Value,
+) -> std::io::Result<(Vec<(String, PathBuf)>, PathBuf)> {
+    let name = container["name"].as_str().unwrap_or("container");
+    let tree = root.join("containers").join(name);
+    let inside = |path: &str| tree.join(path.trim_start_matches('/'));
+    let mut mounts = Vec::new();
+    for mount in container["volumeMounts"].as_array().into_iter().flatten() {
+        let (Some(path), Some(volume)) = (mount["mountPath"].as_str(), mount["name"].as_str())
+        else {
+            continue;
+        };
+        let at = inside(path);
+        if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let target = volumes.dir(volume);
+        std::fs::create_dir_all(&target)?;
+        match std::fs::read_link(&at) {
+            Ok(existing) if existing == target => {}
+            _ => {
+                let _ = std::fs::remove_file(&at);
+                std::os::unix::fs::symlink(&target, &at)?;
+            }
+        }
+        mounts.push((path.to_owned(), at));
+    }
+    let working = container["workingDir"]
+        .as_str()
+        .map_or_else(|| tree.clone(), inside);
+    std::fs::create_dir_all(&working)?;
+    Ok((mounts, working))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn volumes_are_read_from_the_pod_spec_and_mounted_per_container() {
+        let spec = json!({"volumes": [
+            {"name": "bootstrap", "configMap": {"name": "cm"}},
+            {"name": "tls", "secret": {"secretName": "s", "defaultMode": 0o440}},
+            {"name": "run", "emptyDir": {}},
+            {"name": "disk", "persistentVolumeClaim": {"claimName": "c"}},
+        ]});
+        assert_eq!(
+            sources(&spec)[1],
+            (
+                "tls".to_owned(),
+                Source::Secret {
+                    name: "s".into(),
+                    mode: 0o440
+                }
+            )
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let volumes = Volumes::new(dir.path(), "ns", &spec);
+        assert_eq!(volumes.unsupported(), ["disk (persistentVolumeClaim)"]);
+        let container = json!({"name": "proxy", "workingDir": "/etc/fairlead", "volumeMounts": [
+            {"name": "bootstrap", "mountPath": "/etc/fairlead/bootstrap"},
+            {"name": "run", "mountPath": "/var/run/fairlead"}]});
+        let (mounts, working) = container_tree(dir.path(), &volumes, &container).unwrap();
+        std::fs::write(volumes.dir("bootstrap").join("envoy.yaml"), "x").unwrap();
+        // The container's relative paths resolve from its working directory.
+        assert_eq!(
+            std::fs::read_to_string(working.join("bootstrap/envoy.yaml")).unwrap(),
+            "x"
+        );
+        assert_eq!(mounts[1].0, "/var/run/fairlead");
+        assert!(mounts[1].1.ends_with("containers/proxy/var/run/fairlead"));
+        // Made again (a restart), the tree is the same.
+        assert_eq!(
+            container_tree(dir.path(), &volumes, &container).unwrap().1,
+            working
+        );
+    }
+}
