@@ -41,12 +41,41 @@ enum Command {
     /// Measure speed and memory; prints a table.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Become PROGRAM, killed when the process PARENT dies (how the proxy supervisor runs
+    /// Envoy, so an Envoy never outlives it).
+    #[command(hide = true)]
+    ExecChild {
+        /// The pid of the process this one must not outlive.
+        #[arg(long)]
+        parent: i32,
+        /// The program and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
 }
+
+/// The variable naming the process a fairlead process must not outlive (`fairlead up`'s
+/// runner sets it for the pods it runs).
+const PARENT_PID: &str = "FAIRLEAD_PARENT_PID";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let exec_child = matches!(cli.command, Command::ExecChild { .. });
+    if let Some(parent) = std::env::var(PARENT_PID).ok().and_then(|p| p.parse().ok())
+        && !exec_child
+    {
+        // Asked to end with the parent: a SIGTERM when it dies, so this process drains.
+        fairlead_kit::process::die_with_parent(fairlead_kit::process::Signal::TERM, parent)?;
+    }
     match cli.command {
+        Command::ExecChild {
+            parent,
+            mut command,
+        } => {
+            let program = command.remove(0);
+            Err(fairlead_kit::process::exec_child(parent, program, command).into())
+        }
         Command::Version => {
             println!("fairlead {}", env!("CARGO_PKG_VERSION"));
             Ok(())

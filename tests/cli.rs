@@ -81,6 +81,8 @@ impl Up {
             .arg(&kubeconfig)
             .args(args)
             .envs(env.iter().copied())
+            // It ends with the test (a SIGTERM when the test's thread ends, passed or not).
+            .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -539,36 +541,73 @@ fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not host:port"));
 }
 
-/// A proxy connected over xDS does not hold the shutdown: its stream ends when the drain
-/// starts (the proxy keeps its configuration), and `fairlead up` exits long before its
-/// drain deadline.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn up_stops_at_once_with_a_proxy_connected() {
+/// `fairlead edge certificate` against `up`: the client certificate of a proxy of
+/// `gateway`, in a new directory.
+fn certificate(up: &Up, gateway: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = Command::new(BIN)
+            .args(["edge", "certificate", "--gateway", gateway, "--dir"])
+            .arg(dir.path())
+            .env("KUBECONFIG", &up.kubeconfig)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            return dir;
+        }
+        // The controller makes its CA at its first round.
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// An ADS stream of a proxy of `cluster` with the certificate in `dir`; the first answer.
+async fn ads(
+    up: &Up,
+    dir: &std::path::Path,
+    cluster: &str,
+) -> (
+    Result<
+        Option<envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse>,
+        tonic::Status,
+    >,
+    tokio::sync::mpsc::Sender<envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest>,
+) {
     use envoy_types::pb::envoy::config::core::v3::Node;
     use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
     use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
     use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
-    let up = Up::start(&[]);
-    up.wait_ready().await;
-    let xds = up.kubeconfig.parent().unwrap().join("xds");
-    let read = |name: &str| std::fs::read_to_string(xds.join(name)).unwrap();
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(read("ca.crt")))
-        .identity(Identity::from_pem(read("proxy.crt"), read("proxy.key")))
+        .identity(Identity::from_pem(read("tls.crt"), read("tls.key")))
         .domain_name("127.0.0.1");
-    let channel = Endpoint::from_shared(format!("https://127.0.0.1:{}", up.xds_port))
-        .unwrap()
-        .tls_config(tls)
-        .unwrap()
-        .connect()
-        .await
-        .expect("the proxy connects over mutual TLS");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let channel = loop {
+        // The server takes connections once the controller has issued its certificate.
+        match Endpoint::from_shared(format!("https://127.0.0.1:{}", up.xds_port))
+            .unwrap()
+            .tls_config(tls.clone())
+            .unwrap()
+            .connect()
+            .await
+        {
+            Ok(channel) => break channel,
+            Err(e) => assert!(Instant::now() < deadline, "no xDS over mutual TLS: {e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let mut client = AggregatedDiscoveryServiceClient::new(channel);
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.send(DiscoveryRequest {
         node: Some(Node {
             id: "proxy".into(),
-            cluster: "default/web".into(),
+            cluster: cluster.into(),
             ..Default::default()
         }),
         type_url: "type.googleapis.com/envoy.config.listener.v3.Listener".into(),
@@ -576,15 +615,38 @@ async fn up_stops_at_once_with_a_proxy_connected() {
     })
     .await
     .unwrap();
-    let mut stream = client
+    let first = match client
         .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
         .await
-        .unwrap()
-        .into_inner();
-    tokio::time::timeout(Duration::from_secs(10), stream.message())
-        .await
-        .expect("an answer in time")
-        .expect("the stream is open");
+    {
+        Ok(stream) => tokio::time::timeout(Duration::from_secs(10), stream.into_inner().message())
+            .await
+            .expect("an answer in time"),
+        Err(status) => Err(status),
+    };
+    (first, tx)
+}
+
+/// A proxy's certificate names the one Gateway it may ask for; a proxy connected over xDS
+/// does not hold the shutdown: its stream ends when the drain starts, and `fairlead up`
+/// exits long before its drain deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxies_get_only_their_gateway_and_do_not_hold_the_shutdown() {
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    let web = certificate(&up, "default/web");
+    let (refused, _) = ads(&up, web.path(), "default/other").await;
+    let status = refused.expect_err("another Gateway's configuration is refused");
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    assert!(
+        status.message().contains("names Gateway default/web")
+            && status.message().contains("default/other"),
+        "{status:?}"
+    );
+    let (answered, tx) = ads(&up, web.path(), "default/web").await;
+    answered
+        .expect("its own Gateway's listeners")
+        .expect("an answer");
     let started = Instant::now();
     let output = tokio::task::spawn_blocking(move || up.stop())
         .await
@@ -647,30 +709,26 @@ async fn named_backend(name: &'static str) -> u16 {
     port
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn up_runs_a_local_proxy_per_gateway_on_its_own_address() {
-    let up = Up::start(&[]);
-    up.wait_ready().await;
-    let (one, two) = (named_backend("one").await, named_backend("two").await);
-    // Both Gateways listen on the same port: each proxy on its own loopback address.
-    let port = free_port();
-    let held = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
-    let taken = held.local_addr().unwrap().port();
-    let mut yaml = String::new();
-    for (name, backend) in [("one", one), ("two", two)] {
-        yaml.push_str(&format!(
-            "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: {name}, namespace: default}}
-spec:
-  gatewayClassName: d8-alb
-  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
----
-apiVersion: gateway.networking.k8s.io/v1
+/// Waits until `check` returns something, or fails naming `what`.
+async fn until<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A route in `default` to a Service of that name whose one endpoint is `backend`.
+fn route_to(name: &str, parent: &str, parent_namespace: &str, backend: u16) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: {name}, namespace: default}}
 spec:
-  parentRefs: [{{name: {name}}}]
+  parentRefs: [{{name: {parent}, namespace: {parent_namespace}}}]
   rules: [{{backendRefs: [{{name: {name}, port: 80}}]}}]
 ---
 apiVersion: v1
@@ -686,86 +744,277 @@ ports: [{{name: http, port: {backend}}}]
 endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
 ---
 "
-        ));
-    }
-    // A third whose TCP listener's port another program holds.
-    yaml.push_str(&format!(
-        "apiVersion: gateway.networking.k8s.io/v1
+    )
+}
+
+/// ClusterALBInstances.
+fn cluster_instances(client: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    kube::Api::all_with(
+        client.clone(),
+        &kube::discovery::ApiResource {
+            group: "network.deckhouse.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "network.deckhouse.io/v1alpha1".into(),
+            kind: "ClusterALBInstance".into(),
+            plural: "clusteralbinstances".into(),
+        },
+    )
+}
+
+/// The README's walk, as a test: ALB instances become running proxies on this machine —
+/// a ClusterALBInstance behind a LoadBalancer Service (its own loopback address), another
+/// on host ports, an ALBInstance of two replicas sharing its Gateway's address — each
+/// serving its routes through a real Envoy; a proxy that dies is restarted (its pod counts
+/// it); a Gateway no instance names says why it has no proxy; a Service port another
+/// program holds is named in the Service's status; deleting an instance stops its proxies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_runs_the_proxies_of_alb_instances() {
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    let (one, two, three) = (
+        named_backend("one").await,
+        named_backend("two").await,
+        named_backend("three").await,
+    );
+    let (lb_port, host_port) = (free_port(), free_port());
+    let held = std::net::TcpListener::bind("127.0.2.1:0").unwrap();
+    let taken = held.local_addr().unwrap().port();
+    let mut yaml = format!(
+        "apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {{name: main}}
+spec: {{gatewayName: public, inlet: {{type: LoadBalancer, loadBalancer: {{httpPort: {lb_port}}}, additionalPorts: [{{port: {taken}, protocol: TCP}}]}}}}
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {{name: nodes}}
+spec: {{gatewayName: nodes, inlet: {{type: HostPort, hostPort: {{httpPort: {host_port}}}}}}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: team}}
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ALBInstance
+metadata: {{name: shop, namespace: team}}
+spec: {{gatewayName: shop, inlet: {{type: LoadBalancer, loadBalancer: {{httpPort: {lb_port}}}}}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
-metadata: {{name: blocked, namespace: default}}
+metadata: {{name: plain, namespace: default}}
 spec:
   gatewayClassName: d8-alb
-  listeners: [{{name: db, port: {taken}, protocol: TCP}}]
+  listeners: [{{name: http, port: 8080, protocol: HTTP}}]
+---
 "
-    ));
+    );
+    yaml.push_str(&route_to("one", "public", "d8-alb", one));
+    yaml.push_str(&route_to("two", "nodes", "d8-alb", two));
     kubectl_apply(&up, &yaml);
-
+    // The shop's routes live in its namespace (its Gateway admits routes from everywhere,
+    // its ListenerSets from its own namespace only).
+    kubectl_apply(
+        &up,
+        &route_to("three", "shop", "team", three).replace("namespace: default", "namespace: team"),
+    );
     let client = up.client().await;
-    let gateways: kube::Api<kube::api::DynamicObject> = gateways_of(client);
-    let condition = |g: &kube::api::DynamicObject| -> Option<(String, String, String)> {
-        let c = g.data["status"]["conditions"]
+    let lb = |namespace: &str, name: &str| {
+        let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+            kube::Api::namespaced(client.clone(), namespace);
+        let name = name.to_owned();
+        async move {
+            let s = services.get_opt(&name).await.ok()??;
+            s.status?.load_balancer?.ingress?.first()?.ip.clone()
+        }
+    };
+    let public = until("the LoadBalancer address of d8-alb/public", async || {
+        lb("d8-alb", "d8-alb-public-loadbalancer").await
+    })
+    .await;
+    assert!(public.starts_with("127.0.2."), "{public}");
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let get = async |url: String| -> Option<String> {
+        let r = http.get(url).send().await.ok()?;
+        r.status().is_success().then_some(())?;
+        r.text().await.ok()
+    };
+    let body = until("one's backend through the LoadBalancer", async || {
+        get(format!("http://{public}:{lb_port}/")).await
+    })
+    .await;
+    assert_eq!(body, "one");
+    let body = until("two's backend through the host port", async || {
+        get(format!("http://127.0.0.1:{host_port}/")).await
+    })
+    .await;
+    assert_eq!(body, "two");
+    let shop = until("the LoadBalancer address of team/shop", async || {
+        lb("team", "d8-alb-shop-loadbalancer").await
+    })
+    .await;
+    assert_ne!(shop, public, "each Service its own address");
+    let body = until(
+        "three's backend through the shop's LoadBalancer",
+        async || get(format!("http://{shop}:{lb_port}/")).await,
+    )
+    .await;
+    assert_eq!(body, "three");
+
+    // The instances are ready, with their addresses; the pods are real.
+    let instances = cluster_instances(&client);
+    let main = until("ClusterALBInstance main Ready", async || {
+        let i = instances.get("main").await.ok()?;
+        let ready = i.data["status"]["conditions"]
             .as_array()?
             .iter()
-            .find(|c| c["type"] == "LocalProxy")?
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then_some(i)
+    })
+    .await;
+    assert_eq!(
+        main.data["status"]["addresses"],
+        serde_json::json!([public])
+    );
+    let nodes = until("ClusterALBInstance nodes Ready", async || {
+        let i = instances.get("nodes").await.ok()?;
+        let ready = i.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then_some(i)
+    })
+    .await;
+    assert_eq!(
+        nodes.data["status"]["addresses"],
+        serde_json::json!(["127.0.0.1"]),
+        "a host port inlet: the node's address"
+    );
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), "team");
+    let shop_pods = until("two ready shop proxies", async || {
+        let list = pods
+            .list(&kube::api::ListParams::default().labels("alb.deckhouse.io/gateway=shop"))
+            .await
+            .ok()?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        (ready == 2).then_some(list.items)
+    })
+    .await;
+    let ips: std::collections::BTreeSet<String> = shop_pods
+        .iter()
+        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .collect();
+    assert_eq!(ips.len(), 2, "each pod its own address: {ips:?}");
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(client.clone(), "team");
+    let shop_deployment = deployments.get("d8-alb-shop").await.unwrap();
+    assert_eq!(shop_deployment.status.unwrap().ready_replicas, Some(2));
+
+    // A port another program holds is named in the Service's status.
+    let error = until("the held port's error in the Service status", async || {
+        let s =
+            kube::Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), "d8-alb")
+                .get("d8-alb-public-loadbalancer")
+                .await
+                .ok()?;
+        let ingress = s.status?.load_balancer?.ingress?;
+        let port = ingress
+            .first()?
+            .ports
+            .as_ref()?
+            .iter()
+            .find(|p| p.port == i32::from(taken))?
             .clone();
-        Some((
-            c["status"].as_str()?.to_owned(),
-            c["reason"].as_str()?.to_owned(),
-            c["message"].as_str()?.to_owned(),
-        ))
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut addresses = std::collections::BTreeMap::new();
-    for name in ["one", "two"] {
-        loop {
-            let g = gateways.get(name).await.unwrap();
-            if let (Some((status, _, _)), Some(address)) = (
-                condition(&g),
-                g.data["status"]["addresses"][0]["value"].as_str(),
-            ) && status == "True"
-            {
-                addresses.insert(name, address.to_owned());
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name} never got a ready local proxy: {:?}",
-                g.data["status"]
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-    assert_ne!(addresses["one"], addresses["two"], "each its own address");
-    for (name, address) in &addresses {
-        assert!(address.starts_with("127.0.1."), "{address}");
-        let body = reqwest::get(format!("http://{address}:{port}/"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        assert_eq!(&body, name, "{address}:{port} reaches {name}'s backend");
-    }
-    loop {
-        let g = gateways.get("blocked").await.unwrap();
-        if let Some((status, reason, message)) = condition(&g)
-            && reason == "PortUnavailable"
-        {
-            assert_eq!(status, "False");
-            assert!(
-                message.contains(&format!(":{taken}: in use")),
-                "the port is named: {message}"
-            );
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the blocked Gateway says nothing: {:?}",
-            g.data["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        port.error
+    })
+    .await;
+    assert_eq!(error, "PortUnavailable");
     drop(held);
+
+    // A Gateway no instance names is told why no proxy serves it.
+    let plain = until("the plain Gateway's Provisioned condition", async || {
+        let g = gateways_of(client.clone()).get("plain").await.ok()?;
+        g.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "alb.deckhouse.io/Provisioned")
+            .cloned()
+    })
+    .await;
+    assert_eq!(plain["status"], "False");
+    assert_eq!(plain["reason"], "NoInstance");
+
+    // A proxy that dies is restarted, and its pod says so; traffic comes back.
+    let d8: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), "d8-alb");
+    let selector = kube::api::ListParams::default().labels("alb.deckhouse.io/gateway=public");
+    let pod = d8.list(&selector).await.unwrap().items.remove(0);
+    let pod_ip = pod.status.unwrap().pod_ip.unwrap();
+    let killed = Command::new("pkill")
+        .args(["-KILL", "-f", &format!("metrics-addr {pod_ip}:19001")])
+        .status()
+        .unwrap();
+    assert!(
+        killed.success(),
+        "the proxy of d8-alb/public runs as a process"
+    );
+    until("the restart counted", async || {
+        let pod = d8.list(&selector).await.ok()?.items.into_iter().next()?;
+        let status = pod
+            .status?
+            .container_statuses?
+            .into_iter()
+            .find(|c| c.name == "proxy")?;
+        (status.restart_count >= 1).then_some(())
+    })
+    .await;
+    let body = until("one's backend again after the restart", async || {
+        get(format!("http://{public}:{lb_port}/")).await
+    })
+    .await;
+    assert_eq!(body, "one");
+
+    // Deleting an instance stops its proxies and removes what it made.
+    let deleted = Command::new("kubectl")
+        .args(["delete", "clusteralbinstance", "nodes"])
+        .env("KUBECONFIG", &up.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        deleted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&deleted.stderr)
+    );
+    until("the nodes proxies gone", async || {
+        let list = d8
+            .list(&kube::api::ListParams::default().labels("alb.deckhouse.io/gateway=nodes"))
+            .await
+            .ok()?;
+        let daemons: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+            kube::Api::namespaced(client.clone(), "d8-alb");
+        (list.items.is_empty() && daemons.get_opt("d8-alb-nodes").await.ok()?.is_none())
+            .then_some(())
+    })
+    .await;
+    until("the host port closed", async || {
+        tokio::net::TcpStream::connect(("127.0.0.1", host_port))
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
     let output = tokio::task::spawn_blocking(move || up.stop())
         .await
         .unwrap();
@@ -773,57 +1022,60 @@ spec:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_envoy_gateways_say_so_and_the_rest_runs() {
+async fn without_envoy_proxies_say_so_and_the_rest_runs() {
     let up = Up::start(&[("FAIRLEAD_ENVOY", "/nonexistent/envoy")]);
     up.wait_ready().await;
     let port = free_port();
     kubectl_apply(
         &up,
         &format!(
-            "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: lonely, namespace: default}}
-spec:
-  gatewayClassName: d8-alb
-  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
+            "apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {{name: lonely}}
+spec: {{gatewayName: lonely, inlet: {{type: LoadBalancer, loadBalancer: {{httpPort: {port}}}}}}}
 "
         ),
     );
-    let gateways: kube::Api<kube::api::DynamicObject> = gateways_of(up.client().await);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let g = gateways.get("lonely").await.unwrap();
-        let conditions = g.data["status"]["conditions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let local = conditions.iter().find(|c| c["type"] == "LocalProxy");
-        let programmed = conditions
+    let client = up.client().await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), "d8-alb");
+    let status = until("the proxy failing, counted", async || {
+        let pod = pods
+            .list(&kube::api::ListParams::default().labels("alb.deckhouse.io/gateway=lonely"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()?;
+        let status = pod
+            .status?
+            .container_statuses?
+            .into_iter()
+            .find(|c| c.name == "proxy")?;
+        (status.restart_count >= 1).then_some(status)
+    })
+    .await;
+    assert!(!status.ready);
+    let instances = cluster_instances(&client);
+    let ready = until("the instance's Ready condition", async || {
+        let i = instances.get("lonely").await.ok()?;
+        i.data["status"]["conditions"]
+            .as_array()?
             .iter()
-            .any(|c| c["type"] == "Programmed" && c["status"] == "True");
-        if let Some(local) = local
-            && programmed
-        {
-            assert_eq!(local["status"], "False");
-            assert_eq!(local["reason"], "EnvoyNotFound", "{local}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no EnvoyNotFound condition beside the control plane's: {:?}",
-            g.data["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+            .find(|c| c["type"] == "Ready")
+            .cloned()
+    })
+    .await;
+    assert_eq!(ready["status"], "False");
     let output = tokio::task::spawn_blocking(move || up.stop())
         .await
         .unwrap();
     assert!(output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stdout).into_owned()
+    let logs = String::from_utf8_lossy(&output.stdout).into_owned()
         + &String::from_utf8_lossy(&output.stderr);
     assert_eq!(
-        stderr.matches("Gateways get no local proxy").count(),
+        logs.matches("no Envoy binary").count(),
         1,
-        "said once: {stderr}"
+        "said once: {logs}"
     );
 }

@@ -179,25 +179,23 @@ spec:
   ports: [{{name: web, port: 80, targetPort: {port}}}]
   healthcheck: {{initialDelaySeconds: 0, periodSeconds: 1, probes: [{{mode: TCP, tcp: {{targetPort: {port}}}}}]}}
 ---
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default, annotations: {{fairlead.io/route-statistics: "true"}}}}
-spec:
-  gatewayClassName: d8-alb
-  listeners: [{{name: http, port: {listener}, protocol: HTTP}}]
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {{name: gw, annotations: {{fairlead.io/route-statistics: "true"}}}}
+spec: {{gatewayName: gw, inlet: {{type: LoadBalancer, loadBalancer: {{httpPort: {listener}}}}}}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: web, namespace: default}}
 spec:
-  parentRefs: [{{name: gw}}]
+  parentRefs: [{{name: gw, namespace: d8-alb}}]
   rules: [{{backendRefs: [{{name: web, port: 80}}]}}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: echo, namespace: default}}
 spec:
-  parentRefs: [{{name: gw}}]
+  parentRefs: [{{name: gw, namespace: d8-alb}}]
   hostnames: [echo.example.com]
   rules: [{{backendRefs: [{{name: echo, port: 80}}]}}]
 ---
@@ -236,24 +234,57 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         .arg(dir.path().join("kubeconfig"))
         .arg("-f")
         .arg(dir.path())
+        .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The Gateway's local proxy: a real Envoy, scraped at its admin port (from the bootstrap
-    // `fairlead up` wrote), its series labelled with the Gateway as a PodMonitor would.
-    let bootstrap = dir.path().join("proxies/default_gw/envoy.yaml");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let envoy_admin: u16 = loop {
-        if let Ok(text) = std::fs::read_to_string(&bootstrap) {
-            let value: serde_json::Value = serde_yaml_ng::from_str(&text).unwrap();
-            break value["admin"]["address"]["socketAddress"]["portValue"]
-                .as_u64()
-                .unwrap() as u16;
-        }
-        assert!(Instant::now() < deadline, "no local proxy for default/gw");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    // The instance's proxy: a real Envoy in a pod of the local runner, scraped at its
+    // metrics port (`/stats/prometheus`) as a PodMonitor would, its series labelled with the
+    // Gateway; clients reach it at its LoadBalancer Service's address.
+    let kubeconfig = dir.path().join("kubeconfig");
+    let (pod_ip, lb_ip) = until("the proxy pod ready behind its LoadBalancer", || {
+        let jsonpath = |args: &[&str]| -> Option<String> {
+            let out = Command::new("kubectl")
+                .env("KUBECONFIG", &kubeconfig)
+                .args(args)
+                .output()
+                .ok()?;
+            let text = String::from_utf8(out.stdout).ok()?;
+            (out.status.success() && !text.trim().is_empty()).then(|| text.trim().to_owned())
+        };
+        let ready = jsonpath(&[
+            "get",
+            "pods",
+            "-n",
+            "d8-alb",
+            "-l",
+            "alb.deckhouse.io/gateway=gw",
+            "-o",
+            "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}",
+        ])?;
+        let pod = jsonpath(&[
+            "get",
+            "pods",
+            "-n",
+            "d8-alb",
+            "-l",
+            "alb.deckhouse.io/gateway=gw",
+            "-o",
+            "jsonpath={.items[0].status.podIP}",
+        ])?;
+        let lb = jsonpath(&[
+            "get",
+            "service",
+            "-n",
+            "d8-alb",
+            "d8-alb-gw-loadbalancer",
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[0].ip}",
+        ])?;
+        (ready == "True").then_some((pod, lb))
+    })
+    .await;
     use fairlead_kit::testing::prometheus::Job;
     let prometheus = Prometheus::start_jobs(&[
         Job {
@@ -265,8 +296,8 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         Job {
             name: "envoy".into(),
             path: "/stats/prometheus".into(),
-            targets: vec![format!("127.0.0.1:{envoy_admin}").parse().unwrap()],
-            labels: vec![("gateway".into(), "default/gw".into())],
+            targets: vec![format!("{pod_ip}:19001").parse().unwrap()],
+            labels: vec![("gateway".into(), "d8-alb/gw".into())],
         },
     ])
     .await
@@ -277,7 +308,7 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         loop {
             for path in ["/", "/", "/", "/fail"] {
                 let _ = http
-                    .get(format!("http://127.0.1.1:{listener}{path}"))
+                    .get(format!("http://{lb_ip}:{listener}{path}"))
                     .header("host", "echo.example.com")
                     .send()
                     .await;
@@ -367,10 +398,11 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         "the dashboard's ready-endpoints query sees the probed pod"
     );
     // `kubectl get` shows the upstream bundle's columns for the generated Gateway API CRDs.
-    let get = |kind: &str, name: &str| {
+    let get = |args: &[&str]| {
         let out = Command::new("kubectl")
             .env("KUBECONFIG", dir.path().join("kubeconfig"))
-            .args(["get", kind, name])
+            .arg("get")
+            .args(args)
             .output()
             .unwrap();
         assert!(
@@ -380,7 +412,7 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         );
         String::from_utf8(out.stdout).unwrap()
     };
-    let gateway = get("gateway", "gw");
+    let gateway = get(&["gateway", "-n", "d8-alb", "gw"]);
     let (header, row) = gateway.split_once('\n').unwrap();
     let columns: Vec<&str> = header.split_whitespace().collect();
     assert_eq!(
@@ -391,14 +423,14 @@ spec: {{ports: [{{name: http, port: 80}}]}}
     let values: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(values[..2], ["gw", "d8-alb"], "{gateway}");
     assert!(values.contains(&"True"), "programmed: {gateway}");
-    let class = get("gatewayclass", "d8-alb");
+    let class = get(&["gatewayclass", "d8-alb"]);
     assert!(
         class.contains("CONTROLLER")
             && class.contains("alb.network.deckhouse.io/gateway-controller"),
         "{class}"
     );
     assert!(
-        get("httproute", "web").starts_with("NAME"),
+        get(&["httproute", "web"]).starts_with("NAME"),
         "routes print a table"
     );
     // The proxy streams until aborted: finished means it failed (TLS refused, a panic).
@@ -442,40 +474,44 @@ async fn echo() -> u16 {
     port
 }
 
-/// A proxy of Gateway `default/gw` on `fairlead up`'s xDS server, over mutual TLS with the
-/// certificates `fairlead up` wrote beside the kubeconfig: it fetches and ACKs the clusters,
+/// A proxy of Gateway `d8-alb/gw` on `fairlead up`'s xDS server, over mutual TLS with a
+/// certificate `fairlead edge certificate` issued for it: it fetches and ACKs the clusters,
 /// then changes the route (so a push follows) and ACKs what comes, until aborted. Before
-/// that, a plaintext client and a TLS client without a certificate are refused.
+/// that, a plaintext client, a TLS client without a certificate and one whose certificate
+/// names another Gateway are refused.
 async fn proxy(xds: u16, kubeconfig: PathBuf) {
     use envoy_types::pb::envoy::config::core::v3::Node;
     use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
     use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
     use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
     const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-    let files = kubeconfig.parent().unwrap().join("xds");
-    let read = |name: &str| std::fs::read_to_string(files.join(name));
-    let (ca, cert, key) = loop {
-        match (read("ca.crt"), read("proxy.crt"), read("proxy.key")) {
-            (Ok(ca), Ok(cert), Ok(key)) => break (ca, cert, key),
-            _ => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    };
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = |name: &str| {
-            std::fs::metadata(files.join(name))
+    let issue = |gateway: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(BIN)
+            .env("KUBECONFIG", &kubeconfig)
+            .args(["edge", "certificate", "--gateway", gateway, "--dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(dir.path().join("tls.key"))
                 .unwrap()
                 .permissions()
                 .mode()
-                & 0o777
-        };
-        assert_eq!(
-            mode("proxy.key"),
-            0o600,
-            "the proxy's key is its owner's only"
-        );
-        assert_eq!(mode(""), 0o700, "so is the directory");
-    }
+                & 0o777;
+            assert_eq!(mode, 0o600, "the proxy's key is its owner's only");
+        }
+        (read("ca.crt"), read("tls.crt"), read("tls.key"))
+    };
+    let (ca, cert, key) = issue("d8-alb/gw");
+    let (_, other_cert, other_key) = issue("d8-alb/other");
     let endpoint = |tls: Option<ClientTlsConfig>| {
         let scheme = if tls.is_some() { "https" } else { "http" };
         let endpoint = Channel::from_shared(format!("{scheme}://127.0.0.1:{xds}")).unwrap();
@@ -487,7 +523,7 @@ async fn proxy(xds: u16, kubeconfig: PathBuf) {
     let tls = || {
         ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(&ca))
-            .domain_name("localhost")
+            .domain_name("127.0.0.1")
     };
     let channel = loop {
         match endpoint(Some(tls().identity(Identity::from_pem(&cert, &key))))
@@ -501,14 +537,20 @@ async fn proxy(xds: u16, kubeconfig: PathBuf) {
     let hello = || DiscoveryRequest {
         node: Some(Node {
             id: "stranger".into(),
-            cluster: "default/gw".into(),
+            cluster: "d8-alb/gw".into(),
             ..Default::default()
         }),
         type_url: CLUSTER.into(),
         ..Default::default()
     };
-    // Refused: plaintext, and TLS without a client certificate.
-    for refused in [endpoint(None), endpoint(Some(tls()))] {
+    // Refused: plaintext, TLS without a client certificate, and another Gateway's proxy.
+    for refused in [
+        endpoint(None),
+        endpoint(Some(tls())),
+        endpoint(Some(
+            tls().identity(Identity::from_pem(&other_cert, &other_key)),
+        )),
+    ] {
         let answered = match refused.connect().await {
             Err(_) => false,
             Ok(channel) => match AggregatedDiscoveryServiceClient::new(channel)
@@ -529,7 +571,7 @@ async fn proxy(xds: u16, kubeconfig: PathBuf) {
     tx.send(DiscoveryRequest {
         node: Some(Node {
             id: "observability".into(),
-            cluster: "default/gw".into(),
+            cluster: "d8-alb/gw".into(),
             ..Default::default()
         }),
         type_url: CLUSTER.into(),
@@ -564,5 +606,17 @@ async fn proxy(xds: u16, kubeconfig: PathBuf) {
                 .unwrap();
             assert!(status.success(), "kubectl patch failed");
         }
+    }
+}
+
+/// Waits until `check` returns something (checked every 200 ms, for 40 s).
+async fn until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -34,6 +34,7 @@ pub mod files;
 pub mod lease;
 pub mod metrics;
 pub mod pki;
+pub mod process;
 pub mod propagation;
 pub mod readiness;
 pub mod reconcile;

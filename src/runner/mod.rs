@@ -145,8 +145,11 @@ async fn run(client: kube::Client, config: Arc<Config>, stop: CancellationToken)
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
-    // Stopping: every pod drains, as a node being drained does.
+    // Stopping: every pod gets SIGTERM and a short grace, as on a node shutting down.
     for (_, pod) in std::mem::take(&mut world.pods) {
+        pod.handle
+            .hurry
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         pod.handle.stop.cancel();
         world.stopping.push(pod.handle);
     }

@@ -31,8 +31,11 @@ pub struct Handle {
     pub ip: IpAddr,
     /// Whether it is ready.
     pub ready: watch::Receiver<bool>,
-    /// Stops it.
+    /// Stops it (preStop, SIGTERM, the grace period).
     pub stop: CancellationToken,
+    /// Set before `stop` when the node itself is going (`fairlead up` stopping): no preStop
+    /// pause, and [`HURRIED_GRACE`] instead of the pod's grace period.
+    pub hurry: Arc<std::sync::atomic::AtomicBool>,
     /// Ends once it has stopped and its Pod object is gone.
     pub done: tokio::task::JoinHandle<()>,
 }
@@ -48,6 +51,7 @@ pub fn spawn(
 ) -> Handle {
     let object = pod::pod(workload, wanted, &config.node);
     let stop = CancellationToken::new();
+    let hurry = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (ready_tx, ready) = watch::channel(false);
     let done = tokio::spawn(run(
         client,
@@ -55,7 +59,10 @@ pub fn spawn(
         object,
         ip,
         services,
-        stop.clone(),
+        Stopping {
+            stop: stop.clone(),
+            hurry: hurry.clone(),
+        },
         ready_tx,
     ));
     Handle {
@@ -63,8 +70,19 @@ pub fn spawn(
         ip,
         ready,
         stop,
+        hurry,
         done,
     }
+}
+
+/// The grace period of pods stopped because `fairlead up` is stopping.
+pub const HURRIED_GRACE: Duration = Duration::from_secs(3);
+
+/// How a pod is told to stop.
+#[derive(Clone)]
+struct Stopping {
+    stop: CancellationToken,
+    hurry: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn now() -> String {
@@ -77,9 +95,10 @@ async fn run(
     object: Value,
     ip: IpAddr,
     services: BTreeMap<String, IpAddr>,
-    stop: CancellationToken,
+    stopping: Stopping,
     ready: watch::Sender<bool>,
 ) {
+    let stop = stopping.stop.clone();
     let name = object["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -186,7 +205,7 @@ async fn run(
             index,
             states.clone(),
             changed_tx.clone(),
-            stop.clone(),
+            stopping.clone(),
         )));
     }
     // Volumes follow their ConfigMaps and Secrets (a renewed certificate reaches the files).
@@ -275,6 +294,11 @@ fn base_env(config: &Config) -> BTreeMap<String, String> {
     if let Some(envoy) = &config.envoy {
         env.insert("FAIRLEAD_ENVOY".into(), envoy.display().to_string());
     }
+    // A pod's processes end with `fairlead up`, however it ends.
+    env.insert(
+        "FAIRLEAD_PARENT_PID".into(),
+        fairlead_kit::process::pid().to_string(),
+    );
     env
 }
 
@@ -420,8 +444,9 @@ async fn supervise(
     index: usize,
     states: Arc<Mutex<Vec<ContainerState>>>,
     changed: watch::Sender<()>,
-    stop: CancellationToken,
+    stopping: Stopping,
 ) {
+    let stop = stopping.stop.clone();
     let mut backoff = Backoff::new();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(1))
@@ -475,7 +500,8 @@ async fn supervise(
             tokio::select! {
                 status = child.wait() => break status,
                 () = stop.cancelled() => {
-                    terminate(&mut child, &process).await;
+                    let hurried = stopping.hurry.load(std::sync::atomic::Ordering::SeqCst);
+                    terminate(&mut child, &process, hurried).await;
                     return;
                 }
                 () = tokio::time::sleep(period) => {}
@@ -527,10 +553,14 @@ async fn supervise(
 }
 
 /// Stops a container as the kubelet does: the preStop pause, SIGTERM, then SIGKILL when
-/// the grace period is over.
-async fn terminate(child: &mut tokio::process::Child, process: &Process) {
-    tokio::time::sleep(process.pre_stop).await;
-    let deadline = process.grace.saturating_sub(process.pre_stop);
+/// the grace period is over (`hurried`: no pause, [`HURRIED_GRACE`]).
+async fn terminate(child: &mut tokio::process::Child, process: &Process, hurried: bool) {
+    let deadline = if hurried {
+        HURRIED_GRACE
+    } else {
+        tokio::time::sleep(process.pre_stop).await;
+        process.grace.saturating_sub(process.pre_stop)
+    };
     if let Some(pid) = child
         .id()
         .and_then(|id| i32::try_from(id).ok())

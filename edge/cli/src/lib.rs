@@ -32,6 +32,28 @@ pub enum EdgeCommand {
     Controller(ControllerArgs),
     /// Print the ClusterALBInstance and ALBInstance CRDs (YAML).
     Crd,
+    /// Issue a client certificate for a proxy of your own, from the gateway controller's CA
+    /// (read from its Secret, so this needs that access): `ca.crt`, `tls.crt` and `tls.key`
+    /// for `fairlead edge bootstrap --xds-ca/--xds-cert/--xds-key`. The xDS server serves it
+    /// only the Gateway it names.
+    Certificate(CertificateArgs),
+}
+
+/// Options of `fairlead edge certificate`.
+#[derive(Debug, Args)]
+pub struct CertificateArgs {
+    /// The Gateway the proxy serves, `namespace/name`.
+    #[arg(long, value_parser = gateway)]
+    pub gateway: ObjectKey,
+    /// Where to write `ca.crt`, `tls.crt` and `tls.key` (the key readable by its owner only).
+    #[arg(long)]
+    pub dir: std::path::PathBuf,
+    /// The trust domain of the identity (as the controller's `--trust-domain`).
+    #[arg(long, default_value = "cluster.local")]
+    pub trust_domain: String,
+    /// How long the certificate is valid, in seconds.
+    #[arg(long, default_value_t = 90 * 24 * 3600)]
+    pub lifetime: u64,
 }
 
 /// Options of `fairlead edge controller`.
@@ -171,6 +193,17 @@ pub struct XdsArgs {
 }
 
 impl XdsArgs {
+    /// Whether the flags name a source of the serving certificate, or `--insecure`.
+    fn check_tls(&self) -> anyhow::Result<()> {
+        match (&self.tls_secret, &self.tls_cert_file, &self.tls_key_file) {
+            (Some(_), _, _) | (None, Some(_), Some(_)) => Ok(()),
+            _ if self.insecure => Ok(()),
+            _ => anyhow::bail!(
+                "the xDS server needs --tls-secret, or --tls-cert-file and --tls-key-file (and --client-ca-file for mutual TLS), or --insecure for plaintext"
+            ),
+        }
+    }
+
     /// The TLS source the flags ask for: `None` only with `--insecure`.
     fn tls(
         &self,
@@ -178,6 +211,7 @@ impl XdsArgs {
         stop: tokio_util::sync::CancellationToken,
     ) -> anyhow::Result<Option<tokio::sync::watch::Receiver<Option<XdsTls>>>> {
         use fairlead_edge_control_plane::certificate;
+        self.check_tls()?;
         match (&self.tls_secret, &self.tls_cert_file, &self.tls_key_file) {
             (Some(secret), _, _) => Ok(Some(certificate::watch_secret(
                 client.clone(),
@@ -193,10 +227,7 @@ impl XdsArgs {
                 )
                 .context("reading the xDS server's certificate files")?,
             )),
-            _ if self.insecure => Ok(None),
-            _ => anyhow::bail!(
-                "the xDS server needs --tls-secret, or --tls-cert-file and --tls-key-file (and --client-ca-file for mutual TLS), or --insecure for plaintext"
-            ),
+            _ => Ok(None),
         }
     }
 }
@@ -318,6 +349,7 @@ async fn connected(
 
 /// Runs the control plane until a shutdown signal, with its admin server.
 pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
+    args.check_tls()?;
     let (runtime, client) = connected(global, "fairlead-edge-xds", args.admin_addr).await?;
     let tls = args.tls(&client, runtime.shutdown.token())?;
     let settings = Settings {
@@ -382,6 +414,14 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
         envoy: args.envoy,
         bootstrap,
         admin_address: args.envoy_admin_address,
+        // Through `fairlead exec-child`: an Envoy never outlives its supervisor.
+        launcher: Some(vec![
+            std::env::current_exe()?.into_os_string(),
+            "exec-child".into(),
+            "--parent".into(),
+            fairlead_kit::process::pid().to_string().into(),
+            "--".into(),
+        ]),
         work_dir: args.work_dir,
         log_level: args.envoy_log_level,
         access_log: None,
@@ -444,12 +484,45 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
     Ok(())
 }
 
+/// Issues a proxy's client certificate from the controller's CA into `args.dir`.
+pub async fn certificate(args: CertificateArgs) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    let ca = fairlead_edge_controller::certificates::stored_authority(&client)
+        .await?
+        .context("the gateway controller has made no CA yet (Secret d8-alb/alb-ca)")?;
+    let identity = fairlead_edge_controller::workload::identity(&args.trust_domain, &args.gateway);
+    let issued = ca.issue_client_uri(&identity, std::time::Duration::from_secs(args.lifetime))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    fairlead_kit::files::publish(
+        &args.dir,
+        &[
+            ("ca.crt", ca.cert_pem().as_bytes(), 0o644),
+            ("tls.crt", issued.cert_pem.as_bytes(), 0o644),
+            ("tls.key", issued.key_pem.as_bytes(), 0o600),
+        ],
+    )
+    .with_context(|| format!("writing the certificate into {}", args.dir.display()))?;
+    eprintln!(
+        "wrote {}/{{ca.crt,tls.crt,tls.key}}: a client certificate for {identity}",
+        args.dir.display()
+    );
+    Ok(())
+}
+
 /// Runs an edge command.
 pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()> {
     match command {
         EdgeCommand::Xds(args) => xds(global, args).await,
         EdgeCommand::Proxy(args) => proxy(global, args).await,
         EdgeCommand::Controller(args) => controller(global, args).await,
+        EdgeCommand::Certificate(args) => certificate(args).await,
         EdgeCommand::Crd => {
             for crd in fairlead_edge_api::crd::crds() {
                 print!("---\n{}", serde_yaml_ng::to_string(&crd)?);

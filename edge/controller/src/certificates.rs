@@ -105,20 +105,33 @@ pub fn renewal(
     fairlead_kit::pki::renewal_due(&cert, now).then_some(Renewal::Due)
 }
 
+/// The CA of the Secret `d8-alb/alb-ca`, if the controller has made it.
+pub async fn stored_authority(client: &kube::Client) -> Result<Option<Ca>, CertificateError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), CLUSTER_NAMESPACE);
+    let Some(secret) = api.get_opt(CA_SECRET).await? else {
+        return Ok(None);
+    };
+    let data = |key: &str| {
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .unwrap_or_default()
+    };
+    Ok(Some(Ca::restore(
+        CA_NAME,
+        &data("tls.crt"),
+        &data("tls.key"),
+    )?))
+}
+
 /// The CA of the Secret `d8-alb/alb-ca`, made (and stored) when there is none.
 pub async fn authority(client: &kube::Client) -> Result<Ca, CertificateError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), CLUSTER_NAMESPACE);
     loop {
-        if let Some(secret) = api.get_opt(CA_SECRET).await? {
-            let data = |key: &str| {
-                secret
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get(key))
-                    .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-                    .unwrap_or_default()
-            };
-            return Ok(Ca::restore(CA_NAME, &data("tls.crt"), &data("tls.key"))?);
+        if let Some(ca) = stored_authority(client).await? {
+            return Ok(ca);
         }
         let ca = Ca::generate(CA_NAME)?;
         let secret: Secret = serde_json::from_value(json!({

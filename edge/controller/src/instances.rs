@@ -10,6 +10,8 @@
 //!   there; `tcp-port-<port>` / `udp-port-<port>` for `inlet.additionalPorts`;
 //! - `allowedListeners`: ListenerSets from every namespace for a ClusterALBInstance, from
 //!   its own for an ALBInstance;
+//! - the instance's annotation `fairlead.io/route-statistics` (statistics per route rule),
+//!   passed on to the Gateway;
 //! - owned by every instance naming it (the controlling one as controller), so the garbage
 //!   collector removes it with the last of them, and a younger instance takes over without
 //!   the Gateway going away.
@@ -45,6 +47,9 @@ pub struct Instance {
     /// It asks to be the platform's default Gateway (`defaultDeckhouseGateway`,
     /// ClusterALBInstance only).
     pub default: bool,
+    /// Its annotation `fairlead.io/route-statistics: "true"` asks for statistics per route
+    /// rule on its Gateway (passed on as the Gateway's annotation).
+    pub route_statistics: bool,
     /// What it says.
     pub spec: InstanceSpec,
 }
@@ -193,6 +198,11 @@ fn gateway_object(
             "name": gateway.name(),
             "namespace": gateway.namespace(),
             "labels": {INSTANCE_LABEL: format!("{}.{}", instance.kind, instance.key.name())},
+            "annotations": if instance.route_statistics {
+                json!({fairlead_edge_translate::gateway::ROUTE_STATISTICS: "true"})
+            } else {
+                json!({})
+            },
             "ownerReferences": owners,
         },
         "spec": {
@@ -216,6 +226,7 @@ mod tests {
             created: created.into(),
             generation: 1,
             default: false,
+            route_statistics: false,
             spec: InstanceSpec {
                 gateway_name: gateway.into(),
                 ..Default::default()
@@ -388,6 +399,22 @@ mod tests {
         assert_eq!(
             names(&i, true),
             ["d8-https", "tcp-port-5432", "udp-port-53"]
+        );
+    }
+
+    #[test]
+    fn route_statistics_are_asked_for_on_the_instance() {
+        let mut i = instance("ClusterALBInstance", ObjectKey::cluster("main"), "t", "gw");
+        let annotations = |i: &Instance| {
+            plan(std::slice::from_ref(i), |_| false, &Default::default())[0].object
+                ["metadata"]["annotations"]
+                .clone()
+        };
+        assert_eq!(annotations(&i), json!({}));
+        i.route_statistics = true;
+        assert_eq!(
+            annotations(&i),
+            json!({"fairlead.io/route-statistics": "true"})
         );
     }
 }

@@ -183,6 +183,11 @@ fn read(
             .unwrap_or_default(),
         generation: meta.generation.unwrap_or_default(),
         default: false,
+        route_statistics: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(fairlead_edge_translate::gateway::ROUTE_STATISTICS))
+            .is_some_and(|v| v == "true"),
         spec,
     }
 }

@@ -509,6 +509,7 @@ mod tests {
             created: "t".into(),
             generation: 1,
             default: false,
+            route_statistics: false,
             spec: InstanceSpec {
                 gateway_name: "public".into(),
                 inlet: Some(inlet),

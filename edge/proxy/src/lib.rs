@@ -47,6 +47,10 @@ pub struct Settings {
     pub log_level: String,
     /// The drain: how long, and how few connections are few enough to stop early.
     pub drain: drain::Drain,
+    /// The command Envoy is started through (`fairlead exec-child --parent <pid> --`), so
+    /// Envoy dies with the supervisor even when the supervisor is killed outright; Envoy is
+    /// started directly when `None`.
+    pub launcher: Option<Vec<std::ffi::OsString>>,
     /// Where Envoy's stdout (its access log, a JSON line per request) goes: appended to this
     /// file, or the supervisor's own stdout when `None` (a container's log).
     pub access_log: Option<PathBuf>,
@@ -194,7 +198,17 @@ pub async fn run(
         ),
         None => Stdio::inherit(),
     };
-    let mut child = tokio::process::Command::new(&settings.envoy)
+    let mut command = match settings.launcher.as_deref() {
+        Some([launcher, prefix @ ..]) => {
+            let mut command = tokio::process::Command::new(launcher);
+            command.args(prefix).arg(&settings.envoy);
+            command
+        }
+        _ => tokio::process::Command::new(&settings.envoy),
+    };
+    let mut child = command
+        // What tied the supervisor to its parent is not Envoy's.
+        .env_remove("FAIRLEAD_PARENT_PID")
         .arg("--config-path")
         .arg(&bootstrap)
         .args(["--log-level", &settings.log_level])

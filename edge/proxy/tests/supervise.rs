@@ -88,6 +88,7 @@ fn settings(xds_port: u16, admin_port: u16, dir: &std::path::Path, drain: Drain)
             otlp: None,
         }),
         admin_address: None,
+        launcher: None,
         work_dir: dir.to_path_buf(),
         log_level: "warn".into(),
         drain,
