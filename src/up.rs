@@ -193,6 +193,7 @@ async fn start_edge(
             client.clone(),
             None,
             config,
+            fairlead_edge_controller::metrics::ControllerMetrics::new(&runtime.metrics)?,
             runtime.shutdown.token(),
         ));
     if let Some(runner) = runner {

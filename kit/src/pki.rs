@@ -219,10 +219,11 @@ impl Ca {
     }
 }
 
-/// Valid from a minute ago (clocks a little behind still accept it) for `length`.
+/// Valid from a little before now (a minute, or a tenth of `length` when that is shorter:
+/// clocks a little behind still accept it) for `length`.
 fn validity(params: &mut CertificateParams, length: Duration) {
     let now = time::OffsetDateTime::from(SystemTime::now());
-    params.not_before = now - Duration::from_secs(60);
+    params.not_before = now - Duration::from_secs(60).min(length / 10);
     params.not_after = now + length;
 }
 

@@ -478,6 +478,7 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
             client,
             Some(leadership),
             config,
+            fairlead_edge_controller::metrics::ControllerMetrics::new(&runtime.metrics)?,
             runtime.shutdown.token(),
         ));
     runtime.finish().await;

@@ -62,6 +62,16 @@ pub enum Renewal {
 }
 
 impl Renewal {
+    /// The metric label.
+    fn label(self) -> &'static str {
+        match self {
+            Self::Missing => "missing",
+            Self::ForeignCa => "foreign_ca",
+            Self::Identity => "identity",
+            Self::Due => "due",
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Self::Missing => "missing",
@@ -170,22 +180,49 @@ pub struct Leaf<'a> {
     pub identity: Option<&'a str>,
 }
 
-/// Keeps `leaf` issued by `ca` (with `issue` when [`renewal`] says so); whether it issued.
+/// When the certificate of `pem` is due for renewal (two thirds of its lifetime).
+fn due_at(pem: &str) -> Option<SystemTime> {
+    let (from, until) = fairlead_kit::pki::validity_of(pem).ok()?;
+    Some(from + until.duration_since(from).unwrap_or_default() * 2 / 3)
+}
+
+/// Keeps `leaf` issued by `ca` (with `issue` when [`renewal`] says so); when it is due next.
 pub async fn keep(
     client: &kube::Client,
     ca: &Ca,
     leaf: &Leaf<'_>,
+    metrics: &crate::metrics::ControllerMetrics,
     issue: impl FnOnce(&Ca) -> Result<CertifiedKey, PkiError>,
-) -> Result<bool, CertificateError> {
+) -> Result<Option<SystemTime>, CertificateError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), leaf.secret.namespace());
     let stored = api.get_opt(leaf.secret.name()).await?;
+    let name = leaf.secret.to_string();
+    let expires = |pem: &str| {
+        if let Ok((_, until)) = fairlead_kit::pki::validity_of(pem) {
+            let at = until
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs();
+            metrics
+                .expiry
+                .with_label_values(&[name.as_str()])
+                .set(i64::try_from(at).unwrap_or(i64::MAX));
+        }
+    };
     let Some(why) = renewal(
         stored.as_ref(),
         ca.cert_pem(),
         leaf.identity,
         SystemTime::now(),
     ) else {
-        return Ok(false);
+        let pem = stored
+            .as_ref()
+            .and_then(|s| data(s, "tls.crt"))
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        if let Some(pem) = &pem {
+            expires(pem);
+        }
+        return Ok(pem.as_deref().and_then(due_at));
     };
     let issued = issue(ca)?;
     let secret = json!({
@@ -203,7 +240,12 @@ pub async fn keep(
     )
     .await?;
     tracing::info!(secret = %leaf.secret, reason = why.as_str(), "issued a certificate");
-    Ok(true)
+    metrics
+        .issued
+        .with_label_values(&[name.as_str(), why.label()])
+        .inc();
+    expires(&issued.cert_pem);
+    Ok(due_at(&issued.cert_pem))
 }
 
 /// The data of a stored certificate Secret as bytes, for tests and readers.

@@ -8,6 +8,7 @@ pub mod apply;
 pub mod certificates;
 pub mod crds;
 pub mod instances;
+pub mod metrics;
 pub mod reconcile;
 pub mod unmanaged;
 pub mod workload;

@@ -39,6 +39,7 @@ pub async fn run(
     client: kube::Client,
     leadership: Option<fairlead_kit::lease::Leadership>,
     config: Config,
+    metrics: crate::metrics::ControllerMetrics,
     stop: CancellationToken,
 ) {
     let changes = Arc::new(Notify::new());
@@ -100,7 +101,8 @@ pub async fn run(
             return;
         },
     }
-    let mut rounds = Rounds::new(PACING, changes);
+    let mut rounds = Rounds::new(PACING, changes.clone());
+    let mut renewal = tokio::spawn(async {});
     loop {
         match rounds.next(&stop).await {
             None => return,
@@ -128,8 +130,29 @@ pub async fn run(
                 .filter(|i| i.metadata.deletion_timestamp.is_none())
                 .map(|i| read("ALBInstance", &i.metadata, i.spec.instance.clone())),
         );
-        let outcome = match round(&client, &all, &config).await {
-            Ok(()) => Outcome::Done,
+        let started = std::time::Instant::now();
+        let result = round(&client, &all, &config, &metrics).await;
+        metrics
+            .duration
+            .with_label_values(&[] as &[&str])
+            .observe(started.elapsed().as_secs_f64());
+        metrics
+            .reconciles
+            .with_label_values(&[if result.is_ok() { "ok" } else { "error" }])
+            .inc();
+        let outcome = match result {
+            Ok(due) => {
+                // A round when the next certificate is due, whatever else happens.
+                if let Some(after) = due.after() {
+                    renewal.abort();
+                    let changes = changes.clone();
+                    renewal = tokio::spawn(async move {
+                        tokio::time::sleep(after + Duration::from_millis(100)).await;
+                        changes.notify_one();
+                    });
+                }
+                Outcome::Done
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "gateway controller round failed; retrying");
                 Outcome::Failed
@@ -244,7 +267,12 @@ fn xds_names(host: &str) -> (Vec<String>, Vec<std::net::IpAddr>) {
 }
 
 /// One round over `all` instances.
-async fn round(client: &kube::Client, all: &[Instance], config: &Config) -> Result<(), RoundError> {
+async fn round(
+    client: &kube::Client,
+    all: &[Instance],
+    config: &Config,
+    metrics: &crate::metrics::ControllerMetrics,
+) -> Result<Due, RoundError> {
     let mut certificates = std::collections::BTreeSet::new();
     for instance in all {
         let gateway = instance.gateway();
@@ -262,27 +290,44 @@ async fn round(client: &kube::Client, all: &[Instance], config: &Config) -> Resu
     let ca = crate::certificates::authority(client).await?;
     let lifetime = config.lifetime();
     let (names, ips) = xds_names(&config.workload.xds.0);
-    crate::certificates::keep(
-        client,
-        &ca,
-        &crate::certificates::Leaf {
-            secret: ObjectKey::new(CLUSTER_NAMESPACE, crate::certificates::XDS_SECRET),
-            owners: &[],
-            labels: json!({"app.kubernetes.io/managed-by": MANAGER}),
-            identity: None,
-        },
-        |ca| {
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            ca.issue_server_for(&names, &ips, lifetime)
-        },
-    )
-    .await?;
+    let mut due = Due::default();
+    due.add(
+        crate::certificates::keep(
+            client,
+            &ca,
+            &crate::certificates::Leaf {
+                secret: ObjectKey::new(CLUSTER_NAMESPACE, crate::certificates::XDS_SECRET),
+                owners: &[],
+                labels: json!({"app.kubernetes.io/managed-by": MANAGER}),
+                identity: None,
+            },
+            metrics,
+            |ca| {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                ca.issue_server_for(&names, &ips, lifetime)
+            },
+        )
+        .await?,
+    );
     let plans = instances::plan(all, |g| certificates.contains(g), &config.workload);
     let default = instances::default_instance(all);
     let mut first_error: Option<RoundError> = None;
+    let mut counts: std::collections::BTreeMap<(&str, &str), i64> = Default::default();
+    let mut readiness = Vec::new();
     for plan in &plans {
-        match realize(client, &ca, plan, config).await {
+        match realize(client, &ca, plan, config, metrics, &mut due).await {
             Ok(state) => {
+                let ready = state.programmed && state.proxies.0 > 0;
+                readiness.push((plan.controller_kind, plan.controller.to_string(), ready));
+                *counts
+                    .entry((
+                        plan.controller_kind,
+                        if ready { "ready" } else { "not_ready" },
+                    ))
+                    .or_default() += 1;
+                for (kind, _, _) in &plan.conflicts {
+                    *counts.entry((*kind, "conflict")).or_default() += 1;
+                }
                 let controller = all
                     .iter()
                     .find(|i| i.key == plan.controller && i.kind == plan.controller_kind);
@@ -317,8 +362,47 @@ async fn round(client: &kube::Client, all: &[Instance], config: &Config) -> Resu
             }
         }
     }
+    if first_error.is_none() {
+        // Instances gone leave no series behind.
+        metrics.instance_ready.reset();
+        for (kind, instance, ready) in &readiness {
+            metrics
+                .instance_ready
+                .with_label_values(&[kind, instance.as_str()])
+                .set(i64::from(*ready));
+        }
+        for kind in crate::metrics::KINDS {
+            for state in crate::metrics::STATES {
+                metrics
+                    .instances
+                    .with_label_values(&[kind, state])
+                    .set(counts.get(&(kind, state)).copied().unwrap_or(0));
+            }
+        }
+    }
     crate::unmanaged::mark(client, &plans).await?;
-    first_error.map_or(Ok(()), Err)
+    first_error.map_or(Ok(due), Err)
+}
+
+/// The earliest time a certificate the controller keeps is due for renewal.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Due(Option<std::time::SystemTime>);
+
+impl Due {
+    fn add(&mut self, at: Option<std::time::SystemTime>) {
+        self.0 = match (self.0, at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// How long from now until then (`None` when nothing is due).
+    pub fn after(self) -> Option<Duration> {
+        self.0.map(|at| {
+            at.duration_since(std::time::SystemTime::now())
+                .unwrap_or_default()
+        })
+    }
 }
 
 /// How a realized Gateway is doing.
@@ -338,26 +422,31 @@ async fn realize(
     ca: &fairlead_kit::pki::Ca,
     plan: &Plan,
     config: &Config,
+    metrics: &crate::metrics::ControllerMetrics,
+    due: &mut Due,
 ) -> Result<State, RoundError> {
     let programmed = apply_gateway(client, plan).await?;
     let identity = crate::workload::identity(&config.workload.trust_domain, &plan.gateway);
     let lifetime = config.lifetime();
-    crate::certificates::keep(
-        client,
-        ca,
-        &crate::certificates::Leaf {
-            secret: ObjectKey::new(
-                plan.gateway.namespace(),
-                crate::workload::client_secret(&plan.gateway),
-            ),
-            owners: &plan.owners,
-            labels: json!({"app.kubernetes.io/managed-by": MANAGER,
+    due.add(
+        crate::certificates::keep(
+            client,
+            ca,
+            &crate::certificates::Leaf {
+                secret: ObjectKey::new(
+                    plan.gateway.namespace(),
+                    crate::workload::client_secret(&plan.gateway),
+                ),
+                owners: &plan.owners,
+                labels: json!({"app.kubernetes.io/managed-by": MANAGER,
                 crate::workload::GATEWAY_LABEL: plan.gateway.name()}),
-            identity: Some(&identity),
-        },
-        |ca| ca.issue_client_uri(&identity, lifetime),
-    )
-    .await?;
+                identity: Some(&identity),
+            },
+            metrics,
+            |ca| ca.issue_client_uri(&identity, lifetime),
+        )
+        .await?,
+    );
     let objects = plan
         .workload
         .as_ref()

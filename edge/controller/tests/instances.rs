@@ -40,6 +40,7 @@ async fn instances_become_gateways() {
         client.clone(),
         None,
         Default::default(),
+        fairlead_edge_controller::metrics::ControllerMetrics::unregistered(),
         stop.clone(),
     ));
 

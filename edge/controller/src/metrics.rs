@@ -1,0 +1,86 @@
+//! The gateway controller's metrics (`alb_controller_` prefix): rounds and their duration
+//! and failures, instances by kind and state, and each certificate it keeps, by Secret: when
+//! it expires and how often it was issued. Labels are kinds, states and Secret names, never a
+//! pod's.
+
+use fairlead_kit::metrics::{Metrics, MetricsError, NETWORK_LATENCY_BUCKETS};
+use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
+
+/// The `alb_controller_*` families.
+#[derive(Clone)]
+pub struct ControllerMetrics {
+    /// Rounds, by result (`ok`, `error`).
+    pub reconciles: IntCounterVec,
+    /// Round duration.
+    pub duration: HistogramVec,
+    /// Instances by kind and state (`ready`, `not_ready`, `conflict`).
+    pub instances: IntGaugeVec,
+    /// Each controlling instance's readiness (1 or 0), by kind and instance (few: one per
+    /// Gateway).
+    pub instance_ready: IntGaugeVec,
+    /// Each kept certificate's expiry, Unix seconds, by Secret.
+    pub expiry: IntGaugeVec,
+    /// Certificates issued, by Secret and reason.
+    pub issued: IntCounterVec,
+}
+
+/// The states an instance is counted in.
+pub const STATES: [&str; 3] = ["ready", "not_ready", "conflict"];
+
+/// The instance kinds.
+pub const KINDS: [&str; 2] = ["ClusterALBInstance", "ALBInstance"];
+
+impl ControllerMetrics {
+    /// Registers the families, every series of fixed labels present from the start.
+    pub fn new(metrics: &Metrics) -> Result<Self, MetricsError> {
+        let this = Self {
+            reconciles: metrics.counter_vec(
+                "alb_controller_reconciles_total",
+                "Rounds of the gateway controller over every instance, by result.",
+                &["result"],
+            )?,
+            duration: metrics.histogram_vec(
+                "alb_controller_reconcile_duration_seconds",
+                "Duration of one round of the gateway controller.",
+                &[],
+                NETWORK_LATENCY_BUCKETS,
+            )?,
+            instances: metrics.gauge_vec(
+                "alb_controller_instances",
+                "ALB instances, by kind and state (ready, not_ready, conflict).",
+                &["kind", "state"],
+            )?,
+            instance_ready: metrics.gauge_vec(
+                "alb_controller_instance_ready",
+                "1 when the instance's Gateway is programmed and a proxy is ready, else 0; by kind and instance (namespace/name for an ALBInstance).",
+                &["kind", "instance"],
+            )?,
+            expiry: metrics.gauge_vec(
+                "alb_controller_certificate_expiry_timestamp_seconds",
+                "When each certificate the controller keeps expires (Unix time), by Secret.",
+                &["secret"],
+            )?,
+            issued: metrics.counter_vec(
+                "alb_controller_certificates_issued_total",
+                "Certificates the controller issued, by Secret and reason.",
+                &["secret", "reason"],
+            )?,
+        };
+        for result in ["ok", "error"] {
+            this.reconciles.with_label_values(&[result]);
+        }
+        for kind in KINDS {
+            for state in STATES {
+                this.instances.with_label_values(&[kind, state]);
+            }
+        }
+        this.duration.with_label_values(&[] as &[&str]);
+        Ok(this)
+    }
+
+    /// A private registry's families, for tests and tools that do not export them.
+    pub fn unregistered() -> Self {
+        Self::new(&Metrics::new("unregistered").expect("a fresh registry registers"))
+            .expect("a fresh registry registers")
+    }
+}
