@@ -18,63 +18,10 @@
 
 use std::collections::BTreeMap;
 
-use fairlead_edge_api::InstanceSpec;
 use fairlead_key::ObjectKey;
 use serde_json::{Value, json};
 
-/// The namespace of ClusterALBInstances' Gateways.
-pub const CLUSTER_NAMESPACE: &str = "d8-alb";
-
-/// The field manager of what the controller writes.
-pub const MANAGER: &str = "alb-gateway-controller";
-
-/// The label naming a managed Gateway's instance kind and name (`ClusterALBInstance.main`).
-pub const INSTANCE_LABEL: &str = "alb.deckhouse.io/instance";
-
-/// One instance as the planner reads it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Instance {
-    /// `ClusterALBInstance` or `ALBInstance`.
-    pub kind: &'static str,
-    /// Its key (no namespace for a ClusterALBInstance).
-    pub key: ObjectKey,
-    /// Its uid (for owner references).
-    pub uid: String,
-    /// Its creation time, RFC 3339 (orders instances sharing a Gateway).
-    pub created: String,
-    /// Its generation.
-    pub generation: i64,
-    /// It asks to be the platform's default Gateway (`defaultDeckhouseGateway`,
-    /// ClusterALBInstance only).
-    pub default: bool,
-    /// Its annotation `fairlead.io/route-statistics: "true"` asks for statistics per route
-    /// rule on its Gateway (passed on as the Gateway's annotation).
-    pub route_statistics: bool,
-    /// What it says.
-    pub spec: InstanceSpec,
-}
-
-impl Instance {
-    /// The Gateway it names.
-    pub fn gateway(&self) -> ObjectKey {
-        let namespace = if self.kind == "ClusterALBInstance" {
-            CLUSTER_NAMESPACE
-        } else {
-            self.key.namespace()
-        };
-        ObjectKey::new(namespace, &self.spec.gateway_name)
-    }
-
-    fn order(&self) -> (&str, &str, &str) {
-        (&self.created, self.kind, self.key.as_str())
-    }
-
-    fn reference(&self, controller: bool) -> Value {
-        json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": self.kind,
-            "name": self.key.name(), "uid": self.uid,
-            "controller": controller, "blockOwnerDeletion": true})
-    }
-}
+pub use crate::instance::{CLUSTER_NAMESPACE, INSTANCE_LABEL, Instance, MANAGER};
 
 /// The instance whose Gateway is the platform's default: of the ClusterALBInstances marked
 /// `defaultDeckhouseGateway`, the oldest; with none marked, the one named `main`.
@@ -216,6 +163,7 @@ fn gateway_object(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fairlead_edge_api::InstanceSpec;
     use fairlead_edge_api::types::{AdditionalPort, Inlet, LoadBalancerInlet};
 
     fn instance(kind: &'static str, key: ObjectKey, created: &str, gateway: &str) -> Instance {

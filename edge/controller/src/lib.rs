@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod certificates;
 pub mod crds;
+pub mod instance;
 pub mod instances;
 pub mod metrics;
 pub mod reconcile;

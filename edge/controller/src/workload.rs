@@ -24,7 +24,7 @@ use fairlead_edge_translate::gateway::container_port;
 use fairlead_key::ObjectKey;
 use serde_json::{Value, json};
 
-use crate::instances::{INSTANCE_LABEL, Instance, MANAGER};
+use crate::instance::{INSTANCE_LABEL, Instance, MANAGER};
 
 /// The label of a Gateway's proxy pods (and of everything made for them).
 pub const GATEWAY_LABEL: &str = "alb.deckhouse.io/gateway";

@@ -9,25 +9,7 @@ use fairlead_kit::Runtime;
 use crate::cache::Cache;
 use crate::server::{Ads, Observer};
 
-/// The TLS of the xDS server: its certificate, and the CA of the proxies' client certificates
-/// when it asks for them (mutual TLS).
-#[derive(Clone)]
-pub struct XdsTls {
-    /// Certificate chain, PEM.
-    pub cert_pem: String,
-    /// Private key, PEM.
-    pub key_pem: String,
-    /// CA bundle the clients' certificates must chain to, PEM.
-    pub client_ca_pem: Option<String>,
-}
-
-impl std::fmt::Debug for XdsTls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("XdsTls")
-            .field("mutual", &self.client_ca_pem.is_some())
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::tls::XdsTls;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -40,13 +22,6 @@ pub enum ServeError {
         /// The error.
         source: std::io::Error,
     },
-}
-
-impl XdsTls {
-    /// A source that holds `self` for good.
-    pub fn fixed(self) -> tokio::sync::watch::Receiver<Option<XdsTls>> {
-        tokio::sync::watch::channel(Some(self)).1
-    }
 }
 
 /// Serves `cache` on `addr` in `runtime`, telling `observer` what happens on the streams:

@@ -12,7 +12,32 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::server::TlsStream;
 
-use crate::serve::XdsTls;
+/// The TLS of the xDS server: its certificate, and the CA of the proxies' client certificates
+/// when it asks for them (mutual TLS).
+#[derive(Clone)]
+pub struct XdsTls {
+    /// Certificate chain, PEM.
+    pub cert_pem: String,
+    /// Private key, PEM.
+    pub key_pem: String,
+    /// CA bundle the clients' certificates must chain to, PEM.
+    pub client_ca_pem: Option<String>,
+}
+
+impl std::fmt::Debug for XdsTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdsTls")
+            .field("mutual", &self.client_ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdsTls {
+    /// A source that holds `self` for good.
+    pub fn fixed(self) -> tokio::sync::watch::Receiver<Option<XdsTls>> {
+        tokio::sync::watch::channel(Some(self)).1
+    }
+}
 
 /// What the server knows of a connection's peer (in each request's extensions).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
