@@ -69,6 +69,10 @@ pub struct UpArgs {
     #[arg(long)]
     certificate_lifetime: Option<u64>,
 
+    /// Bridge cert-manager's HTTP-01 solver routes through Ingresses of this class.
+    #[arg(long)]
+    http01_bridging_ingress_class: Option<String>,
+
     /// Apply the manifests (.yaml, .yml, .json) of this directory after start.
     #[arg(short = 'f', long = "filename")]
     manifests: Option<PathBuf>,
@@ -186,6 +190,7 @@ async fn start_edge(
             ..Default::default()
         },
         lifetime: args.certificate_lifetime.map(Duration::from_secs),
+        http01_ingress_class: args.http01_bridging_ingress_class.clone(),
     };
     runtime
         .shutdown

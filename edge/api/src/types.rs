@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+#[cfg(feature = "kube")]
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -268,19 +269,23 @@ pub struct InstanceStatus {
 }
 
 /// A cluster-wide ALB instance: a Gateway in `d8-alb`, its proxies on the nodes.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "network.deckhouse.io",
-    version = "v1alpha1",
-    kind = "ClusterALBInstance",
-    plural = "clusteralbinstances",
-    singular = "clusteralbinstance",
-    shortname = "calbi",
-    status = "InstanceStatus",
-    printcolumn = r#"{"name": "Gateway", "type": "string", "jsonPath": ".status.gateway"}"#,
-    printcolumn = r#"{"name": "Inlet", "type": "string", "jsonPath": ".spec.inlet.type"}"#,
-    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[cfg_attr(feature = "kube", derive(CustomResource))]
+#[cfg_attr(
+    feature = "kube",
+    kube(
+        group = "network.deckhouse.io",
+        version = "v1alpha1",
+        kind = "ClusterALBInstance",
+        plural = "clusteralbinstances",
+        singular = "clusteralbinstance",
+        shortname = "calbi",
+        status = "InstanceStatus",
+        printcolumn = r#"{"name": "Gateway", "type": "string", "jsonPath": ".status.gateway"}"#,
+        printcolumn = r#"{"name": "Inlet", "type": "string", "jsonPath": ".spec.inlet.type"}"#,
+        printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
+        printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterALBInstanceSpec {
@@ -295,20 +300,24 @@ pub struct ClusterALBInstanceSpec {
 
 /// A namespaced ALB instance: a Gateway in its namespace, its proxies a Deployment behind a
 /// LoadBalancer.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "network.deckhouse.io",
-    version = "v1alpha1",
-    kind = "ALBInstance",
-    plural = "albinstances",
-    singular = "albinstance",
-    shortname = "albi",
-    namespaced,
-    status = "InstanceStatus",
-    printcolumn = r#"{"name": "Gateway", "type": "string", "jsonPath": ".status.gateway"}"#,
-    printcolumn = r#"{"name": "Inlet", "type": "string", "jsonPath": ".spec.inlet.type"}"#,
-    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[cfg_attr(feature = "kube", derive(CustomResource))]
+#[cfg_attr(
+    feature = "kube",
+    kube(
+        group = "network.deckhouse.io",
+        version = "v1alpha1",
+        kind = "ALBInstance",
+        plural = "albinstances",
+        singular = "albinstance",
+        shortname = "albi",
+        namespaced,
+        status = "InstanceStatus",
+        printcolumn = r#"{"name": "Gateway", "type": "string", "jsonPath": ".status.gateway"}"#,
+        printcolumn = r#"{"name": "Inlet", "type": "string", "jsonPath": ".spec.inlet.type"}"#,
+        printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
+        printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+    )
 )]
 pub struct ALBInstanceSpec {
     /// The fields both kinds have.

@@ -37,6 +37,18 @@ pub enum EdgeCommand {
     /// for `fairlead edge bootstrap --xds-ca/--xds-cert/--xds-key`. The xDS server serves it
     /// only the Gateway it names.
     Certificate(CertificateArgs),
+    /// Wait until the gateway controller has removed everything it made (the module's
+    /// pre-delete hook): marks the module as going, then checks until nothing is left, or
+    /// fails after `--timeout` naming what is.
+    CleanupWait(CleanupWaitArgs),
+}
+
+/// Options of `fairlead edge cleanup-wait`.
+#[derive(Debug, Args)]
+pub struct CleanupWaitArgs {
+    /// How long to wait, in seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
 }
 
 /// Options of `fairlead edge certificate`.
@@ -93,6 +105,10 @@ pub struct ControllerArgs {
     /// two thirds).
     #[arg(long, default_value_t = 90 * 24 * 3600)]
     pub certificate_lifetime: u64,
+    /// Bridge cert-manager's HTTP-01 solver routes through Ingresses of this class (the
+    /// module's `migrations.http01CertificateSolverBridging`; off without it).
+    #[arg(long)]
+    pub http01_bridging_ingress_class: Option<String>,
 }
 
 impl ControllerArgs {
@@ -107,6 +123,7 @@ impl ControllerArgs {
                 trust_domain: self.trust_domain.clone(),
             },
             lifetime: Some(std::time::Duration::from_secs(self.certificate_lifetime)),
+            http01_ingress_class: self.http01_bridging_ingress_class.clone(),
         })
     }
 }
@@ -524,6 +541,19 @@ pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()
         EdgeCommand::Proxy(args) => proxy(global, args).await,
         EdgeCommand::Controller(args) => controller(global, args).await,
         EdgeCommand::Certificate(args) => certificate(args).await,
+        EdgeCommand::CleanupWait(args) => {
+            let client = kube::Client::try_default()
+                .await
+                .context("connecting to the Kubernetes API")?;
+            fairlead_edge_controller::cleanup::wait(
+                &client,
+                std::time::Duration::from_secs(args.timeout),
+                std::time::Duration::from_secs(2),
+            )
+            .await?;
+            eprintln!("the gateway controller removed everything it made");
+            Ok(())
+        }
         EdgeCommand::Crd => {
             for crd in fairlead_edge_api::crd::crds() {
                 print!("---\n{}", serde_yaml_ng::to_string(&crd)?);

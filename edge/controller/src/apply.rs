@@ -18,6 +18,7 @@ pub fn resource(kind: &str) -> ApiResource {
         "DaemonSet" => ApiResource::erase::<DaemonSet>(&()),
         "Deployment" => ApiResource::erase::<Deployment>(&()),
         "PodDisruptionBudget" => ApiResource::erase::<PodDisruptionBudget>(&()),
+        "Ingress" => ApiResource::erase::<k8s_openapi::api::networking::v1::Ingress>(&()),
         other => crate::crds::resource(other),
     }
 }

@@ -12,7 +12,7 @@ pub const CLUSTER_NAMESPACE: &str = "d8-alb";
 pub const MANAGER: &str = "alb-gateway-controller";
 
 /// The label naming a managed Gateway's instance kind and name (`ClusterALBInstance.main`).
-pub const INSTANCE_LABEL: &str = "alb.deckhouse.io/instance";
+pub use fairlead_edge_api::INSTANCE_LABEL;
 
 /// One instance as the planner reads it.
 #[derive(Clone, Debug, PartialEq)]

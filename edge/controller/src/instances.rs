@@ -144,7 +144,8 @@ fn gateway_object(
         "metadata": {
             "name": gateway.name(),
             "namespace": gateway.namespace(),
-            "labels": {INSTANCE_LABEL: format!("{}.{}", instance.kind, instance.key.name())},
+            "labels": {INSTANCE_LABEL: format!("{}.{}", instance.kind, instance.key.name()),
+                "app.kubernetes.io/managed-by": MANAGER},
             "annotations": if instance.route_statistics {
                 json!({fairlead_edge_translate::gateway::ROUTE_STATISTICS: "true"})
             } else {

@@ -6,7 +6,9 @@
 
 pub mod apply;
 pub mod certificates;
+pub mod cleanup;
 pub mod crds;
+pub mod http01;
 pub mod instance;
 pub mod instances;
 pub mod metrics;

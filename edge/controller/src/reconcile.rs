@@ -69,6 +69,29 @@ pub async fn run(
         changes.clone(),
         stop.clone(),
     ));
+    // cert-manager's solver routes, bridged while HTTP-01 bridging is on.
+    if config.http01_ingress_class.is_some() {
+        let routes: Api<DynamicObject> =
+            Api::all_with(client.clone(), &crate::crds::resource("HTTPRoute"));
+        tokio::spawn(wake_on(
+            routes,
+            watcher::Config::default().labels(crate::http01::SOLVER_LABEL),
+            changes.clone(),
+            stop.clone(),
+        ));
+    }
+    // The module's cleanup mark.
+    let marker: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        CLUSTER_NAMESPACE,
+        &crate::apply::resource("ConfigMap"),
+    );
+    tokio::spawn(wake_on(
+        marker,
+        watcher::Config::default().fields(&format!("metadata.name={}", crate::cleanup::MARKER)),
+        changes.clone(),
+        stop.clone(),
+    ));
     // The workloads' and Services' statuses: proxies ready, load balancer addresses.
     for kind in ["DaemonSet", "Deployment", "Service", "Pod"] {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::apply::resource(kind));
@@ -222,6 +245,8 @@ pub struct Config {
     pub workload: crate::workload::Settings,
     /// How long issued certificates are valid (renewed at two thirds).
     pub lifetime: Option<Duration>,
+    /// The ingress class of cert-manager's HTTP-01 bridges (none: no bridging).
+    pub http01_ingress_class: Option<String>,
 }
 
 impl Config {
@@ -273,6 +298,17 @@ async fn round(
     config: &Config,
     metrics: &crate::metrics::ControllerMetrics,
 ) -> Result<Due, RoundError> {
+    // The module is going: nothing is made any more, and what was made goes.
+    if crate::cleanup::requested(client).await? {
+        let asked = crate::cleanup::remove_all(client).await?;
+        if asked > 0 {
+            tracing::info!(
+                objects = asked,
+                "module cleanup requested: removing what the controller made"
+            );
+        }
+        return Ok(Due::default());
+    }
     let mut certificates = std::collections::BTreeSet::new();
     for instance in all {
         let gateway = instance.gateway();
@@ -381,6 +417,9 @@ async fn round(
         }
     }
     crate::unmanaged::mark(client, &plans).await?;
+    if let Some(class) = &config.http01_ingress_class {
+        crate::http01::sync(client, class).await?;
+    }
     first_error.map_or(Ok(due), Err)
 }
 

@@ -96,12 +96,24 @@ pub mod limits {
 /// paths are normalized (dot segments, merged slashes, escaped slashes redirected unescaped);
 /// header names with underscores are dropped, as ingress-nginx does; timeouts and header
 /// sizes are bounded ([`limits`]); each request is logged and traced
-/// ([`crate::telemetry`]). The original-IP detection the gateway controller offers
-/// will replace `use_remote_address` here, and only here.
-pub(crate) fn edge_manager(stat_prefix: &str, route_config: &str) -> hcm::HttpConnectionManager {
+/// ([`crate::telemetry`]). An instance's `originalIPDetection` replaces
+/// `use_remote_address` ([`ClientAddress`]), here and only here.
+pub(crate) fn edge_manager(
+    stat_prefix: &str,
+    route_config: &str,
+    client: &ClientAddress<'_>,
+) -> hcm::HttpConnectionManager {
     use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
+    let (use_remote_address, original_ip_detection_extensions) = match client {
+        ClientAddress::Connection => (true, Vec::new()),
+        ClientAddress::ForwardedFor(trusted) => (false, vec![xff(trusted)]),
+        ClientAddress::Header(name) => (false, vec![custom_header(name)]),
+    };
     hcm::HttpConnectionManager {
-        use_remote_address: Some(BoolValue { value: true }),
+        use_remote_address: Some(BoolValue {
+            value: use_remote_address,
+        }),
+        original_ip_detection_extensions,
         strip_port_mode: Some(hcm::http_connection_manager::StripPortMode::StripAnyHostPort(true)),
         upgrade_configs: vec![hcm::http_connection_manager::UpgradeConfig {
             upgrade_type: "websocket".into(),
@@ -134,12 +146,64 @@ pub(crate) fn edge_manager(stat_prefix: &str, route_config: &str) -> hcm::HttpCo
     }
 }
 
+/// Where a connection manager takes the client's address from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ClientAddress<'a> {
+    /// The connection's peer (`use_remote_address`).
+    Connection,
+    /// `X-Forwarded-For`, its entries believed from these peers.
+    ForwardedFor(&'a [crate::instance::Cidr]),
+    /// A header of one address (its filter chain matches only trusted peers).
+    Header(&'a str),
+}
+
+/// An Envoy address range.
+pub(crate) fn cidr(range: &crate::instance::Cidr) -> core::CidrRange {
+    use envoy_types::pb::google::protobuf::UInt32Value;
+    core::CidrRange {
+        address_prefix: range.address.clone(),
+        prefix_len: Some(UInt32Value {
+            value: range.prefix,
+        }),
+    }
+}
+
+/// Envoy's `xff` original-IP detection, trusting `trusted`'s entries.
+fn xff(trusted: &[crate::instance::Cidr]) -> core::TypedExtensionConfig {
+    use envoy_types::pb::envoy::extensions::http::original_ip_detection::xff::v3 as xff;
+    core::TypedExtensionConfig {
+        name: "envoy.http.original_ip_detection.xff".into(),
+        typed_config: Some(any(&xff::XffConfig {
+            xff_trusted_cidrs: Some(xff::XffTrustedCidrs {
+                cidrs: trusted.iter().map(cidr).collect(),
+            }),
+            ..Default::default()
+        })),
+    }
+}
+
+/// Envoy's `custom_header` original-IP detection from the header `name`.
+fn custom_header(name: &str) -> core::TypedExtensionConfig {
+    use envoy_types::pb::envoy::extensions::http::original_ip_detection::custom_header::v3 as custom;
+    core::TypedExtensionConfig {
+        name: "envoy.http.original_ip_detection.custom_header".into(),
+        typed_config: Some(any(&custom::CustomHeaderConfig {
+            header_name: name.to_owned(),
+            ..Default::default()
+        })),
+    }
+}
+
 /// The network filter of [`edge_manager`].
-pub(crate) fn connection_manager(stat_prefix: &str, route_config: &str) -> listener::Filter {
+pub(crate) fn connection_manager(
+    stat_prefix: &str,
+    route_config: &str,
+    client: &ClientAddress<'_>,
+) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".into(),
         config_type: Some(listener::filter::ConfigType::TypedConfig(any(
-            &edge_manager(stat_prefix, route_config),
+            &edge_manager(stat_prefix, route_config, client),
         ))),
     }
 }

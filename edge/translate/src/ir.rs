@@ -45,6 +45,9 @@ pub struct Gateway {
     pub clusters: Vec<Cluster>,
     /// TLS certificates the listeners present, by name.
     pub secrets: Vec<Certificate>,
+    /// What the Gateway's ALB instance asks of its listeners.
+    #[serde(skip_serializing_if = "crate::instance::Settings::is_default")]
+    pub edge: crate::instance::Settings,
 }
 
 impl Gateway {
@@ -272,6 +275,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
     };
     let mut out = Gateway {
         address,
+        edge: crate::instance::of(state.gateway, input),
         ..Gateway::default()
     };
     let route_statistics = crate::gateway::route_statistics(state.gateway);

@@ -62,7 +62,12 @@ pub const KINDS: &[Kind] = &[
     },
     kind("", "Namespace", Status::Read),
     kind("", "ConfigMap", Status::Read),
+    kind(INSTANCE_GROUP, "ClusterALBInstance", Status::Read),
+    kind(INSTANCE_GROUP, "ALBInstance", Status::Read),
 ];
+
+/// The group of the ALB instances.
+const INSTANCE_GROUP: &str = "network.deckhouse.io";
 
 /// The row of a kind.
 pub fn of(kind: &str) -> Option<&'static Kind> {

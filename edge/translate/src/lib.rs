@@ -25,6 +25,7 @@ pub mod gateway;
 pub mod grpc;
 pub mod hostname;
 pub mod http;
+pub mod instance;
 pub mod ir;
 pub mod kinds;
 pub mod listener;

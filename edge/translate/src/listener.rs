@@ -7,70 +7,176 @@ use envoy_types::pb::envoy::config::listener::v3 as listener;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 
 use crate::Encoded;
-use crate::envoy::{ads, any, connection_manager, socket, tls_socket};
+use crate::envoy::{ClientAddress, ads, any, cidr, connection_manager, socket, tls_socket};
 use crate::gateway::container_port;
+use crate::instance::{RealIp, Settings};
 use crate::ir::{Chain, Forward, Listener, Serves, Share};
 use fairlead_key::ObjectKey;
 
 /// The Envoy listener of `l`, bound to `address` (every address when `None`) at the
-/// container port of its Gateway port ([`container_port`]).
-pub fn encode(l: &Listener, address: Option<std::net::IpAddr>) -> Encoded {
+/// container port of its Gateway port ([`container_port`]), with what its instance asks
+/// (`edge`, see [`crate::instance`]).
+pub fn encode(l: &Listener, address: Option<std::net::IpAddr>, edge: &Settings) -> Encoded {
     let bind = address.map_or_else(|| "0.0.0.0".to_owned(), |ip| ip.to_string());
     let port = container_port(l.port);
+    let mut listener_filters = Vec::new();
+    if edge.proxy_protocol && !matches!(l.serves, Serves::Udp { .. }) {
+        listener_filters.push(listener_filter(
+            "envoy.filters.listener.proxy_protocol",
+            any(&envoy_types::pb::envoy::extensions::filters::listener::proxy_protocol::v3::ProxyProtocol::default()),
+        ));
+    }
     let listener = match &l.serves {
         Serves::Http => listener::Listener {
             name: l.name.clone(),
             address: Some(socket(&bind, port, false)),
-            filter_chains: vec![listener::FilterChain {
-                filters: vec![connection_manager(&l.name, &l.name)],
-                ..Default::default()
-            }],
+            listener_filters,
+            filter_chains: http_chains(&l.name, &l.name, edge, listener::FilterChain::default()),
             ..Default::default()
         },
         Serves::Chains {
             inspect_tls,
             chains,
-        } => listener::Listener {
-            name: l.name.clone(),
-            address: Some(socket(&bind, port, false)),
-            listener_filters: if *inspect_tls {
-                vec![listener::ListenerFilter {
-                    name: "envoy.filters.listener.tls_inspector".into(),
-                    config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
-                        any(&envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector::default()),
-                    )),
-                    ..Default::default()
-                }]
-            } else {
-                Vec::new()
-            },
-            filter_chains: chains.iter().map(chain).collect(),
-            ..Default::default()
-        },
+        } => {
+            if *inspect_tls {
+                listener_filters.push(listener_filter(
+                    "envoy.filters.listener.tls_inspector",
+                    any(&envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector::default()),
+                ));
+            }
+            listener::Listener {
+                name: l.name.clone(),
+                address: Some(socket(&bind, port, false)),
+                listener_filters,
+                filter_chains: chains.iter().flat_map(|c| chain(c, edge)).collect(),
+                ..Default::default()
+            }
+        }
         Serves::Udp { cluster } => udp(&l.name, &bind, port, cluster),
     };
     Encoded::new(l.name.clone(), &listener)
 }
 
-/// A filter chain: matched by its server names (none: the default chain), terminating TLS
-/// when it has certificates, then an HTTP connection manager or a TCP proxy.
-fn chain(c: &Chain) -> listener::FilterChain {
-    let filter = match &c.forward {
-        Forward::Http { route_config } => connection_manager(route_config, route_config),
-        Forward::Tcp {
-            stat_prefix,
-            clusters,
-        } => tcp_proxy(stat_prefix, clusters),
+fn listener_filter(
+    name: &str,
+    config: envoy_types::pb::google::protobuf::Any,
+) -> listener::ListenerFilter {
+    listener::ListenerFilter {
+        name: name.into(),
+        config_type: Some(listener::listener_filter::ConfigType::TypedConfig(config)),
+        ..Default::default()
+    }
+}
+
+/// The RBAC network filter of `acceptRequestsFrom`: connections whose real peer is in none of
+/// the ranges are closed.
+fn accept_from(ranges: &[crate::instance::Cidr]) -> listener::Filter {
+    use envoy_types::pb::envoy::config::rbac::v3 as rbac;
+    use envoy_types::pb::envoy::extensions::filters::network::rbac::v3 as network;
+    let policy = rbac::Policy {
+        permissions: vec![rbac::Permission {
+            rule: Some(rbac::permission::Rule::Any(true)),
+        }],
+        principals: ranges
+            .iter()
+            .map(|range| rbac::Principal {
+                identifier: Some(rbac::principal::Identifier::DirectRemoteIp(cidr(range))),
+            })
+            .collect(),
+        ..Default::default()
     };
-    listener::FilterChain {
+    listener::Filter {
+        name: "envoy.filters.network.rbac".into(),
+        config_type: Some(listener::filter::ConfigType::TypedConfig(any(
+            &network::Rbac {
+                stat_prefix: "accept_requests_from".into(),
+                rules: Some(rbac::Rbac {
+                    action: rbac::rbac::Action::Allow as i32,
+                    policies: [("accept-requests-from".to_owned(), policy)].into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ))),
+    }
+}
+
+/// `filter` behind the instance's `acceptRequestsFrom` filter, if it has one.
+fn guarded(edge: &Settings, filter: listener::Filter) -> Vec<listener::Filter> {
+    let mut filters = Vec::new();
+    if !edge.accept_from.is_empty() {
+        filters.push(accept_from(&edge.accept_from));
+    }
+    filters.push(filter);
+    filters
+}
+
+/// The chains of an HTTP connection manager from `base` (its match and TLS): one, or with a
+/// header naming the client's address, a chain believing it from the trusted peers only and
+/// one for everyone else.
+fn http_chains(
+    stat_prefix: &str,
+    route_config: &str,
+    edge: &Settings,
+    base: listener::FilterChain,
+) -> Vec<listener::FilterChain> {
+    let manager = |client: ClientAddress<'_>| {
+        guarded(edge, connection_manager(stat_prefix, route_config, &client))
+    };
+    match &edge.real_ip {
+        None => vec![listener::FilterChain {
+            filters: manager(ClientAddress::Connection),
+            ..base
+        }],
+        Some(RealIp::ForwardedFor { trusted }) => vec![listener::FilterChain {
+            filters: manager(ClientAddress::ForwardedFor(trusted)),
+            ..base
+        }],
+        Some(RealIp::Header { name, trusted }) => {
+            let mut matching = base.filter_chain_match.clone().unwrap_or_default();
+            matching.direct_source_prefix_ranges = trusted.iter().map(cidr).collect();
+            vec![
+                listener::FilterChain {
+                    name: if base.name.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{}-trusted", base.name)
+                    },
+                    filter_chain_match: Some(matching),
+                    filters: manager(ClientAddress::Header(name)),
+                    ..base.clone()
+                },
+                listener::FilterChain {
+                    filters: manager(ClientAddress::Connection),
+                    ..base
+                },
+            ]
+        }
+    }
+}
+
+/// The filter chains of `c`: matched by its server names (none: the default chain),
+/// terminating TLS when it has certificates, then an HTTP connection manager (see
+/// [`http_chains`]) or a TCP proxy.
+fn chain(c: &Chain, edge: &Settings) -> Vec<listener::FilterChain> {
+    let base = listener::FilterChain {
         name: c.name.clone(),
         filter_chain_match: (!c.server_names.is_empty()).then(|| listener::FilterChainMatch {
             server_names: c.server_names.clone(),
             ..Default::default()
         }),
-        filters: vec![filter],
         transport_socket: c.certificates.as_deref().map(downstream_tls),
         ..Default::default()
+    };
+    match &c.forward {
+        Forward::Http { route_config } => http_chains(route_config, route_config, edge, base),
+        Forward::Tcp {
+            stat_prefix,
+            clusters,
+        } => vec![listener::FilterChain {
+            filters: guarded(edge, tcp_proxy(stat_prefix, clusters)),
+            ..base
+        }],
     }
 }
 

@@ -741,6 +741,8 @@ pub struct Input {
     pub secrets: Vec<Arc<Secret>>,
     /// Namespaces (for label selectors).
     pub namespaces: Vec<Arc<Namespace>>,
+    /// ALB instances (the settings of the Gateways they control).
+    pub instances: Vec<Arc<Instance>>,
     /// Services and EndpointSlices by namespace and Service name, built on first use (a
     /// translation looks them up per backend reference; a scan each time is quadratic).
     index: std::sync::OnceLock<Lookup>,
@@ -760,6 +762,8 @@ struct Lookup {
 /// follows until the object changes).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Object {
+    /// A ClusterALBInstance or an ALBInstance.
+    Instance(Arc<Instance>),
     /// A GatewayClass.
     GatewayClass(Arc<GatewayClass>),
     /// A Gateway.
@@ -827,11 +831,26 @@ impl Object {
             "EndpointSlice" => typed(object).map(Self::EndpointSlice),
             "Secret" => typed(object).map(Self::Secret),
             "Namespace" => typed(object).map(Self::Namespace),
+            "ClusterALBInstance" | "ALBInstance" => typed(object).map(Self::Instance),
             _ => return Ok(None),
         };
         read.map(Some)
             .map_err(|source| InputError::Object { kind, name, source })
     }
+}
+
+/// A ClusterALBInstance or ALBInstance, as the translator reads it (its spec; the status is
+/// the controller's).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct Instance {
+    /// `ClusterALBInstance` or `ALBInstance`.
+    pub kind: String,
+    /// Its metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What it asks.
+    #[serde(default)]
+    pub spec: fairlead_edge_api::InstanceSpec,
 }
 
 /// An object the input could not take.
@@ -943,6 +962,7 @@ impl Input {
             Object::EndpointSlice(o) => self.endpoint_slices.push(o),
             Object::Secret(o) => self.secrets.push(o),
             Object::Namespace(o) => self.namespaces.push(o),
+            Object::Instance(o) => self.instances.push(o),
         }
     }
 

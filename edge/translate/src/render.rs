@@ -15,7 +15,7 @@ pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
         listeners: ir
             .listeners
             .iter()
-            .map(|l| listener::encode(l, ir.address))
+            .map(|l| listener::encode(l, ir.address, &ir.edge))
             .collect(),
         ..Resources::default()
     };

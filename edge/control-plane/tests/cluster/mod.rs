@@ -33,7 +33,7 @@ pub async fn cluster() -> (fairlead_apiserver::ApiServer, kube::Client) {
 }
 
 /// Creates an object given as JSON in its namespace (`default` when it names none; a
-/// Namespace is cluster-scoped) (plural: the kind, lowercase, with `s`, or `-cy` → `-cies`).
+/// Namespace and a ClusterALBInstance are cluster-scoped) (plural: the kind, lowercase, with `s`, or `-cy` → `-cies`).
 pub async fn create(client: &kube::Client, value: serde_json::Value) {
     let kind = value["kind"].as_str().unwrap().to_owned();
     let api_version = value["apiVersion"].as_str().unwrap().to_owned();
@@ -54,7 +54,7 @@ pub async fn create(client: &kube::Client, value: serde_json::Value) {
         .as_str()
         .unwrap_or("default")
         .to_owned();
-    let api: Api<DynamicObject> = if kind == "Namespace" {
+    let api: Api<DynamicObject> = if matches!(kind.as_str(), "Namespace" | "ClusterALBInstance") {
         Api::all_with(client.clone(), &ar)
     } else {
         Api::namespaced_with(client.clone(), &namespace, &ar)

@@ -1,0 +1,288 @@
+//! What an ALB instance asks of its Gateway's listeners, through a real Envoy fed by the
+//! control plane: `acceptRequestsFrom` refuses connections from other peers, the PROXY
+//! protocol names the client (and a connection without its header is refused), and
+//! `originalIPDetection` believes `X-Forwarded-For` or `X-Real-IP` only from `setRealIPFrom`.
+//! The client's address Envoy settled on is read from its access log.
+
+mod cluster;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cluster::{cluster, control_plane, create};
+use fairlead_edge_translate::ObjectKey;
+use fairlead_edge_xds::cache::Cache;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// A backend answering `ok` to every request.
+async fn backend() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                    )
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+/// Sends `prefix` then a request with `headers` from the address `from`; the status, or
+/// `None` when the connection was closed without an answer.
+async fn request(from: &str, port: u16, prefix: &str, headers: &str) -> Option<u16> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let target: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut stream = socket.connect(target).await.ok()?;
+    let text = format!(
+        "{prefix}GET / HTTP/1.1\r\nHost: app.example.com\r\n{headers}connection: close\r\n\r\n"
+    );
+    stream.write_all(text.as_bytes()).await.ok()?;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    answer.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Envoy as a child process, killed with the test.
+struct Envoy(tokio::process::Child);
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.0.start_kill();
+    }
+}
+
+/// An Envoy for `gateway` on the xDS server at `xds`, its access log in `dir/access.log`.
+fn envoy(gateway: &ObjectKey, xds: u16, dir: &std::path::Path) -> Envoy {
+    let spec = fairlead_edge_bootstrap::Spec {
+        gateway: gateway.clone(),
+        node_id: None,
+        xds_host: "127.0.0.1".into(),
+        xds_port: xds,
+        admin_port: fairlead_kit::testing::free_port(),
+        tls: None,
+        otlp: None,
+    };
+    let name = gateway.name();
+    let bootstrap = dir.join(format!("{name}.yaml"));
+    std::fs::write(&bootstrap, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
+    Envoy(
+        tokio::process::Command::new(fairlead_kit::testing::envoy())
+            .arg("--config-path")
+            .arg(&bootstrap)
+            .args(["--log-level", "warn", "--use-dynamic-base-id"])
+            .stdout(std::fs::File::create(dir.join(format!("{name}.access.log"))).unwrap())
+            .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The client addresses of `gateway`'s access log, in order.
+fn clients(dir: &std::path::Path, gateway: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(format!("{gateway}.access.log")))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["client_address"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Waits until the next access log line of `gateway` appears; its client address.
+async fn next_client(dir: &std::path::Path, gateway: &str, seen: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(client) = clients(dir, gateway).get(seen) {
+            return client.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no access log line for {gateway}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_settings_reach_envoy() {
+    let (_server, client) = cluster().await;
+    let cache = Arc::new(Cache::new());
+    let (_stop, _) = control_plane(&client, &cache);
+    let xds = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_routes(fairlead_edge_xds::services::routes(
+                    fairlead_edge_xds::server::Ads::new(
+                        cache.clone(),
+                        Arc::new(fairlead_edge_xds::server::Quiet),
+                    ),
+                ))
+                .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
+        );
+        port
+    };
+    let web = backend().await;
+    let (guarded_port, proxied_port) = (
+        fairlead_kit::testing::free_port(),
+        fairlead_kit::testing::free_port(),
+    );
+    create(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d8-alb"}}),
+    )
+    .await;
+    for (instance, spec) in [
+        // Only 127.0.0.9 may connect; its X-Forwarded-For is believed.
+        (
+            "guarded",
+            json!({"gatewayName": "guarded", "acceptRequestsFrom": ["127.0.0.9/32"],
+            "originalIPDetection": {"realIPHeader": "X-Forwarded-For", "setRealIPFrom": ["127.0.0.9/32"]}}),
+        ),
+        // Behind a load balancer speaking the PROXY protocol; X-Real-IP believed from 127.0.0.7.
+        (
+            "proxied",
+            json!({"gatewayName": "proxied", "useProxyProtocol": true,
+            "originalIPDetection": {"realIPHeader": "X-Real-IP", "setRealIPFrom": ["127.0.0.7/32"]}}),
+        ),
+    ] {
+        create(
+            &client,
+            json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": "ClusterALBInstance",
+            "metadata": {"name": instance}, "spec": spec}),
+        )
+        .await;
+    }
+    for (gateway, port) in [("guarded", guarded_port), ("proxied", proxied_port)] {
+        create(
+            &client,
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": gateway, "namespace": "d8-alb",
+                "labels": {"alb.deckhouse.io/instance": format!("ClusterALBInstance.{gateway}")}},
+            "spec": {"gatewayClassName": "d8-alb",
+                "listeners": [{"name": "http", "port": port, "protocol": "HTTP",
+                    "allowedRoutes": {"namespaces": {"from": "All"}}}]}}),
+        )
+        .await;
+        create(
+            &client,
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": gateway, "namespace": "default"},
+            "spec": {"parentRefs": [{"name": gateway, "namespace": "d8-alb"}],
+                "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}),
+        )
+        .await;
+    }
+    create(&client, json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": web}]}})).await;
+    create(&client, json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "web", "namespace": "default", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4", "ports": [{"name": "http", "port": web}],
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]})).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let _guarded = envoy(&ObjectKey::new("d8-alb", "guarded"), xds, dir.path());
+    let _proxied = envoy(&ObjectKey::new("d8-alb", "proxied"), xds, dir.path());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while request("127.0.0.9", guarded_port, "", "").await != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "the guarded Gateway never served 127.0.0.9: {}",
+            std::fs::read_to_string(dir.path().join("guarded.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // acceptRequestsFrom: another peer's connection is closed unanswered; a header naming an
+    // allowed address does not help it.
+    assert_eq!(request("127.0.0.1", guarded_port, "", "").await, None);
+    assert_eq!(
+        request(
+            "127.0.0.1",
+            guarded_port,
+            "",
+            "x-forwarded-for: 127.0.0.9\r\n"
+        )
+        .await,
+        None
+    );
+    // From the allowed peer, its X-Forwarded-For names the client.
+    let seen = clients(dir.path(), "guarded").len();
+    assert_eq!(
+        request(
+            "127.0.0.9",
+            guarded_port,
+            "",
+            "x-forwarded-for: 203.0.113.7\r\n"
+        )
+        .await,
+        Some(200)
+    );
+    assert_eq!(
+        next_client(dir.path(), "guarded", seen).await,
+        "203.0.113.7"
+    );
+
+    // The PROXY protocol: the load balancer's header names the client; without one, the
+    // connection is refused.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let header = |source: &str| format!("PROXY TCP4 {source} 127.0.0.1 40000 {proxied_port}\r\n");
+    while request("127.0.0.1", proxied_port, &header("198.51.100.4"), "").await != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "the proxied Gateway never served"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(request("127.0.0.1", proxied_port, "", "").await, None);
+    let seen = clients(dir.path(), "proxied").len();
+    assert_eq!(
+        request("127.0.0.1", proxied_port, &header("198.51.100.4"), "").await,
+        Some(200)
+    );
+    assert_eq!(
+        next_client(dir.path(), "proxied", seen).await,
+        "198.51.100.4"
+    );
+    // X-Real-IP is believed from 127.0.0.7 (the real peer), not from another.
+    let seen = clients(dir.path(), "proxied").len();
+    assert_eq!(
+        request(
+            "127.0.0.7",
+            proxied_port,
+            &header("198.51.100.4"),
+            "x-real-ip: 192.0.2.55\r\n"
+        )
+        .await,
+        Some(200)
+    );
+    assert_eq!(next_client(dir.path(), "proxied", seen).await, "192.0.2.55");
+    let seen = clients(dir.path(), "proxied").len();
+    assert_eq!(
+        request(
+            "127.0.0.1",
+            proxied_port,
+            &header("198.51.100.4"),
+            "x-real-ip: 192.0.2.55\r\n"
+        )
+        .await,
+        Some(200)
+    );
+    assert_eq!(
+        next_client(dir.path(), "proxied", seen).await,
+        "198.51.100.4",
+        "an untrusted peer's X-Real-IP is ignored"
+    );
+}

@@ -1,0 +1,371 @@
+//! What the gateway controller makes besides the Gateway, against the embedded API server:
+//! an instance's proxy workload (ServiceAccount, bootstrap ConfigMap, DaemonSet, LoadBalancer
+//! Service) owned by it and gone with it; its CA kept across a restart of the controller; the
+//! xDS server's and the proxy's certificates with their names and identity; a Gateway no
+//! instance names told why; cert-manager's HTTP-01 solver routes bridged through Ingresses
+//! that go with their route.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use fairlead_edge_controller::metrics::ControllerMetrics;
+use fairlead_edge_controller::reconcile::{Config, run};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn dynamic(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    api_version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let resource = ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: api_version.into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+async fn create(api: &Api<DynamicObject>, object: Value) {
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(object).unwrap(),
+    )
+    .await
+    .unwrap();
+}
+
+fn text(secret: &Secret, key: &str) -> String {
+    String::from_utf8(secret.data.as_ref().unwrap()[key].0.clone()).unwrap()
+}
+
+fn start(client: &kube::Client, config: Config) -> CancellationToken {
+    let stop = CancellationToken::new();
+    tokio::spawn(run(
+        client.clone(),
+        None,
+        config,
+        ControllerMetrics::unregistered(),
+        stop.clone(),
+    ));
+    stop
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_becomes_its_proxies_and_certificates() {
+    let (_server, client) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
+    let stop = start(&client, Config::default());
+    let instances = dynamic(
+        &client,
+        None,
+        "network.deckhouse.io/v1alpha1",
+        "ClusterALBInstance",
+        "clusteralbinstances",
+    );
+    create(
+        &instances,
+        json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": "ClusterALBInstance",
+        "metadata": {"name": "main"},
+        "spec": {"gatewayName": "public", "envoyLogLevel": "Debug",
+            "inlet": {"type": "LoadBalancer", "loadBalancer": {"httpPort": 8080,
+                "serviceAnnotations": {"cloud.example.com/lb": "internal"}}}}}),
+    )
+    .await;
+    let daemons = dynamic(
+        &client,
+        Some("d8-alb"),
+        "apps/v1",
+        "DaemonSet",
+        "daemonsets",
+    );
+    let daemon = eventually("the proxies' DaemonSet", async || {
+        daemons.get_opt("d8-alb-public").await.ok().flatten()
+    })
+    .await;
+    let owner = &daemon.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("ClusterALBInstance", "main")
+    );
+    let pod = &daemon.data["spec"]["template"];
+    assert_eq!(
+        pod["metadata"]["labels"]["alb.deckhouse.io/gateway"],
+        "public"
+    );
+    let proxy = &pod["spec"]["containers"][0];
+    assert!(
+        proxy["args"]
+            .as_array()
+            .unwrap()
+            .windows(2)
+            .any(|w| w[0] == "--envoy-log-level" && w[1] == "debug"),
+        "{proxy}"
+    );
+    let services: Api<Service> = Api::namespaced(client.clone(), "d8-alb");
+    let service = services.get("d8-alb-public-loadbalancer").await.unwrap();
+    let spec = service.spec.unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    let port = &spec.ports.unwrap()[0];
+    assert_eq!(
+        (port.port, port.target_port.clone()),
+        (
+            8080,
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(10080))
+        )
+    );
+    assert_eq!(
+        service.metadata.annotations.unwrap()["cloud.example.com/lb"],
+        "internal"
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "d8-alb");
+    let bootstrap = maps.get("d8-alb-public-bootstrap").await.unwrap();
+    let envoy: Value = serde_yaml_ng::from_str(&bootstrap.data.unwrap()["envoy.yaml"]).unwrap();
+    assert_eq!(envoy["node"]["cluster"], "d8-alb/public");
+    let accounts = dynamic(
+        &client,
+        Some("d8-alb"),
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+    );
+    assert!(accounts.get_opt("d8-alb-public").await.unwrap().is_some());
+
+    // The CA, and what it issued: the xDS server's certificate for its names, the proxies'
+    // naming their Gateway.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "d8-alb");
+    let client_cert = eventually("the proxies' certificate", async || {
+        secrets
+            .get_opt("d8-alb-public-xds-client")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    let ca = secrets.get("alb-ca").await.unwrap();
+    let ca_pem = text(&ca, "tls.crt");
+    assert_eq!(text(&client_cert, "ca.crt"), ca_pem);
+    let der = {
+        use rustls_pki_types::pem::PemObject as _;
+        rustls_pki_types::CertificateDer::from_pem_slice(text(&client_cert, "tls.crt").as_bytes())
+            .unwrap()
+    };
+    assert_eq!(
+        fairlead_kit::pki::uri_sans(&der),
+        ["spiffe://cluster.local/ns/d8-alb/gateway/public"]
+    );
+    let xds = secrets.get("alb-xds-tls").await.unwrap();
+    fairlead_kit::pki::verify_server(&ca_pem, &text(&xds, "tls.crt"), "alb-xds.d8-alb.svc")
+        .unwrap();
+
+    // A restarted controller keeps the CA and the certificates it issued.
+    stop.cancel();
+    let stop = start(&client, Config::default());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        text(&secrets.get("alb-ca").await.unwrap(), "tls.crt"),
+        ca_pem
+    );
+    assert_eq!(
+        text(
+            &secrets.get("d8-alb-public-xds-client").await.unwrap(),
+            "tls.crt"
+        ),
+        text(&client_cert, "tls.crt"),
+        "nothing is issued again"
+    );
+
+    // A Gateway of the class that no instance names is told why it has no proxy.
+    let gateways = dynamic(
+        &client,
+        Some("default"),
+        "gateway.networking.k8s.io/v1",
+        "Gateway",
+        "gateways",
+    );
+    create(&gateways, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "plain", "namespace": "default"},
+        "spec": {"gatewayClassName": "d8-alb", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})).await;
+    let condition = eventually("the Provisioned condition", async || {
+        let g = gateways.get_status("plain").await.ok()?;
+        g.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "alb.deckhouse.io/Provisioned")
+            .cloned()
+    })
+    .await;
+    assert_eq!(
+        (condition["status"].as_str(), condition["reason"].as_str()),
+        (Some("False"), Some("NoInstance"))
+    );
+
+    // Deleted, the instance takes its proxies with it.
+    instances
+        .delete("main", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the workload gone", async || {
+        let gone = daemons.get_opt("d8-alb-public").await.ok()?.is_none()
+            && services
+                .get_opt("d8-alb-public-loadbalancer")
+                .await
+                .ok()?
+                .is_none()
+            && maps
+                .get_opt("d8-alb-public-bootstrap")
+                .await
+                .ok()?
+                .is_none()
+            && secrets
+                .get_opt("d8-alb-public-xds-client")
+                .await
+                .ok()?
+                .is_none();
+        gone.then_some(())
+    })
+    .await;
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http01_solver_routes_are_bridged_through_an_ingress() {
+    let (_server, client) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
+    let stop = start(
+        &client,
+        Config {
+            http01_ingress_class: Some("nginx".into()),
+            ..Config::default()
+        },
+    );
+    let routes = dynamic(
+        &client,
+        Some("apps"),
+        "gateway.networking.k8s.io/v1",
+        "HTTPRoute",
+        "httproutes",
+    );
+    let namespaces = dynamic(&client, None, "v1", "Namespace", "namespaces");
+    create(
+        &namespaces,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}),
+    )
+    .await;
+    create(&routes, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "cm-acme-http-solver-1", "namespace": "apps",
+            "labels": {"acme.cert-manager.io/http01-solver": "true"}},
+        "spec": {"parentRefs": [{"name": "public", "namespace": "d8-alb"}],
+            "hostnames": ["shop.example.com"],
+            "rules": [{"matches": [{"path": {"type": "Exact", "value": "/.well-known/acme-challenge/t0k3n"}}],
+                "backendRefs": [{"name": "cm-acme-http-solver-x", "port": 8089}]}]}})).await;
+    let ingresses = dynamic(
+        &client,
+        Some("apps"),
+        "networking.k8s.io/v1",
+        "Ingress",
+        "ingresses",
+    );
+    let ingress = eventually("the bridge", async || {
+        ingresses
+            .get_opt("cm-acme-http-solver-1-http01")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    assert_eq!(ingress.data["spec"]["ingressClassName"], "nginx");
+    assert_eq!(
+        ingress.data["spec"]["rules"][0]["http"]["paths"][0]["path"],
+        "/.well-known/acme-challenge/t0k3n"
+    );
+    routes
+        .delete("cm-acme-http-solver-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the bridge gone with its route", async || {
+        ingresses
+            .get_opt("cm-acme-http-solver-1-http01")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_wait_returns_once_the_controller_removed_what_it_made() {
+    use fairlead_edge_controller::cleanup;
+    let (_server, client) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
+    let stop = start(&client, Config::default());
+    let instances = dynamic(
+        &client,
+        None,
+        "network.deckhouse.io/v1alpha1",
+        "ClusterALBInstance",
+        "clusteralbinstances",
+    );
+    create(&instances, json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": "ClusterALBInstance",
+        "metadata": {"name": "main"}, "spec": {"gatewayName": "public", "inlet": {"type": "LoadBalancer"}}})).await;
+    let left = eventually("the proxies and certificates made", async || {
+        let left = cleanup::leftovers(&client).await.ok()?;
+        (left.iter().any(|(k, _, _)| k == "DaemonSet")
+            && left.iter().any(|(k, _, n)| k == "Secret" && n == "alb-ca"))
+        .then_some(left)
+    })
+    .await;
+    assert!(
+        left.iter()
+            .any(|(k, ns, n)| k == "Gateway" && ns == "d8-alb" && n == "public"),
+        "{left:?}"
+    );
+    // Without a controller to clean up, the wait fails naming what is left.
+    stop.cancel();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = cleanup::wait(&client, Duration::from_secs(1), Duration::from_millis(200))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("DaemonSet d8-alb/d8-alb-public")
+            && refused.contains("Secret d8-alb/alb-ca"),
+        "{refused}"
+    );
+    // With one, it returns once everything is gone; the user's instance stays.
+    let stop = start(&client, Config::default());
+    cleanup::wait(&client, Duration::from_secs(20), Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert!(cleanup::leftovers(&client).await.unwrap().is_empty());
+    assert!(
+        instances.get_opt("main").await.unwrap().is_some(),
+        "users' objects stay"
+    );
+    // The controller makes nothing again while the module is going.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(cleanup::leftovers(&client).await.unwrap().is_empty());
+    stop.cancel();
+}
