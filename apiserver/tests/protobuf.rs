@@ -497,6 +497,14 @@ fn fixtures() -> Vec<Value> {
             "selector": selector, "template": template, "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": "10%"}}}}),
         json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"}, "spec": {
             "selector": {"matchLabels": {"app": "web"}}, "template": template}}),
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "geoip"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
+                "resources": {"requests": {"storage": "1Gi"}}}}),
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "cleanup"},
+            "spec": {"backoffLimit": 2, "activeDeadlineSeconds": 600, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "wait", "image": "fairlead", "args": ["edge", "cleanup-wait"]}]}}}}),
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}}),
         json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"}, "spec": {"serviceName": "db",
             "replicas": 0, "selector": {"matchLabels": {"app": "web"}}, "template": template,
             "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
