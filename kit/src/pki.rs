@@ -423,16 +423,19 @@ mod tests {
         assert_eq!(uri_sans(&cert.cert_der()), [id]);
         assert!(uri_sans(&ca.issue_client("proxy").unwrap().cert_der()).is_empty());
         let (from, until) = validity_of(&cert.cert_pem).unwrap();
-        // Issued valid from a minute ago, for five minutes.
+        // Issued valid from half a minute ago (a tenth of its lifetime), for five minutes.
         assert_eq!(
             until.duration_since(from).unwrap(),
-            Duration::from_secs(360)
+            Duration::from_secs(330)
         );
         assert!(!renewal_due(
             &cert.cert_pem,
-            from + Duration::from_secs(200)
+            from + Duration::from_secs(210)
         ));
-        assert!(renewal_due(&cert.cert_pem, from + Duration::from_secs(241)));
+        assert!(renewal_due(&cert.cert_pem, from + Duration::from_secs(221)));
+        // A short lifetime is not due at once.
+        let short = ca.issue_client_uri(id, Duration::from_secs(15)).unwrap();
+        assert!(!renewal_due(&short.cert_pem, SystemTime::now()));
         assert!(renewal_due("not pem", SystemTime::now()));
         assert!(issued_by(ca.cert_pem(), &cert.cert_pem));
         assert!(!issued_by(
