@@ -24,6 +24,7 @@ const FILES: &[&str] = &[
     "envoy/extensions/filters/network/rbac/v3/rbac.proto",
     "envoy/extensions/http/original_ip_detection/xff/v3/xff.proto",
     "envoy/extensions/http/original_ip_detection/custom_header/v3/custom_header.proto",
+    "envoy/extensions/transport_sockets/quic/v3/quic_transport.proto",
     "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
     "envoy/extensions/resource_monitors/downstream_connections/v3/downstream_connections.proto",
     "envoy/extensions/access_loggers/stream/v3/stream.proto",

@@ -2,8 +2,9 @@
 //! key, so what trusts it keeps trusting it across restarts), issuing serving certificates
 //! for the embedded API server, webhooks and the xDS server, client certificates for the
 //! proxies that reach the xDS server over mutual TLS, and rustls configurations to serve
-//! them. The CA is valid for [`CA_VALIDITY`], what it issues for [`LEAF_VALIDITY`];
-//! [`due_for_renewal`] says when a stored certificate should be issued again.
+//! them. The CA is valid for [`CA_VALIDITY`], what it issues for [`LEAF_VALIDITY`] unless
+//! told another lifetime; [`renewal_at`] says when a certificate should be issued again (two
+//! thirds into its lifetime), [`issued_by`], [`uri_sans`] and [`dns_sans`] what it is.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -227,37 +228,6 @@ fn validity(params: &mut CertificateParams, length: Duration) {
     params.not_after = now + length;
 }
 
-/// Whether the client certificate `cert_pem` should be issued again: it does not chain to
-/// `ca_pem`, does not read, or is no longer valid a third of [`LEAF_VALIDITY`] from now.
-pub fn due_for_renewal(ca_pem: &str, cert_pem: &str) -> bool {
-    use rustls_pki_types::pem::PemObject as _;
-    let check = || -> Result<(), PkiError> {
-        let pem = |text: &str| {
-            CertificateDer::from_pem_slice(text.as_bytes())
-                .map_err(|e| PkiError::Pem(e.to_string()))
-        };
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(pem(ca_pem)?)?;
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            Arc::new(roots),
-            Arc::new(rustls::crypto::ring::default_provider()),
-        )
-        .build()
-        .map_err(|e| PkiError::Pem(e.to_string()))?;
-        let then = SystemTime::now() + LEAF_VALIDITY / 3;
-        let since = then
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        verifier.verify_client_cert(
-            &pem(cert_pem)?,
-            &[],
-            rustls_pki_types::UnixTime::since_unix_epoch(since),
-        )?;
-        Ok(())
-    };
-    check().is_err()
-}
-
 /// A certificate's validity period, as it says.
 pub fn validity_of(cert_pem: &str) -> Result<(SystemTime, SystemTime), PkiError> {
     let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
@@ -307,15 +277,41 @@ pub fn uri_sans(cert_der: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// Whether `cert_pem` should be issued again at `now`: it does not read, or two thirds of
-/// its lifetime have passed (so a certificate is renewed well before it expires, whatever
-/// its lifetime).
+/// When `cert_pem` should be issued again: two thirds into its lifetime (so it is renewed
+/// well before it expires, whatever its lifetime); `None` when it does not read.
+pub fn renewal_at(cert_pem: &str) -> Option<SystemTime> {
+    let (from, until) = validity_of(cert_pem).ok()?;
+    Some(from + until.duration_since(from).unwrap_or_default() * 2 / 3)
+}
+
+/// Whether `cert_pem` should be issued again at `now` ([`renewal_at`]; one that does not read
+/// is due).
 pub fn renewal_due(cert_pem: &str, now: SystemTime) -> bool {
-    let Ok((from, until)) = validity_of(cert_pem) else {
-        return true;
+    renewal_at(cert_pem).is_none_or(|at| now >= at)
+}
+
+/// The DNS names and IP addresses a certificate (DER) names, as text.
+pub fn dns_sans(cert_der: &[u8]) -> Vec<String> {
+    use x509_parser::extensions::GeneralName;
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(cert_der) else {
+        return Vec::new();
     };
-    let lifetime = until.duration_since(from).unwrap_or_default();
-    now >= from + lifetime * 2 / 3
+    let Ok(Some(sans)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    sans.value
+        .general_names
+        .iter()
+        .filter_map(|name| match name {
+            GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+            GeneralName::IPAddress(bytes) => match bytes.len() {
+                4 => Some(IpAddr::from(<[u8; 4]>::try_from(*bytes).ok()?).to_string()),
+                16 => Some(IpAddr::from(<[u8; 16]>::try_from(*bytes).ok()?).to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
 
 /// Checks that `cert_pem` (a serving certificate) chains to `ca_pem` and names `name`, as a
@@ -395,23 +391,18 @@ mod tests {
         assert!(Ca::restore("test-ca", "not pem", &key_pem).is_err());
     }
 
-    /// A fresh client certificate is kept; one of another CA, one that is not PEM, and one
-    /// that expires within a third of its validity are issued again.
+    /// What a certificate names reads back: DNS names and addresses, URI SANs.
     #[test]
-    fn client_certificates_are_renewed_before_they_expire() {
+    fn names_read_back() {
         let ca = Ca::generate("test-ca").unwrap();
-        let fresh = ca.issue_client("proxy").unwrap();
-        assert!(!due_for_renewal(ca.cert_pem(), &fresh.cert_pem));
-        let other = Ca::generate("test-ca").unwrap();
-        assert!(due_for_renewal(other.cert_pem(), &fresh.cert_pem));
-        assert!(due_for_renewal(ca.cert_pem(), "not pem"));
-        // Issued with less validity left than the renewal margin.
-        let mut params = CertificateParams::new(vec!["proxy".to_owned()]).unwrap();
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        validity(&mut params, LEAF_VALIDITY / 4);
-        let key = KeyPair::generate().unwrap();
-        let ageing = params.signed_by(&key, &ca.issuer).unwrap();
-        assert!(due_for_renewal(ca.cert_pem(), &ageing.pem()));
+        let server = ca
+            .issue_server(&["alb-xds.d8-alb.svc"], &["127.0.0.1".parse().unwrap()])
+            .unwrap();
+        assert_eq!(
+            dns_sans(&server.cert_der()),
+            ["alb-xds.d8-alb.svc", "127.0.0.1"]
+        );
+        assert!(uri_sans(&server.cert_der()).is_empty());
     }
 
     /// A proxy's identity is its URI SAN; renewal comes at two thirds of any lifetime.

@@ -119,8 +119,11 @@ struct Running {
 /// A port (and whether it is UDP).
 type Port = (u16, bool);
 
-/// A forwarder, or why its port cannot be bound.
-type Forwarding = Result<forward::Forwarder, String>;
+/// A forwarder, or why its port could not be bound (and when that was tried).
+type Forwarding = Result<forward::Forwarder, (String, Instant)>;
+
+/// How long a port that could not be bound waits before it is tried again.
+const BIND_RETRY: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 struct World {
@@ -530,7 +533,19 @@ async fn services(client: &kube::Client, world: &mut World) -> Result<(), kube::
                 .collect();
             let forwarder = match entry.1.remove(&(number, udp)) {
                 Some(Ok(f)) => Ok(f),
-                _ => forward::start(SocketAddr::new(address, number), udp, Vec::new()).await,
+                Some(Err((e, at))) if at.elapsed() < BIND_RETRY => Err((e, at)),
+                previous => {
+                    let started =
+                        forward::start(SocketAddr::new(address, number), udp, Vec::new()).await;
+                    match (started, previous) {
+                        (Ok(f), _) => Ok(f),
+                        (Err(e), Some(Err((before, _)))) if before == e => Err((e, Instant::now())),
+                        (Err(e), _) => {
+                            tracing::warn!(service = %key, error = %e, "a Service port cannot be served here; trying again every 30 s");
+                            Err((e, Instant::now()))
+                        }
+                    }
+                }
             };
             if let Ok(f) = &forwarder {
                 f.targets.send_if_modified(|t| {
@@ -540,8 +555,7 @@ async fn services(client: &kube::Client, world: &mut World) -> Result<(), kube::
                 });
             }
             let mut status = json!({"port": number, "protocol": if udp { "UDP" } else { "TCP" }});
-            if let Err(e) = &forwarder {
-                tracing::warn!(service = %key, error = %e, "a Service port cannot be served here");
+            if let Err((e, _)) = &forwarder {
                 status["error"] = json!(if e.contains("permission denied") {
                     "PermissionDenied"
                 } else {
@@ -582,16 +596,19 @@ async fn host_port_forwarders(client: &kube::Client, world: &mut World) {
             ));
         }
     }
-    world
-        .host_ports
-        .retain(|port, (owner, _)| wanted.get(port).is_some_and(|(o, _, _)| o == owner));
+    // A port that could not be bound is tried again after a while.
+    world.host_ports.retain(|port, (owner, forwarder)| {
+        wanted.get(port).is_some_and(|(o, _, _)| o == owner)
+            && !matches!(forwarder, Err((_, at)) if at.elapsed() >= BIND_RETRY)
+    });
     for ((host, udp), (owner, target, ready)) in wanted {
         if let std::collections::btree_map::Entry::Vacant(slot) =
             world.host_ports.entry((host, udp))
         {
-            let started =
-                forward::start(SocketAddr::from(([127, 0, 0, 1], host)), udp, Vec::new()).await;
-            if let Err(e) = &started {
+            let started = forward::start(SocketAddr::from(([127, 0, 0, 1], host)), udp, Vec::new())
+                .await
+                .map_err(|e| (e, Instant::now()));
+            if let Err((e, _)) = &started {
                 tracing::warn!(pod = %owner, error = %e, "a host port cannot be bound");
                 let events = fairlead_kit::events::Events::new(client.clone(), MANAGER, None);
                 let reference = k8s_openapi::api::core::v1::ObjectReference {

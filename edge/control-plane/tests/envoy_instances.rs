@@ -1,8 +1,10 @@
 //! What an ALB instance asks of its Gateway's listeners, through a real Envoy fed by the
 //! control plane: `acceptRequestsFrom` refuses connections from other peers, the PROXY
 //! protocol names the client (and a connection without its header is refused), and
-//! `originalIPDetection` believes `X-Forwarded-For` or `X-Real-IP` only from `setRealIPFrom`.
-//! The client's address Envoy settled on is read from its access log.
+//! `originalIPDetection` believes `X-Forwarded-For` or `X-Real-IP` only from `setRealIPFrom`,
+//! and `enableHTTP3` serves the HTTPS port's routes over QUIC to a real HTTP/3 client
+//! (aioquic) and advertises it (`alt-svc`). The client's address Envoy settled on is read from
+//! its access log.
 
 mod cluster;
 
@@ -135,7 +137,8 @@ async fn instance_settings_reach_envoy() {
         port
     };
     let web = backend().await;
-    let (guarded_port, proxied_port) = (
+    let (guarded_port, proxied_port, quic_port) = (
+        fairlead_kit::testing::free_port(),
         fairlead_kit::testing::free_port(),
         fairlead_kit::testing::free_port(),
     );
@@ -157,6 +160,8 @@ async fn instance_settings_reach_envoy() {
             json!({"gatewayName": "proxied", "useProxyProtocol": true,
             "originalIPDetection": {"realIPHeader": "X-Real-IP", "setRealIPFrom": ["127.0.0.7/32"]}}),
         ),
+        // HTTP/3 beside HTTPS.
+        ("quic", json!({"gatewayName": "quic", "enableHTTP3": true})),
     ] {
         create(
             &client,
@@ -185,6 +190,34 @@ async fn instance_settings_reach_envoy() {
         )
         .await;
     }
+    let ca = fairlead_kit::pki::Ca::generate("quic CA").unwrap();
+    let cert = ca.issue_server(&["app.example.com"], &[]).unwrap();
+    let b64 = |t: &str| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(t)
+    };
+    create(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "app", "namespace": "d8-alb"},
+        "data": {"tls.crt": b64(&cert.cert_pem), "tls.key": b64(&cert.key_pem)}}),
+    )
+    .await;
+    create(&client, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "quic", "namespace": "d8-alb",
+            "labels": {"alb.deckhouse.io/instance": "ClusterALBInstance.quic"}},
+        "spec": {"gatewayClassName": "d8-alb",
+            "listeners": [{"name": "https", "port": quic_port, "protocol": "HTTPS", "hostname": "app.example.com",
+                "tls": {"certificateRefs": [{"name": "app"}]},
+                "allowedRoutes": {"namespaces": {"from": "All"}}}]}})).await;
+    create(
+        &client,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "quic", "namespace": "default"},
+        "spec": {"parentRefs": [{"name": "quic", "namespace": "d8-alb"}],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}),
+    )
+    .await;
     create(&client, json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
         "spec": {"ports": [{"name": "http", "port": 80, "targetPort": web}]}})).await;
     create(&client, json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -195,6 +228,7 @@ async fn instance_settings_reach_envoy() {
     let dir = tempfile::tempdir().unwrap();
     let _guarded = envoy(&ObjectKey::new("d8-alb", "guarded"), xds, dir.path());
     let _proxied = envoy(&ObjectKey::new("d8-alb", "proxied"), xds, dir.path());
+    let _quic = envoy(&ObjectKey::new("d8-alb", "quic"), xds, dir.path());
     let deadline = Instant::now() + Duration::from_secs(30);
     while request("127.0.0.9", guarded_port, "", "").await != Some(200) {
         assert!(
@@ -285,4 +319,59 @@ async fn instance_settings_reach_envoy() {
         "198.51.100.4",
         "an untrusted peer's X-Real-IP is ignored"
     );
+
+    // HTTP/3: HTTPS answers advertise it; a real HTTP/3 client gets the route's answer over
+    // QUIC on the same port.
+    let https = |port: u16| {
+        let out = std::process::Command::new("curl")
+            .args(["-sk", "-D", "-", "--max-time", "5", "--resolve"])
+            .arg(format!("app.example.com:{port}:127.0.0.1"))
+            .arg(format!("https://app.example.com:{port}/"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_ascii_lowercase()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let answer = loop {
+        let answer = https(quic_port);
+        if answer.starts_with("http/") && answer.contains(" 200") {
+            break answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the quic Gateway never served HTTPS: {answer} {}",
+            std::fs::read_to_string(dir.path().join("quic.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        answer.contains(&format!("alt-svc: h3=\":{quic_port}\"; ma=86400")),
+        "{answer}"
+    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/h3/get.py");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = tokio::process::Command::new("python3")
+            .args([
+                script,
+                "127.0.0.1",
+                &quic_port.to_string(),
+                "app.example.com",
+                "/",
+            ])
+            .output()
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.lines().next() == Some("200") {
+            assert_eq!(text.lines().nth(1), Some("ok"), "{text}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no HTTP/3 answer: {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }

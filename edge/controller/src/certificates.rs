@@ -7,12 +7,14 @@
 //!   and the Service's names;
 //! - each managed Gateway's proxy client certificate ([`crate::workload::client_secret`]),
 //!   whose URI SAN names the Gateway ([`crate::workload::identity`]): the xDS server serves a
-//!   proxy only the Gateway its certificate names;
-//! - the admission webhooks' serving certificate (`d8-alb/alb-webhook-tls`).
+//!   proxy only the Gateway its certificate names.
 //!
-//! A certificate is issued again when it is missing, does not chain to the CA, names
-//! something else, or two thirds of its lifetime have passed ([`renewal`], pure). Proxies read
-//! renewed files without a restart (the Secret volume swaps them; Envoy's SDS watches them).
+//! A certificate is issued again when it is missing, does not chain to the CA, names another
+//! identity (its URI SAN, or a serving certificate's DNS names and addresses), or two thirds
+//! of its lifetime have passed ([`renewal`], pure). A Secret whose owners or labels changed
+//! (a second instance naming the Gateway) is written again with the same certificate.
+//! Proxies read renewed files without a restart (the Secret volume swaps them; Envoy's SDS
+//! watches them).
 
 use std::time::{Duration, SystemTime};
 
@@ -30,9 +32,6 @@ pub const CA_SECRET: &str = "alb-ca";
 
 /// The Secret of the xDS server's serving certificate (in `d8-alb`).
 pub const XDS_SECRET: &str = "alb-xds-tls";
-
-/// The Secret of the webhooks' serving certificate (in `d8-alb`).
-pub const WEBHOOK_SECRET: &str = "alb-webhook-tls";
 
 /// The CA's common name.
 const CA_NAME: &str = "d8-alb gateway controller CA";
@@ -82,35 +81,51 @@ impl Renewal {
     }
 }
 
+/// What a certificate must name.
+#[derive(Clone, Copy, Debug)]
+pub enum Names<'a> {
+    /// This URI SAN alone (a proxy's identity).
+    Identity(&'a str),
+    /// These DNS names and addresses (a serving certificate), in this order.
+    Hosts(&'a [String]),
+}
+
+/// The text of `key` in `secret`.
+fn text(secret: &Secret, key: &str) -> Option<String> {
+    data(secret, key).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
 /// Whether the Secret `stored` (its `ca.crt` and `tls.crt`) must be issued again by the CA
-/// `ca_pem` for `identity` (a URI SAN, when it must carry one), at `now`.
+/// `ca_pem` to name `names`, at `now`.
 pub fn renewal(
     stored: Option<&Secret>,
     ca_pem: &str,
-    identity: Option<&str>,
+    names: Names<'_>,
     now: SystemTime,
 ) -> Option<Renewal> {
-    let data = |key: &str| {
-        stored
-            .and_then(|s| s.data.as_ref())
-            .and_then(|d| d.get(key))
-            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-    };
-    let (Some(ca), Some(cert), Some(_)) = (data("ca.crt"), data("tls.crt"), data("tls.key")) else {
+    let text = |key: &str| stored.and_then(|s| text(s, key));
+    let (Some(ca), Some(cert), Some(_)) = (text("ca.crt"), text("tls.crt"), text("tls.key")) else {
         return Some(Renewal::Missing);
     };
     if ca.trim() != ca_pem.trim() || !fairlead_kit::pki::issued_by(ca_pem, &cert) {
         return Some(Renewal::ForeignCa);
     }
-    if let Some(identity) = identity {
-        use rustls_pki_types::pem::PemObject as _;
-        let der = rustls_pki_types::CertificateDer::from_pem_slice(cert.as_bytes());
-        let sans = der
-            .map(|d| fairlead_kit::pki::uri_sans(&d))
-            .unwrap_or_default();
-        if sans != [identity] {
-            return Some(Renewal::Identity);
+    use rustls_pki_types::pem::PemObject as _;
+    let der = rustls_pki_types::CertificateDer::from_pem_slice(cert.as_bytes()).ok();
+    let named = match names {
+        Names::Identity(identity) => {
+            der.map(|d| fairlead_kit::pki::uri_sans(&d))
+                .unwrap_or_default()
+                == [identity]
         }
+        Names::Hosts(hosts) => {
+            der.map(|d| fairlead_kit::pki::dns_sans(&d))
+                .unwrap_or_default()
+                == hosts
+        }
+    };
+    if !named {
+        return Some(Renewal::Identity);
     }
     fairlead_kit::pki::renewal_due(&cert, now).then_some(Renewal::Due)
 }
@@ -121,18 +136,11 @@ pub async fn stored_authority(client: &kube::Client) -> Result<Option<Ca>, Certi
     let Some(secret) = api.get_opt(CA_SECRET).await? else {
         return Ok(None);
     };
-    let data = |key: &str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-            .unwrap_or_default()
-    };
+    let text = |key: &str| text(&secret, key).unwrap_or_default();
     Ok(Some(Ca::restore(
         CA_NAME,
-        &data("tls.crt"),
-        &data("tls.key"),
+        &text("tls.crt"),
+        &text("tls.key"),
     )?))
 }
 
@@ -176,14 +184,8 @@ pub struct Leaf<'a> {
     pub owners: &'a [Value],
     /// Its labels.
     pub labels: Value,
-    /// The URI SAN it must carry, if any.
-    pub identity: Option<&'a str>,
-}
-
-/// When the certificate of `pem` is due for renewal (two thirds of its lifetime).
-fn due_at(pem: &str) -> Option<SystemTime> {
-    let (from, until) = fairlead_kit::pki::validity_of(pem).ok()?;
-    Some(from + until.duration_since(from).unwrap_or_default() * 2 / 3)
+    /// What it must name.
+    pub names: Names<'a>,
 }
 
 /// Keeps `leaf` issued by `ca` (with `issue` when [`renewal`] says so); when it is due next.
@@ -203,49 +205,67 @@ pub async fn keep(
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap_or_default()
                 .as_secs();
-            metrics
-                .expiry
-                .with_label_values(&[name.as_str()])
-                .set(i64::try_from(at).unwrap_or(i64::MAX));
+            metrics.expires(&name, i64::try_from(at).unwrap_or(i64::MAX));
+        }
+    };
+    let secret = |cert: &str, key: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": leaf.secret.name(), "namespace": leaf.secret.namespace(),
+                "labels": leaf.labels, "ownerReferences": leaf.owners},
+            "type": "kubernetes.io/tls",
+            "data": {"ca.crt": encode(ca.cert_pem()), "tls.crt": encode(cert),
+                "tls.key": encode(key)},
+        })
+    };
+    let apply = |object: Value| {
+        let api = api.clone();
+        async move {
+            api.patch(
+                leaf.secret.name(),
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&object),
+            )
+            .await
         }
     };
     let Some(why) = renewal(
         stored.as_ref(),
         ca.cert_pem(),
-        leaf.identity,
+        leaf.names,
         SystemTime::now(),
     ) else {
-        let pem = stored
-            .as_ref()
-            .and_then(|s| data(s, "tls.crt"))
-            .map(|b| String::from_utf8_lossy(&b).into_owned());
-        if let Some(pem) = &pem {
-            expires(pem);
+        // Kept: written again only when its owners or labels changed.
+        let stored = stored.as_ref().expect("a kept certificate is stored");
+        let (Some(cert), Some(key)) = (text(stored, "tls.crt"), text(stored, "tls.key")) else {
+            return Ok(None);
+        };
+        let owners = serde_json::to_value(&stored.metadata.owner_references).unwrap_or_default();
+        let owners_changed = owners
+            .as_array()
+            .map_or(!leaf.owners.is_empty(), |o| *o != *leaf.owners);
+        let labels = serde_json::to_value(&stored.metadata.labels).unwrap_or_default();
+        let labels_changed = leaf
+            .labels
+            .as_object()
+            .into_iter()
+            .flatten()
+            .any(|(k, v)| labels[k] != *v);
+        if owners_changed || labels_changed {
+            apply(secret(&cert, &key)).await?;
         }
-        return Ok(pem.as_deref().and_then(due_at));
+        expires(&cert);
+        return Ok(fairlead_kit::pki::renewal_at(&cert));
     };
     let issued = issue(ca)?;
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": leaf.secret.name(), "namespace": leaf.secret.namespace(),
-            "labels": leaf.labels, "ownerReferences": leaf.owners},
-        "type": "kubernetes.io/tls",
-        "data": {"ca.crt": encode(ca.cert_pem()), "tls.crt": encode(&issued.cert_pem),
-            "tls.key": encode(&issued.key_pem)},
-    });
-    api.patch(
-        leaf.secret.name(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&secret),
-    )
-    .await?;
+    apply(secret(&issued.cert_pem, &issued.key_pem)).await?;
     tracing::info!(secret = %leaf.secret, reason = why.as_str(), "issued a certificate");
     metrics
         .issued
         .with_label_values(&[name.as_str(), why.label()])
         .inc();
     expires(&issued.cert_pem);
-    Ok(due_at(&issued.cert_pem))
+    Ok(fairlead_kit::pki::renewal_at(&issued.cert_pem))
 }
 
 /// The data of a stored certificate Secret as bytes, for tests and readers.
@@ -290,21 +310,24 @@ mod tests {
         let cert = ca.issue_client_uri(id, lifetime).unwrap();
         let now = SystemTime::now();
         let stored = secret(ca.cert_pem(), &cert);
-        assert_eq!(renewal(Some(&stored), ca.cert_pem(), Some(id), now), None);
         assert_eq!(
-            renewal(None, ca.cert_pem(), Some(id), now),
+            renewal(Some(&stored), ca.cert_pem(), Names::Identity(id), now),
+            None
+        );
+        assert_eq!(
+            renewal(None, ca.cert_pem(), Names::Identity(id), now),
             Some(Renewal::Missing)
         );
         let other = Ca::generate("ca").unwrap();
         assert_eq!(
-            renewal(Some(&stored), other.cert_pem(), Some(id), now),
+            renewal(Some(&stored), other.cert_pem(), Names::Identity(id), now),
             Some(Renewal::ForeignCa)
         );
         assert_eq!(
             renewal(
                 Some(&stored),
                 ca.cert_pem(),
-                Some("spiffe://cluster.local/ns/d8-alb/gateway/other"),
+                Names::Identity("spiffe://cluster.local/ns/d8-alb/gateway/other"),
                 now
             ),
             Some(Renewal::Identity)
@@ -313,7 +336,7 @@ mod tests {
             renewal(
                 Some(&stored),
                 ca.cert_pem(),
-                Some(id),
+                Names::Identity(id),
                 now + lifetime * 2 / 3
             ),
             Some(Renewal::Due)

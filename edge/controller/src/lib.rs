@@ -1,8 +1,10 @@
-//! The ALB's gateway controller: what turns ALB instances into Gateways and Envoy proxy
-//! workloads (webhooks, the CA, cert-manager bridging and cleanup come here too). Today: the
-//! Gateway API CRDs and the `d8-alb` GatewayClass ([`crds`]), and instances becoming their
-//! Gateways — the decisions in [`instances`], the loop in [`reconcile`]. Proxy workloads are
-//! next.
+//! The ALB's gateway controller: what turns ALB instances into Gateways and running Envoy
+//! proxies. The Gateway API CRDs and the `d8-alb` GatewayClass ([`crds`]); one instance
+//! ([`instance`]) and what instances decide — the Gateway each controls ([`instances`]), its
+//! proxy workload ([`workload`]); the CA and what it issues ([`certificates`]); Gateways no
+//! instance names ([`unmanaged`]); cert-manager's HTTP-01 bridges ([`http01`]); the module's
+//! cleanup ([`cleanup`]); the loop that applies it all ([`reconcile`], over [`apply`]) and
+//! its metrics ([`metrics`]). The admission webhooks come next.
 
 pub mod apply;
 pub mod certificates;

@@ -18,10 +18,12 @@ pub struct ControllerMetrics {
     /// Each controlling instance's readiness (1 or 0), by kind and instance (few: one per
     /// Gateway).
     pub instance_ready: IntGaugeVec,
-    /// Each kept certificate's expiry, Unix seconds, by Secret.
-    pub expiry: IntGaugeVec,
+    /// Each kept certificate's expiry, Unix seconds, by Secret (set through [`Self::expires`]).
+    expiry: IntGaugeVec,
     /// Certificates issued, by Secret and reason.
     pub issued: IntCounterVec,
+    /// The Secrets `expiry` has a series for.
+    expiring: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 /// The states an instance is counted in.
@@ -65,6 +67,7 @@ impl ControllerMetrics {
                 "Certificates the controller issued, by Secret and reason.",
                 &["secret", "reason"],
             )?,
+            expiring: Default::default(),
         };
         for result in ["ok", "error"] {
             this.reconciles.with_label_values(&[result]);
@@ -76,6 +79,25 @@ impl ControllerMetrics {
         }
         this.duration.with_label_values(&[] as &[&str]);
         Ok(this)
+    }
+
+    /// Sets the expiry of the certificate in `secret` (Unix seconds).
+    pub fn expires(&self, secret: &str, at: i64) {
+        self.expiry.with_label_values(&[secret]).set(at);
+        self.expiring
+            .lock()
+            .expect("expiring")
+            .insert(secret.to_owned());
+    }
+
+    /// Drops the expiry series of Secrets not in `kept` (their Gateways went), so no alert
+    /// fires for a certificate that is gone.
+    pub fn retain_expiry(&self, kept: &std::collections::BTreeSet<String>) {
+        let mut expiring = self.expiring.lock().expect("expiring");
+        for gone in expiring.iter().filter(|s| !kept.contains(*s)) {
+            let _ = self.expiry.remove_label_values(&[gone.as_str()]);
+        }
+        expiring.retain(|s| kept.contains(s));
     }
 
     /// A private registry's families, for tests and tools that do not export them.

@@ -1,10 +1,15 @@
-//! The gateway controller's loop (a thin shell over [`crate::instances`]): cached watches of
-//! both instance kinds and of the Gateways they manage wake it; each round reads every
-//! instance, plans, server-side applies each controlling instance's Gateway (field manager
-//! [`MANAGER`]; the namespace `d8-alb` is made when a ClusterALBInstance needs it), and writes
-//! every instance's status: the Gateway it names, `Conflict` (with the controlling instance's
-//! name) and `Ready` (the Gateway programmed by the control plane). Failed rounds are retried
-//! with backoff; the Gateway of an instance deleted goes with its last owner (garbage
+//! The gateway controller's loop (a thin shell over [`crate::instances`] and
+//! [`crate::workload`]): cached watches of both instance kinds, Gateways, the proxies'
+//! workloads, Services and Pods, TLS Secrets (and, with HTTP-01 bridging, cert-manager's
+//! solver routes) wake it; each round reads every instance, plans, keeps the CA and the xDS
+//! server's certificate ([`crate::certificates`]), server-side applies each controlling
+//! instance's Gateway, its proxies' client certificate and workload (field manager
+//! [`MANAGER`]; the namespace `d8-alb` is made when missing), and writes every instance's
+//! status: the Gateway it names, `Conflict` (with the controlling instance's name), `Ready`
+//! (the Gateway programmed by the control plane and a proxy ready) and the addresses clients
+//! reach it on. A round also runs when the next certificate is due. While the module's
+//! cleanup is requested ([`crate::cleanup`]) it only removes what it made. Failed rounds are
+//! retried with backoff; what was made for an instance goes with its last owner (garbage
 //! collection).
 
 use std::sync::Arc;
@@ -326,6 +331,12 @@ async fn round(
     let ca = crate::certificates::authority(client).await?;
     let lifetime = config.lifetime();
     let (names, ips) = xds_names(&config.workload.xds.0);
+    // What the serving certificate names, as it reads back (names, then addresses).
+    let hosts: Vec<String> = names
+        .iter()
+        .cloned()
+        .chain(ips.iter().map(ToString::to_string))
+        .collect();
     let mut due = Due::default();
     due.add(
         crate::certificates::keep(
@@ -335,7 +346,7 @@ async fn round(
                 secret: ObjectKey::new(CLUSTER_NAMESPACE, crate::certificates::XDS_SECRET),
                 owners: &[],
                 labels: json!({"app.kubernetes.io/managed-by": MANAGER}),
-                identity: None,
+                names: crate::certificates::Names::Hosts(&hosts),
             },
             metrics,
             |ca| {
@@ -399,7 +410,20 @@ async fn round(
         }
     }
     if first_error.is_none() {
-        // Instances gone leave no series behind.
+        // Instances gone leave no series behind, nor do their certificates.
+        let kept: std::collections::BTreeSet<String> = std::iter::once(ObjectKey::new(
+            CLUSTER_NAMESPACE,
+            crate::certificates::XDS_SECRET,
+        ))
+        .chain(plans.iter().map(|p| {
+            ObjectKey::new(
+                p.gateway.namespace(),
+                crate::workload::client_secret(&p.gateway),
+            )
+        }))
+        .map(|k| k.to_string())
+        .collect();
+        metrics.retain_expiry(&kept);
         metrics.instance_ready.reset();
         for (kind, instance, ready) in &readiness {
             metrics
@@ -479,7 +503,7 @@ async fn realize(
                 owners: &plan.owners,
                 labels: json!({"app.kubernetes.io/managed-by": MANAGER,
                 crate::workload::GATEWAY_LABEL: plan.gateway.name()}),
-                identity: Some(&identity),
+                names: crate::certificates::Names::Identity(&identity),
             },
             metrics,
             |ca| ca.issue_client_uri(&identity, lifetime),
@@ -511,15 +535,15 @@ async fn realize(
             )
             .await?;
         let status = &applied.data["status"];
+        host_ports |= object["spec"]["template"]["spec"]["containers"][0]["ports"]
+            .as_array()
+            .is_some_and(|ports| ports.iter().any(|p| p.get("hostPort").is_some()));
         match kind {
             "DaemonSet" => {
                 state.proxies = (
                     status["numberReady"].as_i64().unwrap_or(0),
                     status["desiredNumberScheduled"].as_i64().unwrap_or(0),
                 );
-                host_ports = object["spec"]["template"]["spec"]["containers"][0]["ports"]
-                    .as_array()
-                    .is_some_and(|ports| ports.iter().any(|p| p.get("hostPort").is_some()));
             }
             "Deployment" => {
                 state.proxies = (

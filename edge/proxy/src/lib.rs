@@ -1,8 +1,9 @@
 //! What runs in an ALB proxy container, in the manner of Envoy Gateway's shutdown manager or
-//! Istio's pilot-agent, as one binary: [`run`] renders the bootstrap (the pure
-//! `fairlead-edge-bootstrap` function, with the SDS document of the proxy's client
-//! certificate, which Envoy watches, so a renewed certificate needs no restart), starts Envoy
-//! as its child and supervises it:
+//! Istio's pilot-agent, as one binary: [`run`] takes the bootstrap the gateway controller
+//! rendered into the proxy's ConfigMap, or renders one (the pure `fairlead-edge-bootstrap`
+//! function, with the SDS document of the proxy's client certificate, which Envoy watches,
+//! so a renewed certificate needs no restart), starts Envoy as its child (through a launcher
+//! that ties Envoy's life to the supervisor's) and supervises it:
 //!
 //! - **readiness follows configuration**: ready only once Envoy is live *and* has accepted
 //!   listeners from the control plane ([`admin::Admin::configured`]), not merely started;
@@ -82,8 +83,8 @@ impl Bootstrap {
         }
     }
 
-    /// The Gateway the proxy serves (the node's cluster), for its logs.
-    fn gateway(&self) -> String {
+    /// What the proxy serves, for its logs: the Gateway, or the bootstrap file naming it.
+    fn describe(&self) -> String {
         match self {
             Self::Render(spec) => spec.gateway.to_string(),
             Self::File(path) => path.display().to_string(),
@@ -227,7 +228,7 @@ pub async fn run(
         .kill_on_drop(true)
         .spawn()
         .map_err(io(format!("starting {}", settings.envoy.display())))?;
-    let gateway = settings.bootstrap.gateway();
+    let gateway = settings.bootstrap.describe();
     tracing::info!(%gateway, pid = child.id(), envoy = %settings.envoy.display(), "Envoy started");
     let last = LastLines::new(logs::KEPT);
     if let Some(stderr) = child.stderr.take() {

@@ -102,6 +102,7 @@ pub(crate) fn edge_manager(
     stat_prefix: &str,
     route_config: &str,
     client: &ClientAddress<'_>,
+    http3: bool,
 ) -> hcm::HttpConnectionManager {
     use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
     let (use_remote_address, original_ip_detection_extensions) = match client {
@@ -110,6 +111,12 @@ pub(crate) fn edge_manager(
         ClientAddress::Header(name) => (false, vec![custom_header(name)]),
     };
     hcm::HttpConnectionManager {
+        codec_type: if http3 {
+            hcm::http_connection_manager::CodecType::Http3 as i32
+        } else {
+            hcm::http_connection_manager::CodecType::Auto as i32
+        },
+        http3_protocol_options: http3.then(core::Http3ProtocolOptions::default),
         use_remote_address: Some(BoolValue {
             value: use_remote_address,
         }),
@@ -194,16 +201,17 @@ fn custom_header(name: &str) -> core::TypedExtensionConfig {
     }
 }
 
-/// The network filter of [`edge_manager`].
+/// The network filter of [`edge_manager`] (speaking HTTP/3 on a QUIC listener).
 pub(crate) fn connection_manager(
     stat_prefix: &str,
     route_config: &str,
     client: &ClientAddress<'_>,
+    http3: bool,
 ) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".into(),
         config_type: Some(listener::filter::ConfigType::TypedConfig(any(
-            &edge_manager(stat_prefix, route_config, client),
+            &edge_manager(stat_prefix, route_config, client, http3),
         ))),
     }
 }

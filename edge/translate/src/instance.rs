@@ -13,6 +13,9 @@
 //!   that match only those peers (`direct_source_prefix_ranges`), the others keeping the
 //!   connection's address. Never together with `use_remote_address` (Envoy refuses both).
 //!
+//! - `enableHTTP3` → beside each port terminating HTTPS, a QUIC listener on the same UDP
+//!   port serving the same routes over HTTP/3, advertised to TCP clients by `alt-svc`.
+//!
 //! A Gateway no instance controls keeps the defaults: every peer, no PROXY protocol, the
 //! connection's address.
 
@@ -77,6 +80,9 @@ pub struct Settings {
     /// Where the client's address comes from (the connection's when `None`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub real_ip: Option<RealIp>,
+    /// HTTPS ports also serve HTTP/3 (QUIC on the same UDP port, advertised by `alt-svc`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub http3: bool,
 }
 
 impl Settings {
@@ -134,10 +140,25 @@ pub fn of(gateway: &Gateway, input: &Input) -> Settings {
             }
         })
     });
+    let mut accept_from = ranges(spec.accept_requests_from.as_ref());
+    if accept_from.is_empty()
+        && spec
+            .accept_requests_from
+            .as_ref()
+            .is_some_and(|l| !l.is_empty())
+    {
+        // Ranges given but none readable (the CRD refuses such a list): nobody, rather than
+        // everybody. No connection comes from 0.0.0.0.
+        accept_from = vec![Cidr {
+            address: "0.0.0.0".into(),
+            prefix: 32,
+        }];
+    }
     Settings {
-        accept_from: ranges(spec.accept_requests_from.as_ref()),
+        accept_from,
         proxy_protocol: spec.use_proxy_protocol == Some(true),
         real_ip,
+        http3: spec.enable_http3 == Some(true),
     }
 }
 

@@ -31,7 +31,13 @@ pub fn encode(l: &Listener, address: Option<std::net::IpAddr>, edge: &Settings) 
             name: l.name.clone(),
             address: Some(socket(&bind, port, false)),
             listener_filters,
-            filter_chains: http_chains(&l.name, &l.name, edge, listener::FilterChain::default()),
+            filter_chains: http_chains(
+                &l.name,
+                &l.name,
+                edge,
+                listener::FilterChain::default(),
+                false,
+            ),
             ..Default::default()
         },
         Serves::Chains {
@@ -119,11 +125,19 @@ fn http_chains(
     route_config: &str,
     edge: &Settings,
     base: listener::FilterChain,
+    http3: bool,
 ) -> Vec<listener::FilterChain> {
     let manager = |client: ClientAddress<'_>| {
-        guarded(edge, connection_manager(stat_prefix, route_config, &client))
+        let manager = connection_manager(stat_prefix, route_config, &client, http3);
+        // A QUIC chain takes the connection manager alone: it matches only the peers of
+        // `acceptRequestsFrom` instead (below).
+        if http3 {
+            vec![manager]
+        } else {
+            guarded(edge, manager)
+        }
     };
-    match &edge.real_ip {
+    let mut chains = match &edge.real_ip {
         None => vec![listener::FilterChain {
             filters: manager(ClientAddress::Connection),
             ..base
@@ -152,6 +166,32 @@ fn http_chains(
                 },
             ]
         }
+    };
+    if http3 && !edge.accept_from.is_empty() {
+        // Peers outside `acceptRequestsFrom` match no QUIC chain, and are refused.
+        for chain in &mut chains {
+            let matching = chain
+                .filter_chain_match
+                .get_or_insert_with(Default::default);
+            if matching.direct_source_prefix_ranges.is_empty() {
+                matching.direct_source_prefix_ranges = edge.accept_from.iter().map(cidr).collect();
+            }
+        }
+    }
+    chains
+}
+
+/// The chain of `c` without its filters: its name, its server names (none: the default
+/// chain) and `transport` (TLS).
+fn base_chain(c: &Chain, transport: Option<core::TransportSocket>) -> listener::FilterChain {
+    listener::FilterChain {
+        name: c.name.clone(),
+        filter_chain_match: (!c.server_names.is_empty()).then(|| listener::FilterChainMatch {
+            server_names: c.server_names.clone(),
+            ..Default::default()
+        }),
+        transport_socket: transport,
+        ..Default::default()
     }
 }
 
@@ -159,17 +199,11 @@ fn http_chains(
 /// terminating TLS when it has certificates, then an HTTP connection manager (see
 /// [`http_chains`]) or a TCP proxy.
 fn chain(c: &Chain, edge: &Settings) -> Vec<listener::FilterChain> {
-    let base = listener::FilterChain {
-        name: c.name.clone(),
-        filter_chain_match: (!c.server_names.is_empty()).then(|| listener::FilterChainMatch {
-            server_names: c.server_names.clone(),
-            ..Default::default()
-        }),
-        transport_socket: c.certificates.as_deref().map(downstream_tls),
-        ..Default::default()
-    };
+    let base = base_chain(c, c.certificates.as_deref().map(downstream_tls));
     match &c.forward {
-        Forward::Http { route_config } => http_chains(route_config, route_config, edge, base),
+        Forward::Http { route_config } => {
+            http_chains(route_config, route_config, edge, base, false)
+        }
         Forward::Tcp {
             stat_prefix,
             clusters,
@@ -177,6 +211,104 @@ fn chain(c: &Chain, edge: &Settings) -> Vec<listener::FilterChain> {
             filters: guarded(edge, tcp_proxy(stat_prefix, clusters)),
             ..base
         }],
+    }
+}
+
+/// The QUIC listener beside `l` when its instance asks for HTTP/3 and `l` terminates HTTPS:
+/// the same UDP port, the chains that terminate TLS to a connection manager, speaking HTTP/3.
+pub fn encode_quic(
+    l: &Listener,
+    address: Option<std::net::IpAddr>,
+    edge: &Settings,
+) -> Option<Encoded> {
+    let Serves::Chains { chains, .. } = &l.serves else {
+        return None;
+    };
+    if !edge.http3 {
+        return None;
+    }
+    let filter_chains: Vec<listener::FilterChain> = chains
+        .iter()
+        .filter_map(|c| {
+            let (Forward::Http { route_config }, Some(certificates)) =
+                (&c.forward, c.certificates.as_deref())
+            else {
+                return None;
+            };
+            let base = base_chain(c, Some(quic_tls(certificates)));
+            Some(http_chains(route_config, route_config, edge, base, true))
+        })
+        .flatten()
+        .collect();
+    if filter_chains.is_empty() {
+        return None;
+    }
+    let bind = address.map_or_else(|| "0.0.0.0".to_owned(), |ip| ip.to_string());
+    let name = format!("quic-{}", l.port);
+    let listener = listener::Listener {
+        name: name.clone(),
+        address: Some(socket(&bind, container_port(l.port), true)),
+        udp_listener_config: Some(listener::UdpListenerConfig {
+            quic_options: Some(listener::QuicProtocolOptions::default()),
+            ..Default::default()
+        }),
+        filter_chains,
+        ..Default::default()
+    };
+    Some(Encoded::new(name, &listener))
+}
+
+/// The `alt-svc` value of each route configuration a QUIC listener serves (by name):
+/// `h3=":<port>"; ma=86400`.
+pub fn alt_svc(
+    listeners: &[Listener],
+    edge: &Settings,
+) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    if !edge.http3 {
+        return out;
+    }
+    for l in listeners {
+        let Serves::Chains { chains, .. } = &l.serves else {
+            continue;
+        };
+        for c in chains {
+            if let (Forward::Http { route_config }, Some(_)) = (&c.forward, &c.certificates) {
+                out.insert(
+                    route_config.clone(),
+                    format!("h3=\":{}\"; ma=86400", l.port),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// QUIC's TLS presenting `certificates` (over SDS), offering HTTP/3.
+fn quic_tls(certificates: &[ObjectKey]) -> core::TransportSocket {
+    use envoy_types::pb::envoy::extensions::transport_sockets::quic::v3::QuicDownstreamTransport;
+    let transport = QuicDownstreamTransport {
+        downstream_tls_context: Some(tls::DownstreamTlsContext {
+            common_tls_context: Some(tls::CommonTlsContext {
+                tls_certificate_sds_secret_configs: certificates
+                    .iter()
+                    .map(|secret| tls::SdsSecretConfig {
+                        name: secret.to_string(),
+                        sds_config: Some(ads()),
+                    })
+                    .collect(),
+                alpn_protocols: vec!["h3".into()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    core::TransportSocket {
+        name: "envoy.transport_sockets.quic".into(),
+        config_type: Some(core::transport_socket::ConfigType::TypedConfig(any(
+            &transport,
+        ))),
     }
 }
 

@@ -11,19 +11,27 @@ use crate::{cluster, endpoint, listener, route, secret};
 
 /// The resources of `ir`.
 pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
-    let mut out = Resources {
-        listeners: ir
-            .listeners
+    let mut listeners: Vec<crate::Encoded> = ir
+        .listeners
+        .iter()
+        .map(|l| listener::encode(l, ir.address, &ir.edge))
+        .collect();
+    listeners.extend(
+        ir.listeners
             .iter()
-            .map(|l| listener::encode(l, ir.address, &ir.edge))
-            .collect(),
+            .filter_map(|l| listener::encode_quic(l, ir.address, &ir.edge)),
+    );
+    let mut out = Resources {
+        listeners,
         ..Resources::default()
     };
+    let alt_svc = listener::alt_svc(&ir.listeners, &ir.edge);
     out.routes = ir
         .route_configs
         .iter()
         .map(|config| {
-            route::encode(config, |r, origin, write| {
+            let advertised = alt_svc.get(&config.name).map(String::as_str);
+            route::encode(config, advertised, |r, origin, write| {
                 recall.encoded_route(
                     r,
                     origin,

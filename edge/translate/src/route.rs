@@ -23,9 +23,11 @@ use crate::model::HeaderModifier;
 use crate::wire;
 
 /// The route configuration `config`; `route(route, origin, write)` writes the encoding of
-/// each of its routes (see [`entry`]).
+/// each of its routes (see [`entry`]). `alt_svc`, when given, is added to every response
+/// (the `alt-svc` header advertising HTTP/3 on the same port).
 pub fn encode(
     config: &RouteConfig,
+    alt_svc: Option<&str>,
     mut route: impl FnMut(&Route, Origin, &mut dyn FnMut(&[u8])),
 ) -> Encoded {
     let mut bytes = Vec::new();
@@ -49,6 +51,20 @@ pub fn encode(
             });
         }
         wire::bytes(2, &host_bytes, &mut bytes);
+    }
+    if let Some(value) = alt_svc {
+        use prost::Message as _;
+        let header = envoy_types::pb::envoy::config::core::v3::HeaderValueOption {
+            header: Some(envoy_types::pb::envoy::config::core::v3::HeaderValue {
+                key: "alt-svc".into(),
+                value: value.to_owned(),
+                ..Default::default()
+            }),
+            append_action: envoy_types::pb::envoy::config::core::v3::header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
+            ..Default::default()
+        };
+        // RouteConfiguration.response_headers_to_add.
+        wire::bytes(4, &header.encode_to_vec(), &mut bytes);
     }
     Encoded {
         name: config.name.clone(),

@@ -32,13 +32,6 @@ impl std::fmt::Debug for XdsTls {
     }
 }
 
-impl XdsTls {
-    /// A source that holds `self` for good.
-    pub fn fixed(self) -> tokio::sync::watch::Receiver<Option<XdsTls>> {
-        tokio::sync::watch::channel(Some(self)).1
-    }
-}
-
 /// What the server knows of a connection's peer (in each request's extensions).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Peer {
