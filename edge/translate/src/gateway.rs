@@ -416,6 +416,22 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
             by_port.entry(l.port).or_default().push(i);
         }
     }
+    // Listeners on a port that a privileged port of the same kind (TCP or UDP) moves to.
+    let mut shadowed: BTreeMap<usize, u16> = BTreeMap::new();
+    for (i, l) in listeners.iter().enumerate() {
+        let udp = l.protocol == Some(Protocol::Udp);
+        let Some(below) = l.port.checked_sub(10_000).filter(|b| *b > 0 && *b < 1024) else {
+            continue;
+        };
+        let taken = by_port.get(&below).is_some_and(|others| {
+            others
+                .iter()
+                .any(|o| (listeners[*o].protocol == Some(Protocol::Udp)) == udp)
+        });
+        if taken && container_port(below) == l.port {
+            shadowed.insert(i, below);
+        }
+    }
     let mut reasons: BTreeMap<usize, (&str, String)> = BTreeMap::new();
     for indices in by_port.values() {
         // Protocols of different classes on one port. Within one owner (the Gateway, or one
@@ -541,6 +557,22 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
                 ),
                 generation,
             ));
+        }
+        // A port where Envoy serves a port below 1024 of the same Gateway (10080 beside 80)
+        // cannot be bound as well.
+        if let Some(below) = shadowed.get(&i) {
+            for c in l.conditions.iter_mut().filter(|c| c.type_ == "Accepted") {
+                *c = Condition::new(
+                    "Accepted",
+                    false,
+                    "PortUnavailable",
+                    format!(
+                        "port {} is where the proxies serve port {below} (ports below 1024 move up by 10000, as the proxies run without privileges); use another port",
+                        l.port
+                    ),
+                    generation,
+                );
+            }
         }
         let conflict = reasons.get(&i);
         l.conditions.push(match conflict {
