@@ -83,10 +83,25 @@ pub struct Settings {
     /// HTTPS ports also serve HTTP/3 (QUIC on the same UDP port, advertised by `alt-svc`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub http3: bool,
+    /// The port clients dial for the Gateway's port 443 (the inlet's `httpsPort`), which
+    /// `alt-svc` names; 443 when the inlet says nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub https_port: Option<u16>,
 }
 
 impl Settings {
-    /// Whether nothing is asked.
+    /// The port clients dial for the Gateway port `port`: the inlet's HTTPS port for 443,
+    /// the port itself otherwise.
+    pub fn exposed(&self, port: u16) -> u16 {
+        match (port, self.https_port) {
+            (443, Some(exposed)) => exposed,
+            _ => port,
+        }
+    }
+}
+
+impl Settings {
+    /// Whether nothing is asked (beyond where clients reach it).
     pub fn is_default(&self) -> bool {
         *self == Self::default()
     }
@@ -159,6 +174,14 @@ pub fn of(gateway: &Gateway, input: &Input) -> Settings {
         proxy_protocol: spec.use_proxy_protocol == Some(true),
         real_ip,
         http3: spec.enable_http3 == Some(true),
+        https_port: spec.inlet.as_ref().and_then(|inlet| {
+            let port = inlet
+                .load_balancer
+                .as_ref()
+                .and_then(|lb| lb.https_port)
+                .or(inlet.host_port.as_ref().and_then(|h| h.https_port))?;
+            u16::try_from(port).ok().filter(|p| *p != 0 && *p != 443)
+        }),
     }
 }
 

@@ -259,7 +259,7 @@ pub fn encode_quic(
 }
 
 /// The `alt-svc` value of each route configuration a QUIC listener serves (by name):
-/// `h3=":<port>"; ma=86400`.
+/// `h3=":<port>"; ma=86400`, the port the one clients dial ([`Settings::exposed`]).
 pub fn alt_svc(
     listeners: &[Listener],
     edge: &Settings,
@@ -276,7 +276,7 @@ pub fn alt_svc(
             if let (Forward::Http { route_config }, Some(_)) = (&c.forward, &c.certificates) {
                 out.insert(
                     route_config.clone(),
-                    format!("h3=\":{}\"; ma=86400", l.port),
+                    format!("h3=\":{}\"; ma=86400", edge.exposed(l.port)),
                 );
             }
         }
