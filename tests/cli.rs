@@ -865,28 +865,23 @@ spec:
 
     // The instances are ready, with their addresses; the pods are real.
     let instances = cluster_instances(&client);
-    let main = until("ClusterALBInstance main Ready", async || {
-        let i = instances.get("main").await.ok()?;
-        let ready = i.data["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True");
-        ready.then_some(i)
-    })
-    .await;
+    let ready = async |name: &str| {
+        until(&format!("ClusterALBInstance {name} Ready"), async || {
+            let i = instances.get(name).await.ok()?;
+            let ready = i.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            ready.then_some(i)
+        })
+        .await
+    };
+    let main = ready("main").await;
     assert_eq!(
         main.data["status"]["addresses"],
         serde_json::json!([public])
     );
-    let nodes = until("ClusterALBInstance nodes Ready", async || {
-        let i = instances.get("nodes").await.ok()?;
-        let ready = i.data["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True");
-        ready.then_some(i)
-    })
-    .await;
+    let nodes = ready("nodes").await;
     assert_eq!(
         nodes.data["status"]["addresses"],
         serde_json::json!(["127.0.0.1"]),

@@ -130,6 +130,30 @@ impl Volumes {
         first.map_or(Ok(()), Err)
     }
 
+    /// The object `kind` `name` of the pod's namespace; missing is an error naming it.
+    async fn fetch<K>(
+        &self,
+        client: &kube::Client,
+        kind: &str,
+        name: &str,
+    ) -> Result<K, VolumeError>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + k8s_openapi::serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(client.clone(), &self.namespace);
+        let what = format!("{kind} {}/{name}", self.namespace);
+        api.get_opt(name)
+            .await
+            .map_err(|source| VolumeError::Kube {
+                what: what.clone(),
+                source,
+            })?
+            .ok_or(VolumeError::Missing(what))
+    }
+
     async fn refresh_one(
         &mut self,
         client: &kube::Client,
@@ -145,16 +169,7 @@ impl Volumes {
         let (files, mode): (BTreeMap<String, Vec<u8>>, u32) = match source {
             Source::EmptyDir | Source::Unsupported(_) => return Ok(()),
             Source::ConfigMap { name: object, mode } => {
-                let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
-                let what = format!("ConfigMap {}/{object}", self.namespace);
-                let cm = api
-                    .get_opt(object)
-                    .await
-                    .map_err(|source| VolumeError::Kube {
-                        what: what.clone(),
-                        source,
-                    })?
-                    .ok_or(VolumeError::Missing(what))?;
+                let cm: ConfigMap = self.fetch(client, "ConfigMap", object).await?;
                 let mut files: BTreeMap<String, Vec<u8>> = cm
                     .data
                     .unwrap_or_default()
@@ -170,16 +185,7 @@ impl Volumes {
                 (files, *mode)
             }
             Source::Secret { name: object, mode } => {
-                let api: Api<Secret> = Api::namespaced(client.clone(), &self.namespace);
-                let what = format!("Secret {}/{object}", self.namespace);
-                let secret = api
-                    .get_opt(object)
-                    .await
-                    .map_err(|source| VolumeError::Kube {
-                        what: what.clone(),
-                        source,
-                    })?
-                    .ok_or(VolumeError::Missing(what))?;
+                let secret: Secret = self.fetch(client, "Secret", object).await?;
                 let mut files: BTreeMap<String, Vec<u8>> = secret
                     .data
                     .unwrap_or_default()

@@ -7,6 +7,7 @@
 //! its access log.
 
 mod cluster;
+mod proxies;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use cluster::{cluster, control_plane, create};
 use fairlead_edge_translate::ObjectKey;
 use fairlead_edge_xds::cache::Cache;
+use proxies::{Envoy, serve_xds};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -53,15 +55,6 @@ async fn request(from: &str, port: u16, prefix: &str, headers: &str) -> Option<u
     let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
     let answer = String::from_utf8_lossy(&answer).into_owned();
     answer.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Envoy as a child process, killed with the test.
-struct Envoy(tokio::process::Child);
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.0.start_kill();
-    }
 }
 
 /// An Envoy for `gateway` on the xDS server at `xds`, its access log in `dir/access.log`.
@@ -121,21 +114,7 @@ async fn instance_settings_reach_envoy() {
     let (_server, client) = cluster().await;
     let cache = Arc::new(Cache::new());
     let (_stop, _) = control_plane(&client, &cache);
-    let xds = {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_routes(fairlead_edge_xds::services::routes(
-                    fairlead_edge_xds::server::Ads::new(
-                        cache.clone(),
-                        Arc::new(fairlead_edge_xds::server::Quiet),
-                    ),
-                ))
-                .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
-        );
-        port
-    };
+    let xds = serve_xds(&cache).await;
     let web = backend().await;
     let (guarded_port, proxied_port, quic_port) = (
         fairlead_kit::testing::free_port(),

@@ -7,6 +7,7 @@
 //! cross-namespace backend allowed only by a ReferenceGrant.
 
 mod cluster;
+mod proxies;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use base64::Engine as _;
 use cluster::{cluster, control_plane, create};
 use fairlead_edge_translate::ObjectKey;
 use fairlead_edge_xds::cache::Cache;
+use proxies::{Envoy, serve_xds};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -238,33 +240,6 @@ fn slice(namespace: &str, name: &str, port: u16, protocol: &str) -> Value {
         "metadata": {"name": name, "namespace": namespace, "labels": {"kubernetes.io/service-name": name}},
         "addressType": "IPv4", "ports": [{"name": "p", "port": port, "protocol": protocol}],
         "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]})
-}
-
-/// The xDS services (plaintext) over `cache` on a free port: Envoy's control plane here, and
-/// a real gRPC service to route to.
-async fn serve_xds(cache: &Arc<Cache>) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_routes(fairlead_edge_xds::services::routes(
-                fairlead_edge_xds::server::Ads::new(
-                    cache.clone(),
-                    Arc::new(fairlead_edge_xds::server::Quiet),
-                ),
-            ))
-            .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
-    );
-    port
-}
-
-/// Envoy as a child process, killed with the test.
-struct Envoy(tokio::process::Child);
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.0.start_kill();
-    }
 }
 
 fn b64(text: &str) -> String {
