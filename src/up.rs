@@ -161,12 +161,13 @@ async fn start_edge(
         tracing::warn!(error = %e, "the Gateway API CRDs in the data dir are not the ones fairlead needs; objects may be read wrong");
     }
     let index = fairlead_edge_index::Index::start(client.clone(), runtime.shutdown.token());
-    let tls = fairlead_edge_control_plane::certificate::watch_secret(
+    let tls = fairlead_kit::tls::watch_secret(
         client.clone(),
         fairlead_key::ObjectKey::new(
             fairlead_edge_controller::instances::CLUSTER_NAMESPACE,
             fairlead_edge_controller::certificates::XDS_SECRET,
         ),
+        true,
         runtime.shutdown.token(),
     );
     let bound = fairlead_edge_control_plane::start(

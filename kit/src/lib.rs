@@ -43,6 +43,7 @@ pub mod shutdown;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 #[cfg(feature = "kube")]
 pub mod watch;
 

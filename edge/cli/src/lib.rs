@@ -11,9 +11,9 @@ use fairlead_edge_control_plane::run::{LEASE, Settings};
 use fairlead_edge_control_plane::start;
 use fairlead_edge_index::Index;
 use fairlead_edge_translate::ObjectKey;
-use fairlead_edge_xds::serve::XdsTls;
 use fairlead_kit::lease::LeaseConfig;
 use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
+use fairlead_kit::tls::ServingTls;
 use fairlead_kit::{AdminServer, GlobalArgs, Runtime};
 
 /// The edge module's commands.
@@ -226,23 +226,19 @@ impl XdsArgs {
         &self,
         client: &kube::Client,
         stop: tokio_util::sync::CancellationToken,
-    ) -> anyhow::Result<Option<tokio::sync::watch::Receiver<Option<XdsTls>>>> {
-        use fairlead_edge_control_plane::certificate;
+    ) -> anyhow::Result<Option<tokio::sync::watch::Receiver<Option<ServingTls>>>> {
+        use fairlead_kit::tls;
         self.check_tls()?;
         match (&self.tls_secret, &self.tls_cert_file, &self.tls_key_file) {
-            (Some(secret), _, _) => Ok(Some(certificate::watch_secret(
+            (Some(secret), _, _) => Ok(Some(tls::watch_secret(
                 client.clone(),
                 secret.clone(),
+                true,
                 stop,
             ))),
             (None, Some(cert), Some(key)) => Ok(Some(
-                certificate::watch_files(
-                    cert.clone(),
-                    key.clone(),
-                    self.client_ca_file.clone(),
-                    stop,
-                )
-                .context("reading the xDS server's certificate files")?,
+                tls::watch_files(cert.clone(), key.clone(), self.client_ca_file.clone(), stop)
+                    .context("reading the xDS server's certificate files")?,
             )),
             _ => Ok(None),
         }

@@ -2,9 +2,8 @@
 //! publishes, translates every Gateway, and fills the xDS server's cache; on the Lease holder
 //! it writes the statuses that changed (`status`), and proxies' rejections become Events on
 //! their Gateway. [`start`] wires it with the xDS server, as `fairlead edge xds` and
-//! `fairlead up` run it; its serving certificate comes from a Secret or files (`certificate`).
+//! `fairlead up` run it; its serving certificate comes from a Secret or files ([`fairlead_kit::tls`]).
 
-pub mod certificate;
 pub mod run;
 pub mod status;
 
@@ -14,9 +13,10 @@ use std::sync::Arc;
 use fairlead_edge_index::Index;
 use fairlead_edge_xds::cache::Cache;
 use fairlead_edge_xds::metrics::XdsMetrics;
-use fairlead_edge_xds::serve::{ServeError, XdsTls, serve};
+use fairlead_edge_xds::serve::{ServeError, serve};
 use fairlead_edge_xds::server::{NackForwarder, Observers};
 use fairlead_kit::Runtime;
+use fairlead_kit::tls::ServingTls;
 
 /// Why the control plane could not start.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +37,7 @@ pub async fn start(
     client: kube::Client,
     index: Arc<Index>,
     xds_addr: SocketAddr,
-    tls: Option<tokio::sync::watch::Receiver<Option<XdsTls>>>,
+    tls: Option<tokio::sync::watch::Receiver<Option<ServingTls>>>,
     settings: run::Settings,
 ) -> Result<SocketAddr, StartError> {
     let metrics = XdsMetrics::new(&runtime.metrics)?;

@@ -9,7 +9,7 @@ use fairlead_kit::Runtime;
 use crate::cache::Cache;
 use crate::server::{Ads, Observer};
 
-pub use crate::tls::XdsTls;
+use fairlead_kit::tls::ServingTls;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +30,7 @@ pub enum ServeError {
 pub async fn serve(
     runtime: &Runtime,
     addr: SocketAddr,
-    tls: Option<tokio::sync::watch::Receiver<Option<XdsTls>>>,
+    tls: Option<tokio::sync::watch::Receiver<Option<ServingTls>>>,
     cache: Arc<Cache>,
     observer: Arc<dyn Observer>,
 ) -> Result<SocketAddr, ServeError> {
