@@ -4,8 +4,15 @@
 //!
 //! Webhooks: rules on operations, groups, versions, resources (with subresources) and scope;
 //! `namespaceSelector` and `objectSelector`; `failurePolicy` (`Fail` by default) and
-//! `timeoutSeconds` (10 s by default, at most 30). `clientConfig.service` needs cluster DNS,
-//! which the embedded server does not have: such a webhook counts as unreachable.
+//! `timeoutSeconds` (10 s by default, at most 30). A webhook is reached at `clientConfig.url`,
+//! or at `clientConfig.service` the way the real server does with aggregator routing: the
+//! Service's port leads to a ready endpoint of its EndpointSlices (so a selector-less Service
+//! with a slice at `127.0.0.1` reaches a webhook on this machine), and the certificate must
+//! name `<service>.<namespace>.svc`.
+//!
+//! The requester in `userInfo` is the token's user (`fairlead-admin`, in `system:masters`), or
+//! whom the request impersonates (`Impersonate-User`, `Impersonate-Group`), as
+//! `kubectl --as` does.
 //!
 //! Policies: `matchConstraints` (resource rules, selectors), `validations` (`expression`,
 //! `message`, `reason`), bindings with `validationActions` `Deny` and `Warn` (`Audit` is
@@ -33,6 +40,42 @@ const WEBHOOKS: &str = "validatingwebhookconfigurations.admissionregistration.k8
 const POLICIES: &str = "validatingadmissionpolicies.admissionregistration.k8s.io";
 const BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
 
+/// Who makes a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserInfo {
+    /// The user name.
+    pub username: String,
+    /// Its groups.
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    /// The token's user, or whom the request impersonates.
+    pub fn of(headers: &http::HeaderMap) -> Self {
+        let text = |name: &str| {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        match text("impersonate-user").into_iter().next() {
+            Some(username) => {
+                let mut groups = text("impersonate-group");
+                if !groups.iter().any(|g| g == "system:authenticated") {
+                    groups.push("system:authenticated".into());
+                }
+                Self { username, groups }
+            }
+            None => Self {
+                username: "fairlead-admin".into(),
+                groups: vec!["system:masters".into(), "system:authenticated".into()],
+            },
+        }
+    }
+}
+
 /// One request to admit.
 #[derive(Debug)]
 pub struct Attributes<'a> {
@@ -50,6 +93,8 @@ pub struct Attributes<'a> {
     pub object: Option<&'a Value>,
     /// The stored object (absent on create).
     pub old_object: Option<&'a Value>,
+    /// Who asks.
+    pub user: &'a UserInfo,
 }
 
 fn list_contains(list: &Value, wanted: &str) -> bool {
@@ -148,7 +193,7 @@ pub async fn admit(store: &Store, attrs: &Attributes<'_>) -> Result<Vec<String>,
             {
                 continue;
             }
-            warnings.extend(call_webhook(webhook, attrs).await?);
+            warnings.extend(call_webhook(store, webhook, attrs).await?);
         }
     }
     Ok(warnings)
@@ -164,7 +209,7 @@ fn review(attrs: &Attributes<'_>, uid: &str) -> Value {
         "requestResource": {"group": rt.group, "version": rt.version, "resource": rt.plural},
         "name": attrs.name,
         "operation": attrs.operation,
-        "userInfo": {"username": "fairlead-admin", "groups": ["system:masters", "system:authenticated"]},
+        "userInfo": {"username": attrs.user.username, "groups": attrs.user.groups},
         "object": attrs.object.map(|o| crate::resources::present(rt, o)),
         "oldObject": attrs.old_object.map(|o| crate::resources::present(rt, o)),
         "dryRun": false,
@@ -178,7 +223,11 @@ fn review(attrs: &Attributes<'_>, uid: &str) -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
 }
 
-async fn call_webhook(webhook: &Value, attrs: &Attributes<'_>) -> Result<Vec<String>, ApiError> {
+async fn call_webhook(
+    store: &Store,
+    webhook: &Value,
+    attrs: &Attributes<'_>,
+) -> Result<Vec<String>, ApiError> {
     let name = webhook["name"].as_str().unwrap_or("<unnamed>");
     let fail_closed = webhook["failurePolicy"].as_str() != Some("Ignore");
     let timeout = Duration::from_secs(
@@ -189,7 +238,11 @@ async fn call_webhook(webhook: &Value, attrs: &Attributes<'_>) -> Result<Vec<Str
     );
     let uid = uuid::Uuid::new_v4().to_string();
     let body = review(attrs, &uid);
-    let outcome = tokio::time::timeout(timeout, post(&webhook["clientConfig"], &body))
+    let outcome = async {
+        let target = Target::of(store, &webhook["clientConfig"])?;
+        post(&target, &webhook["clientConfig"]["caBundle"], &body).await
+    };
+    let outcome = tokio::time::timeout(timeout, outcome)
         .await
         .unwrap_or_else(|_| Err(format!("context deadline exceeded after {timeout:?}")));
     let response = match outcome {
@@ -240,19 +293,128 @@ async fn call_webhook(webhook: &Value, attrs: &Attributes<'_>) -> Result<Vec<Str
     })
 }
 
-/// POSTs an AdmissionReview to `clientConfig.url` over HTTPS, trusting `caBundle`.
-async fn post(client_config: &Value, body: &Value) -> Result<Value, String> {
-    let Some(url) = client_config["url"].as_str() else {
-        return Err("clientConfig.service needs cluster DNS, which the embedded API server does not have; use clientConfig.url".into());
-    };
-    let url = url::Url::parse(url).map_err(|e| format!("invalid url {url:?}: {e}"))?;
-    if url.scheme() != "https" {
-        return Err(format!("webhook url {url} must use https"));
+/// Where a webhook is reached: the address to dial, the name its certificate must carry,
+/// the path, and how errors name it.
+#[derive(Debug)]
+struct Target {
+    host: String,
+    port: u16,
+    server_name: String,
+    path: String,
+    shown: String,
+}
+
+impl Target {
+    /// The target of `clientConfig`: its `url`, or its `service` through the Service's
+    /// EndpointSlices.
+    fn of(store: &Store, client_config: &Value) -> Result<Self, String> {
+        if let Some(url) = client_config["url"].as_str() {
+            let parsed = url::Url::parse(url).map_err(|e| format!("invalid url {url:?}: {e}"))?;
+            if parsed.scheme() != "https" {
+                return Err(format!("webhook url {url} must use https"));
+            }
+            let host = parsed
+                .host_str()
+                .ok_or("url without host")?
+                .trim_matches(['[', ']'])
+                .to_owned();
+            let path = match parsed.query() {
+                Some(q) => format!("{}?{q}", parsed.path()),
+                None => parsed.path().to_owned(),
+            };
+            return Ok(Self {
+                server_name: host.clone(),
+                port: parsed.port_or_known_default().unwrap_or(443),
+                host,
+                path,
+                shown: url.to_owned(),
+            });
+        }
+        let service = &client_config["service"];
+        let (Some(namespace), Some(name)) =
+            (service["namespace"].as_str(), service["name"].as_str())
+        else {
+            return Err(
+                "clientConfig has neither url nor service.namespace and service.name".into(),
+            );
+        };
+        let port = service["port"]
+            .as_u64()
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or(443);
+        let path = service["path"].as_str().unwrap_or("/").to_owned();
+        let shown = format!("https://{name}.{namespace}.svc:{port}{path}");
+        let (host, target_port) = endpoint(store, namespace, name, port)
+            .map_err(|why| format!("Post \"{shown}\": service \"{namespace}/{name}\": {why}"))?;
+        Ok(Self {
+            host,
+            port: target_port,
+            server_name: format!("{name}.{namespace}.svc"),
+            path,
+            shown,
+        })
     }
-    let host = url.host_str().ok_or("url without host")?.to_owned();
-    let port = url.port_or_known_default().unwrap_or(443);
+}
+
+/// A ready endpoint of Service `namespace/name` for its `port`: the address and the port it
+/// listens on, found as kube-proxy finds them (the Service port's name in the slices).
+fn endpoint(
+    store: &Store,
+    namespace: &str,
+    name: &str,
+    port: u16,
+) -> Result<(String, u16), String> {
+    let key = ObjectKey {
+        resource: "services".into(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    };
+    let service = store.get(&key).ok_or("not found")?;
+    let service_port = service["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["port"].as_u64() == Some(u64::from(port)))
+        .ok_or_else(|| format!("has no port {port}"))?;
+    let port_name = service_port["name"].as_str().unwrap_or_default();
+    let selector =
+        LabelSelector::from_object(&json!({"matchLabels": {"kubernetes.io/service-name": name}}))
+            .map_err(|e| e.0)?;
+    let (slices, _) = store.list("endpointslices.discovery.k8s.io", Some(namespace));
+    slices
+        .iter()
+        .filter(|slice| selector.matches(slice))
+        .find_map(|slice| {
+            let port = slice["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| p["name"].as_str().unwrap_or_default() == port_name)?["port"]
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())?;
+            let address = slice["endpoints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| e["conditions"]["ready"] != false)
+                .find_map(|e| e["addresses"][0].as_str())?;
+            Some((address.to_owned(), port))
+        })
+        .ok_or_else(|| "no endpoints available".to_owned())
+}
+
+/// POSTs an AdmissionReview to `target` over HTTPS, trusting `ca_bundle`.
+async fn post(target: &Target, ca_bundle: &Value, body: &Value) -> Result<Value, String> {
+    let Target {
+        host,
+        port,
+        server_name,
+        path,
+        shown: url,
+    } = target;
+    let port = *port;
     let mut roots = rustls::RootCertStore::empty();
-    if let Some(bundle) = client_config["caBundle"].as_str() {
+    if let Some(bundle) = ca_bundle.as_str() {
         let pem = base64::engine::general_purpose::STANDARD
             .decode(bundle.trim())
             .map_err(|e| format!("caBundle is not base64: {e}"))?;
@@ -268,10 +430,10 @@ async fn post(client_config: &Value, body: &Value) -> Result<Value, String> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let server_name =
-        rustls_pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
-            .map_err(|e| format!("invalid host {host:?}: {e}"))?;
-    let tcp = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
+    let authority = format!("{server_name}:{port}");
+    let server_name = rustls_pki_types::ServerName::try_from(server_name.clone())
+        .map_err(|e| format!("invalid host {server_name:?}: {e}"))?;
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
         .await
         .map_err(|e| format!("Post \"{url}\": dial tcp {host}:{port}: {e}"))?;
     let tls = connector
@@ -283,12 +445,8 @@ async fn post(client_config: &Value, body: &Value) -> Result<Value, String> {
             .await
             .map_err(|e| format!("Post \"{url}\": {e}"))?;
     tokio::spawn(connection);
-    let path = match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_owned(),
-    };
-    let request = http::Request::post(path)
-        .header(http::header::HOST, format!("{host}:{port}"))
+    let request = http::Request::post(path.as_str())
+        .header(http::header::HOST, authority)
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(Full::new(bytes::Bytes::from(
             serde_json::to_vec(body).expect("values serialize"),
@@ -459,7 +617,35 @@ mod tests {
             namespace: "default",
             object: None,
             old_object: None,
+            user: Box::leak(Box::new(UserInfo::of(&http::HeaderMap::new()))),
         }
+    }
+
+    #[test]
+    fn the_requester_is_the_token_user_or_whom_it_impersonates() {
+        let admin = UserInfo::of(&http::HeaderMap::new());
+        assert_eq!(admin.username, "fairlead-admin");
+        assert!(admin.groups.contains(&"system:masters".to_owned()));
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "impersonate-user",
+            "system:serviceaccount:d8-alb:alb-gateway-controller"
+                .parse()
+                .unwrap(),
+        );
+        headers.append(
+            "impersonate-group",
+            "system:serviceaccounts".parse().unwrap(),
+        );
+        let user = UserInfo::of(&headers);
+        assert_eq!(
+            user.username,
+            "system:serviceaccount:d8-alb:alb-gateway-controller"
+        );
+        assert_eq!(
+            user.groups,
+            ["system:serviceaccounts", "system:authenticated"]
+        );
     }
 
     #[test]

@@ -209,12 +209,14 @@ where
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_owned();
+    let user = crate::admission::UserInfo::of(request.headers());
     let body = read_body(request.into_body()).await?;
     let ctx = Ctx {
         state: &state,
         target: &target,
         query: &query,
         manager: field_manager(&query, &user_agent),
+        user: &user,
         warnings: Default::default(),
     };
     let watching =
@@ -314,6 +316,8 @@ struct Ctx<'a> {
     query: &'a Query,
     /// The field manager of non-apply writes.
     manager: String,
+    /// Who asks (the token's user, or whom it impersonates).
+    user: &'a crate::admission::UserInfo,
     /// `Warning` headers for the response (unknown fields under `fieldValidation=Warn`, …).
     warnings: std::sync::Mutex<Vec<String>>,
 }
@@ -586,6 +590,7 @@ impl Ctx<'_> {
             namespace: self.target.namespace.as_deref().unwrap_or_default(),
             object,
             old_object,
+            user: self.user,
         };
         let warnings = crate::admission::admit(&self.state.store, &attributes).await?;
         self.warnings
@@ -1055,6 +1060,7 @@ impl Ctx<'_> {
                 target: &target,
                 query: self.query,
                 manager: self.manager.clone(),
+                user: self.user,
                 warnings: Default::default(),
             };
             match ctx.delete(options).await {

@@ -225,15 +225,33 @@ impl ApiServer {
 
     /// A `kube::Client` for this server.
     pub async fn client(&self) -> Result<kube::Client, ServerError> {
+        kube::Client::try_from(self.config().await?)
+            .map_err(|e| ServerError::Kubeconfig(e.to_string()))
+    }
+
+    /// A `kube::Client` that impersonates `user` in `groups` (`Impersonate-User`,
+    /// `Impersonate-Group`): how a component is given the identity it has in a cluster.
+    pub async fn client_as(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<kube::Client, ServerError> {
+        let mut config = self.config().await?;
+        config.auth_info.impersonate = Some(user.to_owned());
+        config.auth_info.impersonate_groups =
+            Some(groups.iter().map(|g| (*g).to_owned()).collect());
+        kube::Client::try_from(config).map_err(|e| ServerError::Kubeconfig(e.to_string()))
+    }
+
+    async fn config(&self) -> Result<kube::Config, ServerError> {
         let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml())
             .map_err(|e| ServerError::Kubeconfig(e.to_string()))?;
-        let config = kube::Config::from_custom_kubeconfig(
+        kube::Config::from_custom_kubeconfig(
             kubeconfig,
             &kube::config::KubeConfigOptions::default(),
         )
         .await
-        .map_err(|e| ServerError::Kubeconfig(e.to_string()))?;
-        kube::Client::try_from(config).map_err(|e| ServerError::Kubeconfig(e.to_string()))
+        .map_err(|e| ServerError::Kubeconfig(e.to_string()))
     }
 
     /// Stops accepting and ends open connections and watches.

@@ -23,10 +23,10 @@ struct Webhook {
     calls: Arc<AtomicUsize>,
 }
 
-async fn webhook() -> Webhook {
+async fn webhook(names: &[&str]) -> Webhook {
     let ca = Ca::generate("webhook-ca").unwrap();
     let cert = ca
-        .issue_server(&["localhost"], &["127.0.0.1".parse().unwrap()])
+        .issue_server(names, &["127.0.0.1".parse().unwrap()])
         .unwrap();
     let tls = tokio_rustls::TlsAcceptor::from(pki::server_config(&cert, &[b"http/1.1"]).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -63,7 +63,7 @@ async fn webhook() -> Webhook {
                             let response = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                             "response": {"uid": req["uid"], "allowed": allowed,
                                 "warnings": [format!("seen {} {}", req["operation"].as_str().unwrap(), req["name"].as_str().unwrap())],
-                                "status": {"code": 403, "message": "labelled deny"}}});
+                                "status": {"code": 403, "message": format!("labelled deny, asked by {}", req["userInfo"]["username"].as_str().unwrap())}}});
                             Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
                                 bytes::Bytes::from(serde_json::to_vec(&response).unwrap()),
                             )))
@@ -118,7 +118,7 @@ fn api_error(err: kube::Error) -> (u16, String) {
 async fn a_webhook_denies_allows_and_fails_closed_or_open() {
     let server = ApiServer::start(Config::default()).await.unwrap();
     let client = server.client().await.unwrap();
-    let hook = webhook().await;
+    let hook = webhook(&["localhost"]).await;
     let configs: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &resource(
@@ -145,7 +145,7 @@ async fn a_webhook_denies_allows_and_fails_closed_or_open() {
     assert_eq!(code, 403);
     assert_eq!(
         message,
-        "admission webhook \"deny.example.com\" denied the request: labelled deny"
+        "admission webhook \"deny.example.com\" denied the request: labelled deny, asked by fairlead-admin"
     );
     assert!(
         cms.get_opt("bad").await.unwrap().is_none(),
@@ -235,6 +235,114 @@ async fn a_webhook_denies_allows_and_fails_closed_or_open() {
         .delete("closed", &DeleteParams::default())
         .await
         .expect("admission objects are never reviewed");
+}
+
+/// A webhook named by `clientConfig.service` is reached through the Service's EndpointSlice,
+/// its certificate checked for `<service>.<namespace>.svc`, and it sees who asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_behind_a_service_is_reached_at_its_endpoint_and_sees_who_asks() {
+    // As `fairlead up` runs it: endpoints on this machine's loopback are allowed.
+    let server = ApiServer::start(Config {
+        allow_loopback_endpoints: true,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let client = server.client().await.unwrap();
+    let hook = webhook(&["hooks.tools.svc"]).await;
+    let port: u16 = hook
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "tools"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let apply = |kind: &str, plural: &str, group: &str, object: Value| {
+        let gvk = kube::core::GroupVersionKind::gvk(group, "v1", kind);
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            "tools",
+            &ApiResource::from_gvk_with_plural(&gvk, plural),
+        );
+        async move {
+            let name = object["metadata"]["name"].as_str().unwrap().to_owned();
+            api.patch(&name, &PatchParams::apply("test"), &Patch::Apply(object))
+                .await
+                .unwrap();
+        }
+    };
+    apply(
+        "Service",
+        "services",
+        "",
+        json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "hooks", "namespace": "tools"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 9443}]}}),
+    )
+    .await;
+    let mut hook_config = configuration("svc", "unused", &hook.ca_bundle, json!({}));
+    hook_config.data["webhooks"][0]["clientConfig"] = json!({"service": {"namespace": "tools", "name": "hooks", "path": "/validate"}, "caBundle": hook.ca_bundle});
+    let configs: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource(
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+    );
+    configs
+        .create(&PostParams::default(), &hook_config)
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let (code, message) = api_error(
+        cms.create(&PostParams::default(), &cm("early", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 500);
+    assert!(
+        message.contains("service \"tools/hooks\": no endpoints available"),
+        "{message}"
+    );
+    apply("EndpointSlice", "endpointslices", "discovery.k8s.io", json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "hooks-local", "namespace": "tools", "labels": {"kubernetes.io/service-name": "hooks"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+        "ports": [{"name": "https", "port": port}]})).await;
+    cms.create(&PostParams::default(), &cm("reached", json!({})))
+        .await
+        .expect("the endpoint's webhook admits it");
+    assert_eq!(hook.calls.load(Ordering::SeqCst), 1);
+    let controller = server
+        .client_as(
+            "system:serviceaccount:tools:bot",
+            &["system:serviceaccounts"],
+        )
+        .await
+        .unwrap();
+    let (code, message) = api_error(
+        Api::<ConfigMap>::namespaced(controller, "default")
+            .create(&PostParams::default(), &cm("bad", json!({"deny": "true"})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.ends_with("asked by system:serviceaccount:tools:bot"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
