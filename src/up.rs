@@ -73,6 +73,11 @@ pub struct UpArgs {
     #[arg(long)]
     http01_bridging_ingress_class: Option<String>,
 
+    /// Address of the gateway controller's admission webhooks (the embedded API server
+    /// reaches them through the Service `d8-alb/alb-gateway-controller`).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    webhook_addr: SocketAddr,
+
     /// Apply the manifests (.yaml, .yml, .json) of this directory after start.
     #[arg(short = 'f', long = "filename")]
     manifests: Option<PathBuf>,
@@ -134,6 +139,7 @@ async fn start_health(runtime: &Runtime, client: &kube::Client, node: &str) -> a
 /// with `runner`, the local workload runner that runs the proxies it creates.
 async fn start_edge(
     runtime: &Runtime,
+    server: &ApiServer,
     client: &kube::Client,
     args: &UpArgs,
     runner: Option<crate::runner::Config>,
@@ -185,6 +191,7 @@ async fn start_edge(
     } else {
         bound.ip().to_string()
     };
+    let webhook = fairlead_edge_controller::webhook::WebhookService::default();
     let config = fairlead_edge_controller::reconcile::Config {
         workload: fairlead_edge_controller::workload::Settings {
             xds: (xds_host, bound.port()),
@@ -192,20 +199,97 @@ async fn start_edge(
         },
         lifetime: args.certificate_lifetime.map(Duration::from_secs),
         http01_ingress_class: args.http01_bridging_ingress_class.clone(),
+        webhook: Some(webhook.clone()),
     };
+    let metrics = fairlead_edge_controller::metrics::ControllerMetrics::new(&runtime.metrics)?;
+    start_webhooks(runtime, client, &webhook, args.webhook_addr, &metrics).await?;
+    // The controller has the identity its ServiceAccount gives it in a cluster: the webhooks
+    // admit its changes to managed Gateways, and nobody else's.
+    let controller_client = server
+        .client_as(
+            fairlead_edge_controller::webhook::CONTROLLER_USER,
+            &["system:serviceaccounts", "system:serviceaccounts:d8-alb"],
+        )
+        .await?;
     runtime
         .shutdown
         .spawn(fairlead_edge_controller::reconcile::run(
-            client.clone(),
+            controller_client,
             None,
             config,
-            fairlead_edge_controller::metrics::ControllerMetrics::new(&runtime.metrics)?,
+            metrics,
             runtime.shutdown.token(),
         ));
     if let Some(runner) = runner {
         crate::runner::start(runtime, client.clone(), runner);
     }
     Ok(bound)
+}
+
+/// Serves the gateway controller's admission webhooks on `addr`, and makes the Service
+/// `webhook` (the chart's, in a cluster) lead there.
+async fn start_webhooks(
+    runtime: &Runtime,
+    client: &kube::Client,
+    webhook: &fairlead_edge_controller::webhook::WebhookService,
+    addr: SocketAddr,
+    metrics: &fairlead_edge_controller::metrics::ControllerMetrics,
+) -> anyhow::Result<()> {
+    use fairlead_edge_controller::webhook;
+    let tls = fairlead_kit::tls::watch_secret(
+        client.clone(),
+        fairlead_key::ObjectKey::new(
+            fairlead_edge_controller::instance::CLUSTER_NAMESPACE,
+            webhook::SECRET,
+        ),
+        false,
+        runtime.shutdown.token(),
+    );
+    let bound = webhook::serve(
+        addr,
+        tls,
+        client.clone(),
+        webhook::CONTROLLER_USER.to_owned(),
+        metrics.clone(),
+        runtime.shutdown.token(),
+    )
+    .await?;
+    use fairlead_kit::apply::apply;
+    use k8s_openapi::api::core::v1::{Namespace, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let namespace = webhook.service.namespace();
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let made: Namespace = serde_json::from_value(serde_json::json!({"apiVersion": "v1",
+        "kind": "Namespace", "metadata": {"name": namespace}}))?;
+    apply(&namespaces, "fairlead-up", &made, None)
+        .await
+        .with_context(|| format!("making the namespace {namespace}"))?;
+    let [service, slice] = fairlead_apiserver::local::service(
+        namespace,
+        webhook.service.name(),
+        "webhook",
+        webhook.port,
+        bound,
+    );
+    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), namespace);
+    apply(
+        &services,
+        "fairlead-up",
+        &serde_json::from_value(service)?,
+        None,
+    )
+    .await
+    .context("making the webhook Service")?;
+    let slices: kube::Api<EndpointSlice> = kube::Api::namespaced(client.clone(), namespace);
+    apply(
+        &slices,
+        "fairlead-up",
+        &serde_json::from_value(slice)?,
+        None,
+    )
+    .await
+    .context("making the webhook Service's EndpointSlice")?;
+    Ok(())
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
@@ -275,7 +359,7 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
             envoy,
         ))
     };
-    let xds_addr = start_edge(&runtime, &client, &args, runner).await?;
+    let xds_addr = start_edge(&runtime, &server, &client, &args, runner).await?;
     if let Some(dir) = &args.manifests {
         let applied = fairlead_apiserver::manifests::apply_dir(&client, server.registry(), dir)
             .await

@@ -25,6 +25,7 @@ pub mod errors;
 pub mod gc;
 pub mod journal;
 pub mod key;
+pub mod local;
 pub mod manifests;
 pub mod meta;
 pub mod openapi;

@@ -109,6 +109,20 @@ pub struct ControllerArgs {
     /// module's `migrations.http01CertificateSolverBridging`; off without it).
     #[arg(long)]
     pub http01_bridging_ingress_class: Option<String>,
+    /// Address of the admission webhooks' server (TLS, certificate from the controller's CA).
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    pub webhook_addr: SocketAddr,
+    /// The Service the API server reaches the webhooks through, `namespace/name` (the
+    /// serving certificate names it; the chart makes it).
+    #[arg(long, value_parser = gateway, default_value = "d8-alb/alb-gateway-controller")]
+    pub webhook_service: ObjectKey,
+    /// That Service's port.
+    #[arg(long, default_value_t = 443)]
+    pub webhook_service_port: u16,
+    /// The user the controller's requests carry (its ServiceAccount): the only one, with the
+    /// cluster's garbage collector, whose changes to managed Gateways are admitted.
+    #[arg(long, default_value = fairlead_edge_controller::webhook::CONTROLLER_USER)]
+    pub controller_user: String,
 }
 
 impl ControllerArgs {
@@ -124,6 +138,10 @@ impl ControllerArgs {
             },
             lifetime: Some(std::time::Duration::from_secs(self.certificate_lifetime)),
             http01_ingress_class: self.http01_bridging_ingress_class.clone(),
+            webhook: Some(fairlead_edge_controller::webhook::WebhookService {
+                service: self.webhook_service.clone(),
+                port: self.webhook_service_port,
+            }),
         })
     }
 }
@@ -485,13 +503,33 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
         LeaseConfig::new(CONTROLLER_LEASE, &args.lease_namespace, &args.identity),
         runtime.shutdown.token(),
     );
+    let metrics = fairlead_edge_controller::metrics::ControllerMetrics::new(&runtime.metrics)?;
+    // Every replica answers reviews; the leader keeps the certificate and the registration.
+    let webhook_tls = fairlead_kit::tls::watch_secret(
+        client.clone(),
+        ObjectKey::new(
+            fairlead_edge_controller::instance::CLUSTER_NAMESPACE,
+            fairlead_edge_controller::webhook::SECRET,
+        ),
+        false,
+        runtime.shutdown.token(),
+    );
+    fairlead_edge_controller::webhook::serve(
+        args.webhook_addr,
+        webhook_tls,
+        client.clone(),
+        args.controller_user.clone(),
+        metrics.clone(),
+        runtime.shutdown.token(),
+    )
+    .await?;
     runtime
         .shutdown
         .spawn(fairlead_edge_controller::reconcile::run(
             client,
             Some(leadership),
             config,
-            fairlead_edge_controller::metrics::ControllerMetrics::new(&runtime.metrics)?,
+            metrics,
             runtime.shutdown.token(),
         ));
     runtime.finish().await;

@@ -19,6 +19,9 @@ pub fn resource(kind: &str) -> ApiResource {
         "Deployment" => ApiResource::erase::<Deployment>(&()),
         "PodDisruptionBudget" => ApiResource::erase::<PodDisruptionBudget>(&()),
         "Ingress" => ApiResource::erase::<k8s_openapi::api::networking::v1::Ingress>(&()),
+        "ValidatingWebhookConfiguration" => ApiResource::erase::<
+            k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+        >(&()),
         other => crate::crds::resource(other),
     }
 }

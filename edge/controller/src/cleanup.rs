@@ -4,7 +4,7 @@
 //! controller, seeing the mark, stops making things and deletes everything it made (every
 //! object labelled `app.kubernetes.io/managed-by: alb-gateway-controller`: managed Gateways,
 //! proxy workloads, their Services, ConfigMaps and ServiceAccounts, the CA and certificate
-//! Secrets, HTTP-01 bridges), leaving users' objects (instances, routes, their Secrets) in
+//! Secrets, HTTP-01 bridges, the webhook configuration), leaving users' objects (instances, routes, their Secrets) in
 //! place; [`wait`] returns once nothing of it is left, or fails after its timeout naming what
 //! is.
 
@@ -22,6 +22,7 @@ pub const CLEANUP_ANNOTATION: &str = "alb.deckhouse.io/cleanup";
 
 /// The kinds the controller makes.
 pub const KINDS: &[&str] = &[
+    "ValidatingWebhookConfiguration",
     "Gateway",
     "Ingress",
     "DaemonSet",
@@ -104,8 +105,12 @@ pub async fn leftovers(
 pub async fn remove_all(client: &kube::Client) -> Result<usize, kube::Error> {
     let left = leftovers(client).await?;
     for (kind, namespace, name) in &left {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), namespace, &crate::apply::resource(kind));
+        let resource = crate::apply::resource(kind);
+        let api: Api<DynamicObject> = if namespace.is_empty() {
+            Api::all_with(client.clone(), &resource)
+        } else {
+            Api::namespaced_with(client.clone(), namespace, &resource)
+        };
         match api.delete(name, &DeleteParams::background()).await {
             Ok(_) => {
                 tracing::info!(%kind, object = %format!("{namespace}/{name}"), "module cleanup: deleted")

@@ -4,8 +4,10 @@
 //! proxy workload ([`workload`]); the CA and what it issues ([`certificates`]); Gateways no
 //! instance names ([`unmanaged`]); cert-manager's HTTP-01 bridges ([`http01`]); the module's
 //! cleanup ([`cleanup`]); the loop that applies it all ([`reconcile`], over [`apply`]) and
-//! its metrics ([`metrics`]). The admission webhooks come next.
+//! its metrics ([`metrics`]); the admission webhooks: what they decide ([`admission`]) and
+//! their server and registration ([`webhook`]).
 
+pub mod admission;
 pub mod apply;
 pub mod certificates;
 pub mod cleanup;
@@ -16,4 +18,5 @@ pub mod instances;
 pub mod metrics;
 pub mod reconcile;
 pub mod unmanaged;
+pub mod webhook;
 pub mod workload;

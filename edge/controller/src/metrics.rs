@@ -1,6 +1,6 @@
 //! The gateway controller's metrics (`alb_controller_` prefix): rounds and their duration
-//! and failures, instances by kind and state, and each certificate it keeps, by Secret: when
-//! it expires and how often it was issued. Labels are kinds, states and Secret names, never a
+//! and failures, instances by kind and state, each certificate it keeps, by Secret (when it
+//! expires and how often it was issued), and its admission reviews by webhook and verdict. Labels are kinds, states and Secret names, never a
 //! pod's.
 
 use fairlead_kit::metrics::{Metrics, MetricsError, NETWORK_LATENCY_BUCKETS};
@@ -22,6 +22,10 @@ pub struct ControllerMetrics {
     expiry: IntGaugeVec,
     /// Certificates issued, by Secret and reason.
     pub issued: IntCounterVec,
+    /// Admission reviews, by webhook and verdict (`allowed`, `denied`, `error`).
+    pub webhook_requests: IntCounterVec,
+    /// How long a review took, by webhook.
+    pub webhook_duration: HistogramVec,
     /// The Secrets `expiry` has a series for.
     expiring: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
@@ -67,8 +71,26 @@ impl ControllerMetrics {
                 "Certificates the controller issued, by Secret and reason.",
                 &["secret", "reason"],
             )?,
+            webhook_requests: metrics.counter_vec(
+                "alb_controller_webhook_requests_total",
+                "Admission reviews the controller's webhooks answered, by webhook and verdict (allowed, denied, error: what it needed could not be read).",
+                &["webhook", "verdict"],
+            )?,
+            webhook_duration: metrics.histogram_vec(
+                "alb_controller_webhook_duration_seconds",
+                "How long an admission review took, by webhook.",
+                &["webhook"],
+                NETWORK_LATENCY_BUCKETS,
+            )?,
             expiring: Default::default(),
         };
+        for webhook in crate::webhook::WEBHOOKS {
+            for verdict in ["allowed", "denied", "error"] {
+                this.webhook_requests
+                    .with_label_values(&[webhook.path, verdict]);
+            }
+            this.webhook_duration.with_label_values(&[webhook.path]);
+        }
         for result in ["ok", "error"] {
             this.reconciles.with_label_values(&[result]);
         }

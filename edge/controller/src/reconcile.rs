@@ -2,7 +2,8 @@
 //! [`crate::workload`]): cached watches of both instance kinds, Gateways, the proxies'
 //! workloads, Services and Pods, TLS Secrets (and, with HTTP-01 bridging, cert-manager's
 //! solver routes) wake it; each round reads every instance, plans, keeps the CA and the xDS
-//! server's certificate ([`crate::certificates`]), server-side applies each controlling
+//! server's certificate ([`crate::certificates`]), the webhooks' certificate and
+//! registration ([`crate::webhook`]), server-side applies each controlling
 //! instance's Gateway, its proxies' client certificate and workload (field manager
 //! [`MANAGER`]; the namespace `d8-alb` is made when missing), and writes every instance's
 //! status: the Gateway it names, `Conflict` (with the controlling instance's name), `Ready`
@@ -252,6 +253,8 @@ pub struct Config {
     pub lifetime: Option<Duration>,
     /// The ingress class of cert-manager's HTTP-01 bridges (none: no bridging).
     pub http01_ingress_class: Option<String>,
+    /// Where the API server reaches the admission webhooks (none: not registered).
+    pub webhook: Option<crate::webhook::WebhookService>,
 }
 
 impl Config {
@@ -356,6 +359,28 @@ async fn round(
         )
         .await?,
     );
+    if let Some(service) = &config.webhook {
+        let names = service.names();
+        due.add(
+            crate::certificates::keep(
+                client,
+                &ca,
+                &crate::certificates::Leaf {
+                    secret: ObjectKey::new(CLUSTER_NAMESPACE, crate::webhook::SECRET),
+                    owners: &[],
+                    labels: json!({"app.kubernetes.io/managed-by": MANAGER}),
+                    names: crate::certificates::Names::Hosts(&names),
+                },
+                metrics,
+                |ca| {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    ca.issue_server_for(&names, &[], lifetime)
+                },
+            )
+            .await?,
+        );
+        crate::webhook::register(client, service, ca.cert_pem()).await?;
+    }
     let plans = instances::plan(all, |g| certificates.contains(g), &config.workload);
     let default = instances::default_instance(all);
     let mut first_error: Option<RoundError> = None;
@@ -415,6 +440,12 @@ async fn round(
             CLUSTER_NAMESPACE,
             crate::certificates::XDS_SECRET,
         ))
+        .chain(
+            config
+                .webhook
+                .as_ref()
+                .map(|_| ObjectKey::new(CLUSTER_NAMESPACE, crate::webhook::SECRET)),
+        )
         .chain(plans.iter().map(|p| {
             ObjectKey::new(
                 p.gateway.namespace(),
