@@ -2,7 +2,9 @@
 //! loopback, a CA generated at start, a kubeconfig written for clients), the health module
 //! (its CRD, a local Node, the controller and the agent of that node), the edge module (the
 //! Gateway API CRDs, the `d8-alb` GatewayClass, the xDS server over mutual TLS, the gateway
-//! controller and its CA, and the local workload runner that runs the proxies it creates),
+//! controller with its CA and admission webhooks — reached through the Service
+//! `d8-alb/alb-gateway-controller`, the controller and the runner each with an identity of
+//! their own — and the local workload runner that runs the proxies it creates),
 //! applies the manifests of `-f DIR`, and serves the admin endpoints and telemetry of the
 //! process.
 
@@ -221,13 +223,19 @@ async fn start_edge(
             runtime.shutdown.token(),
         ));
     if let Some(runner) = runner {
-        crate::runner::start(runtime, client.clone(), runner);
+        // The runner has an identity of its own: the webhooks let it give managed Gateways
+        // their local listen address.
+        let runner_client = server
+            .client_as(crate::runner::USER, &["system:serviceaccounts"])
+            .await?;
+        crate::runner::start(runtime, runner_client, runner);
     }
     Ok(bound)
 }
 
-/// Serves the gateway controller's admission webhooks on `addr`, and makes the Service
-/// `webhook` (the chart's, in a cluster) lead there.
+/// Serves the gateway controller's admission webhooks on `addr` (managed Gateways edited by
+/// the controller and the local runner), and makes the Service `webhook` (the chart's, in a
+/// cluster) lead there.
 async fn start_webhooks(
     runtime: &Runtime,
     client: &kube::Client,
@@ -249,7 +257,10 @@ async fn start_webhooks(
         addr,
         tls,
         client.clone(),
-        webhook::CONTROLLER_USER.to_owned(),
+        vec![
+            webhook::CONTROLLER_USER.to_owned(),
+            crate::runner::USER.to_owned(),
+        ],
         metrics.clone(),
         runtime.shutdown.token(),
     )

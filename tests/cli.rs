@@ -951,6 +951,30 @@ spec:
     assert_eq!(plain["status"], "False");
     assert_eq!(plain["reason"], "NoInstance");
 
+    // Managed Gateways are the controller's: the webhook refuses a user's edit and deletion
+    // (the embedded API server reaches it through d8-alb/alb-gateway-controller).
+    let kubectl = |args: &[&str]| {
+        Command::new("kubectl")
+            .args(args)
+            .env("KUBECONFIG", &up.kubeconfig)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        &["-n", "d8-alb", "label", "gateway", "public", "team=x"][..],
+        &["-n", "d8-alb", "delete", "gateway", "public"][..],
+    ] {
+        let refused = kubectl(args);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success()
+                && stderr
+                    .contains("admission webhook \"gateways.alb.deckhouse.io\" denied the request")
+                && stderr.contains("Gateway d8-alb/public is managed by ClusterALBInstance main"),
+            "kubectl {args:?}: {stderr}"
+        );
+    }
+
     // A proxy that dies is restarted, and its pod says so; traffic comes back.
     let d8: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(client.clone(), "d8-alb");

@@ -333,6 +333,8 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         "alb_controller_instance_ready",
         "alb_controller_certificate_expiry_timestamp_seconds",
         "alb_controller_certificates_issued_total",
+        "alb_controller_webhook_requests_total",
+        "alb_controller_webhook_duration_seconds_bucket",
         "envoy_http_downstream_rq_total",
         "envoy_vhost_route_upstream_rq_completed",
         "envoy_cluster_upstream_rq_xx",

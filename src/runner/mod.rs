@@ -97,7 +97,11 @@ impl Config {
     }
 }
 
-/// Starts the runner in `runtime`.
+/// The user the runner's requests carry (its client impersonates it): the admission
+/// webhooks let it write a managed Gateway's [`LISTEN_ADDRESS`].
+pub const USER: &str = "system:serviceaccount:kube-system:fairlead-up-runner";
+
+/// Starts the runner in `runtime`; `client` should carry [`USER`].
 pub fn start(runtime: &Runtime, client: kube::Client, config: Config) {
     let stop = runtime.shutdown.token();
     runtime.shutdown.spawn(run(client, Arc::new(config), stop));

@@ -119,10 +119,11 @@ pub struct ControllerArgs {
     /// That Service's port.
     #[arg(long, default_value_t = 443)]
     pub webhook_service_port: u16,
-    /// The user the controller's requests carry (its ServiceAccount): the only one, with the
-    /// cluster's garbage collector, whose changes to managed Gateways are admitted.
-    #[arg(long, default_value = fairlead_edge_controller::webhook::CONTROLLER_USER)]
-    pub controller_user: String,
+    /// The users whose changes to managed Gateways are admitted, besides the cluster's
+    /// garbage collector and namespace controller (repeatable; by default the controller's
+    /// ServiceAccount, which its requests carry).
+    #[arg(long = "managed-gateway-editor", default_values_t = [fairlead_edge_controller::webhook::CONTROLLER_USER.to_owned()])]
+    pub managed_gateway_editors: Vec<String>,
 }
 
 impl ControllerArgs {
@@ -518,7 +519,7 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
         args.webhook_addr,
         webhook_tls,
         client.clone(),
-        args.controller_user.clone(),
+        args.managed_gateway_editors.clone(),
         metrics.clone(),
         runtime.shutdown.token(),
     )

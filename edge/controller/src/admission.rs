@@ -5,8 +5,8 @@
 //!   is not managed by an ALB instance (the controller would otherwise take over a user's
 //!   Gateway). Immutable fields are the CRD's `oldSelf` rules.
 //! - **Managed Gateways** ([`gateway`]): created, changed or deleted only by the controller
-//!   (and by the cluster's garbage collector and namespace controller, or deletions
-//!   deadlock); the status subresource is not reviewed; a change of finalizers alone is
+//!   and the editors configured beside it (and by the cluster's garbage collector and
+//!   namespace controller, or deletions deadlock); the status subresource is not reviewed; a change of finalizers alone is
 //!   anyone's to make.
 //! - **ListenerSets** ([`listener_set`]): a ListenerSet of an ALBInstance's Gateway must live
 //!   in that Gateway's namespace; two ListenerSets of one `d8-alb` Gateway may not claim the
@@ -214,11 +214,11 @@ pub fn first_difference(a: &Value, b: &Value) -> Option<String> {
     walk(a, b, "")
 }
 
-/// Managed Gateways change only through the controller; `controller` is the controller's
-/// user name.
-pub fn gateway(request: &Request<'_>, controller: &str) -> Verdict {
+/// Managed Gateways change only through the controller; `editors` are the users allowed to
+/// (the controller's, and whoever else is configured).
+pub fn gateway(request: &Request<'_>, editors: &[String]) -> Verdict {
     if !request.sub_resource.is_empty()
-        || request.username == controller
+        || editors.iter().any(|e| e == request.username)
         || SYSTEM_USERS.contains(&request.username)
     {
         return Verdict::allow();
@@ -399,6 +399,10 @@ mod tests {
 
     const CONTROLLER: &str = "system:serviceaccount:d8-alb:alb-gateway-controller";
 
+    fn editors() -> Vec<String> {
+        vec![CONTROLLER.to_owned()]
+    }
+
     fn request<'a>(
         operation: Operation,
         kind: &'a str,
@@ -490,7 +494,7 @@ mod tests {
         let by = |user, operation, object, old_object| {
             gateway(
                 &request(operation, "Gateway", "team", user, object, old_object),
-                CONTROLLER,
+                &editors(),
             )
         };
         let Verdict::Deny(403, message) = by("alice", Operation::Update, Some(&new), Some(&old))
@@ -563,7 +567,7 @@ mod tests {
             Some(&old),
         );
         status.sub_resource = "status";
-        assert_eq!(gateway(&status, CONTROLLER), Verdict::allow());
+        assert_eq!(gateway(&status, &editors()), Verdict::allow());
     }
 
     fn listener_set_object(namespace: &str, name: &str, listeners: Value) -> Value {

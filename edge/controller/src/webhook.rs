@@ -187,7 +187,7 @@ pub async fn register(
 /// What the server's handlers share.
 struct Shared {
     client: kube::Client,
-    controller_user: String,
+    editors: Vec<String>,
     metrics: crate::metrics::ControllerMetrics,
 }
 
@@ -200,13 +200,13 @@ pub struct BindError {
 }
 
 /// Serves the webhooks on `addr` with what `tls` holds at each handshake until `stop`;
-/// `controller_user` is the user whose writes to managed Gateways are the controller's.
+/// `editors` are the users whose changes to managed Gateways are admitted (the controller's).
 /// Returns the bound address.
 pub async fn serve(
     addr: SocketAddr,
     tls: watch::Receiver<Option<fairlead_kit::tls::ServingTls>>,
     client: kube::Client,
-    controller_user: String,
+    editors: Vec<String>,
     metrics: crate::metrics::ControllerMetrics,
     stop: CancellationToken,
 ) -> Result<SocketAddr, BindError> {
@@ -221,7 +221,7 @@ pub async fn serve(
         .route("/validate/{webhook}", axum::routing::post(review))
         .with_state(Arc::new(Shared {
             client,
-            controller_user,
+            editors,
             metrics,
         }));
     tracing::info!(addr = %bound, "admission webhooks listening (TLS)");
@@ -366,7 +366,7 @@ async fn decide(shared: &Shared, hook: &Webhook, review: &Value) -> Result<Verdi
             };
             admission::instance(&request, gateway.as_ref())
         }
-        "gateways" => admission::gateway(&request, &shared.controller_user),
+        "gateways" => admission::gateway(&request, &shared.editors),
         "listenersets" => {
             let Some(parent_key) = admission::listener_set_parent(&request) else {
                 return Ok(admission::listener_set(&request, None, &[]));

@@ -85,7 +85,7 @@ async fn the_webhooks_refuse_what_they_must_and_name_the_field() {
         "127.0.0.1:0".parse().unwrap(),
         tls,
         controller.clone(),
-        CONTROLLER_USER.to_owned(),
+        vec![CONTROLLER_USER.to_owned()],
         metrics.clone(),
         stop_webhooks.clone(),
     )
