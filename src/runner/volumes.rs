@@ -14,8 +14,16 @@ use serde_json::Value;
 /// What one volume is made from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Source {
-    ConfigMap { name: String, mode: u32 },
-    Secret { name: String, mode: u32 },
+    ConfigMap {
+        name: String,
+        mode: u32,
+        items: Vec<(String, String)>,
+    },
+    Secret {
+        name: String,
+        mode: u32,
+        items: Vec<(String, String)>,
+    },
     EmptyDir,
     Unsupported(String),
 }
@@ -57,15 +65,31 @@ fn sources(pod_spec: &Value) -> Vec<(String, Source)> {
                     .and_then(|m| u32::try_from(m).ok())
                     .unwrap_or(0o644)
             };
+            // `items`: only these keys, each at its path.
+            let items = |field: &Value| -> Vec<(String, String)> {
+                field["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|i| {
+                        Some((
+                            i["key"].as_str()?.to_owned(),
+                            i["path"].as_str()?.to_owned(),
+                        ))
+                    })
+                    .collect()
+            };
             let source = if let Some(cm) = v.get("configMap") {
                 Source::ConfigMap {
                     name: cm["name"].as_str()?.to_owned(),
                     mode: mode(cm),
+                    items: items(cm),
                 }
             } else if let Some(secret) = v.get("secret") {
                 Source::Secret {
                     name: secret["secretName"].as_str()?.to_owned(),
                     mode: mode(secret),
+                    items: items(secret),
                 }
             } else if v.get("emptyDir").is_some() {
                 Source::EmptyDir
@@ -77,6 +101,28 @@ fn sources(pod_spec: &Value) -> Vec<(String, Source)> {
                 Source::Unsupported(kind)
             };
             Some((name, source))
+        })
+        .collect()
+}
+
+/// The files of `items` (each key at its path), or all of them without items; a key the
+/// object lacks is named in the error (missing, as the kubelet says).
+fn select(
+    mut files: BTreeMap<String, Vec<u8>>,
+    items: &[(String, String)],
+    kind: &str,
+    object: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    if items.is_empty() {
+        return Ok(files);
+    }
+    items
+        .iter()
+        .map(|(key, path)| {
+            files
+                .remove(key)
+                .map(|bytes| (path.clone(), bytes))
+                .ok_or_else(|| format!("key {key} of {kind} {object}"))
         })
         .collect()
 }
@@ -168,7 +214,11 @@ impl Volumes {
         std::fs::create_dir_all(&dir).map_err(io)?;
         let (files, mode): (BTreeMap<String, Vec<u8>>, u32) = match source {
             Source::EmptyDir | Source::Unsupported(_) => return Ok(()),
-            Source::ConfigMap { name: object, mode } => {
+            Source::ConfigMap {
+                name: object,
+                mode,
+                items,
+            } => {
                 let cm: ConfigMap = self.fetch(client, "ConfigMap", object).await?;
                 let mut files: BTreeMap<String, Vec<u8>> = cm
                     .data
@@ -182,9 +232,16 @@ impl Volumes {
                         .into_iter()
                         .map(|(k, v)| (k, v.0)),
                 );
-                (files, *mode)
+                (
+                    select(files, items, "ConfigMap", object).map_err(VolumeError::Missing)?,
+                    *mode,
+                )
             }
-            Source::Secret { name: object, mode } => {
+            Source::Secret {
+                name: object,
+                mode,
+                items,
+            } => {
                 let secret: Secret = self.fetch(client, "Secret", object).await?;
                 let mut files: BTreeMap<String, Vec<u8>> = secret
                     .data
@@ -200,7 +257,10 @@ impl Volumes {
                         .map(|(k, v)| (k, v.into_bytes())),
                 );
                 // Private: the pod's user alone reads a Secret's files here.
-                (files, mode & 0o700)
+                (
+                    select(files, items, "Secret", object).map_err(VolumeError::Missing)?,
+                    mode & 0o700,
+                )
             }
         };
         if self.published.get(name) == Some(&files) {
@@ -261,6 +321,45 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn items_pick_keys_and_name_the_missing() {
+        let files: BTreeMap<String, Vec<u8>> = [
+            ("cacert".to_owned(), b"ca".to_vec()),
+            ("other".to_owned(), b"x".to_vec()),
+        ]
+        .into();
+        let picked = select(
+            files.clone(),
+            &[("cacert".into(), "ca.pem".into())],
+            "Secret",
+            "otel-ca",
+        )
+        .unwrap();
+        assert_eq!(picked, [("ca.pem".to_owned(), b"ca".to_vec())].into());
+        assert_eq!(select(files.clone(), &[], "Secret", "s").unwrap(), files);
+        let missing = select(
+            files,
+            &[("tls.crt".into(), "tls.crt".into())],
+            "Secret",
+            "otel-ca",
+        )
+        .unwrap_err();
+        assert_eq!(
+            VolumeError::Missing(missing).to_string(),
+            "key tls.crt of Secret otel-ca not found"
+        );
+        let spec = json!({"volumes": [{"name": "ca", "secret": {"secretName": "otel-ca",
+            "items": [{"key": "cacert", "path": "cacert"}]}}]});
+        assert_eq!(
+            sources(&spec)[0].1,
+            Source::Secret {
+                name: "otel-ca".into(),
+                mode: 0o644,
+                items: vec![("cacert".into(), "cacert".into())],
+            }
+        );
+    }
+
+    #[test]
     fn volumes_are_read_from_the_pod_spec_and_mounted_per_container() {
         let spec = json!({"volumes": [
             {"name": "bootstrap", "configMap": {"name": "cm"}},
@@ -274,7 +373,8 @@ mod tests {
                 "tls".to_owned(),
                 Source::Secret {
                     name: "s".into(),
-                    mode: 0o440
+                    mode: 0o440,
+                    items: Vec::new(),
                 }
             )
         );

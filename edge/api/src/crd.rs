@@ -111,6 +111,23 @@ fn constrain(spec: &mut Value, cluster: bool) {
         &mut properties["originalIPDetection"]["properties"]["setRealIPFrom"],
         "setRealIPFrom",
     );
+    properties["openTelemetry"]["properties"]["tracing"]["x-kubernetes-validations"] = json!([
+        rule(
+            "has(self.service) != has(self.url)",
+            "tracing names its collector by service or by url, one of them",
+            None
+        ),
+        rule(
+            "!has(self.url) || self.url.startsWith('http://') || self.url.startsWith('https://')",
+            "url must be http:// or https://",
+            Some(".url")
+        ),
+        rule(
+            "!has(self.path) || self.path.startsWith('/')",
+            "path must start with /",
+            Some(".path")
+        ),
+    ]);
     let editions = &mut properties["geoIP"]["properties"]["maxmindEditionIDs"];
     editions["maxItems"] = json!(MAX_GEOIP_EDITIONS);
     editions["x-kubernetes-list-type"] = json!("set");

@@ -160,6 +160,21 @@ async fn instances_are_checked_as_the_schema_says() {
         ),
         (
             "ClusterALBInstance",
+            json!({"gatewayName": "g", "openTelemetry": {"tracing": {"port": 4317}}}),
+            "tracing names its collector by service or by url, one of them",
+        ),
+        (
+            "ClusterALBInstance",
+            json!({"gatewayName": "g", "openTelemetry": {"tracing": {"url": "otel:4317"}}}),
+            "spec.openTelemetry.tracing.url: Invalid value",
+        ),
+        (
+            "ClusterALBInstance",
+            json!({"gatewayName": "g", "openTelemetry": {"tracing": {"service": {"name": "otel"}, "protocol": "HTTP", "path": "v1/traces"}}}),
+            "path must start with /",
+        ),
+        (
+            "ClusterALBInstance",
             json!({"gatewayName": "g", "envoyLogLevel": "verbose"}),
             "Unsupported value: \"verbose\"",
         ),

@@ -42,10 +42,37 @@ pub struct Spec {
     pub admin_port: u16,
     /// TLS to the xDS server; plaintext without.
     pub tls: Option<Tls>,
-    /// The OTLP/gRPC collector (`host`, `port`) the proxy's spans go to; without one they
-    /// are dropped (and counted).
-    pub otlp: Option<(String, u16)>,
+    /// The OTLP collector the proxy's spans go to; without one they are dropped (and
+    /// counted).
+    pub otlp: Option<Otlp>,
 }
+
+/// The collector of a proxy's spans, and where its CA certificate is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Otlp {
+    /// The collector (host, port, OTLP/gRPC or OTLP/HTTP, TLS).
+    pub collector: Collector,
+    /// The file of the CA its certificate chains to (with TLS; the system's trust store
+    /// without it).
+    pub ca_file: Option<String>,
+}
+
+impl Otlp {
+    /// An OTLP/gRPC collector at `host:port` in plaintext.
+    pub fn grpc(host: String, port: u16) -> Self {
+        Self {
+            collector: Collector {
+                host,
+                port,
+                http_path: None,
+                tls: None,
+            },
+            ca_file: None,
+        }
+    }
+}
+
+pub use fairlead_edge_translate::instance::Collector;
 
 /// The files of TLS to the xDS server, as Envoy reads them (absolute paths, so Envoy finds
 /// them from any directory).
@@ -155,10 +182,6 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
     };
     let transport_socket = spec.tls.as_ref().map(|files| {
         use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
-        let file = |path: &str| core::DataSource {
-            specifier: Some(core::data_source::Specifier::Filename(path.to_owned())),
-            ..Default::default()
-        };
         let context = tls::UpstreamTlsContext {
             sni: host.to_owned(),
             common_tls_context: Some(tls::CommonTlsContext {
@@ -186,44 +209,14 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
                         }),
                     })
                     .collect(),
-                validation_context_type: Some(
-                    tls::common_tls_context::ValidationContextType::ValidationContext(
-                        tls::CertificateValidationContext {
-                            trusted_ca: Some(file(&files.ca)),
-                            // The server's certificate must name the address dialled, not
-                            // merely chain to the CA (which signs the proxies' too).
-                            match_typed_subject_alt_names: vec![tls::SubjectAltNameMatcher {
-                                san_type: if host.parse::<std::net::IpAddr>().is_ok() {
-                                    tls::subject_alt_name_matcher::SanType::IpAddress
-                                } else {
-                                    tls::subject_alt_name_matcher::SanType::Dns
-                                } as i32,
-                                matcher: Some(
-                                    envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher {
-                                        match_pattern: Some(
-                                            envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern::Exact(
-                                                host.to_owned(),
-                                            ),
-                                        ),
-                                        ..Default::default()
-                                    },
-                                ),
-                                ..Default::default()
-                            }],
-                            ..Default::default()
-                        },
-                    ),
-                ),
+                // The server's certificate must name the address dialled, not merely chain
+                // to the CA (which signs the proxies' too).
+                validation_context_type: Some(validation(&files.ca, host)),
                 ..Default::default()
             }),
             ..Default::default()
         };
-        core::TransportSocket {
-            name: "envoy.transport_sockets.tls".into(),
-            config_type: Some(core::transport_socket::ConfigType::TypedConfig(
-                fairlead_edge_translate::envoy::any(&context),
-            )),
-        }
+        tls_socket(&context)
     });
     let xds_cluster = Cluster {
         name: XDS_CLUSTER.into(),
@@ -326,13 +319,76 @@ fn stats_config() -> envoy_types::pb::envoy::config::metrics::v3::StatsConfig {
     }
 }
 
+/// Trust in `ca_file` for a server that must name `host` (a DNS name or an address).
+fn validation(
+    ca_file: &str,
+    host: &str,
+) -> envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::ValidationContextType{
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
+    use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
+    tls::common_tls_context::ValidationContextType::ValidationContext(
+        tls::CertificateValidationContext {
+            trusted_ca: Some(core::DataSource {
+                specifier: Some(core::data_source::Specifier::Filename(ca_file.to_owned())),
+                ..Default::default()
+            }),
+            match_typed_subject_alt_names: vec![tls::SubjectAltNameMatcher {
+                san_type: if host.parse::<std::net::IpAddr>().is_ok() {
+                    tls::subject_alt_name_matcher::SanType::IpAddress
+                } else {
+                    tls::subject_alt_name_matcher::SanType::Dns
+                } as i32,
+                matcher: Some(StringMatcher {
+                    match_pattern: Some(string_matcher::MatchPattern::Exact(host.to_owned())),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    )
+}
+
+/// The TLS transport socket of `context`.
+fn tls_socket(
+    context: &envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsContext,
+) -> core::TransportSocket {
+    core::TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(core::transport_socket::ConfigType::TypedConfig(
+            fairlead_edge_translate::envoy::any(context),
+        )),
+    }
+}
+
 /// The cluster of the OTLP collector the translator's connection managers send spans to
-/// (HTTP/2, as OTLP/gRPC is); with no collector, a cluster without endpoints.
-fn otlp_cluster(otlp: Option<&(String, u16)>, http2: &HttpProtocolOptions) -> Cluster {
+/// (HTTP/2 for OTLP/gRPC; over TLS, checking the collector's certificate names its SNI,
+/// when it asks for TLS); with no collector, a cluster without endpoints.
+fn otlp_cluster(otlp: Option<&Otlp>, http2: &HttpProtocolOptions) -> Cluster {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
     use fairlead_edge_translate::telemetry::OTLP_CLUSTER;
-    let by_name = otlp.is_some_and(|(host, _)| host.parse::<std::net::IpAddr>().is_err());
+    let collector = otlp.map(|o| &o.collector);
+    let by_name = collector.is_some_and(|c| c.host.parse::<std::net::IpAddr>().is_err());
+    let grpc = collector.is_none_or(|c| c.http_path.is_none());
+    let transport_socket = otlp.and_then(|o| {
+        let given = o.collector.tls.as_ref()?;
+        let ca = o
+            .ca_file
+            .as_deref()
+            .unwrap_or(fairlead_edge_translate::backend_tls::SYSTEM_TRUST_STORE);
+        Some(tls_socket(&tls::UpstreamTlsContext {
+            sni: given.sni.clone(),
+            common_tls_context: Some(tls::CommonTlsContext {
+                alpn_protocols: if grpc { vec!["h2".into()] } else { Vec::new() },
+                validation_context_type: Some(validation(ca, &given.sni)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    });
     Cluster {
         name: OTLP_CLUSTER.into(),
+        transport_socket,
         cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(if by_name {
             cluster::DiscoveryType::StrictDns
         } else {
@@ -343,18 +399,22 @@ fn otlp_cluster(otlp: Option<&(String, u16)>, http2: &HttpProtocolOptions) -> Cl
             seconds: 2,
             nanos: 0,
         }),
-        typed_extension_protocol_options: [(
-            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_owned(),
-            fairlead_edge_translate::envoy::any(http2),
-        )]
-        .into(),
+        typed_extension_protocol_options: if grpc {
+            [(
+                "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_owned(),
+                fairlead_edge_translate::envoy::any(http2),
+            )]
+            .into()
+        } else {
+            Default::default()
+        },
         load_assignment: Some(ClusterLoadAssignment {
             cluster_name: OTLP_CLUSTER.into(),
-            endpoints: otlp
-                .map(|(host, port)| LocalityLbEndpoints {
+            endpoints: collector
+                .map(|c| LocalityLbEndpoints {
                     lb_endpoints: vec![LbEndpoint {
                         host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
-                            address: Some(socket(host, *port, false)),
+                            address: Some(socket(&c.host, c.port, false)),
                             ..Default::default()
                         })),
                         ..Default::default()
@@ -512,7 +572,7 @@ mod tests {
     #[test]
     fn spans_go_to_the_collector_given() {
         let with = Spec {
-            otlp: Some(("otel.monitoring.svc".into(), 4317)),
+            otlp: Some(Otlp::grpc("otel.monitoring.svc".into(), 4317)),
             ..spec(None)
         };
         let json = fairlead_envoy_protos::to_json(&bootstrap(&with)).unwrap();
@@ -522,7 +582,43 @@ mod tests {
             fairlead_edge_translate::telemetry::OTLP_CLUSTER
         );
         assert_eq!(collector["type"], "STRICT_DNS");
+        assert!(collector.get("transportSocket").is_none());
+        assert!(
+            collector["typedExtensionProtocolOptions"].is_object(),
+            "OTLP/gRPC is HTTP/2"
+        );
         fairlead_envoy_protos::validate(&bootstrap(&with)).unwrap();
+        // OTLP/HTTP over TLS: HTTP/1.1 (no HTTP/2 options, no ALPN), the certificate checked
+        // against the CA file for the SNI.
+        let https = Spec {
+            otlp: Some(Otlp {
+                collector: Collector {
+                    host: "10.0.0.5".into(),
+                    port: 4318,
+                    http_path: Some("/v1/traces".into()),
+                    tls: Some(fairlead_edge_translate::instance::CollectorTls {
+                        sni: "otel.example.com".into(),
+                        ca_secret: Some("otel-ca".into()),
+                    }),
+                },
+                ca_file: Some("otlp-ca/cacert".into()),
+            }),
+            ..spec(None)
+        };
+        fairlead_envoy_protos::validate(&bootstrap(&https)).unwrap();
+        let json = fairlead_envoy_protos::to_json(&bootstrap(&https)).unwrap();
+        let collector = &json["staticResources"]["clusters"][1];
+        assert_eq!(collector["type"], "STATIC");
+        assert!(collector.get("typedExtensionProtocolOptions").is_none());
+        let context = &collector["transportSocket"]["typedConfig"];
+        assert_eq!(context["sni"], "otel.example.com");
+        let validation = &context["commonTlsContext"]["validationContext"];
+        assert_eq!(validation["trustedCa"]["filename"], "otlp-ca/cacert");
+        assert_eq!(
+            validation["matchTypedSubjectAltNames"][0]["matcher"]["exact"],
+            "otel.example.com"
+        );
+        assert!(context["commonTlsContext"].get("alpnProtocols").is_none());
         let without = fairlead_envoy_protos::to_json(&bootstrap(&spec(None))).unwrap();
         assert!(
             without["staticResources"]["clusters"][1]["loadAssignment"]

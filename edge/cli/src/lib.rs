@@ -333,7 +333,10 @@ impl BootstrapArgs {
                 .clone()
                 .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
                 .filter(|e| !e.is_empty())
-                .map(|e| fairlead_edge_bootstrap::parse_otlp(&e))
+                .map(|e| {
+                    fairlead_edge_bootstrap::parse_otlp(&e)
+                        .map(|(host, port)| fairlead_edge_bootstrap::Otlp::grpc(host, port))
+                })
                 .transpose()?,
             tls: self
                 .xds_ca
@@ -408,7 +411,7 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
                     .display()
                     .to_string();
             }
-            fairlead_edge_proxy::Bootstrap::Render(spec)
+            fairlead_edge_proxy::Bootstrap::Render(Box::new(spec))
         }
         (None, None) => anyhow::bail!(
             "fairlead edge proxy needs --bootstrap-file, or --gateway and --xds to render one"

@@ -219,7 +219,10 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
         xds_port,
         admin_port,
         tls: Some(tls_files),
-        otlp: Some(("127.0.0.1".into(), otlp_port)),
+        otlp: Some(fairlead_edge_bootstrap::Otlp::grpc(
+            "127.0.0.1".into(),
+            otlp_port,
+        )),
     };
     std::fs::write(&bootstrap, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
     let log = dir.join("envoy.log");

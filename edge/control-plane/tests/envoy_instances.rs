@@ -2,8 +2,9 @@
 //! control plane: `acceptRequestsFrom` refuses connections from other peers, the PROXY
 //! protocol names the client (and a connection without its header is refused), and
 //! `originalIPDetection` believes `X-Forwarded-For` or `X-Real-IP` only from `setRealIPFrom`,
-//! and `enableHTTP3` serves the HTTPS port's routes over QUIC to a real HTTP/3 client
-//! (aioquic) and advertises it (`alt-svc`). The client's address Envoy settled on is read from
+//! `enableHTTP3` serves the HTTPS port's routes over QUIC to a real HTTP/3 client (aioquic)
+//! and advertises it (`alt-svc`), and `openTelemetry.tracing` sends spans over OTLP/HTTP and
+//! TLS (the collector's own CA) to the path its URL names. The client's address Envoy settled on is read from
 //! its access log.
 
 mod cluster;
@@ -57,8 +58,14 @@ async fn request(from: &str, port: u16, prefix: &str, headers: &str) -> Option<u
     answer.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// An Envoy for `gateway` on the xDS server at `xds`, its access log in `dir/access.log`.
-fn envoy(gateway: &ObjectKey, xds: u16, dir: &std::path::Path) -> Envoy {
+/// An Envoy for `gateway` on the xDS server at `xds`, its spans to `otlp`, its access log
+/// in `dir/access.log`.
+fn envoy(
+    gateway: &ObjectKey,
+    xds: u16,
+    otlp: Option<fairlead_edge_bootstrap::Otlp>,
+    dir: &std::path::Path,
+) -> Envoy {
     let spec = fairlead_edge_bootstrap::Spec {
         gateway: gateway.clone(),
         node_id: None,
@@ -66,7 +73,7 @@ fn envoy(gateway: &ObjectKey, xds: u16, dir: &std::path::Path) -> Envoy {
         xds_port: xds,
         admin_port: fairlead_kit::testing::free_port(),
         tls: None,
-        otlp: None,
+        otlp,
     };
     let name = gateway.name();
     let bootstrap = dir.join(format!("{name}.yaml"));
@@ -116,11 +123,25 @@ async fn instance_settings_reach_envoy() {
     let (_stop, _) = control_plane(&client, &cache);
     let xds = serve_xds(&cache).await;
     let web = backend().await;
-    let (guarded_port, proxied_port, quic_port) = (
+    let (guarded_port, proxied_port, quic_port, traced_port) = (
+        fairlead_kit::testing::free_port(),
         fairlead_kit::testing::free_port(),
         fairlead_kit::testing::free_port(),
         fairlead_kit::testing::free_port(),
     );
+    // A collector over TLS (its own CA), taking OTLP/HTTP.
+    let otel_ca = fairlead_kit::pki::Ca::generate("collector CA").unwrap();
+    let otel_cert = otel_ca.issue_server(&["localhost"], &[]).unwrap();
+    let receiver =
+        fairlead_kit::testing::otlp::OtlpReceiver::start_tls(fairlead_kit::tls::ServingTls {
+            cert_pem: otel_cert.cert_pem.clone(),
+            key_pem: otel_cert.key_pem.clone(),
+            client_ca_pem: None,
+        })
+        .await
+        .unwrap();
+    let tracing_spec = json!({"url": format!("https://localhost:{}/custom/traces", receiver.addr().port()),
+        "protocol": "HTTP", "tls": {"caSecretName": "otel-ca"}});
     create(
         &client,
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d8-alb"}}),
@@ -141,6 +162,11 @@ async fn instance_settings_reach_envoy() {
         ),
         // HTTP/3 beside HTTPS.
         ("quic", json!({"gatewayName": "quic", "enableHTTP3": true})),
+        // Spans over OTLP/HTTP and TLS to the collector.
+        (
+            "traced",
+            json!({"gatewayName": "traced", "openTelemetry": {"tracing": tracing_spec}}),
+        ),
     ] {
         create(
             &client,
@@ -149,7 +175,11 @@ async fn instance_settings_reach_envoy() {
         )
         .await;
     }
-    for (gateway, port) in [("guarded", guarded_port), ("proxied", proxied_port)] {
+    for (gateway, port) in [
+        ("guarded", guarded_port),
+        ("proxied", proxied_port),
+        ("traced", traced_port),
+    ] {
         create(
             &client,
             json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
@@ -205,9 +235,33 @@ async fn instance_settings_reach_envoy() {
         "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]})).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let _guarded = envoy(&ObjectKey::new("d8-alb", "guarded"), xds, dir.path());
-    let _proxied = envoy(&ObjectKey::new("d8-alb", "proxied"), xds, dir.path());
-    let _quic = envoy(&ObjectKey::new("d8-alb", "quic"), xds, dir.path());
+    let _guarded = envoy(&ObjectKey::new("d8-alb", "guarded"), xds, None, dir.path());
+    let _proxied = envoy(&ObjectKey::new("d8-alb", "proxied"), xds, None, dir.path());
+    let _quic = envoy(&ObjectKey::new("d8-alb", "quic"), xds, None, dir.path());
+    // The traced proxy's collector as the gateway controller renders it, the CA Secret's
+    // `cacert` as a file.
+    let traced_spec: fairlead_edge_api::InstanceSpec = serde_json::from_value(
+        json!({"gatewayName": "traced", "openTelemetry": {"tracing": tracing_spec}}),
+    )
+    .unwrap();
+    let collector = fairlead_edge_translate::instance::collector(&traced_spec, "d8-alb")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        collector.tls.as_ref().unwrap().ca_secret.as_deref(),
+        Some("otel-ca")
+    );
+    let ca_file = dir.path().join("otel-ca.crt");
+    std::fs::write(&ca_file, otel_ca.cert_pem()).unwrap();
+    let _traced = envoy(
+        &ObjectKey::new("d8-alb", "traced"),
+        xds,
+        Some(fairlead_edge_bootstrap::Otlp {
+            collector,
+            ca_file: Some(ca_file.display().to_string()),
+        }),
+        dir.path(),
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     while request("127.0.0.9", guarded_port, "", "").await != Some(200) {
         assert!(
@@ -217,6 +271,31 @@ async fn instance_settings_reach_envoy() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    // openTelemetry.tracing: a sampled request's span reaches the collector over OTLP/HTTP
+    // and TLS, posted to the URL's path.
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let traceparent = format!("traceparent: 00-{trace}-00f067aa0ba902b7-01\r\n");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let served = request("127.0.0.1", traced_port, "", &traceparent).await == Some(200);
+        if served && receiver.spans().iter().any(|s| s.trace_id == trace) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no span of the trace reached the collector (served: {served}): {:?}\n{}",
+            receiver.spans(),
+            std::fs::read_to_string(dir.path().join("traced.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        receiver.http_paths().iter().all(|p| p == "/custom/traces")
+            && !receiver.http_paths().is_empty(),
+        "{:?}",
+        receiver.http_paths()
+    );
 
     // acceptRequestsFrom: another peer's connection is closed unanswered; a header naming an
     // allowed address does not help it.

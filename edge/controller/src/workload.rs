@@ -21,6 +21,7 @@
 
 use fairlead_edge_api::InstanceSpec;
 use fairlead_edge_translate::gateway::container_port;
+use fairlead_edge_translate::instance::{COLLECTOR_CA_KEY, Collector};
 use fairlead_key::ObjectKey;
 use serde_json::{Value, json};
 
@@ -38,6 +39,9 @@ const BOOTSTRAP_DIR: &str = "bootstrap";
 
 /// Where the xDS client certificate Secret is mounted, under [`WORKING_DIR`].
 const XDS_TLS_DIR: &str = "xds-tls";
+
+/// Where the collector's CA Secret is mounted, under [`WORKING_DIR`].
+const OTLP_CA_DIR: &str = "otlp-ca";
 
 /// Envoy's admin interface, on the pod's loopback.
 const ADMIN_PORT: u16 = 19000;
@@ -257,24 +261,26 @@ pub fn bootstrap_spec(
                 sds: format!("{BOOTSTRAP_DIR}/xds-client-sds.json"),
             }),
         }),
-        otlp: collector(&instance.spec, gateway),
+        otlp: collector(&instance.spec, gateway).map(|collector| fairlead_edge_bootstrap::Otlp {
+            ca_file: collector_ca_secret(&collector)
+                .map(|_| format!("{OTLP_CA_DIR}/{}", COLLECTOR_CA_KEY)),
+            collector,
+        }),
     }
 }
 
-/// The OTLP/gRPC collector of `openTelemetry.tracing`: its Service (in the Gateway's
-/// namespace unless it names one) and port, or its URL.
-fn collector(spec: &InstanceSpec, gateway: &ObjectKey) -> Option<(String, u16)> {
-    let tracing = spec.open_telemetry.as_ref()?.tracing.as_ref()?;
-    if let Some(url) = &tracing.url {
-        return fairlead_edge_bootstrap::parse_otlp(url).ok();
-    }
-    let service = tracing.service.as_ref()?;
-    let namespace = service.namespace.as_deref().unwrap_or(gateway.namespace());
-    let port = tracing
-        .port
-        .and_then(|p| u16::try_from(p).ok())
-        .unwrap_or(4317);
-    Some((format!("{}.{namespace}.svc", service.name), port))
+/// The collector of `openTelemetry.tracing` (the CRD's rules keep it readable; one that is
+/// not sends nowhere, said in the log).
+fn collector(spec: &InstanceSpec, gateway: &ObjectKey) -> Option<Collector> {
+    fairlead_edge_translate::instance::collector(spec, gateway.namespace())
+        .inspect_err(|e| tracing::warn!(%gateway, error = %e, "the proxies' spans go nowhere"))
+        .ok()
+        .flatten()
+}
+
+/// The Secret of the collector's CA, when it names one.
+fn collector_ca_secret(collector: &Collector) -> Option<&str> {
+    collector.tls.as_ref()?.ca_secret.as_deref()
 }
 
 /// Why the workload could not be rendered.
@@ -475,6 +481,20 @@ fn pod_template(
             {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
         ],
     });
+    if let Some(secret) = collector(&instance.spec, gateway)
+        .as_ref()
+        .and_then(collector_ca_secret)
+    {
+        spec["volumes"]
+            .as_array_mut()
+            .expect("volumes")
+            .push(json!({"name": "otlp-ca", "secret": {"secretName": secret,
+                "items": [{"key": COLLECTOR_CA_KEY, "path": COLLECTOR_CA_KEY}]}}));
+        spec["containers"][0]["volumeMounts"]
+            .as_array_mut()
+            .expect("mounts")
+            .push(json!({"name": "otlp-ca", "mountPath": format!("{WORKING_DIR}/{OTLP_CA_DIR}"), "readOnly": true}));
+    }
     if let Some(selector) = &instance.spec.node_selector {
         spec["nodeSelector"] = json!(selector);
     }
@@ -720,8 +740,55 @@ mod tests {
         assert_eq!(ports, 1, "no certificate: no HTTPS port");
         assert_eq!(
             bootstrap_spec(&i, &gateway, &Settings::default()).otlp,
-            Some(("collector.team.svc".into(), 4317)),
+            Some(fairlead_edge_bootstrap::Otlp::grpc(
+                "collector.team.svc".into(),
+                4317
+            )),
             "the collector's Service, in the instance's namespace"
+        );
+        let pod = &find(&objects, "Deployment").unwrap()["spec"]["template"]["spec"];
+        assert!(
+            pod["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|v| v["name"] != "otlp-ca"),
+            "no TLS, no CA volume"
+        );
+        // With TLS and a CA Secret, the Secret's `cacert` is mounted where the bootstrap
+        // reads it.
+        let tracing = i
+            .spec
+            .open_telemetry
+            .as_mut()
+            .unwrap()
+            .tracing
+            .as_mut()
+            .unwrap();
+        tracing.tls = Some(fairlead_edge_api::types::TracingTls {
+            sni: None,
+            ca_secret_name: Some("otel-ca".into()),
+        });
+        let otlp = bootstrap_spec(&i, &gateway, &Settings::default())
+            .otlp
+            .unwrap();
+        assert_eq!(otlp.ca_file.as_deref(), Some("otlp-ca/cacert"));
+        let with_ca = super::objects(&i, &gateway, &[], false, &Settings::default()).unwrap();
+        let pod = &find(&with_ca, "Deployment").unwrap()["spec"]["template"]["spec"];
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "otlp-ca")
+            .unwrap();
+        assert_eq!(volume["secret"]["secretName"], "otel-ca");
+        assert_eq!(volume["secret"]["items"][0]["key"], "cacert");
+        assert!(
+            pod["containers"][0]["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["name"] == "otlp-ca" && m["mountPath"] == "/etc/fairlead/otlp-ca")
         );
     }
 

@@ -61,7 +61,7 @@ pub struct Settings {
 #[derive(Clone, Debug)]
 pub enum Bootstrap {
     /// Rendered here from a spec (with the SDS document of its client certificate).
-    Render(fairlead_edge_bootstrap::Spec),
+    Render(Box<fairlead_edge_bootstrap::Spec>),
     /// A file rendered by the gateway controller (the proxy's ConfigMap, beside its SDS
     /// document).
     File(PathBuf),

@@ -78,15 +78,17 @@ spec:
 fn settings(xds_port: u16, admin_port: u16, dir: &std::path::Path, drain: Drain) -> Settings {
     Settings {
         envoy: fairlead_kit::testing::envoy(),
-        bootstrap: fairlead_edge_proxy::Bootstrap::Render(fairlead_edge_bootstrap::Spec {
-            gateway: ObjectKey::new("default", "gw"),
-            node_id: None,
-            xds_host: "127.0.0.1".into(),
-            xds_port,
-            admin_port,
-            tls: None,
-            otlp: None,
-        }),
+        bootstrap: fairlead_edge_proxy::Bootstrap::Render(Box::new(
+            fairlead_edge_bootstrap::Spec {
+                gateway: ObjectKey::new("default", "gw"),
+                node_id: None,
+                xds_host: "127.0.0.1".into(),
+                xds_port,
+                admin_port,
+                tls: None,
+                otlp: None,
+            },
+        )),
         admin_address: None,
         launcher: None,
         work_dir: dir.to_path_buf(),

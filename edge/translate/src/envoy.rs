@@ -96,13 +96,15 @@ pub mod limits {
 /// paths are normalized (dot segments, merged slashes, escaped slashes redirected unescaped);
 /// header names with underscores are dropped, as ingress-nginx does; timeouts and header
 /// sizes are bounded ([`limits`]); each request is logged and traced
-/// ([`crate::telemetry`]). An instance's `originalIPDetection` replaces
+/// ([`crate::telemetry`], over OTLP/HTTP to `otlp_http_uri` when the instance asks). An
+/// instance's `originalIPDetection` replaces
 /// `use_remote_address` ([`ClientAddress`]), here and only here.
 pub(crate) fn edge_manager(
     stat_prefix: &str,
     route_config: &str,
     client: &ClientAddress<'_>,
     http3: bool,
+    otlp_http_uri: Option<&str>,
 ) -> hcm::HttpConnectionManager {
     use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
     let (use_remote_address, original_ip_detection_extensions) = match client {
@@ -148,7 +150,7 @@ pub(crate) fn edge_manager(
         stream_idle_timeout: Some(duration(limits::STREAM_IDLE_TIMEOUT)),
         request_headers_timeout: Some(duration(limits::REQUEST_HEADERS_TIMEOUT)),
         access_log: vec![crate::telemetry::access_log(stat_prefix)],
-        tracing: Some(crate::telemetry::tracing()),
+        tracing: Some(crate::telemetry::tracing(otlp_http_uri)),
         ..manager(stat_prefix, route_config)
     }
 }
@@ -207,11 +209,12 @@ pub(crate) fn connection_manager(
     route_config: &str,
     client: &ClientAddress<'_>,
     http3: bool,
+    otlp_http_uri: Option<&str>,
 ) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".into(),
         config_type: Some(listener::filter::ConfigType::TypedConfig(any(
-            &edge_manager(stat_prefix, route_config, client, http3),
+            &edge_manager(stat_prefix, route_config, client, http3, otlp_http_uri),
         ))),
     }
 }

@@ -16,8 +16,12 @@
 //! - `enableHTTP3` → beside each port terminating HTTPS, a QUIC listener on the same UDP
 //!   port serving the same routes over HTTP/3, advertised to TCP clients by `alt-svc`.
 //!
+//! - `openTelemetry.tracing` → the [`Collector`] the proxies' spans go to: its bootstrap
+//!   cluster (the gateway controller renders it) and, for OTLP/HTTP, the URI the connection
+//!   managers' tracer posts to.
+//!
 //! A Gateway no instance controls keeps the defaults: every peer, no PROXY protocol, the
-//! connection's address.
+//! connection's address, spans to no collector.
 
 use serde::Serialize;
 
@@ -87,6 +91,135 @@ pub struct Settings {
     /// `alt-svc` names; 443 when the inlet says nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub https_port: Option<u16>,
+    /// Spans are posted over OTLP/HTTP to this URI (through the bootstrap's collector
+    /// cluster); OTLP/gRPC when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub otlp_http_uri: Option<String>,
+}
+
+/// Where an instance's proxies send their spans (`openTelemetry.tracing`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Collector {
+    /// Its host: a Service's `<name>.<namespace>.svc`, or the URL's host.
+    pub host: String,
+    /// Its port (4317 for gRPC and 4318 for HTTP when none is given).
+    pub port: u16,
+    /// OTLP/HTTP to this path; OTLP/gRPC when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_path: Option<String>,
+    /// TLS to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<CollectorTls>,
+}
+
+/// TLS to a collector.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CollectorTls {
+    /// The name its certificate must carry (SNI): `tls.sni`, else its host.
+    pub sni: String,
+    /// The Secret (key `cacert`, in the Gateway's namespace) of the CA it chains to; the
+    /// system's trust store when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_secret: Option<String>,
+}
+
+impl Collector {
+    /// The URI OTLP/HTTP posts to.
+    pub fn http_uri(&self) -> Option<String> {
+        let path = self.http_path.as_ref()?;
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        Some(format!("{scheme}://{}:{}{path}", self.host, self.port))
+    }
+}
+
+/// The key of the CA certificate in a collector's CA Secret.
+pub const COLLECTOR_CA_KEY: &str = "cacert";
+
+/// The collector `spec.openTelemetry.tracing` names for a Gateway in `namespace` (a Service
+/// without a namespace is in the Gateway's), or why it names none that can be used.
+pub fn collector(
+    spec: &fairlead_edge_api::InstanceSpec,
+    namespace: &str,
+) -> Result<Option<Collector>, String> {
+    let Some(tracing) = spec
+        .open_telemetry
+        .as_ref()
+        .and_then(|o| o.tracing.as_ref())
+    else {
+        return Ok(None);
+    };
+    let http = tracing.protocol.as_deref() == Some("HTTP");
+    let default_port = if http { 4318 } else { 4317 };
+    let (host, port, url_path, https) = match (&tracing.url, &tracing.service) {
+        (Some(url), _) => {
+            let parsed = url::Url::parse(url).map_err(|e| {
+                format!("spec.openTelemetry.tracing.url: {url:?} is not a URL: {e}")
+            })?;
+            let https = match parsed.scheme() {
+                "http" => false,
+                "https" => true,
+                other => {
+                    return Err(format!(
+                        "spec.openTelemetry.tracing.url: scheme {other:?} is neither http nor https"
+                    ));
+                }
+            };
+            let host = parsed
+                .host_str()
+                .ok_or_else(|| format!("spec.openTelemetry.tracing.url: {url:?} has no host"))?
+                .trim_matches(['[', ']'])
+                .to_owned();
+            let path = Some(parsed.path()).filter(|p| *p != "/").map(str::to_owned);
+            (host, parsed.port().unwrap_or(default_port), path, https)
+        }
+        (None, Some(service)) => {
+            let namespace = service.namespace.as_deref().unwrap_or(namespace);
+            let port = match tracing.port {
+                Some(p) => u16::try_from(p)
+                    .map_err(|_| format!("spec.openTelemetry.tracing.port: {p} is not a port"))?,
+                None => default_port,
+            };
+            (
+                format!("{}.{namespace}.svc", service.name),
+                port,
+                None,
+                false,
+            )
+        }
+        (None, None) => {
+            return Err(
+                "spec.openTelemetry.tracing: neither service nor url names the collector".into(),
+            );
+        }
+    };
+    let tls = (https || tracing.tls.is_some()).then(|| {
+        let given = tracing.tls.as_ref();
+        CollectorTls {
+            sni: given
+                .and_then(|t| t.sni.clone())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| host.clone()),
+            ca_secret: given
+                .and_then(|t| t.ca_secret_name.clone())
+                .filter(|s| !s.is_empty()),
+        }
+    });
+    let http_path = http.then(|| {
+        tracing
+            .path
+            .clone()
+            .filter(|p| !p.is_empty())
+            .or(url_path)
+            .unwrap_or_else(|| "/v1/traces".into())
+    });
+    Ok(Some(Collector {
+        host,
+        port,
+        http_path,
+        tls,
+    }))
 }
 
 impl Settings {
@@ -182,12 +315,93 @@ pub fn of(gateway: &Gateway, input: &Input) -> Settings {
                 .or(inlet.host_port.as_ref().and_then(|h| h.https_port))?;
             u16::try_from(port).ok().filter(|p| *p != 0 && *p != 443)
         }),
+        otlp_http_uri: collector(spec, namespace.unwrap_or_default())
+            .ok()
+            .flatten()
+            .and_then(|c| c.http_uri()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tracing(value: serde_json::Value) -> fairlead_edge_api::InstanceSpec {
+        serde_json::from_value(serde_json::json!({"gatewayName": "main",
+            "openTelemetry": {"tracing": value}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_collector_is_a_service_or_a_url_over_grpc_or_http_with_tls() {
+        let grpc = collector(
+            &tracing(serde_json::json!({"service": {"name": "otel"}})),
+            "d8-alb",
+        );
+        assert_eq!(
+            grpc,
+            Ok(Some(Collector {
+                host: "otel.d8-alb.svc".into(),
+                port: 4317,
+                http_path: None,
+                tls: None
+            }))
+        );
+        let http = collector(
+            &tracing(
+                serde_json::json!({"service": {"name": "otel", "namespace": "monitoring"},
+                "port": 4318, "protocol": "HTTP", "tls": {"caSecretName": "otel-ca"}}),
+            ),
+            "d8-alb",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            http.http_uri().as_deref(),
+            Some("https://otel.monitoring.svc:4318/v1/traces")
+        );
+        assert_eq!(
+            http.tls,
+            Some(CollectorTls {
+                sni: "otel.monitoring.svc".into(),
+                ca_secret: Some("otel-ca".into())
+            })
+        );
+        let url = collector(
+            &tracing(
+                serde_json::json!({"url": "https://collector.example.com/custom/traces",
+                "protocol": "HTTP", "tls": {"sni": "otel.example.com"}}),
+            ),
+            "d8-alb",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            url.http_uri().as_deref(),
+            Some("https://collector.example.com:4318/custom/traces")
+        );
+        assert_eq!(url.tls.unwrap().sni, "otel.example.com");
+        let plain = collector(
+            &tracing(serde_json::json!({"url": "http://10.0.0.5:4317"})),
+            "x",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (plain.host.as_str(), plain.port, plain.tls),
+            ("10.0.0.5", 4317, None)
+        );
+        assert!(
+            collector(&tracing(serde_json::json!({"url": "ftp://x"})), "x")
+                .unwrap_err()
+                .starts_with("spec.openTelemetry.tracing.url: scheme \"ftp\"")
+        );
+        assert!(
+            collector(&tracing(serde_json::json!({})), "x")
+                .unwrap_err()
+                .contains("neither service nor url")
+        );
+    }
 
     #[test]
     fn ranges_read_as_envoy_takes_them() {

@@ -1,9 +1,9 @@
 //! What every edge connection manager tells about the requests it serves: a JSON access log
 //! line per request on Envoy's stdout (the Gateway API route and rule that served it, the
 //! backend, the response and its flags, timings, the client, and the trace id), and a span
-//! per request through Envoy's OpenTelemetry tracer — exported over OTLP/gRPC to the
-//! bootstrap's [`OTLP_CLUSTER`] (the collector the proxy is given; with none, spans are
-//! dropped and counted). Sampling is OpenTelemetry's default, parent-based: a request whose
+//! per request through Envoy's OpenTelemetry tracer — exported over OTLP/gRPC (or OTLP/HTTP,
+//! as the Gateway's instance asks) to the bootstrap's [`OTLP_CLUSTER`] (the collector the
+//! proxy is given; with none, spans are dropped and counted). Sampling is OpenTelemetry's default, parent-based: a request whose
 //! `traceparent` says sampled (or not) is traced (or not); others at [`SAMPLED_PERCENT`]
 //! (trace-id ratio). The connection manager itself samples everything, leaving the decision
 //! to that sampler: Envoy starts no span for a request it decided not to trace, whatever
@@ -96,20 +96,42 @@ fn stdout_json_format(listener: &str) -> Vec<u8> {
     out
 }
 
-/// The tracing of an edge connection manager.
-pub fn tracing() -> hcm::http_connection_manager::Tracing {
+/// The tracing of an edge connection manager: OTLP/gRPC to [`OTLP_CLUSTER`], or OTLP/HTTP
+/// posts to `http_uri` through it.
+pub fn tracing(http_uri: Option<&str>) -> hcm::http_connection_manager::Tracing {
     use envoy_types::pb::envoy::config::trace::v3::OpenTelemetryConfig;
+    let timeout = Some(crate::pb::duration(std::time::Duration::from_secs(1)));
+    let (grpc_service, http_service) = match http_uri {
+        None => (
+            Some(core::GrpcService {
+                target_specifier: Some(core::grpc_service::TargetSpecifier::EnvoyGrpc(
+                    core::grpc_service::EnvoyGrpc {
+                        cluster_name: OTLP_CLUSTER.into(),
+                        ..Default::default()
+                    },
+                )),
+                timeout,
+                ..Default::default()
+            }),
+            None,
+        ),
+        Some(uri) => (
+            None,
+            Some(core::HttpService {
+                http_uri: Some(core::HttpUri {
+                    uri: uri.to_owned(),
+                    timeout,
+                    http_upstream_type: Some(core::http_uri::HttpUpstreamType::Cluster(
+                        OTLP_CLUSTER.into(),
+                    )),
+                }),
+                ..Default::default()
+            }),
+        ),
+    };
     let otel = OpenTelemetryConfig {
-        grpc_service: Some(core::GrpcService {
-            target_specifier: Some(core::grpc_service::TargetSpecifier::EnvoyGrpc(
-                core::grpc_service::EnvoyGrpc {
-                    cluster_name: OTLP_CLUSTER.into(),
-                    ..Default::default()
-                },
-            )),
-            timeout: Some(crate::pb::duration(std::time::Duration::from_secs(1))),
-            ..Default::default()
-        }),
+        grpc_service,
+        http_service,
         service_name: SERVICE_NAME.into(),
         sampler: Some(parent_based_sampler()),
         ..Default::default()

@@ -1,4 +1,6 @@
-//! An in-process OTLP/gRPC trace receiver: what a collector would receive, kept for asserts.
+//! An in-process OTLP trace receiver: what a collector would receive, kept for asserts.
+//! [`OtlpReceiver::start`] serves OTLP/gRPC in plaintext; [`OtlpReceiver::start_tls`] serves
+//! OTLP/gRPC and OTLP/HTTP (protobuf, on any other path, which it records) over TLS.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -37,6 +39,8 @@ pub struct ReceivedSpan {
 #[derive(Clone, Default)]
 struct Collector {
     spans: Arc<Mutex<Vec<ReceivedSpan>>>,
+    /// The paths OTLP/HTTP exports were posted to.
+    paths: Arc<Mutex<Vec<String>>>,
 }
 
 #[tonic::async_trait]
@@ -45,8 +49,15 @@ impl TraceService for Collector {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.record(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+impl Collector {
+    fn record(&self, request: ExportTraceServiceRequest) {
         let mut received = Vec::new();
-        for resource_spans in request.into_inner().resource_spans {
+        for resource_spans in request.resource_spans {
             let resource = resource_spans
                 .resource
                 .map(|r| attributes(&r.attributes))
@@ -67,7 +78,36 @@ impl TraceService for Collector {
             }
         }
         self.spans.lock().expect("receiver lock").extend(received);
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// An OTLP/HTTP export (`application/x-protobuf`), on any path but gRPC's.
+async fn http_export(
+    axum::extract::State(collector): axum::extract::State<Collector>,
+    uri: http::Uri,
+    body: axum::body::Bytes,
+) -> (
+    http::StatusCode,
+    [(http::header::HeaderName, &'static str); 1],
+    Vec<u8>,
+) {
+    use prost::Message as _;
+    let protobuf = [(http::header::CONTENT_TYPE, "application/x-protobuf")];
+    match ExportTraceServiceRequest::decode(body) {
+        Ok(request) => {
+            collector
+                .paths
+                .lock()
+                .expect("receiver lock")
+                .push(uri.path().to_owned());
+            collector.record(request);
+            (
+                http::StatusCode::OK,
+                protobuf,
+                ExportTraceServiceResponse::default().encode_to_vec(),
+            )
+        }
+        Err(_) => (http::StatusCode::BAD_REQUEST, protobuf, Vec::new()),
     }
 }
 
@@ -126,6 +166,57 @@ impl OtlpReceiver {
             collector,
             task,
         })
+    }
+
+    /// Starts a receiver over TLS with `tls` (HTTP/2 and HTTP/1.1) on a free loopback port:
+    /// OTLP/gRPC, and OTLP/HTTP on every other path.
+    pub async fn start_tls(tls: crate::tls::ServingTls) -> std::io::Result<Self> {
+        use futures::StreamExt as _;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let collector = Collector::default();
+        let app = axum::Router::new()
+            .route_service(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                TraceServiceServer::new(collector.clone()),
+            )
+            .fallback(axum::routing::post(http_export))
+            .with_state(collector.clone());
+        let (_keep, source) = tokio::sync::watch::channel(Some(tls));
+        let task = tokio::spawn(async move {
+            let _keep = _keep;
+            let mut incoming = std::pin::pin!(crate::tls::incoming(
+                listener,
+                source,
+                &[b"h2", b"http/1.1"],
+                "otlp receiver"
+            ));
+            while let Some(Ok(connection)) = incoming.next().await {
+                let service = hyper_util::service::TowerToHyperService::new(app.clone());
+                tokio::spawn(async move {
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(connection.stream), service)
+                    .await;
+                });
+            }
+        });
+        Ok(Self {
+            addr,
+            collector,
+            task,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The paths OTLP/HTTP exports were posted to, in order.
+    pub fn http_paths(&self) -> Vec<String> {
+        self.collector.paths.lock().expect("receiver lock").clone()
     }
 
     /// The endpoint to give an exporter (`http://127.0.0.1:PORT`).
