@@ -7,7 +7,23 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams};
 use kube::discovery::ApiResource;
 
-/// The API resource of a kind the controller makes (Gateway API kinds included).
+/// The kinds the controller makes (each labelled `app.kubernetes.io/managed-by:
+/// alb-gateway-controller`).
+pub const MADE_KINDS: &[&str] = &[
+    "ValidatingWebhookConfiguration",
+    "Gateway",
+    "Ingress",
+    "DaemonSet",
+    "Deployment",
+    "PodDisruptionBudget",
+    "Service",
+    "ConfigMap",
+    "ServiceAccount",
+    "Secret",
+];
+
+/// The API resource of a kind the controller makes or reads (instances and Gateway API
+/// kinds included).
 pub fn resource(kind: &str) -> ApiResource {
     match kind {
         "ServiceAccount" => ApiResource::erase::<ServiceAccount>(&()),
@@ -19,6 +35,8 @@ pub fn resource(kind: &str) -> ApiResource {
         "Deployment" => ApiResource::erase::<Deployment>(&()),
         "PodDisruptionBudget" => ApiResource::erase::<PodDisruptionBudget>(&()),
         "Ingress" => ApiResource::erase::<k8s_openapi::api::networking::v1::Ingress>(&()),
+        "ClusterALBInstance" => ApiResource::erase::<fairlead_edge_api::ClusterALBInstance>(&()),
+        "ALBInstance" => ApiResource::erase::<fairlead_edge_api::ALBInstance>(&()),
         "ValidatingWebhookConfiguration" => ApiResource::erase::<
             k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
         >(&()),

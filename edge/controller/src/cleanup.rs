@@ -20,20 +20,6 @@ pub const MARKER: &str = "alb-gateway-controller";
 /// The annotation of the mark.
 pub const CLEANUP_ANNOTATION: &str = "alb.deckhouse.io/cleanup";
 
-/// The kinds the controller makes.
-pub const KINDS: &[&str] = &[
-    "ValidatingWebhookConfiguration",
-    "Gateway",
-    "Ingress",
-    "DaemonSet",
-    "Deployment",
-    "PodDisruptionBudget",
-    "Service",
-    "ConfigMap",
-    "ServiceAccount",
-    "Secret",
-];
-
 /// Why the cleanup did not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum CleanupError {
@@ -86,7 +72,7 @@ pub async fn leftovers(
     client: &kube::Client,
 ) -> Result<Vec<(String, String, String)>, kube::Error> {
     let mut left = Vec::new();
-    for kind in KINDS {
+    for kind in crate::apply::MADE_KINDS {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::apply::resource(kind));
         for object in api
             .list(&ListParams::default().labels(&selector()))
@@ -98,11 +84,20 @@ pub async fn leftovers(
             left.push(((*kind).to_owned(), namespace, name));
         }
     }
+    for (kind, key) in crate::finalizer::holding(client).await? {
+        left.push((
+            format!("{} finalizer on {kind}", crate::finalizer::FINALIZER),
+            key.namespace().to_owned(),
+            key.name().to_owned(),
+        ));
+    }
     Ok(left)
 }
 
-/// Deletes everything the controller made; how many objects it asked to delete.
+/// Deletes everything the controller made, and takes its finalizer off the instances; how
+/// many objects it asked to delete or release.
 pub async fn remove_all(client: &kube::Client) -> Result<usize, kube::Error> {
+    let released = crate::finalizer::strip(client).await?;
     let left = leftovers(client).await?;
     for (kind, namespace, name) in &left {
         let resource = crate::apply::resource(kind);
@@ -119,7 +114,7 @@ pub async fn remove_all(client: &kube::Client) -> Result<usize, kube::Error> {
             Err(e) => return Err(e),
         }
     }
-    Ok(left.len())
+    Ok(released + left.len())
 }
 
 /// Marks the module as going and waits (checking every `every`) until the controller has

@@ -3,7 +3,7 @@
 //! ([`instance`]) and what instances decide — the Gateway each controls ([`instances`]), its
 //! proxy workload ([`workload`]); the CA and what it issues ([`certificates`]); Gateways no
 //! instance names ([`unmanaged`]); cert-manager's HTTP-01 bridges ([`http01`]); the module's
-//! cleanup ([`cleanup`]); the loop that applies it all ([`reconcile`], over [`apply`]) and
+//! cleanup ([`cleanup`]); the finalizer on instances ([`finalizer`]); the loop that applies it all ([`reconcile`], over [`apply`]) and
 //! its metrics ([`metrics`]); the admission webhooks: what they decide ([`admission`]) and
 //! their server and registration ([`webhook`]).
 
@@ -12,6 +12,7 @@ pub mod apply;
 pub mod certificates;
 pub mod cleanup;
 pub mod crds;
+pub mod finalizer;
 pub mod http01;
 pub mod instance;
 pub mod instances;

@@ -8,7 +8,8 @@
 //! [`MANAGER`]; the namespace `d8-alb` is made when missing), and writes every instance's
 //! status: the Gateway it names, `Conflict` (with the controlling instance's name), `Ready`
 //! (the Gateway programmed by the control plane and a proxy ready) and the addresses clients
-//! reach it on. A round also runs when the next certificate is due. While the module's
+//! reach it on, and keeps the finalizer on instances ([`crate::finalizer`]). A round also runs
+//! when the next certificate is due. While the module's
 //! cleanup is requested ([`crate::cleanup`]) it only removes what it made. Failed rounds are
 //! retried with backoff; what was made for an instance goes with its last owner (garbage
 //! collection).
@@ -159,8 +160,23 @@ pub async fn run(
                 .filter(|i| i.metadata.deletion_timestamp.is_none())
                 .map(|i| read("ALBInstance", &i.metadata, i.spec.instance.clone())),
         );
+        // Every instance's finalizer, the deleting ones' included.
+        let finalizers: Vec<crate::finalizer::Change> = clusters_seen
+            .state()
+            .iter()
+            .filter_map(|i| {
+                crate::finalizer::change(
+                    "ClusterALBInstance",
+                    &i.metadata,
+                    &i.spec.instance.gateway_name,
+                )
+            })
+            .chain(namespaced_seen.state().iter().filter_map(|i| {
+                crate::finalizer::change("ALBInstance", &i.metadata, &i.spec.instance.gateway_name)
+            }))
+            .collect();
         let started = std::time::Instant::now();
-        let result = round(&client, &all, &config, &metrics).await;
+        let result = round(&client, &all, &finalizers, &config, &metrics).await;
         metrics
             .duration
             .with_label_values(&[] as &[&str])
@@ -299,10 +315,11 @@ fn xds_names(host: &str) -> (Vec<String>, Vec<std::net::IpAddr>) {
     (names, ips)
 }
 
-/// One round over `all` instances.
+/// One round over `all` live instances, then the `finalizers` changes.
 async fn round(
     client: &kube::Client,
     all: &[Instance],
+    finalizers: &[crate::finalizer::Change],
     config: &Config,
     metrics: &crate::metrics::ControllerMetrics,
 ) -> Result<Due, RoundError> {
@@ -380,6 +397,13 @@ async fn round(
             .await?,
         );
         crate::webhook::register(client, service, ca.cert_pem()).await?;
+    }
+    // New instances get the finalizer before anything is made for them.
+    for change in finalizers
+        .iter()
+        .filter(|c| matches!(c, crate::finalizer::Change::Add(_)))
+    {
+        crate::finalizer::apply(client, change, |_| true).await?;
     }
     let plans = instances::plan(all, |g| certificates.contains(g), &config.workload);
     let default = instances::default_instance(all);
@@ -469,6 +493,19 @@ async fn round(
                     .with_label_values(&[kind, state])
                     .set(counts.get(&(kind, state)).copied().unwrap_or(0));
             }
+        }
+    }
+    // Releases after the plans: a Gateway another instance took over has been applied
+    // without the deleting one among its owners.
+    for change in finalizers
+        .iter()
+        .filter(|c| matches!(c, crate::finalizer::Change::Release { .. }))
+    {
+        if let Err(e) =
+            crate::finalizer::apply(client, change, |g| plans.iter().any(|p| &p.gateway == g)).await
+        {
+            tracing::warn!(error = %e, "keeping an instance's finalizer failed");
+            first_error.get_or_insert(e.into());
         }
     }
     crate::unmanaged::mark(client, &plans).await?;
@@ -685,20 +722,11 @@ async fn write_status(
             "observedGeneration": generation, "lastTransitionTime": now}),
         );
     }
-    let (plural, namespace) = match instance.kind {
-        "ClusterALBInstance" => ("clusteralbinstances", None),
-        _ => ("albinstances", Some(instance.key.namespace())),
-    };
-    let resource = ApiResource {
-        group: "network.deckhouse.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "network.deckhouse.io/v1alpha1".into(),
-        kind: instance.kind.into(),
-        plural: plural.into(),
-    };
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
+    let resource = crate::apply::resource(instance.kind);
+    let api: Api<DynamicObject> = if instance.kind == "ClusterALBInstance" {
+        Api::all_with(client.clone(), &resource)
+    } else {
+        Api::namespaced_with(client.clone(), instance.key.namespace(), &resource)
     };
     let current = api.get_status(instance.key.name()).await?;
     let stored = &current.data["status"];

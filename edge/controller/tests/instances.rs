@@ -1,7 +1,8 @@
 //! The gateway controller against the embedded API server: an instance becomes its Gateway
 //! (listeners from the inlet, the HTTPS listener once the certificate Secret exists, owner
 //! references, the namespace `d8-alb`), a second instance naming it is in conflict naming the
-//! first, takes over when the first is deleted, and the Gateway goes with the last of them.
+//! first, takes over when the first is deleted, and the Gateway goes with the last of them,
+//! each instance held by the controller's finalizer until what it made is released.
 
 mod common;
 
@@ -170,11 +171,39 @@ async fn instances_become_gateways() {
         "{conflict}"
     );
 
+    // Instances carry the controller's finalizer.
+    let finalizer = fairlead_edge_controller::finalizer::FINALIZER;
+    eventually("the finalizers", async || {
+        let all = [
+            instances.get("main").await.ok()?,
+            instances.get("second").await.ok()?,
+        ];
+        all.iter()
+            .all(|i| {
+                i.metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == finalizer)
+            })
+            .then_some(())
+    })
+    .await;
+
     // main goes: second takes over, and the Gateway stays.
     instances
         .delete("main", &DeleteParams::default())
         .await
         .unwrap();
+    eventually("main released and gone", async || {
+        instances
+            .get_opt("main")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
     eventually("second in control", async || {
         let g = gateways.get("public").await.ok()?;
         let owners = g.metadata.owner_references?;
@@ -188,14 +217,27 @@ async fn instances_become_gateways() {
     })
     .await;
 
-    // The last owner goes: so does the Gateway.
+    // The last owner goes: its finalizer holds it until the Gateway and the proxies' objects
+    // are deleted, then it goes too.
+    let proxies: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "d8-alb",
+        &resource("apps", "v1", "DaemonSet", "daemonsets"),
+    );
+    assert!(proxies.get_opt("d8-alb-public").await.unwrap().is_some());
     instances
         .delete("second", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the Gateway collected", async || {
-        gateways
-            .get_opt("public")
+    eventually("the Gateway and its proxies deleted", async || {
+        let gateway = gateways.get_opt("public").await.ok()?;
+        let daemon_set = proxies.get_opt("d8-alb-public").await.ok()?;
+        (gateway.is_none() && daemon_set.is_none()).then_some(())
+    })
+    .await;
+    eventually("second released and gone", async || {
+        instances
+            .get_opt("second")
             .await
             .ok()?
             .is_none()
