@@ -6,37 +6,12 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::{eventually, resource};
 use fairlead_edge_controller::webhook::{self, CONTROLLER_USER, WebhookService};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
-
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn refusal(result: Result<DynamicObject, kube::Error>) -> (u16, String) {
     match result {

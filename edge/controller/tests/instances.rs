@@ -8,30 +8,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::{eventually, resource};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: format!("{group}/{version}"),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
-
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_become_gateways() {

@@ -7,26 +7,16 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use common::{eventually, resource};
 
 use fairlead_edge_controller::metrics::ControllerMetrics;
 use fairlead_edge_controller::reconcile::{Config, run};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn dynamic(
     client: &kube::Client,
@@ -36,13 +26,7 @@ fn dynamic(
     plural: &str,
 ) -> Api<DynamicObject> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let resource = ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: api_version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
+    let resource = resource(group, version, kind, plural);
     match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
