@@ -1,5 +1,5 @@
 //! What the admission webhooks decide, without I/O: each rule is a function of the request
-//! and of the objects the webhook server looked up for it ([`crate::webhook`] serves them).
+//! and of the objects the webhook server looked up for it.
 //!
 //! - **Instances** ([`instance`]): `spec.gatewayName` may not name a Gateway that exists and
 //!   is not managed by an ALB instance (the controller would otherwise take over a user's

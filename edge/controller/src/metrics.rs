@@ -84,13 +84,7 @@ impl ControllerMetrics {
             )?,
             expiring: Default::default(),
         };
-        for webhook in crate::webhook::WEBHOOKS {
-            for verdict in ["allowed", "denied", "error"] {
-                this.webhook_requests
-                    .with_label_values(&[webhook.path, verdict]);
-            }
-            this.webhook_duration.with_label_values(&[webhook.path]);
-        }
+
         for result in ["ok", "error"] {
             this.reconciles.with_label_values(&[result]);
         }

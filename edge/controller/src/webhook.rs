@@ -211,6 +211,15 @@ pub async fn serve(
     stop: CancellationToken,
 ) -> Result<SocketAddr, BindError> {
     use futures::StreamExt as _;
+    // Every series from the start, so a dashboard shows zeros rather than nothing.
+    for webhook in &WEBHOOKS {
+        for verdict in ["allowed", "denied", "error"] {
+            metrics
+                .webhook_requests
+                .with_label_values(&[webhook.path, verdict]);
+        }
+        metrics.webhook_duration.with_label_values(&[webhook.path]);
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| BindError { addr, source })?;
