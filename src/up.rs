@@ -205,12 +205,13 @@ async fn start_edge(
     };
     let metrics = fairlead_edge_controller::metrics::ControllerMetrics::new(&runtime.metrics)?;
     start_webhooks(runtime, client, &webhook, args.webhook_addr, &metrics).await?;
-    // The controller has the identity its ServiceAccount gives it in a cluster: the webhooks
-    // admit its changes to managed Gateways, and nobody else's.
+    // The controller has the name its ServiceAccount gives it in a cluster (the webhooks
+    // admit its changes to managed Gateways, and nobody else's), with the admin's rights
+    // (`system:masters`), as every component of `fairlead up` has.
     let controller_client = server
         .client_as(
             fairlead_edge_controller::webhook::CONTROLLER_USER,
-            &["system:serviceaccounts", "system:serviceaccounts:d8-alb"],
+            &["system:masters"],
         )
         .await?;
     runtime
@@ -223,10 +224,10 @@ async fn start_edge(
             runtime.shutdown.token(),
         ));
     if let Some(runner) = runner {
-        // The runner has an identity of its own: the webhooks let it give managed Gateways
-        // their local listen address.
+        // The runner has a name of its own (the webhooks let it give managed Gateways their
+        // local listen address) and the admin's rights.
         let runner_client = server
-            .client_as(crate::runner::USER, &["system:serviceaccounts"])
+            .client_as(crate::runner::USER, &["system:masters"])
             .await?;
         crate::runner::start(runtime, runner_client, runner);
     }

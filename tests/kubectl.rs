@@ -513,3 +513,102 @@ fn kubectls_everyday_commands_work_against_fairlead_up() {
     let out = cluster.ok(&["delete", "namespace", "demo"]);
     assert!(out.contains("namespace \"demo\" deleted"), "{out}");
 }
+
+/// kubectl's authentication and authorization commands: `create token` for a ServiceAccount,
+/// a kubeconfig with that token refused what its bindings do not grant (the real server's
+/// message), `auth can-i` (with `--as` and `--list`) and `auth whoami`.
+#[test]
+fn kubectl_tokens_and_auth_commands_work_against_fairlead_up() {
+    let cluster = Cluster::start();
+    cluster.ok(&["create", "namespace", "team"]);
+    cluster.ok(&["-n", "team", "create", "serviceaccount", "bot"]);
+    cluster.ok(&[
+        "-n",
+        "team",
+        "create",
+        "role",
+        "reader",
+        "--verb=get,list",
+        "--resource=configmaps",
+    ]);
+    cluster.ok(&[
+        "-n",
+        "team",
+        "create",
+        "rolebinding",
+        "bot-reads",
+        "--role=reader",
+        "--serviceaccount=team:bot",
+    ]);
+    let token = cluster.ok(&["-n", "team", "create", "token", "bot", "--duration=1h"]);
+    let token = token.trim();
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    let as_bot = |args: &[&str]| {
+        let mut all = vec!["--token", token];
+        all.extend(args);
+        cluster.kubectl(&all)
+    };
+    let listed = as_bot(&["-n", "team", "get", "configmaps"]);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let refused = as_bot(&["-n", "team", "get", "secrets"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains(
+            "secrets is forbidden: User \"system:serviceaccount:team:bot\" cannot list resource \"secrets\" in API group \"\" in the namespace \"team\""
+        ),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let whoami = as_bot(&["auth", "whoami", "-o", "json"]);
+    let me: serde_json::Value = serde_json::from_slice(&whoami.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&whoami.stderr)));
+    assert_eq!(
+        me["status"]["userInfo"]["username"],
+        "system:serviceaccount:team:bot"
+    );
+    let can = |args: &[&str]| {
+        let mut all = vec!["auth", "can-i"];
+        all.extend(args);
+        String::from_utf8_lossy(&cluster.kubectl(&all).stdout)
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(
+        can(&[
+            "list",
+            "configmaps",
+            "-n",
+            "team",
+            "--as",
+            "system:serviceaccount:team:bot"
+        ]),
+        "yes"
+    );
+    assert_eq!(
+        can(&[
+            "delete",
+            "configmaps",
+            "-n",
+            "team",
+            "--as",
+            "system:serviceaccount:team:bot"
+        ]),
+        "no"
+    );
+    assert_eq!(
+        can(&["create", "deployments", "-n", "team"]),
+        "yes",
+        "the admin may"
+    );
+    let list = as_bot(&["auth", "can-i", "--list", "-n", "team"]);
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("configmaps ") && l.contains("[get list]")),
+        "{list}"
+    );
+}

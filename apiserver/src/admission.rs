@@ -10,9 +10,7 @@
 //! with a slice at `127.0.0.1` reaches a webhook on this machine), and the certificate must
 //! name `<service>.<namespace>.svc`.
 //!
-//! The requester in `userInfo` is the token's user (`fairlead-admin`, in `system:masters`), or
-//! whom the request impersonates (`Impersonate-User`, `Impersonate-Group`), as
-//! `kubectl --as` does.
+//! The requester in `userInfo` is who [`crate::authn`] found the request to come from.
 //!
 //! Policies: `matchConstraints` (resource rules, selectors), `validations` (`expression`,
 //! `message`, `reason`), bindings with `validationActions` `Deny` and `Warn` (`Audit` is
@@ -35,46 +33,11 @@ use crate::errors::ApiError;
 use crate::resources::ResourceType;
 use crate::selectors::LabelSelector;
 use crate::store::{ObjectKey, Store};
+use crate::user::UserInfo;
 
 const WEBHOOKS: &str = "validatingwebhookconfigurations.admissionregistration.k8s.io";
 const POLICIES: &str = "validatingadmissionpolicies.admissionregistration.k8s.io";
 const BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
-
-/// Who makes a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UserInfo {
-    /// The user name.
-    pub username: String,
-    /// Its groups.
-    pub groups: Vec<String>,
-}
-
-impl UserInfo {
-    /// The token's user, or whom the request impersonates.
-    pub fn of(headers: &http::HeaderMap) -> Self {
-        let text = |name: &str| {
-            headers
-                .get_all(name)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        };
-        match text("impersonate-user").into_iter().next() {
-            Some(username) => {
-                let mut groups = text("impersonate-group");
-                if !groups.iter().any(|g| g == "system:authenticated") {
-                    groups.push("system:authenticated".into());
-                }
-                Self { username, groups }
-            }
-            None => Self {
-                username: "fairlead-admin".into(),
-                groups: vec!["system:masters".into(), "system:authenticated".into()],
-            },
-        }
-    }
-}
 
 /// One request to admit.
 #[derive(Debug)]
@@ -209,7 +172,7 @@ fn review(attrs: &Attributes<'_>, uid: &str) -> Value {
         "requestResource": {"group": rt.group, "version": rt.version, "resource": rt.plural},
         "name": attrs.name,
         "operation": attrs.operation,
-        "userInfo": {"username": attrs.user.username, "groups": attrs.user.groups},
+        "userInfo": attrs.user.to_json(),
         "object": attrs.object.map(|o| crate::resources::present(rt, o)),
         "oldObject": attrs.old_object.map(|o| crate::resources::present(rt, o)),
         "dryRun": false,
@@ -617,35 +580,8 @@ mod tests {
             namespace: "default",
             object: None,
             old_object: None,
-            user: Box::leak(Box::new(UserInfo::of(&http::HeaderMap::new()))),
+            user: Box::leak(Box::new(UserInfo::admin())),
         }
-    }
-
-    #[test]
-    fn the_requester_is_the_token_user_or_whom_it_impersonates() {
-        let admin = UserInfo::of(&http::HeaderMap::new());
-        assert_eq!(admin.username, "fairlead-admin");
-        assert!(admin.groups.contains(&"system:masters".to_owned()));
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            "impersonate-user",
-            "system:serviceaccount:d8-alb:alb-gateway-controller"
-                .parse()
-                .unwrap(),
-        );
-        headers.append(
-            "impersonate-group",
-            "system:serviceaccounts".parse().unwrap(),
-        );
-        let user = UserInfo::of(&headers);
-        assert_eq!(
-            user.username,
-            "system:serviceaccount:d8-alb:alb-gateway-controller"
-        );
-        assert_eq!(
-            user.groups,
-            ["system:serviceaccounts", "system:authenticated"]
-        );
     }
 
     #[test]

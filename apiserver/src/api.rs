@@ -68,23 +68,24 @@ where
     }
 }
 
-fn authorized<B>(state: &ApiState, request: &Request<B>) -> bool {
-    request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|token| token == state.token)
-}
-
 async fn route<B>(state: Arc<ApiState>, request: Request<B>) -> Result<Response<Body>, ApiError>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let route = path::parse(request.uri().path(), &state.registry)?;
-    if route != Route::Health && !authorized(&state, &request) {
-        return Err(ApiError::unauthorized());
+    let user = if route == Route::Health {
+        crate::user::UserInfo::admin()
+    } else {
+        crate::authn::authenticate(&state, request.headers())?
+    };
+    if !matches!(route, Route::Resource(_) | Route::Health) {
+        let verb = request.method().as_str().to_ascii_lowercase();
+        crate::rbac::authorize(
+            &state.store,
+            &user,
+            &crate::rbac::Attributes::non_resource(&verb, request.uri().path()),
+        )?;
     }
     let query: Query = request
         .uri()
@@ -126,7 +127,7 @@ where
         Route::OpenApiV3(None) => ok(openapi::v3_index(&types)),
         Route::OpenApiV3(Some(group_version)) => openapi::v3_document(&types, &group_version)
             .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),
-        Route::Resource(target) => resource(state, request, *target, query).await,
+        Route::Resource(target) => resource(state, request, *target, query, user).await,
     }
 }
 
@@ -179,11 +180,27 @@ fn decode(bytes: &[u8], yaml: bool) -> Result<Value, ApiError> {
     }
 }
 
+/// The RBAC verb of a request to `target`.
+fn verb(method: &Method, target: &Target, watching: bool) -> String {
+    match (method, target.name.is_some()) {
+        (&Method::GET | &Method::HEAD, false) if watching => "watch".into(),
+        (&Method::GET | &Method::HEAD, false) => "list".into(),
+        (&Method::GET | &Method::HEAD, true) => "get".into(),
+        (&Method::POST, _) => "create".into(),
+        (&Method::PUT, _) => "update".into(),
+        (&Method::PATCH, _) => "patch".into(),
+        (&Method::DELETE, true) => "delete".into(),
+        (&Method::DELETE, false) => "deletecollection".into(),
+        (other, _) => other.as_str().to_ascii_lowercase(),
+    }
+}
+
 async fn resource<B>(
     state: Arc<ApiState>,
     request: Request<B>,
     target: Target,
     query: Query,
+    user: crate::user::UserInfo,
 ) -> Result<Response<Body>, ApiError>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -209,8 +226,45 @@ where
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_owned();
-    let user = crate::admission::UserInfo::of(request.headers());
+    let watching =
+        target.watch_prefix || matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    let mut asked = crate::rbac::Attributes::resource(
+        &verb(&method, &target, watching),
+        &target.rt.group,
+        &target.rt.plural,
+        target.namespace.as_deref().unwrap_or_default(),
+        target.name.as_deref().unwrap_or_default(),
+    );
+    asked.subresource = target.subresource.clone().unwrap_or_default();
+    crate::rbac::authorize(&state.store, &user, &asked)?;
     let body = read_body(request.into_body()).await?;
+    if target.rt.is_review() {
+        if method != Method::POST || target.name.is_some() {
+            return Err(ApiError::method_not_allowed(format!(
+                "{} can only be created",
+                target.rt.plural
+            )));
+        }
+        let object = decode_as(&body, &content_type)?;
+        let answered = crate::reviews::create(
+            &state,
+            &user,
+            &target.rt,
+            target.namespace.as_deref(),
+            object,
+        )?;
+        return Ok(json_response(StatusCode::CREATED, &answered));
+    }
+    if target.subresource.as_deref() == Some("token") {
+        let object = decode_as(&body, &content_type)?;
+        let issued = crate::reviews::token_request(
+            &state,
+            target.namespace.as_deref().unwrap_or_default(),
+            target.name.as_deref().unwrap_or_default(),
+            object,
+        )?;
+        return Ok(json_response(StatusCode::CREATED, &issued));
+    }
     let ctx = Ctx {
         state: &state,
         target: &target,
@@ -219,8 +273,6 @@ where
         user: &user,
         warnings: Default::default(),
     };
-    let watching =
-        target.watch_prefix || matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
     let scale = target.subresource.as_deref() == Some("scale");
     let mut response = match (&method, target.name.is_some()) {
         _ if scale => ctx.scale(&method, &body, &content_type).await,
@@ -317,7 +369,7 @@ struct Ctx<'a> {
     /// The field manager of non-apply writes.
     manager: String,
     /// Who asks (the token's user, or whom it impersonates).
-    user: &'a crate::admission::UserInfo,
+    user: &'a crate::user::UserInfo,
     /// `Warning` headers for the response (unknown fields under `fieldValidation=Warn`, …).
     warnings: std::sync::Mutex<Vec<String>>,
 }
@@ -592,6 +644,17 @@ impl Ctx<'_> {
             old_object,
             user: self.user,
         };
+        if operation != "DELETE"
+            && let Some(object) = object
+        {
+            crate::rbac::escalation(
+                &self.state.store,
+                self.user,
+                &self.rt().kind,
+                self.target.namespace.as_deref().unwrap_or_default(),
+                object,
+            )?;
+        }
         let warnings = crate::admission::admit(&self.state.store, &attributes).await?;
         self.warnings
             .lock()

@@ -126,7 +126,7 @@ pub fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Opti
             "singularName": t.singular,
             "namespaced": t.namespaced,
             "kind": t.kind,
-            "verbs": VERBS,
+            "verbs": if t.is_review() { json!(["create"]) } else { json!(VERBS) },
         });
         if !t.short_names.is_empty() {
             entry["shortNames"] = json!(t.short_names);
@@ -142,6 +142,17 @@ pub fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Opti
                 "namespaced": t.namespaced,
                 "kind": t.kind,
                 "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if t.kind == "ServiceAccount" {
+            resources.push(json!({
+                "name": "serviceaccounts/token",
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
             }));
         }
         if crate::scale::serves(&t.kind) {

@@ -115,6 +115,7 @@ fn target(
     if let Some(sub) = &target.subresource
         && !(sub == "status" && target.rt.status_subresource)
         && !(sub == "scale" && crate::scale::serves(&target.rt.kind))
+        && !(sub == "token" && target.rt.kind == "ServiceAccount")
     {
         return Err(ApiError::no_route(path));
     }

@@ -27,8 +27,10 @@ pub struct ApiState {
     pub registry: Registry,
     /// Validation switches.
     pub validation: ValidationOptions,
-    /// The bearer token clients must present.
+    /// The admin's bearer token.
     pub token: String,
+    /// The key ServiceAccount tokens are signed and checked with.
+    pub signer: crate::tokens::Signer,
     /// Wakes the garbage collector after deletions.
     pub gc: Arc<tokio::sync::Notify>,
     /// Interval of watch bookmarks.

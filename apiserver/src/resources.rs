@@ -54,6 +54,13 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
+    /// Whether it is a review kind (answered, never stored; [`REVIEW_KINDS`]).
+    pub fn is_review(&self) -> bool {
+        REVIEW_KINDS
+            .iter()
+            .any(|(group, kind, _, _)| self.group == *group && self.kind == *kind)
+    }
+
     /// `v1` for the core group, `group/version` otherwise.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -112,6 +119,46 @@ impl ResourceType {
         }
     }
 }
+
+/// The review kinds (group, kind, plural, namespaced).
+pub const REVIEW_KINDS: &[(&str, &str, &str, bool)] = &[
+    (
+        "authentication.k8s.io",
+        "TokenReview",
+        "tokenreviews",
+        false,
+    ),
+    (
+        "authentication.k8s.io",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "LocalSubjectAccessReview",
+        "localsubjectaccessreviews",
+        true,
+    ),
+    (
+        "authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        false,
+    ),
+];
 
 /// Sets `apiVersion`/`kind` of a stored object to the version a client asked for.
 pub fn present(rt: &ResourceType, object: &Value) -> Value {
@@ -307,6 +354,13 @@ pub fn builtin_types() -> Vec<ResourceType> {
             false,
         ),
     ];
+    types.extend(
+        REVIEW_KINDS
+            .iter()
+            .map(|(group, kind, plural, namespaced)| {
+                R::builtin(group, "v1", kind, plural, *namespaced, &[], false)
+            }),
+    );
     for t in &mut types {
         if matches!(
             t.kind.as_str(),

@@ -142,6 +142,9 @@ impl ApiServer {
             source,
         })?;
         let token = uuid::Uuid::new_v4().simple().to_string();
+        let signer = crate::tokens::Signer::open(config.data_dir.as_deref())
+            .map_err(|e| ServerError::Kubeconfig(e.to_string()))?;
+        crate::rbac::bootstrap(&store, &registry).map_err(ServerError::Kubeconfig)?;
         let state = Arc::new(ApiState {
             store: store.clone(),
             registry,
@@ -149,6 +152,7 @@ impl ApiServer {
                 allow_loopback_endpoints: config.allow_loopback_endpoints,
             },
             token: token.clone(),
+            signer,
             gc: Arc::new(tokio::sync::Notify::new()),
             bookmark_interval: config.bookmark_interval,
         });
@@ -241,6 +245,19 @@ impl ApiServer {
         config.auth_info.impersonate_groups =
             Some(groups.iter().map(|g| (*g).to_owned()).collect());
         kube::Client::try_from(config).map_err(|e| ServerError::Kubeconfig(e.to_string()))
+    }
+
+    /// A `kube::Client` authenticating with `token` (a ServiceAccount's).
+    pub async fn client_with_token(&self, token: &str) -> Result<kube::Client, ServerError> {
+        kube::Client::try_from(self.config_with_token(token).await?)
+            .map_err(|e| ServerError::Kubeconfig(e.to_string()))
+    }
+
+    /// The client configuration of this server with `token` instead of the admin's.
+    pub async fn config_with_token(&self, token: &str) -> Result<kube::Config, ServerError> {
+        let mut config = self.config().await?;
+        config.auth_info.token = Some(token.to_owned().into());
+        Ok(config)
     }
 
     async fn config(&self) -> Result<kube::Config, ServerError> {

@@ -326,10 +326,7 @@ async fn a_webhook_behind_a_service_is_reached_at_its_endpoint_and_sees_who_asks
         .expect("the endpoint's webhook admits it");
     assert_eq!(hook.calls.load(Ordering::SeqCst), 1);
     let controller = server
-        .client_as(
-            "system:serviceaccount:tools:bot",
-            &["system:serviceaccounts"],
-        )
+        .client_as("system:serviceaccount:tools:bot", &["system:masters"])
         .await
         .unwrap();
     let (code, message) = api_error(

@@ -503,6 +503,17 @@ fn fixtures() -> Vec<Value> {
         json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "cleanup"},
             "spec": {"backoffLimit": 2, "activeDeadlineSeconds": 600, "template": {"spec": {
                 "restartPolicy": "Never", "containers": [{"name": "wait", "image": "fairlead", "args": ["edge", "cleanup-wait"]}]}}}}),
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "metadata": {"name": "r"},
+            "spec": {"token": "not-a-token", "audiences": ["https://kubernetes.default.svc.cluster.local"]}}),
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {"name": "r"}}),
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "metadata": {"name": "r"},
+            "spec": {"user": "u", "groups": ["g"], "resourceAttributes": {"namespace": "default", "verb": "get", "resource": "pods"}}}),
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview", "metadata": {"name": "r"},
+            "spec": {"user": "u", "resourceAttributes": {"namespace": "default", "verb": "list", "group": "apps", "resource": "deployments", "subresource": "scale"}}}),
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "metadata": {"name": "r"},
+            "spec": {"nonResourceAttributes": {"verb": "get", "path": "/apis"}}}),
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "metadata": {"name": "r"},
+            "spec": {"namespace": "default"}}),
         json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}}),
         json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"}, "spec": {"serviceName": "db",
@@ -638,6 +649,15 @@ async fn every_built_in_kind_is_stored_the_same_from_json_and_from_protobuf() {
         assert_eq!(code, 201, "{kind} from JSON: {from_json}");
         let (code, _, from_pb) = raw(&pb_client, "POST", CONTENT_TYPE, &path, body).await;
         assert_eq!(code, 201, "{kind} from protobuf: {from_pb}");
+        if kind.ends_with("Review") {
+            // Answered, not stored: the answers are the same.
+            assert_eq!(
+                from_pb, from_json,
+                "{kind}: answered differently from protobuf"
+            );
+            assert!(from_json["status"].is_object(), "{kind}: {from_json}");
+            continue;
+        }
         let get = |client: &kube::Client| {
             let client = client.clone();
             let path = format!("{path}/{name}");

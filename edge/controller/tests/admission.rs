@@ -29,7 +29,7 @@ fn object(value: Value) -> DynamicObject {
 async fn the_webhooks_refuse_what_they_must_and_name_the_field() {
     let (server, admin) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
     let controller = server
-        .client_as(CONTROLLER_USER, &["system:serviceaccounts"])
+        .client_as(CONTROLLER_USER, &["system:masters"])
         .await
         .unwrap();
     let namespaces: Api<DynamicObject> = Api::all_with(
