@@ -75,6 +75,17 @@ pub struct UpArgs {
     #[arg(long)]
     http01_bridging_ingress_class: Option<String>,
 
+    /// Run the health module's components with their chart's ServiceAccounts and RBAC rules
+    /// (`health/src/rbac.rs`) instead of the admin's rights; their tokens are files beside
+    /// the kubeconfig, renewed as the kubelet renews projected tokens.
+    #[arg(long)]
+    rbac: bool,
+
+    /// Write the API server's audit log here: one `audit.k8s.io/v1` Event per request (who,
+    /// verb, object, the answer's code), JSON lines.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+
     /// Address of the gateway controller's admission webhooks (the embedded API server
     /// reaches them through the Service `d8-alb/alb-gateway-controller`).
     #[arg(long, default_value = "127.0.0.1:0")]
@@ -89,9 +100,43 @@ pub struct UpArgs {
     drain_deadline: f64,
 }
 
+/// The clients of the health agent and controller: the admin's, or with `rbac` their
+/// ServiceAccounts' (made with their roles, tokens in `tokens`).
+async fn health_clients(
+    server: &ApiServer,
+    client: &kube::Client,
+    rbac: bool,
+    tokens: &std::path::Path,
+) -> anyhow::Result<(kube::Client, kube::Client)> {
+    use fairlead_health::rbac;
+    if !rbac {
+        return Ok((client.clone(), client.clone()));
+    }
+    for object in rbac::objects(LEASE_NAMESPACE) {
+        fairlead_apiserver::manifests::apply_value(client, server.registry(), &object)
+            .await
+            .with_context(|| format!("applying the health module's RBAC ({})", object["kind"]))?;
+    }
+    let agent = server
+        .client_for_service_account(rbac::NAMESPACE, rbac::AGENT.0, tokens)
+        .await?;
+    let controller = server
+        .client_for_service_account(rbac::NAMESPACE, rbac::CONTROLLER.0, tokens)
+        .await?;
+    Ok((agent, controller))
+}
+
+/// The namespace of the health controller's Lease here.
+const LEASE_NAMESPACE: &str = "kube-system";
+
 /// Installs the ServiceWithHealthchecks CRD and the local Node, and starts the health
-/// controller and an agent for that node.
-async fn start_health(runtime: &Runtime, client: &kube::Client, node: &str) -> anyhow::Result<()> {
+/// controller and an agent for that node (with `agent` and `controller` as their clients).
+async fn start_health(
+    runtime: &Runtime,
+    client: &kube::Client,
+    (agent_client, controller_client): (kube::Client, kube::Client),
+    node: &str,
+) -> anyhow::Result<()> {
     use fairlead_health::{agent, controller, metrics::HealthMetrics};
     use fairlead_kit::apply::apply;
     use fairlead_kit::lease::LeaseConfig;
@@ -118,15 +163,15 @@ async fn start_health(runtime: &Runtime, client: &kube::Client, node: &str) -> a
         verbose_status: false,
     };
     runtime.shutdown.spawn(agent::run(
-        client.clone(),
+        agent_client,
         settings,
         metrics.clone(),
         runtime.shutdown.token(),
         move || agent_ready.ready(),
     ));
-    let lease = LeaseConfig::new(controller::LEASE, "kube-system", "fairlead-up");
+    let lease = LeaseConfig::new(controller::LEASE, LEASE_NAMESPACE, "fairlead-up");
     runtime.shutdown.spawn(controller::run(
-        client.clone(),
+        controller_client,
         lease,
         metrics,
         runtime.shutdown.token(),
@@ -334,6 +379,7 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         addr: args.api_addr,
         data_dir: args.data_dir.clone(),
         allow_loopback_endpoints: !args.strict_endpoints,
+        audit_log: args.audit_log.clone(),
         ..Config::default()
     })
     .await
@@ -348,7 +394,13 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         );
     }
     let client = server.client().await?;
-    start_health(&runtime, &client, &args.node_name).await?;
+    let tokens = args
+        .kubeconfig
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join("tokens");
+    let health = health_clients(&server, &client, args.rbac, &tokens).await?;
+    start_health(&runtime, &client, health, &args.node_name).await?;
     let pods_dir = args
         .kubeconfig
         .parent()

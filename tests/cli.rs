@@ -357,6 +357,40 @@ async fn acknowledged_writes_survive_a_kill_with_a_data_dir() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_runs_the_health_module_on_a_local_node() {
+    health_module_on_a_local_node(&[]).await;
+}
+
+/// With `--rbac`, the health components run with their chart's ServiceAccounts and rules:
+/// the same world comes up, and the audit log shows their requests, none refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_rbac_runs_the_health_module_with_its_service_accounts() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    health_module_on_a_local_node(&["--rbac", "--audit-log", audit.to_str().unwrap()]).await;
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |account: &str| {
+        let user = format!("system:serviceaccount:d8-service-with-healthchecks:{account}");
+        events
+            .iter()
+            .filter(|e| e["user"]["username"] == user.as_str())
+            .collect::<Vec<_>>()
+    };
+    for account in ["agent", "controller"] {
+        let requests = of(account);
+        assert!(!requests.is_empty(), "{account} made no request as itself");
+        let refused: Vec<_> = requests
+            .iter()
+            .filter(|e| e["responseStatus"]["code"] == 403)
+            .collect();
+        assert!(refused.is_empty(), "{account} was refused: {refused:?}");
+    }
+}
+
+async fn health_module_on_a_local_node(args: &[&str]) {
     let backend = std::net::TcpListener::bind("127.0.0.4:0").unwrap();
     let port = backend.local_addr().unwrap().port();
     let manifests = tempfile::tempdir().unwrap();
@@ -388,7 +422,9 @@ spec:
         ),
     )
     .unwrap();
-    let up = Up::start_with(&["-f", manifests.path().to_str().unwrap()], &[]);
+    let mut all = vec!["-f", manifests.path().to_str().unwrap()];
+    all.extend(args);
+    let up = Up::start_with(&all, &[]);
     up.wait_ready().await;
     let client = up.client().await;
     let slices: kube::Api<k8s_openapi::api::discovery::v1::EndpointSlice> =

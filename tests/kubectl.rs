@@ -80,6 +80,8 @@ impl Cluster {
             .arg(format!("127.0.0.1:{}", free_port()))
             .arg("--kubeconfig")
             .arg(&kubeconfig)
+            .arg("--audit-log")
+            .arg(dir.path().join("audit.log"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -562,6 +564,17 @@ fn kubectl_tokens_and_auth_commands_work_against_fairlead_up() {
         ),
         "{}",
         String::from_utf8_lossy(&refused.stderr)
+    );
+    // The audit log of `fairlead up --audit-log` has the refusal.
+    let audit = std::fs::read_to_string(cluster.dir.path().join("audit.log")).unwrap();
+    assert!(
+        audit.lines().any(|l| {
+            let e: serde_json::Value = serde_json::from_str(l).unwrap();
+            e["user"]["username"] == "system:serviceaccount:team:bot"
+                && e["objectRef"]["resource"] == "secrets"
+                && e["responseStatus"]["code"] == 403
+        }),
+        "{audit}"
     );
     let whoami = as_bot(&["auth", "whoami", "-o", "json"]);
     let me: serde_json::Value = serde_json::from_slice(&whoami.stdout)

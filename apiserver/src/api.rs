@@ -55,8 +55,10 @@ where
 {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let result = route(state, request).await;
-    match result {
+    let uri = request.uri().to_string();
+    let mut record = crate::audit::Record::default();
+    let result = route(state.clone(), request, &mut record).await;
+    let response = match result {
         Ok(response) => {
             tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
             response
@@ -65,10 +67,18 @@ where
             tracing::debug!(%method, %path, status = error.code, reason = error.reason, message = %error.message, "request failed");
             error_response(&error)
         }
+    };
+    if let Some(log) = &state.audit {
+        log.write(&record, method.as_str(), &uri, response.status().as_u16());
     }
+    response
 }
 
-async fn route<B>(state: Arc<ApiState>, request: Request<B>) -> Result<Response<Body>, ApiError>
+async fn route<B>(
+    state: Arc<ApiState>,
+    request: Request<B>,
+    record: &mut crate::audit::Record,
+) -> Result<Response<Body>, ApiError>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -79,13 +89,14 @@ where
     } else {
         crate::authn::authenticate(&state, request.headers())?
     };
+    if route != Route::Health {
+        record.user = Some(user.clone());
+    }
     if !matches!(route, Route::Resource(_) | Route::Health) {
         let verb = request.method().as_str().to_ascii_lowercase();
-        crate::rbac::authorize(
-            &state.store,
-            &user,
-            &crate::rbac::Attributes::non_resource(&verb, request.uri().path()),
-        )?;
+        let asked = crate::rbac::Attributes::non_resource(&verb, request.uri().path());
+        record.attrs = Some(asked.clone());
+        crate::rbac::authorize(&state.store, &user, &asked)?;
     }
     let query: Query = request
         .uri()
@@ -127,7 +138,7 @@ where
         Route::OpenApiV3(None) => ok(openapi::v3_index(&types)),
         Route::OpenApiV3(Some(group_version)) => openapi::v3_document(&types, &group_version)
             .map_or_else(|| Err(ApiError::no_route(request.uri().path())), ok),
-        Route::Resource(target) => resource(state, request, *target, query, user).await,
+        Route::Resource(target) => resource(state, request, *target, query, user, record).await,
     }
 }
 
@@ -201,6 +212,7 @@ async fn resource<B>(
     target: Target,
     query: Query,
     user: crate::user::UserInfo,
+    record: &mut crate::audit::Record,
 ) -> Result<Response<Body>, ApiError>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -236,6 +248,7 @@ where
         target.name.as_deref().unwrap_or_default(),
     );
     asked.subresource = target.subresource.clone().unwrap_or_default();
+    record.attrs = Some(asked.clone());
     crate::rbac::authorize(&state.store, &user, &asked)?;
     let body = read_body(request.into_body()).await?;
     if target.rt.is_review() {
@@ -922,6 +935,16 @@ impl Ctx<'_> {
                 if !subresource.is_empty() {
                     return Err(self.not_found());
                 }
+                // An apply that creates needs `create` as well as `patch`, as on the real
+                // server.
+                let asked = crate::rbac::Attributes::resource(
+                    "create",
+                    &self.rt().group,
+                    &self.rt().plural,
+                    self.target.namespace.as_deref().unwrap_or_default(),
+                    &name,
+                );
+                crate::rbac::authorize(&self.state.store, self.user, &asked)?;
                 let created = crate::apply::apply(&json!({}), &config, &request)
                     .map_err(|c| apply_conflict(&c))?;
                 return match self.create(created).await {

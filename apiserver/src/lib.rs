@@ -17,6 +17,7 @@ pub mod admission;
 pub mod allocate;
 pub mod api;
 pub mod apply;
+pub mod audit;
 pub mod authn;
 pub mod cel;
 pub mod crd;

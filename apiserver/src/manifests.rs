@@ -117,6 +117,82 @@ fn read_dir(dir: &Path) -> Result<Vec<Document>, ManifestError> {
     Ok(documents)
 }
 
+/// Why one object could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// Its kind is not served.
+    #[error("{kind} {name}: no such kind is served at {api_version}")]
+    NotServed {
+        /// Its apiVersion.
+        api_version: String,
+        /// Its kind.
+        kind: String,
+        /// Its name.
+        name: String,
+    },
+    /// The server refused it.
+    #[error("{kind} {name}: {source}")]
+    Refused {
+        /// Its kind.
+        kind: String,
+        /// Its name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+}
+
+/// Server-side applies `object` (manager [`MANAGER`]), its `status` through the status
+/// subresource where the kind has one; returns `kind/name`.
+pub async fn apply_value(
+    client: &kube::Client,
+    registry: &Registry,
+    object: &Value,
+) -> Result<String, ApplyError> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let refused = |source| ApplyError::Refused {
+        kind: kind.clone(),
+        name: name.clone(),
+        source: Box::new(source),
+    };
+    let Some(rt) = registry.lookup_kind(api_version, &kind) else {
+        return Err(ApplyError::NotServed {
+            api_version: api_version.to_owned(),
+            kind,
+            name,
+        });
+    };
+    let (group, version) = split_api_version(api_version);
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, &kind),
+        &rt.plural,
+    );
+    let api: Api<DynamicObject> = if rt.namespaced {
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default");
+        Api::namespaced_with(client.clone(), ns, &resource)
+    } else {
+        Api::all_with(client.clone(), &resource)
+    };
+    let params = PatchParams::apply(MANAGER).force();
+    api.patch(&name, &params, &Patch::Apply(object))
+        .await
+        .map_err(refused)?;
+    if rt.status_subresource && object.get("status").is_some() {
+        api.patch_status(&name, &params, &Patch::Apply(object))
+            .await
+            .map_err(refused)?;
+    }
+    Ok(format!("{kind}/{name}"))
+}
+
 /// Applies the manifests of `dir`; returns `kind/name` of each object applied.
 pub async fn apply_dir(
     client: &kube::Client,
@@ -125,48 +201,24 @@ pub async fn apply_dir(
 ) -> Result<Vec<String>, ManifestError> {
     let mut applied = Vec::new();
     for doc in read_dir(dir)? {
-        let api_version = doc.value["apiVersion"].as_str().unwrap_or_default();
-        let kind = doc.value["kind"].as_str().unwrap_or_default().to_owned();
-        let name = doc.value["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let refused = |source| ManifestError::Refused {
-            path: doc.path.clone(),
-            kind: kind.clone(),
-            name: name.clone(),
-            source: Box::new(source),
-        };
-        let Some(rt) = registry.lookup_kind(api_version, &kind) else {
-            return Err(ManifestError::Invalid {
-                path: doc.path.clone(),
-                index: 0,
-                message: format!("{kind} {name}: no such kind is served at {api_version}"),
-            });
-        };
-        let (group, version) = split_api_version(api_version);
-        let resource = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(group, version, &kind),
-            &rt.plural,
-        );
-        let api: Api<DynamicObject> = if rt.namespaced {
-            let ns = doc.value["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or("default");
-            Api::namespaced_with(client.clone(), ns, &resource)
-        } else {
-            Api::all_with(client.clone(), &resource)
-        };
-        let params = PatchParams::apply(MANAGER).force();
-        api.patch(&name, &params, &Patch::Apply(&doc.value))
-            .await
-            .map_err(refused)?;
-        if rt.status_subresource && doc.value.get("status").is_some() {
-            api.patch_status(&name, &params, &Patch::Apply(&doc.value))
-                .await
-                .map_err(refused)?;
+        match apply_value(client, registry, &doc.value).await {
+            Ok(done) => applied.push(done),
+            Err(e @ ApplyError::NotServed { .. }) => {
+                return Err(ManifestError::Invalid {
+                    path: doc.path.clone(),
+                    index: 0,
+                    message: e.to_string(),
+                });
+            }
+            Err(ApplyError::Refused { kind, name, source }) => {
+                return Err(ManifestError::Refused {
+                    path: doc.path.clone(),
+                    kind,
+                    name,
+                    source,
+                });
+            }
         }
-        applied.push(format!("{kind}/{name}"));
     }
     Ok(applied)
 }

@@ -9,8 +9,29 @@ use crate::resources::ResourceType;
 /// Kinds whose names are DNS labels (63 characters, no dots) rather than DNS subdomains.
 const DNS_LABEL_KINDS: &[&str] = &["Namespace", "Service"];
 
+/// Kinds whose names are path segments (`system:discovery`), as the real server validates
+/// RBAC names.
+const PATH_SEGMENT_KINDS: &[&str] = &["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"];
+
 /// Checks `metadata.name` for its kind.
 pub fn validate_name(kind: &str, name: &str) -> Option<FieldCause> {
+    if PATH_SEGMENT_KINDS.contains(&kind) && !name.is_empty() {
+        let bad = if name == "." || name == ".." {
+            Some(format!("may not be '{name}'"))
+        } else {
+            ["/", "%"]
+                .iter()
+                .find(|c| name.contains(**c))
+                .map(|c| format!("may not contain '{c}'"))
+        };
+        return bad.map(|why| {
+            FieldCause::new(
+                "FieldValueInvalid",
+                "metadata.name",
+                format!("Invalid value: \"{name}\": {why}"),
+            )
+        });
+    }
     let label = DNS_LABEL_KINDS.contains(&kind);
     let max = if label { 63 } else { 253 };
     let charset_ok = name
@@ -212,6 +233,10 @@ mod tests {
         assert!(validate_name("Pod", "-x").is_some());
         assert!(validate_name("Pod", "").is_some());
         assert!(validate_name("Namespace", &"a".repeat(64)).is_some());
+        assert!(validate_name("ClusterRole", "system:discovery").is_none());
+        assert!(validate_name("RoleBinding", "Team:Readers").is_none());
+        assert!(validate_name("ClusterRole", "a/b").is_some());
+        assert!(validate_name("Role", "..").is_some());
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct ApiState {
     pub gc: Arc<tokio::sync::Notify>,
     /// Interval of watch bookmarks.
     pub bookmark_interval: std::time::Duration,
+    /// Where each request is recorded, if anywhere.
+    pub audit: Option<crate::audit::AuditLog>,
 }
 
 /// Query parameters, first value of each.

@@ -42,6 +42,24 @@ pub enum ServerError {
     /// The kubeconfig could not be written or used.
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
+    /// A ServiceAccount's token could not be written.
+    #[error("a service account token: {0}")]
+    Token(String),
+    /// The ServiceAccount signing key could not be had.
+    #[error(transparent)]
+    Tokens(#[from] crate::tokens::TokenError),
+    /// The bootstrap RBAC objects could not be written.
+    #[error("writing the bootstrap RBAC roles: {0}")]
+    Bootstrap(String),
+    /// The audit log could not be opened.
+    #[error("opening the audit log {path}: {source}")]
+    Audit {
+        /// Its path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// How to run the server.
@@ -57,6 +75,8 @@ pub struct Config {
     pub event_window: usize,
     /// Interval of watch bookmarks.
     pub bookmark_interval: Duration,
+    /// Write the audit log (`audit.k8s.io/v1` Events, JSON lines) here.
+    pub audit_log: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -67,6 +87,7 @@ impl Default for Config {
             allow_loopback_endpoints: false,
             event_window: 10_000,
             bookmark_interval: Duration::from_secs(5),
+            audit_log: None,
         }
     }
 }
@@ -142,9 +163,18 @@ impl ApiServer {
             source,
         })?;
         let token = uuid::Uuid::new_v4().simple().to_string();
-        let signer = crate::tokens::Signer::open(config.data_dir.as_deref())
-            .map_err(|e| ServerError::Kubeconfig(e.to_string()))?;
-        crate::rbac::bootstrap(&store, &registry).map_err(ServerError::Kubeconfig)?;
+        let signer = crate::tokens::Signer::open(config.data_dir.as_deref())?;
+        crate::rbac::bootstrap(&store, &registry).map_err(ServerError::Bootstrap)?;
+        let audit =
+            match &config.audit_log {
+                Some(path) => Some(crate::audit::AuditLog::open(path).map_err(|source| {
+                    ServerError::Audit {
+                        path: path.clone(),
+                        source,
+                    }
+                })?),
+                None => None,
+            };
         let state = Arc::new(ApiState {
             store: store.clone(),
             registry,
@@ -155,6 +185,7 @@ impl ApiServer {
             signer,
             gc: Arc::new(tokio::sync::Notify::new()),
             bookmark_interval: config.bookmark_interval,
+            audit,
         });
         let stop = CancellationToken::new();
         tokio::spawn(crate::gc::run(
@@ -253,6 +284,72 @@ impl ApiServer {
             .map_err(|e| ServerError::Kubeconfig(e.to_string()))
     }
 
+    /// A `kube::Client` for the ServiceAccount `namespace/account`, as a pod of it has one:
+    /// its token in a file under `dir` that the client reads again every minute, renewed as
+    /// the kubelet renews projected tokens (valid an hour, replaced after 40 minutes) until
+    /// the server stops.
+    pub async fn client_for_service_account(
+        &self,
+        namespace: &str,
+        account: &str,
+        dir: &Path,
+    ) -> Result<kube::Client, ServerError> {
+        const VALID: i64 = 3600;
+        const RENEW: Duration = Duration::from_secs(40 * 60);
+        let path = dir.join(format!("{namespace}_{account}.token"));
+        let write = {
+            let state = self.state.clone();
+            let (namespace, account, path) =
+                (namespace.to_owned(), account.to_owned(), path.clone());
+            move || -> Result<(), ServerError> {
+                let key = crate::store::ObjectKey {
+                    resource: "serviceaccounts".into(),
+                    namespace: namespace.clone(),
+                    name: account.clone(),
+                };
+                let uid = state
+                    .store
+                    .get(&key)
+                    .and_then(|sa| sa["metadata"]["uid"].as_str().map(str::to_owned))
+                    .ok_or_else(|| {
+                        ServerError::Token(format!(
+                            "service account {namespace}/{account} does not exist"
+                        ))
+                    })?;
+                let now = chrono::Utc::now().timestamp();
+                let token = state.signer.issue(
+                    &namespace,
+                    &account,
+                    &uid,
+                    &[crate::tokens::ISSUER.to_owned()],
+                    now,
+                    VALID,
+                );
+                write_private(&path, token.as_bytes())
+                    .map_err(|e| ServerError::Token(format!("{}: {e}", path.display())))
+            }
+        };
+        std::fs::create_dir_all(dir)
+            .map_err(|e| ServerError::Token(format!("{}: {e}", dir.display())))?;
+        write()?;
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(RENEW) => {}
+                }
+                if let Err(e) = write() {
+                    tracing::warn!(error = %e, "renewing a service account token");
+                }
+            }
+        });
+        let mut config = self.config().await?;
+        config.auth_info.token = None;
+        config.auth_info.token_file = Some(path.display().to_string());
+        kube::Client::try_from(config).map_err(|e| ServerError::Kubeconfig(e.to_string()))
+    }
+
     /// The client configuration of this server with `token` instead of the admin's.
     pub async fn config_with_token(&self, token: &str) -> Result<kube::Config, ServerError> {
         let mut config = self.config().await?;
@@ -275,6 +372,22 @@ impl ApiServer {
     pub fn shutdown(&self) {
         self.stop.cancel();
     }
+}
+
+/// Writes `bytes` to `path` readable by its owner only, replacing it whole.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)
 }
 
 impl Drop for ApiServer {

@@ -3,7 +3,7 @@
 //! server's 403 otherwise; discovery and self-reviews are everyone's; TokenReview and
 //! SubjectAccessReview answer for others; impersonation needs `impersonate`; granting rules
 //! one does not hold needs `escalate` or `bind`; a deleted ServiceAccount's token stops
-//! working.
+//! working; the audit log records who was refused what.
 
 use fairlead_apiserver::{ApiServer, Config};
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenReview};
@@ -43,7 +43,14 @@ async fn token(admin: &kube::Client, namespace: &str, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_accounts_do_what_their_bindings_grant() {
-    let server = ApiServer::start(Config::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    let server = ApiServer::start(Config {
+        audit_log: Some(audit.clone()),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
     let admin = server.client().await.unwrap();
     Api::<Namespace>::all(admin.clone())
         .create(
@@ -95,6 +102,32 @@ async fn service_accounts_do_what_their_bindings_grant() {
     assert_eq!(
         message,
         "configmaps is forbidden: User \"system:serviceaccount:team:bot\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"team\""
+    );
+
+    // The audit log has the refusal: who, what, the code.
+    let events: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let refused = events
+        .iter()
+        .find(|e| e["responseStatus"]["code"] == 403)
+        .expect("the refusal is audited");
+    assert_eq!(
+        refused["user"]["username"],
+        "system:serviceaccount:team:bot"
+    );
+    assert_eq!(refused["verb"], "list");
+    assert_eq!(
+        refused["objectRef"],
+        json!({"resource": "configmaps", "apiGroup": "", "namespace": "team"})
+    );
+    assert!(
+        events.iter().any(
+            |e| e["user"]["username"] == "fairlead-admin" && e["responseStatus"]["code"] == 201
+        ),
+        "the admin's writes too"
     );
 
     // A Role and a RoleBinding grant reading ConfigMaps in team, and managing roles there.

@@ -13,3 +13,4 @@ pub mod cli;
 pub mod controller;
 pub mod metrics;
 pub mod probe;
+pub mod rbac;
