@@ -9,12 +9,6 @@ use crate::request::ApiState;
 use crate::store::ObjectKey;
 pub use crate::user::UserInfo;
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
 /// The user of `token`, when it is the admin token or a good ServiceAccount token for one of
 /// `audiences`; why not otherwise.
 pub fn user_of_token(
@@ -27,7 +21,7 @@ pub fn user_of_token(
     }
     let claims = state
         .signer
-        .verify(token, now(), audiences)
+        .verify(token, crate::tokens::unix_now(), audiences)
         .map_err(|e| e.to_string())?;
     let account = &claims["kubernetes.io"]["serviceaccount"];
     let (Some(namespace), Some(name), Some(uid)) = (

@@ -66,17 +66,7 @@ pub fn create(
     let status = match rt.kind.as_str() {
         "TokenReview" => {
             let token = spec["token"].as_str().unwrap_or_default();
-            let audiences: Vec<String> = spec["audiences"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|a| a.as_str().map(str::to_owned))
-                .collect();
-            let audiences = if audiences.is_empty() {
-                vec![crate::tokens::ISSUER.to_owned()]
-            } else {
-                audiences
-            };
+            let audiences = audiences(&spec);
             match crate::authn::user_of_token(state, token, &audiences) {
                 Ok(reviewed) => {
                     json!({"authenticated": true, "user": reviewed.to_json(), "audiences": audiences})
@@ -143,10 +133,19 @@ pub fn create(
     Ok(object)
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+/// The audiences a spec names (`spec.audiences`), the API server's when none.
+fn audiences(spec: &Value) -> Vec<String> {
+    let named: Vec<String> = spec["audiences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    if named.is_empty() {
+        vec![crate::tokens::ISSUER.to_owned()]
+    } else {
+        named
+    }
 }
 
 /// A token for the ServiceAccount `namespace/name`, as the TokenRequest `request` asks.
@@ -183,18 +182,8 @@ pub fn token_request(
             )],
         ));
     }
-    let audiences: Vec<String> = request["spec"]["audiences"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a.as_str().map(str::to_owned))
-        .collect();
-    let audiences = if audiences.is_empty() {
-        vec![crate::tokens::ISSUER.to_owned()]
-    } else {
-        audiences
-    };
-    let issued = now();
+    let audiences = audiences(&request["spec"]);
+    let issued = crate::tokens::unix_now();
     let token = state
         .signer
         .issue(namespace, name, uid, &audiences, issued, seconds);

@@ -316,7 +316,7 @@ impl ApiServer {
                             "service account {namespace}/{account} does not exist"
                         ))
                     })?;
-                let now = chrono::Utc::now().timestamp();
+                let now = crate::tokens::unix_now();
                 let token = state.signer.issue(
                     &namespace,
                     &account,

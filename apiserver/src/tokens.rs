@@ -25,6 +25,13 @@ pub const MIN_EXPIRATION: i64 = 600;
 /// The lifetime of a token whose request names none, seconds.
 pub const DEFAULT_EXPIRATION: i64 = 3600;
 
+/// Seconds since the Unix epoch, as token times are.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// Why a token is not good, or the key could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {

@@ -255,16 +255,19 @@ async fn service_accounts_do_what_their_bindings_grant() {
     );
 
     // TokenReview tells who a token is; a deleted ServiceAccount's token is no more.
-    let reviewed: TokenReview = Api::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &from(json!({
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-            "spec": {"token": bot_token}})),
-        )
-        .await
-        .unwrap();
-    let status = reviewed.status.unwrap();
+    let review = async || {
+        let reviewed: TokenReview = Api::all(admin.clone())
+            .create(
+                &PostParams::default(),
+                &from(json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": bot_token}})),
+            )
+            .await
+            .unwrap();
+        reviewed.status.unwrap()
+    };
+    let status = review().await;
     assert_eq!(status.authenticated, Some(true));
     assert_eq!(
         status.user.unwrap().username.as_deref(),
@@ -276,16 +279,7 @@ async fn service_accounts_do_what_their_bindings_grant() {
         .unwrap();
     let (code, _) = refusal(maps.list(&Default::default()).await);
     assert_eq!(code, 401);
-    let reviewed: TokenReview = Api::all(admin)
-        .create(
-            &PostParams::default(),
-            &from(json!({
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-            "spec": {"token": bot_token}})),
-        )
-        .await
-        .unwrap();
-    let status = reviewed.status.unwrap();
+    let status = review().await;
     assert_eq!(status.authenticated, Some(false));
     assert!(status.error.unwrap().contains("does not exist"));
 }

@@ -22,9 +22,9 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
 }
 
-/// The agent's cluster-wide rules: it reads resources, its node's pods and typed Secrets,
-/// writes its EndpointSlices, its entries of the resources' status, and Events.
-pub fn agent_rules() -> Vec<Value> {
+/// What both read and write of the resources: the resources, and their status (by merge
+/// patch).
+fn resource_rules() -> Vec<Value> {
     vec![
         rule(
             &[SWH_GROUP],
@@ -36,33 +36,32 @@ pub fn agent_rules() -> Vec<Value> {
             &["servicewithhealthchecks/status"],
             &["patch"],
         ),
+    ]
+}
+
+/// The agent's cluster-wide rules: it reads resources, its node's pods and typed Secrets,
+/// writes its EndpointSlices, its entries of the resources' status, and Events.
+pub fn agent_rules() -> Vec<Value> {
+    let mut rules = resource_rules();
+    rules.extend([
         rule(&[""], &["pods"], &["list", "watch"]),
         rule(&[""], &["secrets"], &["get", "list", "watch"]),
+        // Written by server-side apply: a patch, and create for the first write.
         rule(
             &["discovery.k8s.io"],
             &["endpointslices"],
-            &[
-                "get", "list", "watch", "create", "update", "patch", "delete",
-            ],
+            &["get", "list", "watch", "create", "patch", "delete"],
         ),
         rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
-    ]
+    ]);
+    rules
 }
 
 /// The controller's cluster-wide rules: it reads resources, pods and nodes, keeps the child
 /// Services and the resources' conditions, deletes stale EndpointSlices, and writes Events.
 pub fn controller_rules() -> Vec<Value> {
-    vec![
-        rule(
-            &[SWH_GROUP],
-            &["servicewithhealthchecks"],
-            &["get", "list", "watch"],
-        ),
-        rule(
-            &[SWH_GROUP],
-            &["servicewithhealthchecks/status"],
-            &["patch"],
-        ),
+    let mut rules = resource_rules();
+    rules.extend([
         rule(
             &[""],
             &["services"],
@@ -75,7 +74,8 @@ pub fn controller_rules() -> Vec<Value> {
             &["list", "watch", "delete"],
         ),
         rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
-    ]
+    ]);
+    rules
 }
 
 /// The controller's rules in the namespace of its Lease: make it, then only that one.

@@ -1,12 +1,11 @@
 //! The module's cleanup, as Deckhouse's module-cleanup waiter runs it before the module goes:
-//! [`wait`] (`fairlead edge cleanup-wait`, the pre-delete hook) marks the controller's
-//! ConfigMap `d8-alb/alb-gateway-controller` with `alb.deckhouse.io/cleanup: requested`; the
-//! controller, seeing the mark, stops making things and deletes everything it made (every
-//! object labelled `app.kubernetes.io/managed-by: alb-gateway-controller`: managed Gateways,
-//! proxy workloads, their Services, ConfigMaps and ServiceAccounts, the CA and certificate
-//! Secrets, HTTP-01 bridges, the webhook configuration), leaving users' objects (instances, routes, their Secrets) in
-//! place; [`wait`] returns once nothing of it is left, or fails after its timeout naming what
-//! is.
+//! [`wait`] (`fairlead edge cleanup-wait`, the pre-delete hook) marks the controller's ConfigMap
+//! `d8-alb/alb-gateway-controller` with `alb.deckhouse.io/cleanup: requested`; the controller,
+//! seeing the mark, stops making things and deletes everything it made (every object labelled
+//! `app.kubernetes.io/managed-by: alb-gateway-controller`: managed Gateways, proxy workloads, their
+//! Services, ConfigMaps and ServiceAccounts, the CA and certificate Secrets, HTTP-01 bridges, the
+//! webhook configuration), leaving users' objects (instances, routes, their Secrets) in place;
+//! [`wait`] returns once nothing of it is left, or fails after its timeout naming what is.
 
 use std::time::{Duration, Instant};
 

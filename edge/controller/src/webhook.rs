@@ -297,8 +297,14 @@ async fn review(
         kind = request["kind"]["kind"].as_str().unwrap_or_default(),
         object = %format!("{}/{}", request["namespace"].as_str().unwrap_or_default(), request["name"].as_str().unwrap_or_default()),
         user = request["userInfo"]["username"].as_str().unwrap_or_default());
+    let decided = {
+        use tracing::Instrument as _;
+        decide(&shared, hook, request)
+            .instrument(span.clone())
+            .await
+    };
     let _entered = span.enter();
-    let (verdict, label) = match decide(&shared, hook, request).await {
+    let (verdict, label) = match decided {
         Ok(verdict) => {
             let label = match &verdict {
                 Verdict::Allow(_) => "allowed",

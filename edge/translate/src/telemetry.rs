@@ -1,13 +1,12 @@
-//! What every edge connection manager tells about the requests it serves: a JSON access log
-//! line per request on Envoy's stdout (the Gateway API route and rule that served it, the
-//! backend, the response and its flags, timings, the client, and the trace id), and a span
-//! per request through Envoy's OpenTelemetry tracer — exported over OTLP/gRPC (or OTLP/HTTP,
-//! as the Gateway's instance asks) to the bootstrap's [`OTLP_CLUSTER`] (the collector the
-//! proxy is given; with none, spans are dropped and counted). Sampling is OpenTelemetry's default, parent-based: a request whose
-//! `traceparent` says sampled (or not) is traced (or not); others at [`SAMPLED_PERCENT`]
-//! (trace-id ratio). The connection manager itself samples everything, leaving the decision
-//! to that sampler: Envoy starts no span for a request it decided not to trace, whatever
-//! its `traceparent` says.
+//! What every edge connection manager tells about the requests it serves: a JSON access log line
+//! per request on Envoy's stdout (the Gateway API route and rule that served it, the backend, the
+//! response and its flags, timings, the client, and the trace id), and a span per request through
+//! Envoy's OpenTelemetry tracer — exported over OTLP/gRPC (or OTLP/HTTP, as the Gateway's instance
+//! asks) to the bootstrap's [`OTLP_CLUSTER`] (the collector the proxy is given; with none, spans
+//! are dropped and counted). Sampling is OpenTelemetry's default, parent-based: a request whose
+//! `traceparent` says sampled (or not) is traced (or not); others at [`SAMPLED_PERCENT`] (trace-id
+//! ratio). The connection manager itself samples everything, leaving the decision to that sampler:
+//! Envoy starts no span for a request it decided not to trace, whatever its `traceparent` says.
 
 use envoy_types::pb::envoy::config::accesslog::v3 as accesslog;
 use envoy_types::pb::envoy::config::core::v3 as core;
