@@ -75,9 +75,11 @@ pub struct UpArgs {
     #[arg(long)]
     http01_bridging_ingress_class: Option<String>,
 
-    /// Run the health module's components with their chart's ServiceAccounts and RBAC rules
-    /// (`health/src/rbac.rs`) instead of the admin's rights; their tokens are files beside
-    /// the kubeconfig, renewed as the kubelet renews projected tokens.
+    /// Run the components (health agent and controller, gateway controller, xDS control
+    /// plane) with their charts' ServiceAccounts and RBAC rules (`fairlead health rbac`,
+    /// `fairlead edge rbac`) instead of the admin's rights; their tokens are files beside the
+    /// kubeconfig, renewed as the kubelet renews projected tokens. The local workload runner
+    /// stands in for kubelets and keeps the admin's rights.
     #[arg(long)]
     rbac: bool,
 
@@ -100,8 +102,44 @@ pub struct UpArgs {
     drain_deadline: f64,
 }
 
+/// With `rbac`, applies a module's RBAC `objects` and returns the clients of its
+/// ServiceAccounts `accounts` of `namespace` (tokens renewed in files in `tokens`); without,
+/// `None`, and its components run as the admin.
+async fn service_account_clients(
+    server: &ApiServer,
+    client: &kube::Client,
+    rbac: bool,
+    objects: Vec<serde_json::Value>,
+    namespace: &str,
+    accounts: &[&str],
+    tokens: &std::path::Path,
+) -> anyhow::Result<Option<Vec<kube::Client>>> {
+    if !rbac {
+        return Ok(None);
+    }
+    for object in objects {
+        fairlead_apiserver::manifests::apply_value(client, server.registry(), &object)
+            .await
+            .with_context(|| {
+                format!(
+                    "applying the RBAC of {namespace} ({} {})",
+                    object["kind"], object["metadata"]["name"]
+                )
+            })?;
+    }
+    let mut clients = Vec::new();
+    for account in accounts {
+        clients.push(
+            server
+                .client_for_service_account(namespace, account, tokens)
+                .await?,
+        );
+    }
+    Ok(Some(clients))
+}
+
 /// The clients of the health agent and controller: the admin's, or with `rbac` their
-/// ServiceAccounts' (made with their roles, tokens in `tokens`).
+/// ServiceAccounts'.
 async fn health_clients(
     server: &ApiServer,
     client: &kube::Client,
@@ -109,21 +147,70 @@ async fn health_clients(
     tokens: &std::path::Path,
 ) -> anyhow::Result<(kube::Client, kube::Client)> {
     use fairlead_health::rbac;
-    if !rbac {
-        return Ok((client.clone(), client.clone()));
-    }
-    for object in rbac::objects(LEASE_NAMESPACE) {
-        fairlead_apiserver::manifests::apply_value(client, server.registry(), &object)
-            .await
-            .with_context(|| format!("applying the health module's RBAC ({})", object["kind"]))?;
-    }
-    let agent = server
-        .client_for_service_account(rbac::NAMESPACE, rbac::AGENT.0, tokens)
-        .await?;
-    let controller = server
-        .client_for_service_account(rbac::NAMESPACE, rbac::CONTROLLER.0, tokens)
-        .await?;
-    Ok((agent, controller))
+    let accounts = [rbac::AGENT.0, rbac::CONTROLLER.0];
+    let objects = std::iter::once(rbac::MODULE.namespace_object())
+        .chain(rbac::objects(LEASE_NAMESPACE))
+        .collect();
+    Ok(
+        match service_account_clients(
+            server,
+            client,
+            rbac,
+            objects,
+            rbac::NAMESPACE,
+            &accounts,
+            tokens,
+        )
+        .await?
+        .as_deref()
+        {
+            Some([agent, controller]) => (agent.clone(), controller.clone()),
+            _ => (client.clone(), client.clone()),
+        },
+    )
+}
+
+/// The clients of the gateway controller and the xDS control plane: with `rbac` their
+/// ServiceAccounts'; without, the admin's, the controller under the name its ServiceAccount
+/// gives it in a cluster (the webhooks admit its changes to managed Gateways, and nobody
+/// else's) with the admin's rights (`system:masters`).
+async fn edge_clients(
+    server: &ApiServer,
+    client: &kube::Client,
+    rbac: bool,
+    tokens: &std::path::Path,
+) -> anyhow::Result<(kube::Client, kube::Client)> {
+    use fairlead_edge_cli::rbac;
+    use fairlead_edge_controller::rbac::CONTROLLER;
+    let accounts = [CONTROLLER.0, rbac::XDS.0];
+    let objects = std::iter::once(rbac::MODULE.namespace_object())
+        .chain(rbac::objects(LEASE_NAMESPACE))
+        .collect();
+    Ok(
+        match service_account_clients(
+            server,
+            client,
+            rbac,
+            objects,
+            rbac::MODULE.namespace,
+            &accounts,
+            tokens,
+        )
+        .await?
+        .as_deref()
+        {
+            Some([controller, xds]) => (controller.clone(), xds.clone()),
+            _ => (
+                server
+                    .client_as(
+                        fairlead_edge_controller::webhook::CONTROLLER_USER,
+                        &["system:masters"],
+                    )
+                    .await?,
+                client.clone(),
+            ),
+        },
+    )
 }
 
 /// The namespace of the health controller's Lease here.
@@ -190,12 +277,13 @@ async fn start_edge(
     client: &kube::Client,
     args: &UpArgs,
     runner: Option<crate::runner::Config>,
+    (controller_client, xds_client): (kube::Client, kube::Client),
 ) -> anyhow::Result<SocketAddr> {
     use fairlead_edge_control_plane::run;
     use fairlead_edge_controller::crds;
     let controller = fairlead_edge_translate::CONTROLLER_NAME;
     let channel = args.gateway_api_channel;
-    crds::install(client, controller, channel)
+    crds::install(&controller_client, controller, channel)
         .await
         .with_context(|| {
             format!(
@@ -210,12 +298,12 @@ async fn start_edge(
     };
     // A data dir from an older fairlead may hold CRDs of other storage versions: said, not
     // refused (`fairlead edge controller` refuses), so a developer's world still starts.
-    if let Err(e) = crds::check_storage_versions(client).await {
+    if let Err(e) = crds::check_storage_versions(&controller_client).await {
         tracing::warn!(error = %e, "the Gateway API CRDs in the data dir are not the ones fairlead needs; objects may be read wrong");
     }
-    let index = fairlead_edge_index::Index::start(client.clone(), runtime.shutdown.token());
+    let index = fairlead_edge_index::Index::start(xds_client.clone(), runtime.shutdown.token());
     let tls = fairlead_kit::tls::watch_secret(
-        client.clone(),
+        xds_client.clone(),
         fairlead_key::ObjectKey::new(
             fairlead_edge_controller::instances::CLUSTER_NAMESPACE,
             fairlead_edge_controller::certificates::XDS_SECRET,
@@ -225,7 +313,7 @@ async fn start_edge(
     );
     let bound = fairlead_edge_control_plane::start(
         runtime,
-        client.clone(),
+        xds_client,
         index,
         args.xds_addr,
         Some(tls),
@@ -249,21 +337,30 @@ async fn start_edge(
         webhook: Some(webhook.clone()),
     };
     let metrics = fairlead_edge_controller::metrics::ControllerMetrics::new(&runtime.metrics)?;
-    start_webhooks(runtime, client, &webhook, args.webhook_addr, &metrics).await?;
-    // The controller has the name its ServiceAccount gives it in a cluster (the webhooks
-    // admit its changes to managed Gateways, and nobody else's), with the admin's rights
-    // (`system:masters`), as every component of `fairlead up` has.
-    let controller_client = server
-        .client_as(
-            fairlead_edge_controller::webhook::CONTROLLER_USER,
-            &["system:masters"],
-        )
-        .await?;
+    start_webhooks(
+        runtime,
+        client,
+        &controller_client,
+        &webhook,
+        args.webhook_addr,
+        &metrics,
+    )
+    .await?;
+    // Leader-elected as in a cluster (its Lease in the module's namespace).
+    let (leadership, _lease) = fairlead_kit::lease::spawn(
+        controller_client.clone(),
+        fairlead_kit::lease::LeaseConfig::new(
+            fairlead_edge_controller::reconcile::LEASE,
+            fairlead_edge_controller::instance::CLUSTER_NAMESPACE,
+            "fairlead-up",
+        ),
+        runtime.shutdown.token(),
+    );
     runtime
         .shutdown
         .spawn(fairlead_edge_controller::reconcile::run(
             controller_client,
-            None,
+            Some(leadership),
             config,
             metrics,
             runtime.shutdown.token(),
@@ -280,18 +377,19 @@ async fn start_edge(
 }
 
 /// Serves the gateway controller's admission webhooks on `addr` (managed Gateways edited by
-/// the controller and the local runner), and makes the Service `webhook` (the chart's, in a
-/// cluster) lead there.
+/// the controller and the local runner; their lookups with `controller`'s rights), and makes
+/// the Service `webhook` (the chart's, in a cluster) lead there.
 async fn start_webhooks(
     runtime: &Runtime,
     client: &kube::Client,
+    controller: &kube::Client,
     webhook: &fairlead_edge_controller::webhook::WebhookService,
     addr: SocketAddr,
     metrics: &fairlead_edge_controller::metrics::ControllerMetrics,
 ) -> anyhow::Result<()> {
     use fairlead_edge_controller::webhook;
     let tls = fairlead_kit::tls::watch_secret(
-        client.clone(),
+        controller.clone(),
         fairlead_key::ObjectKey::new(
             fairlead_edge_controller::instance::CLUSTER_NAMESPACE,
             webhook::SECRET,
@@ -302,7 +400,7 @@ async fn start_webhooks(
     let bound = webhook::serve(
         addr,
         tls,
-        client.clone(),
+        controller.clone(),
         vec![
             webhook::CONTROLLER_USER.to_owned(),
             crate::runner::USER.to_owned(),
@@ -324,7 +422,7 @@ async fn start_webhooks(
     let [service, slice] = fairlead_apiserver::local::service(
         namespace,
         webhook.service.name(),
-        "webhook",
+        webhook::SERVICE_PORT_NAME,
         webhook.port,
         bound,
     );
@@ -423,7 +521,8 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
             envoy,
         ))
     };
-    let xds_addr = start_edge(&runtime, &server, &client, &args, runner).await?;
+    let edge = edge_clients(&server, &client, args.rbac, &tokens).await?;
+    let xds_addr = start_edge(&runtime, &server, &client, &args, runner, edge).await?;
     if let Some(dir) = &args.manifests {
         let applied = fairlead_apiserver::manifests::apply_dir(&client, server.registry(), dir)
             .await

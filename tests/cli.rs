@@ -806,6 +806,229 @@ fn cluster_instances(client: &kube::Client) -> kube::Api<kube::api::DynamicObjec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_runs_the_proxies_of_alb_instances() {
     let up = Up::start(&[]);
+    alb_instances_world(&up).await;
+    let output = tokio::task::spawn_blocking(move || up.stop())
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+}
+
+/// Least privilege, both ways, for the alb module: with `--rbac` the gateway controller and
+/// the xDS control plane run the whole world above (and an HTTP-01 bridge) with their
+/// chart's ServiceAccounts and rules, `fairlead edge cleanup-wait` runs as the pre-delete
+/// hook's, and the audit log shows none of their requests refused and every verb of every
+/// rule used (so no rule grants what nothing asks for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_rbac_runs_the_alb_components_with_exactly_their_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    let up = Up::start_with(
+        &[
+            "--rbac",
+            "--audit-log",
+            audit.to_str().unwrap(),
+            "--http01-bridging-ingress-class",
+            "nginx",
+        ],
+        &[],
+    );
+    alb_instances_world(&up).await;
+    let client = up.client().await;
+    kubectl_apply(
+        &up,
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: cm-acme-http-solver-1
+  namespace: default
+  labels: {acme.cert-manager.io/http01-solver: \"true\"}
+spec:
+  parentRefs: [{name: public, namespace: d8-alb}]
+  hostnames: [shop.example.com]
+  rules:
+  - matches: [{path: {type: Exact, value: /.well-known/acme-challenge/t0k3n}}]
+    backendRefs: [{name: cm-acme-http-solver-x, port: 8089}]
+",
+    );
+    // Every kind the control plane writes the status of, on a Gateway of the class.
+    kubectl_apply(&up, STREAMS_WORLD);
+    let ingresses = kube::Api::<k8s_openapi::api::networking::v1::Ingress>::namespaced(
+        client.clone(),
+        "default",
+    );
+    until("the HTTP-01 bridge", async || {
+        ingresses
+            .get_opt("cm-acme-http-solver-1-http01")
+            .await
+            .ok()?
+    })
+    .await;
+    let kubeconfig = service_account_kubeconfig(&up, "d8-alb", "alb-cleanup", dir.path());
+    let cleanup = tokio::task::spawn_blocking(move || {
+        Command::new(BIN)
+            .args(["edge", "cleanup-wait", "--timeout", "30"])
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        cleanup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cleanup.stderr)
+    );
+    assert!(
+        cluster_instances(&client)
+            .get_opt("main")
+            .await
+            .unwrap()
+            .is_some(),
+        "the users' instances stay"
+    );
+    let output = tokio::task::spawn_blocking(move || up.stop())
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let objects = fairlead_edge_cli::rbac::objects("kube-system");
+    let unused = fairlead_kit::testing::rbac::unused_rules(
+        &objects,
+        &events,
+        &[fairlead_edge_cli::rbac::RBAC_PROXY],
+    );
+    let refused = fairlead_kit::testing::rbac::refused(&events, "system:serviceaccount:d8-alb:");
+    assert!(refused.is_empty(), "refused: {refused:#?}");
+    // What this world cannot make them do, each with the reason the rule is still needed.
+    let exempt: [(&str, &str, &str); 3] = [
+        (
+            "xlistenersets",
+            "",
+            "XListenerSet is served by the experimental channel only; this world runs the standard one",
+        ),
+        (
+            "d8:alb:xds: get ",
+            "/status",
+            "a shared status list is read again only when its replace meets a conflict",
+        ),
+        (
+            "d8:alb:xds: ",
+            "events.k8s.io",
+            "Events are recorded when a proxy rejects a configuration, which this world never sends",
+        ),
+    ];
+    let unused: Vec<&String> = unused
+        .iter()
+        .filter(|u| {
+            !exempt
+                .iter()
+                .any(|(a, b, _)| u.contains(a) && u.contains(b))
+        })
+        .collect();
+    assert!(unused.is_empty(), "granted, never used: {unused:#?}");
+}
+
+/// A Gateway of the class with a listener of every protocol, a ListenerSet, a route of
+/// every kind and a BackendTLSPolicy: the kinds whose status the control plane writes.
+const STREAMS_WORLD: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: streams, namespace: default}
+spec:
+  gatewayClassName: d8-alb
+  allowedListeners: {namespaces: {from: Same}}
+  listeners:
+  - {name: http, port: 8080, protocol: HTTP}
+  - {name: tls, port: 8443, protocol: TLS, tls: {mode: Passthrough}}
+  - {name: tcp, port: 9000, protocol: TCP}
+  - {name: udp, port: 9001, protocol: UDP}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: extra, namespace: default}
+spec:
+  parentRef: {name: streams}
+  listeners: [{name: extra, port: 8081, protocol: HTTP, hostname: extra.example.com}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: grpc, namespace: default}
+spec:
+  parentRefs: [{name: streams, sectionName: http}]
+  rules: [{backendRefs: [{name: secure, port: 443}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: tls, namespace: default}
+spec:
+  parentRefs: [{name: streams, sectionName: tls}]
+  hostnames: [tls.example.com]
+  rules: [{backendRefs: [{name: secure, port: 443}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {name: tcp, namespace: default}
+spec:
+  parentRefs: [{name: streams, sectionName: tcp}]
+  rules: [{backendRefs: [{name: secure, port: 443}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: UDPRoute
+metadata: {name: udp, namespace: default}
+spec:
+  parentRefs: [{name: streams, sectionName: udp}]
+  rules: [{backendRefs: [{name: secure, port: 443}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: secure, namespace: default}
+spec: {ports: [{name: https, port: 443}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: to-secure, namespace: default}
+spec:
+  parentRefs: [{name: streams, sectionName: http}]
+  rules: [{backendRefs: [{name: secure, port: 443}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: secure, namespace: default}
+spec:
+  targetRefs: [{group: \"\", kind: Service, name: secure}]
+  validation: {hostname: secure.example.com, wellKnownCACertificates: System}
+";
+
+/// A kubeconfig for the ServiceAccount `namespace/account` of `up` (its token from
+/// `kubectl create token`), written into `dir`.
+fn service_account_kubeconfig(
+    up: &Up,
+    namespace: &str,
+    account: &str,
+    dir: &std::path::Path,
+) -> std::path::PathBuf {
+    let token = Command::new("kubectl")
+        .args(["-n", namespace, "create", "token", account])
+        .env("KUBECONFIG", &up.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(token.status.success(), "{token:?}");
+    let mut config: serde_json::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(&up.kubeconfig).unwrap()).unwrap();
+    config["users"][0]["user"] = serde_json::json!({
+        "token": String::from_utf8(token.stdout).unwrap().trim()});
+    let path = dir.join(format!("{account}.kubeconfig"));
+    std::fs::write(&path, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
+    path
+}
+
+/// The world of ALB instances `up` runs: LoadBalancer and HostPort inlets, an ALBInstance
+/// in a team's namespace, routes with real backends through real Envoys, statuses, the
+/// webhooks, a proxy restarted, an instance deleted.
+async fn alb_instances_world(up: &Up) {
     up.wait_ready().await;
     let (one, two, three) = (
         named_backend("one").await,
@@ -846,11 +1069,11 @@ spec:
     );
     yaml.push_str(&route_to("one", "public", "d8-alb", one));
     yaml.push_str(&route_to("two", "nodes", "d8-alb", two));
-    kubectl_apply(&up, &yaml);
+    kubectl_apply(up, &yaml);
     // The shop's routes live in its namespace (its Gateway admits routes from everywhere,
     // its ListenerSets from its own namespace only).
     kubectl_apply(
-        &up,
+        up,
         &route_to("three", "shop", "team", three).replace("namespace: default", "namespace: team"),
     );
     let client = up.client().await;
@@ -1070,10 +1293,6 @@ spec:
             .then_some(())
     })
     .await;
-    let output = tokio::task::spawn_blocking(move || up.stop())
-        .await
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

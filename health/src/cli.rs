@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use fairlead_kit::lease::LeaseConfig;
 use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
-use fairlead_kit::{AdminServer, GlobalArgs, Runtime};
+use fairlead_kit::{GlobalArgs, Runtime};
 
 use crate::agent::{self, Settings};
 use crate::controller;
@@ -18,6 +18,9 @@ use crate::metrics::HealthMetrics;
 pub enum HealthCommand {
     /// Print the ServiceWithHealthchecks CRD (YAML), generated from the Rust types.
     Crd,
+    /// Print the components' RBAC (YAML): the chart's `templates/rbac.yaml`, from the rules
+    /// of `fairlead_health::rbac`.
+    Rbac,
     /// Run the agent of one node: probe its pods and publish EndpointSlices and statuses.
     Agent(AgentArgs),
     /// Run the controller: child Services, Ready condition, cleanup (leader-elected).
@@ -33,6 +36,10 @@ pub struct AgentArgs {
     /// Address of the admin server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "0.0.0.0:9874")]
     admin_addr: SocketAddr,
+    /// A health-only server (/healthz, /readyz) for the kubelet's probes, when the admin
+    /// server stays on loopback behind kube-rbac-proxy.
+    #[arg(long)]
+    health_addr: Option<SocketAddr>,
     /// Probes running at once.
     #[arg(long, default_value_t = 256)]
     concurrency: usize,
@@ -47,6 +54,10 @@ pub struct ControllerArgs {
     /// Address of the admin server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "0.0.0.0:4250")]
     admin_addr: SocketAddr,
+    /// A health-only server (/healthz, /readyz) for the kubelet's probes, when the admin
+    /// server stays on loopback behind kube-rbac-proxy.
+    #[arg(long)]
+    health_addr: Option<SocketAddr>,
     /// Namespace of the leader-election Lease.
     #[arg(
         long,
@@ -66,9 +77,21 @@ pub async fn run(global: &GlobalArgs, command: HealthCommand) -> anyhow::Result<
             print!("{}", serde_yaml_ng::to_string(&fairlead_health_api::crd())?);
             Ok(())
         }
+        HealthCommand::Rbac => {
+            print!(
+                "{}",
+                fairlead_kit::rbac::yaml_stream(&crate::rbac::objects(crate::rbac::NAMESPACE))?
+            );
+            Ok(())
+        }
         HealthCommand::Agent(args) => {
-            let (runtime, client, metrics) =
-                start(global, "fairlead-health-agent", args.admin_addr).await?;
+            let (runtime, client, metrics) = start(
+                global,
+                "fairlead-health-agent",
+                args.admin_addr,
+                args.health_addr,
+            )
+            .await?;
             let ready = runtime.readiness.register("agent");
             let settings = Settings {
                 node: args.node_name,
@@ -85,8 +108,13 @@ pub async fn run(global: &GlobalArgs, command: HealthCommand) -> anyhow::Result<
             Ok(())
         }
         HealthCommand::Controller(args) => {
-            let (runtime, client, metrics) =
-                start(global, "fairlead-health-controller", args.admin_addr).await?;
+            let (runtime, client, metrics) = start(
+                global,
+                "fairlead-health-controller",
+                args.admin_addr,
+                args.health_addr,
+            )
+            .await?;
             let ready = runtime.readiness.register("controller");
             let lease = LeaseConfig {
                 lease_duration: Duration::from_secs(15),
@@ -110,19 +138,13 @@ async fn start(
     global: &GlobalArgs,
     component: &str,
     admin_addr: SocketAddr,
+    health_addr: Option<SocketAddr>,
 ) -> anyhow::Result<(Runtime, kube::Client, HealthMetrics)> {
     let runtime = Runtime::start(global, component, DEFAULT_DRAIN_DEADLINE)?;
     let client = kube::Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
     let metrics = HealthMetrics::new(&runtime.metrics)?;
-    AdminServer::bind(
-        admin_addr,
-        runtime.metrics.clone(),
-        runtime.readiness.clone(),
-        None,
-    )
-    .await?
-    .spawn(&runtime.shutdown);
+    runtime.serve_admin(admin_addr, health_addr, None).await?;
     Ok((runtime, client, metrics))
 }

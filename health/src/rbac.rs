@@ -5,7 +5,8 @@
 //! agent watches only its node's pods and only typed Secrets, which saves its memory, not its
 //! rights.
 
-use serde_json::{Value, json};
+use fairlead_kit::rbac::{Module, named_rule, rbac_proxy_rules, rule};
+use serde_json::Value;
 
 /// The module's namespace.
 pub const NAMESPACE: &str = "d8-service-with-healthchecks";
@@ -18,9 +19,14 @@ pub const CONTROLLER: (&str, &str) = ("controller", "d8:service-with-healthcheck
 
 const SWH_GROUP: &str = "network.deckhouse.io";
 
-fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
-    json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
-}
+/// The module, as its objects are labelled.
+pub const MODULE: Module = Module {
+    name: "service-with-healthchecks",
+    namespace: NAMESPACE,
+};
+
+/// The ClusterRole of the kube-rbac-proxy sidecars in front of both components' metrics.
+pub const RBAC_PROXY: &str = "d8:service-with-healthchecks:rbac-proxy";
 
 /// What both read and write of the resources: the resources, and their status (by merge
 /// patch).
@@ -82,62 +88,41 @@ pub fn controller_rules() -> Vec<Value> {
 pub fn controller_lease_rules(lease: &str) -> Vec<Value> {
     vec![
         rule(&["coordination.k8s.io"], &["leases"], &["create"]),
-        json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-            "resourceNames": [lease], "verbs": ["get", "update", "patch"]}),
+        named_rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &[lease],
+            &["get", "update"],
+        ),
     ]
 }
 
-/// A ClusterRole.
-pub fn cluster_role(name: &str, rules: Vec<Value>) -> Value {
-    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": name, "labels": {"heritage": "deckhouse", "module": "service-with-healthchecks"}},
-        "rules": rules})
-}
-
-/// A Role in `namespace`.
-pub fn role(name: &str, namespace: &str, rules: Vec<Value>) -> Value {
-    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": name, "namespace": namespace,
-            "labels": {"heritage": "deckhouse", "module": "service-with-healthchecks"}},
-        "rules": rules})
-}
-
-/// A binding of `role` (a ClusterRole, or a Role when `namespace` is given) to the
-/// ServiceAccount `account` of the module's namespace.
-pub fn binding(role: &str, account: &str, namespace: Option<&str>) -> Value {
-    let (kind, role_kind) = match namespace {
-        Some(_) => ("RoleBinding", "Role"),
-        None => ("ClusterRoleBinding", "ClusterRole"),
-    };
-    let mut metadata = json!({"name": role});
-    if let Some(ns) = namespace {
-        metadata["namespace"] = json!(ns);
-    }
-    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]})
-}
-
-/// Everything the health components need, for a controller whose Lease is in
-/// `lease_namespace`: the namespace, ServiceAccounts, roles and bindings.
+/// Everything the health components need in the module's namespace (which the chart
+/// makes), for a controller whose Lease is in `lease_namespace`: ServiceAccounts, roles and
+/// bindings (the kube-rbac-proxy sidecars run with their pod's ServiceAccount).
 pub fn objects(lease_namespace: &str) -> Vec<Value> {
-    let account = |name: &str| {
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": name, "namespace": NAMESPACE}})
-    };
-    vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
-        account(AGENT.0),
-        account(CONTROLLER.0),
-        cluster_role(AGENT.1, agent_rules()),
-        binding(AGENT.1, AGENT.0, None),
-        cluster_role(CONTROLLER.1, controller_rules()),
-        binding(CONTROLLER.1, CONTROLLER.0, None),
-        role(
+    let mut objects = vec![
+        MODULE.service_account(AGENT.0),
+        MODULE.service_account(CONTROLLER.0),
+        MODULE.cluster_role(AGENT.1, agent_rules()),
+        MODULE.binding(AGENT.1, AGENT.1, AGENT.0, None),
+        MODULE.cluster_role(CONTROLLER.1, controller_rules()),
+        MODULE.binding(CONTROLLER.1, CONTROLLER.1, CONTROLLER.0, None),
+        MODULE.role(
             CONTROLLER.1,
             lease_namespace,
             controller_lease_rules(crate::controller::LEASE),
         ),
-        binding(CONTROLLER.1, CONTROLLER.0, Some(lease_namespace)),
-    ]
+        MODULE.binding(
+            CONTROLLER.1,
+            CONTROLLER.1,
+            CONTROLLER.0,
+            Some(lease_namespace),
+        ),
+        MODULE.cluster_role(RBAC_PROXY, rbac_proxy_rules()),
+    ];
+    for (account, role) in [AGENT, CONTROLLER] {
+        objects.push(MODULE.binding(&format!("{role}:rbac-proxy"), RBAC_PROXY, account, None));
+    }
+    objects
 }

@@ -119,6 +119,7 @@ async fn the_health_components_need_exactly_their_rules() {
         &serde_json::to_value(fairlead_health_api::crd()).unwrap(),
     )
     .await;
+    apply(&admin, &rbac::MODULE.namespace_object()).await;
     for object in rbac::objects("default") {
         apply(&admin, &object).await;
     }
@@ -191,12 +192,16 @@ async fn the_health_components_need_exactly_their_rules() {
     // Take a rule away from each, and the refusal names what it no longer may do.
     let mut agent_rules = rbac::agent_rules();
     agent_rules.retain(|r| r["resources"][0] != "endpointslices");
-    apply(&admin, &rbac::cluster_role(rbac::AGENT.1, agent_rules)).await;
+    apply(
+        &admin,
+        &rbac::MODULE.cluster_role(rbac::AGENT.1, agent_rules),
+    )
+    .await;
     let mut controller_rules = rbac::controller_rules();
     controller_rules.retain(|r| r["resources"][0] != "services");
     apply(
         &admin,
-        &rbac::cluster_role(rbac::CONTROLLER.1, controller_rules),
+        &rbac::MODULE.cluster_role(rbac::CONTROLLER.1, controller_rules),
     )
     .await;
     apply(&admin, &swh("shop", port)).await;

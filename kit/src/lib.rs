@@ -13,7 +13,7 @@
 //!
 //! Kubernetes parts, used by every controller: leader election on a Lease ([`lease`]),
 //! server-side apply that skips writes already in place ([`apply`], over [`fieldset`]), and an
-//! Events recorder ([`events`]).
+//! Events recorder ([`events`]), and the RBAC objects of a module's components ([`rbac`]).
 //!
 //! The modules are independent: a test can use the admin server without telemetry, or the
 //! shutdown coordinator without an admin server.
@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod pki;
 pub mod process;
 pub mod propagation;
+pub mod rbac;
 pub mod readiness;
 pub mod reconcile;
 pub mod runtime;

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::admin::{AdminError, AdminServer};
 use crate::cli::GlobalArgs;
 use crate::metrics::{Metrics, MetricsError};
 use crate::readiness::Readiness;
@@ -52,6 +53,26 @@ impl Runtime {
             shutdown,
             telemetry,
         })
+    }
+
+    /// Serves the admin server (`/metrics`, `/healthz`, `/readyz`, and `extra` routes) on
+    /// `admin` and, when given, the health-only server on `health` (for a kubelet's probes
+    /// while `admin` stays on loopback behind kube-rbac-proxy), until shutdown.
+    pub async fn serve_admin(
+        &self,
+        admin: std::net::SocketAddr,
+        health: Option<std::net::SocketAddr>,
+        extra: Option<axum::Router>,
+    ) -> Result<(), AdminError> {
+        AdminServer::bind(admin, self.metrics.clone(), self.readiness.clone(), extra)
+            .await?
+            .spawn(&self.shutdown);
+        if let Some(addr) = health {
+            AdminServer::bind_health(addr, self.readiness.clone())
+                .await?
+                .spawn(&self.shutdown);
+        }
+        Ok(())
     }
 
     /// Waits for shutdown and the drain, then flushes traces.

@@ -1,11 +1,13 @@
 //! Test fixtures shared by every crate's tests (feature `testing`): free ports, an in-process
 //! OTLP/gRPC trace receiver, a real Prometheus server and throwaway PostgreSQL servers, started
-//! from the Debian packages, and the sources of locked crates.
+//! from the Debian packages, the sources of locked crates, and least privilege read from an
+//! audit log.
 
 pub mod crates;
 pub mod otlp;
 pub mod postgres;
 pub mod prometheus;
+pub mod rbac;
 
 /// A free TCP port on 127.0.0.1 (bound, read, released: good enough for tests).
 pub fn free_port() -> u16 {

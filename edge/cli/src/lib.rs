@@ -1,7 +1,9 @@
 //! `fairlead edge …`, the commands of the ALB's components and their wiring only: the xDS
 //! control plane (`xds`), the Envoy bootstrap that points a proxy at it (`bootstrap`), and
-//! the proxy container's supervisor of Envoy (`proxy`). The gateway controller and the GeoIP
+//! the proxy container's supervisor of Envoy (`proxy`); the module's RBAC ([`rbac`]). The gateway controller and the GeoIP
 //! components get their commands here.
+
+pub mod rbac;
 
 use std::net::SocketAddr;
 
@@ -14,7 +16,7 @@ use fairlead_edge_translate::ObjectKey;
 use fairlead_kit::lease::LeaseConfig;
 use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
 use fairlead_kit::tls::ServingTls;
-use fairlead_kit::{AdminServer, GlobalArgs, Runtime};
+use fairlead_kit::{GlobalArgs, Runtime};
 
 /// The edge module's commands.
 #[derive(Debug, Subcommand)]
@@ -32,6 +34,9 @@ pub enum EdgeCommand {
     Controller(ControllerArgs),
     /// Print the ClusterALBInstance and ALBInstance CRDs (YAML).
     Crd,
+    /// Print the components' RBAC (YAML): the alb chart's `templates/rbac.yaml`, from the
+    /// rules the components' crates list.
+    Rbac,
     /// Issue a client certificate for a proxy of your own, from the gateway controller's CA
     /// (read from its Secret, so this needs that access): `ca.crt`, `tls.crt` and `tls.key`
     /// for `fairlead edge bootstrap --xds-ca/--xds-cert/--xds-key`. The xDS server serves it
@@ -74,6 +79,10 @@ pub struct ControllerArgs {
     /// Address of the admin server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "0.0.0.0:9850")]
     pub admin_addr: SocketAddr,
+    /// A health-only server (/healthz, /readyz) for the kubelet's probes, when the admin
+    /// server stays on loopback behind kube-rbac-proxy.
+    #[arg(long)]
+    pub health_addr: Option<SocketAddr>,
     /// Namespace of the controller's Lease.
     #[arg(long, env = "POD_NAMESPACE", default_value = "d8-alb")]
     pub lease_namespace: String,
@@ -147,9 +156,6 @@ impl ControllerArgs {
     }
 }
 
-/// The controller's Lease.
-pub const CONTROLLER_LEASE: &str = "alb-gateway-controller-leader";
-
 /// Options of `fairlead edge proxy`.
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
@@ -199,6 +205,10 @@ pub struct XdsArgs {
     /// Address of the admin server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "0.0.0.0:4251")]
     pub admin_addr: SocketAddr,
+    /// A health-only server (/healthz, /readyz) for the kubelet's probes, when the admin
+    /// server stays on loopback behind kube-rbac-proxy.
+    #[arg(long)]
+    pub health_addr: Option<SocketAddr>,
     /// The GatewayClass controller name served.
     #[arg(long, default_value = fairlead_edge_translate::CONTROLLER_NAME)]
     pub controller_name: String,
@@ -366,26 +376,26 @@ async fn connected(
     global: &GlobalArgs,
     name: &str,
     admin_addr: SocketAddr,
+    health_addr: Option<SocketAddr>,
 ) -> anyhow::Result<(Runtime, kube::Client)> {
     let runtime = Runtime::start(global, name, DEFAULT_DRAIN_DEADLINE)?;
     let client = kube::Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
-    AdminServer::bind(
-        admin_addr,
-        runtime.metrics.clone(),
-        runtime.readiness.clone(),
-        None,
-    )
-    .await?
-    .spawn(&runtime.shutdown);
+    runtime.serve_admin(admin_addr, health_addr, None).await?;
     Ok((runtime, client))
 }
 
 /// Runs the control plane until a shutdown signal, with its admin server.
 pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
     args.check_tls()?;
-    let (runtime, client) = connected(global, "fairlead-edge-xds", args.admin_addr).await?;
+    let (runtime, client) = connected(
+        global,
+        "fairlead-edge-xds",
+        args.admin_addr,
+        args.health_addr,
+    )
+    .await?;
     let tls = args.tls(&client, runtime.shutdown.token())?;
     let settings = Settings {
         controller_name: args.controller_name,
@@ -432,19 +442,13 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
         drain + std::time::Duration::from_secs(10),
     )?;
     let envoy_ready = runtime.readiness.register("envoy");
-    AdminServer::bind(
-        args.metrics_addr,
-        runtime.metrics.clone(),
-        runtime.readiness.clone(),
-        Some(fairlead_edge_proxy::stats_router(admin)),
-    )
-    .await?
-    .spawn(&runtime.shutdown);
-    if let Some(addr) = args.health_addr {
-        AdminServer::bind_health(addr, runtime.readiness.clone())
-            .await?
-            .spawn(&runtime.shutdown);
-    }
+    runtime
+        .serve_admin(
+            args.metrics_addr,
+            args.health_addr,
+            Some(fairlead_edge_proxy::stats_router(admin)),
+        )
+        .await?;
     let settings = fairlead_edge_proxy::Settings {
         envoy: args.envoy,
         bootstrap,
@@ -488,7 +492,13 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
 /// Runs the gateway controller until a shutdown signal.
 pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Result<()> {
     let config = args.config()?;
-    let (runtime, client) = connected(global, "fairlead-edge-controller", args.admin_addr).await?;
+    let (runtime, client) = connected(
+        global,
+        "fairlead-edge-controller",
+        args.admin_addr,
+        args.health_addr,
+    )
+    .await?;
     let ready = runtime.readiness.register("crds");
     fairlead_edge_controller::crds::install(
         &client,
@@ -504,7 +514,11 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
     ready.ready();
     let (leadership, _lease) = fairlead_kit::lease::spawn(
         client.clone(),
-        LeaseConfig::new(CONTROLLER_LEASE, &args.lease_namespace, &args.identity),
+        LeaseConfig::new(
+            fairlead_edge_controller::reconcile::LEASE,
+            &args.lease_namespace,
+            &args.identity,
+        ),
         runtime.shutdown.token(),
     );
     let metrics = fairlead_edge_controller::metrics::ControllerMetrics::new(&runtime.metrics)?;
@@ -590,6 +604,15 @@ pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()
             )
             .await?;
             eprintln!("the gateway controller removed everything it made");
+            Ok(())
+        }
+        EdgeCommand::Rbac => {
+            print!(
+                "{}",
+                fairlead_kit::rbac::yaml_stream(&rbac::objects(
+                    fairlead_edge_controller::instance::CLUSTER_NAMESPACE
+                ))?
+            );
             Ok(())
         }
         EdgeCommand::Crd => {

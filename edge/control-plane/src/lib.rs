@@ -1,9 +1,10 @@
 //! The ALB's control plane: the translation loop (`run`) reads the snapshots the index
 //! publishes, translates every Gateway, and fills the xDS server's cache; on the Lease holder
 //! it writes the statuses that changed (`status`), and proxies' rejections become Events on
-//! their Gateway. [`start`] wires it with the xDS server, as `fairlead edge xds` and
+//! their Gateway; its RBAC rules come from the same kinds table (`rbac`). [`start`] wires it with the xDS server, as `fairlead edge xds` and
 //! `fairlead up` run it; its serving certificate comes from a Secret or files ([`fairlead_kit::tls`]).
 
+pub mod rbac;
 pub mod run;
 pub mod status;
 

@@ -5,7 +5,8 @@
 //! ([`unmanaged`]); cert-manager's HTTP-01 bridges ([`http01`]); the module's cleanup
 //! ([`cleanup`]); the finalizer on instances ([`finalizer`]); the loop that applies it all
 //! ([`reconcile`], over [`apply`]) and its metrics ([`metrics`]); the admission webhooks: what they
-//! decide ([`admission`]) and their server and registration ([`webhook`]).
+//! decide ([`admission`]) and their server and registration ([`webhook`]); what the controller and the
+//! cleanup waiter may do ([`rbac`]).
 
 pub mod admission;
 pub mod apply;
@@ -17,6 +18,7 @@ pub mod http01;
 pub mod instance;
 pub mod instances;
 pub mod metrics;
+pub mod rbac;
 pub mod reconcile;
 pub mod unmanaged;
 pub mod webhook;

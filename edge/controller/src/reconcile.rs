@@ -29,6 +29,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::instances::{self, CLUSTER_NAMESPACE, Instance, MANAGER, Plan};
 
+/// The Lease whose holder reconciles.
+pub const LEASE: &str = "alb-gateway-controller-leader";
+
 /// Rounds: changes collected for 50 ms, everything again every 30 s, retries from 1 s.
 pub const PACING: Pacing = Pacing {
     debounce: Duration::from_millis(50),

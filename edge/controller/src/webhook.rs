@@ -33,6 +33,10 @@ pub const SECRET: &str = "alb-webhook-tls";
 /// The name of the ValidatingWebhookConfiguration.
 pub const CONFIGURATION: &str = "alb-gateway-controller";
 
+/// The name of the webhook Service's port (the chart's Service names its port so; its
+/// EndpointSlices carry the same name).
+pub const SERVICE_PORT_NAME: &str = "https-webhook";
+
 /// The controller's user name in a cluster (its ServiceAccount), the one allowed to change
 /// managed Gateways.
 pub const CONTROLLER_USER: &str = "system:serviceaccount:d8-alb:alb-gateway-controller";
@@ -457,6 +461,18 @@ async fn get(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_controller_user_is_its_service_account() {
+        assert_eq!(
+            CONTROLLER_USER,
+            format!(
+                "system:serviceaccount:{}:{}",
+                crate::instance::CLUSTER_NAMESPACE,
+                crate::rbac::CONTROLLER.0
+            )
+        );
+    }
 
     #[test]
     fn the_configuration_fails_closed_only_where_it_must() {

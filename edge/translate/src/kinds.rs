@@ -26,16 +26,24 @@ pub struct Kind {
     pub group: &'static str,
     /// Kind.
     pub kind: &'static str,
+    /// Its resource (plural), as RBAC rules name it.
+    pub plural: &'static str,
     /// A field selector its watch uses (only TLS Secrets are read).
     pub fields: Option<&'static str>,
     /// What of its status is written.
     pub status: Status,
 }
 
-const fn kind(group: &'static str, kind: &'static str, status: Status) -> Kind {
+const fn kind(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    status: Status,
+) -> Kind {
     Kind {
         group,
         kind,
+        plural,
         fields: None,
         status,
     }
@@ -43,27 +51,52 @@ const fn kind(group: &'static str, kind: &'static str, status: Status) -> Kind {
 
 /// Every kind the ALB reads, in the order the index starts its watches.
 pub const KINDS: &[Kind] = &[
-    kind(GATEWAY_GROUP, "GatewayClass", Status::Own),
-    kind(GATEWAY_GROUP, "Gateway", Status::Own),
-    kind(GATEWAY_GROUP, "ListenerSet", Status::Own),
-    kind(EXPERIMENTAL_GROUP, "XListenerSet", Status::Own),
-    kind(GATEWAY_GROUP, "HTTPRoute", Status::Parents),
-    kind(GATEWAY_GROUP, "GRPCRoute", Status::Parents),
-    kind(GATEWAY_GROUP, "TLSRoute", Status::Parents),
-    kind(GATEWAY_GROUP, "TCPRoute", Status::Parents),
-    kind(GATEWAY_GROUP, "UDPRoute", Status::Parents),
-    kind(GATEWAY_GROUP, "ReferenceGrant", Status::Read),
-    kind(GATEWAY_GROUP, "BackendTLSPolicy", Status::Ancestors),
-    kind("", "Service", Status::Read),
-    kind("discovery.k8s.io", "EndpointSlice", Status::Read),
+    kind(GATEWAY_GROUP, "GatewayClass", "gatewayclasses", Status::Own),
+    kind(GATEWAY_GROUP, "Gateway", "gateways", Status::Own),
+    kind(GATEWAY_GROUP, "ListenerSet", "listenersets", Status::Own),
+    kind(
+        EXPERIMENTAL_GROUP,
+        "XListenerSet",
+        "xlistenersets",
+        Status::Own,
+    ),
+    kind(GATEWAY_GROUP, "HTTPRoute", "httproutes", Status::Parents),
+    kind(GATEWAY_GROUP, "GRPCRoute", "grpcroutes", Status::Parents),
+    kind(GATEWAY_GROUP, "TLSRoute", "tlsroutes", Status::Parents),
+    kind(GATEWAY_GROUP, "TCPRoute", "tcproutes", Status::Parents),
+    kind(GATEWAY_GROUP, "UDPRoute", "udproutes", Status::Parents),
+    kind(
+        GATEWAY_GROUP,
+        "ReferenceGrant",
+        "referencegrants",
+        Status::Read,
+    ),
+    kind(
+        GATEWAY_GROUP,
+        "BackendTLSPolicy",
+        "backendtlspolicies",
+        Status::Ancestors,
+    ),
+    kind("", "Service", "services", Status::Read),
+    kind(
+        "discovery.k8s.io",
+        "EndpointSlice",
+        "endpointslices",
+        Status::Read,
+    ),
     Kind {
         fields: Some("type=kubernetes.io/tls"),
-        ..kind("", "Secret", Status::Read)
+        ..kind("", "Secret", "secrets", Status::Read)
     },
-    kind("", "Namespace", Status::Read),
-    kind("", "ConfigMap", Status::Read),
-    kind(INSTANCE_GROUP, "ClusterALBInstance", Status::Read),
-    kind(INSTANCE_GROUP, "ALBInstance", Status::Read),
+    kind("", "Namespace", "namespaces", Status::Read),
+    kind("", "ConfigMap", "configmaps", Status::Read),
+    kind(
+        INSTANCE_GROUP,
+        "ClusterALBInstance",
+        "clusteralbinstances",
+        Status::Read,
+    ),
+    kind(INSTANCE_GROUP, "ALBInstance", "albinstances", Status::Read),
 ];
 
 /// The group of the ALB instances.

@@ -1,0 +1,1 @@
+../../service-with-healthchecks/templates/_fairlead.tpl

@@ -1,0 +1,186 @@
+//! What the gateway controller and the module's cleanup waiter may do, as RBAC rules: the
+//! source of the alb chart's ClusterRoles and Roles and of `fairlead up --rbac`. Each rule is
+//! there because the component makes that request (the tests run both with exactly these
+//! rules, see nothing refused, and see each rule used). Where a name is known the rule names
+//! it (the CRDs it installs, the webhook configuration, its Lease, the cleanup mark);
+//! `create` cannot be narrowed by name in RBAC.
+
+use fairlead_kit::rbac::{named_rule, rule};
+use serde_json::Value;
+
+use crate::instance::CLUSTER_NAMESPACE;
+
+/// The gateway controller's ServiceAccount (its requests' user is
+/// `system:serviceaccount:d8-alb:alb-gateway-controller`) and ClusterRole; its Role in the
+/// module's namespace has the same name.
+pub const CONTROLLER: (&str, &str) = ("alb-gateway-controller", "d8:alb:gateway-controller");
+
+/// The cleanup waiter's ServiceAccount and ClusterRole (and Role in the module's namespace).
+pub const CLEANUP: (&str, &str) = ("alb-cleanup", "d8:alb:cleanup");
+
+const INSTANCE_GROUP: &str = "network.deckhouse.io";
+const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
+const INSTANCES: &[&str] = &["clusteralbinstances", "albinstances"];
+
+/// The names of the Gateway API CRDs of both channels (the controller reads those it finds
+/// in place, to compare their bundle and storage versions).
+fn gateway_api_crds() -> Vec<&'static str> {
+    let mut names: Vec<&str> = Vec::new();
+    for channel in [
+        crate::crds::Channel::Standard,
+        crate::crds::Channel::Experimental,
+    ] {
+        for object in crate::crds::bundle(channel) {
+            if object["kind"] == "CustomResourceDefinition"
+                && let Some(name) = object["metadata"]["name"].as_str()
+                && !names.contains(&name)
+            {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// The gateway controller's cluster-wide rules.
+pub fn controller_rules() -> Vec<Value> {
+    let every = ["list", "watch", "create", "patch", "delete"];
+    vec![
+        // Installs the CRDs and the bundle's admission policy when missing, and reads the
+        // Gateway API CRDs in place.
+        rule(
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions"],
+            &["create"],
+        ),
+        named_rule(
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions"],
+            &gateway_api_crds(),
+            &["get"],
+        ),
+        rule(
+            &["admissionregistration.k8s.io"],
+            &[
+                "validatingadmissionpolicies",
+                "validatingadmissionpolicybindings",
+            ],
+            &["create"],
+        ),
+        // The webhook configuration it registers (and removes at cleanup).
+        rule(
+            &["admissionregistration.k8s.io"],
+            &["validatingwebhookconfigurations"],
+            &["list", "create"],
+        ),
+        named_rule(
+            &["admissionregistration.k8s.io"],
+            &["validatingwebhookconfigurations"],
+            &[crate::webhook::CONFIGURATION],
+            &["patch", "delete"],
+        ),
+        // Instances: watched, their finalizer and status written.
+        rule(
+            &[INSTANCE_GROUP],
+            INSTANCES,
+            &["get", "list", "watch", "patch"],
+        ),
+        rule(
+            &[INSTANCE_GROUP],
+            &["clusteralbinstances/status", "albinstances/status"],
+            &["get", "patch"],
+        ),
+        // The d8-alb GatewayClass, the managed Gateways, and why the others are not served.
+        rule(&[GATEWAY_GROUP], &["gatewayclasses"], &["create"]),
+        rule(
+            &[GATEWAY_GROUP],
+            &["gateways"],
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
+        rule(&[GATEWAY_GROUP], &["gateways/status"], &["patch"]),
+        rule(&[GATEWAY_GROUP], &["httproutes"], &["list", "watch"]),
+        // The ListenerSet webhook compares a ListenerSet with its siblings.
+        rule(&[GATEWAY_GROUP], &["listenersets"], &["list"]),
+        rule(
+            &["gateway.networking.x-k8s.io"],
+            &["xlistenersets"],
+            &["list"],
+        ),
+        // The proxies' workloads and what they mount.
+        rule(&[""], &["services", "configmaps"], &every),
+        rule(
+            &[""],
+            &["serviceaccounts"],
+            &["list", "create", "patch", "delete"],
+        ),
+        rule(
+            &[""],
+            &["secrets"],
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
+        rule(&["apps"], &["daemonsets", "deployments"], &every),
+        rule(
+            &["policy"],
+            &["poddisruptionbudgets"],
+            &["list", "create", "patch", "delete"],
+        ),
+        // Ready proxies, and a HostPort inlet's node addresses.
+        rule(&[""], &["pods"], &["list", "watch"]),
+        named_rule(&[""], &["namespaces"], &[CLUSTER_NAMESPACE], &["get"]),
+        // cert-manager's HTTP-01 bridges (deleted with their route, by the garbage
+        // collector or by the controller when it is first).
+        rule(
+            &["networking.k8s.io"],
+            &["ingresses"],
+            &["list", "create", "patch", "delete"],
+        ),
+    ]
+}
+
+/// The gateway controller's rules in the module's namespace: the cleanup mark, and its
+/// Lease.
+pub fn controller_namespace_rules() -> Vec<Value> {
+    vec![
+        // The cleanup mark.
+        named_rule(&[""], &["configmaps"], &[crate::cleanup::MARKER], &["get"]),
+        rule(&["coordination.k8s.io"], &["leases"], &["create"]),
+        named_rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &[crate::reconcile::LEASE],
+            &["get", "update"],
+        ),
+    ]
+}
+
+/// The cleanup waiter's cluster-wide rules: it lists what the controller made and the
+/// instances holding its finalizer.
+pub fn cleanup_rules() -> Vec<Value> {
+    let mut rules: Vec<Value> = crate::apply::MADE_KINDS
+        .iter()
+        .map(|kind| {
+            let resource = crate::apply::resource(kind);
+            rule(
+                &[resource.group.as_str()],
+                &[resource.plural.as_str()],
+                &["list"],
+            )
+        })
+        .collect();
+    rules.push(rule(&[INSTANCE_GROUP], INSTANCES, &["list"]));
+    rules
+}
+
+/// The cleanup waiter's rules in the module's namespace: it marks the controller's
+/// ConfigMap (server-side apply: create when missing, else patch that one).
+pub fn cleanup_namespace_rules() -> Vec<Value> {
+    vec![
+        rule(&[""], &["configmaps"], &["create"]),
+        named_rule(
+            &[""],
+            &["configmaps"],
+            &[crate::cleanup::MARKER],
+            &["patch"],
+        ),
+    ]
+}
