@@ -35,7 +35,7 @@ fn resource_rules() -> Vec<Value> {
         rule(
             &[SWH_GROUP],
             &["servicewithhealthchecks"],
-            &["get", "list", "watch"],
+            &["list", "watch"],
         ),
         rule(
             &[SWH_GROUP],
