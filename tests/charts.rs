@@ -729,6 +729,55 @@ fn both_charts_apply_to_fairlead_up_and_let_only_the_scraper_read_metrics() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The proxies' kube-rbac-proxy (no configuration: it authorizes the paths) runs as the
+    // ServiceAccount the controller made for the Gateway, which the controller binds to the
+    // chart's kube-rbac-proxy role; the chart lets the scraper read those paths.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let proxy = loop {
+        let out = up.kubectl(&["-n", "d8-alb", "create", "token", "d8-alb-public"], None);
+        if out.status.success() {
+            break text(&out.stdout).trim().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no proxy ServiceAccount: {}",
+            text(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for (caller, allowed) in [(&scraper, true), (&stranger, false)] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let review = loop {
+            let out = up.kubectl(
+                &["--token", &proxy, "create", "-o", "json", "-f", "-"],
+                Some(
+                    &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                    "spec": {"token": caller}})
+                    .to_string(),
+                ),
+            );
+            if out.status.success() {
+                break serde_json::from_slice::<Value>(&out.stdout).unwrap();
+            }
+            // The controller binds the proxy's account a moment after making it.
+            assert!(
+                Instant::now() < deadline,
+                "the proxy may not review tokens: {}",
+                text(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let user = &review["status"]["user"];
+        for path in ["/metrics", "/stats/prometheus"] {
+            let access = up.create_as(
+                &proxy,
+                &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {"user": user["username"], "groups": user["groups"],
+                        "nonResourceAttributes": {"path": path, "verb": "get"}}}),
+            );
+            assert_eq!(access["status"]["allowed"], allowed, "{path}: {access}");
+        }
+    }
     let out = Command::new(BIN)
         .args(&args)
         .env("KUBECONFIG", &kubeconfig)

@@ -20,8 +20,9 @@ pub const MODULE: Module = Module {
 /// The xDS control plane's ServiceAccount and ClusterRole (and Role for its Lease).
 pub const XDS: (&str, &str) = ("alb-xds", "d8:alb:xds");
 
-/// The ClusterRole of the kube-rbac-proxy sidecars of the controller and the control plane.
-pub const RBAC_PROXY: &str = "d8:alb:rbac-proxy";
+/// The ClusterRole of the kube-rbac-proxy sidecars: the controller's, the control plane's,
+/// and the proxies' (the controller binds their ServiceAccounts to it).
+pub const RBAC_PROXY: &str = fairlead_edge_controller::workload::RBAC_PROXY_ROLE;
 
 /// The pre-delete hook's annotations of the cleanup waiter's RBAC (its Job has weight 0).
 const HOOK: &[(&str, &str)] = &[

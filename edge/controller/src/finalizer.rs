@@ -139,7 +139,14 @@ async fn remains(client: &kube::Client, gateway: &ObjectKey) -> Result<Vec<Strin
     );
     for kind in crate::apply::MADE_KINDS
         .iter()
-        .filter(|k| !matches!(**k, "Gateway" | "ValidatingWebhookConfiguration"))
+        // The Gateway is looked at above; the webhook configuration and the proxies'
+        // kube-rbac-proxy binding are the module's, not a Gateway's.
+        .filter(|k| {
+            !matches!(
+                **k,
+                "Gateway" | "ValidatingWebhookConfiguration" | "ClusterRoleBinding"
+            )
+        })
     {
         let api: Api<DynamicObject> = Api::namespaced_with(
             client.clone(),

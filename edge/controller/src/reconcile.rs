@@ -409,6 +409,12 @@ async fn round(
         crate::finalizer::apply(client, change, |_| true).await?;
     }
     let plans = instances::plan(all, |g| certificates.contains(g), &config.workload);
+    // Every proxy's kube-rbac-proxy may review its callers.
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(
+        crate::workload::rbac_proxy_binding(plans.iter().map(|p| &p.gateway)),
+    )
+    .map_err(kube::Error::SerdeError)?;
+    fairlead_kit::apply::apply(&Api::all(client.clone()), MANAGER, &binding, None).await?;
     let default = instances::default_instance(all);
     let mut first_error: Option<RoundError> = None;
     let mut counts: std::collections::BTreeMap<(&str, &str), i64> = Default::default();

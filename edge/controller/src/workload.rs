@@ -88,6 +88,28 @@ impl Default for Settings {
     }
 }
 
+/// The ClusterRole of the kube-rbac-proxy sidecars (the chart's): they review callers'
+/// tokens and ask whether callers may read what they guard.
+pub const RBAC_PROXY_ROLE: &str = "d8:alb:rbac-proxy";
+
+/// The ClusterRoleBinding that gives every proxy's ServiceAccount [`RBAC_PROXY_ROLE`], for
+/// the kube-rbac-proxy in front of its metrics.
+pub const RBAC_PROXY_BINDING: &str = "d8:alb:proxies:rbac-proxy";
+
+/// [`RBAC_PROXY_BINDING`] for the proxies of `gateways` (their ServiceAccounts, one per
+/// Gateway in its namespace).
+pub fn rbac_proxy_binding<'a>(gateways: impl IntoIterator<Item = &'a ObjectKey>) -> Value {
+    let subjects: Vec<Value> = gateways
+        .into_iter()
+        .map(|g| json!({"kind": "ServiceAccount", "name": workload_name(g), "namespace": g.namespace()}))
+        .collect();
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": RBAC_PROXY_BINDING,
+            "labels": {"app.kubernetes.io/managed-by": MANAGER}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RBAC_PROXY_ROLE},
+        "subjects": subjects})
+}
+
 /// The name of a Gateway's workload, ServiceAccount and PodDisruptionBudget.
 pub fn workload_name(gateway: &ObjectKey) -> String {
     format!("d8-alb-{}", gateway.name())
@@ -516,6 +538,28 @@ mod tests {
     use fairlead_edge_api::types::{
         AdditionalPort, HostPortInlet, Inlet, LoadBalancerInlet, OpenTelemetry, ServiceRef, Tracing,
     };
+
+    #[test]
+    fn every_proxy_account_may_run_kube_rbac_proxy() {
+        let gateways = [
+            ObjectKey::new("d8-alb", "public"),
+            ObjectKey::new("team", "shop"),
+        ];
+        let binding = rbac_proxy_binding(&gateways);
+        assert_eq!(binding["roleRef"]["name"], RBAC_PROXY_ROLE);
+        assert_eq!(
+            binding["subjects"],
+            json!([
+                {"kind": "ServiceAccount", "name": "d8-alb-public", "namespace": "d8-alb"},
+                {"kind": "ServiceAccount", "name": "d8-alb-shop", "namespace": "team"}
+            ])
+        );
+        assert_eq!(
+            binding["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            MANAGER
+        );
+        assert_eq!(rbac_proxy_binding([])["subjects"], json!([]));
+    }
 
     fn instance(kind: &'static str, inlet: Inlet) -> Instance {
         Instance {
