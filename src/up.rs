@@ -102,22 +102,23 @@ pub struct UpArgs {
     drain_deadline: f64,
 }
 
-/// With `rbac`, applies a module's RBAC `objects` and returns the clients of its
-/// ServiceAccounts `accounts` of `namespace` (tokens renewed in files in `tokens`); without,
+/// With `rbac`, applies a module's namespace and RBAC `objects` and returns the clients of
+/// its ServiceAccounts `accounts` (tokens renewed in files in `tokens`); without,
 /// `None`, and its components run as the admin.
 async fn service_account_clients(
     server: &ApiServer,
     client: &kube::Client,
     rbac: bool,
+    module: fairlead_kit::rbac::Module,
     objects: Vec<serde_json::Value>,
-    namespace: &str,
     accounts: &[&str],
     tokens: &std::path::Path,
 ) -> anyhow::Result<Option<Vec<kube::Client>>> {
     if !rbac {
         return Ok(None);
     }
-    for object in objects {
+    let namespace = module.namespace;
+    for object in std::iter::once(module.namespace_object()).chain(objects) {
         fairlead_apiserver::manifests::apply_value(client, server.registry(), &object)
             .await
             .with_context(|| {
@@ -148,16 +149,14 @@ async fn health_clients(
 ) -> anyhow::Result<(kube::Client, kube::Client)> {
     use fairlead_health::rbac;
     let accounts = [rbac::AGENT.0, rbac::CONTROLLER.0];
-    let objects = std::iter::once(rbac::MODULE.namespace_object())
-        .chain(rbac::objects(LEASE_NAMESPACE))
-        .collect();
+    let objects = rbac::objects(LEASE_NAMESPACE);
     Ok(
         match service_account_clients(
             server,
             client,
             rbac,
+            rbac::MODULE,
             objects,
-            rbac::NAMESPACE,
             &accounts,
             tokens,
         )
@@ -183,16 +182,14 @@ async fn edge_clients(
     use fairlead_edge_cli::rbac;
     use fairlead_edge_controller::rbac::CONTROLLER;
     let accounts = [CONTROLLER.0, rbac::XDS.0];
-    let objects = std::iter::once(rbac::MODULE.namespace_object())
-        .chain(rbac::objects(LEASE_NAMESPACE))
-        .collect();
+    let objects = rbac::objects(LEASE_NAMESPACE);
     Ok(
         match service_account_clients(
             server,
             client,
             rbac,
+            rbac::MODULE,
             objects,
-            rbac::MODULE.namespace,
             &accounts,
             tokens,
         )

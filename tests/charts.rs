@@ -30,11 +30,9 @@ fn chart_dir(chart: &str) -> PathBuf {
     root().join("charts").join(chart)
 }
 
-/// `scripts/chart args…` with `stdin`.
-fn chart_tool(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new("python3")
-        .arg(root().join("scripts/chart"))
-        .args(args)
+/// What `command` outputs, given `stdin`.
+fn output_of(command: &mut Command, stdin: Option<&str>) -> Output {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -46,6 +44,16 @@ fn chart_tool(args: &[&str], stdin: Option<&str>) -> Output {
     }
     drop(input);
     child.wait_with_output().unwrap()
+}
+
+/// `scripts/chart args…` with `stdin`.
+fn chart_tool(args: &[&str], stdin: Option<&str>) -> Output {
+    output_of(
+        Command::new("python3")
+            .arg(root().join("scripts/chart"))
+            .args(args),
+        stdin,
+    )
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -536,20 +544,12 @@ impl Up {
     }
 
     fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut child = Command::new("kubectl")
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        if let Some(text) = stdin {
-            std::io::Write::write_all(&mut input, text.as_bytes()).unwrap();
-        }
-        drop(input);
-        child.wait_with_output().unwrap()
+        output_of(
+            Command::new("kubectl")
+                .args(args)
+                .env("KUBECONFIG", &self.kubeconfig),
+            stdin,
+        )
     }
 
     fn apply(&self, what: &str, stream: &str) {
