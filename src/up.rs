@@ -254,6 +254,9 @@ async fn start_health(
         move || agent_ready.ready(),
     ));
     let lease = LeaseConfig::new(controller::LEASE, LEASE_NAMESPACE, "fairlead-up");
+    controller::ensure_crd(&controller_client)
+        .await
+        .context("the health controller updating its CRD")?;
     runtime.shutdown.spawn(controller::run(
         controller_client,
         lease,

@@ -116,6 +116,9 @@ pub async fn run(global: &GlobalArgs, command: HealthCommand) -> anyhow::Result<
             )
             .await?;
             let ready = runtime.readiness.register("controller");
+            controller::ensure_crd(&client).await.context(
+                "updating the ServiceWithHealthchecks CRD (installed by the chart's crds/)",
+            )?;
             let lease = LeaseConfig {
                 lease_duration: Duration::from_secs(15),
                 ..LeaseConfig::new(controller::LEASE, &args.lease_namespace, &args.identity)

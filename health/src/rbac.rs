@@ -25,6 +25,9 @@ pub const MODULE: Module = Module {
     namespace: NAMESPACE,
 };
 
+/// The CRD of the resources.
+const CRD: &str = "servicewithhealthchecks.network.deckhouse.io";
+
 /// The ClusterRole of the kube-rbac-proxy sidecars in front of both components' metrics.
 pub const RBAC_PROXY: &str = "d8:service-with-healthchecks:rbac-proxy";
 
@@ -64,7 +67,8 @@ pub fn agent_rules() -> Vec<Value> {
 }
 
 /// The controller's cluster-wide rules: it reads resources, pods and nodes, keeps the child
-/// Services and the resources' conditions, deletes stale EndpointSlices, and writes Events.
+/// Services and the resources' conditions, deletes stale EndpointSlices, writes Events, and
+/// keeps its CRD up to date.
 pub fn controller_rules() -> Vec<Value> {
     let mut rules = resource_rules();
     rules.extend([
@@ -80,6 +84,13 @@ pub fn controller_rules() -> Vec<Value> {
             &["list", "watch", "delete"],
         ),
         rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
+        // Its CRD brought to this version at start (installing it is the chart's).
+        named_rule(
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions"],
+            &[CRD],
+            &["get", "patch"],
+        ),
     ]);
     rules
 }

@@ -3,6 +3,7 @@
 //! the proxy container's supervisor of Envoy (`proxy`); the module's RBAC ([`rbac`]). The gateway controller and the GeoIP
 //! components get their commands here.
 
+pub mod geoproxy;
 pub mod rbac;
 
 use std::net::SocketAddr;
@@ -42,6 +43,10 @@ pub enum EdgeCommand {
     /// for `fairlead edge bootstrap --xds-ca/--xds-cert/--xds-key`. The xDS server serves it
     /// only the Gateway it names.
     Certificate(CertificateArgs),
+    /// Run the GeoIP caching proxy: MaxMind's databases (or a mirror's) downloaded once per
+    /// interval by the Lease holder, checked, kept on disk and served to the proxies'
+    /// downloaders.
+    Geoproxy(geoproxy::GeoproxyArgs),
     /// Wait until the gateway controller has removed everything it made (the module's
     /// pre-delete hook): marks the module as going, then checks until nothing is left, or
     /// fails after `--timeout` naming what is.
@@ -593,6 +598,7 @@ pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()
         EdgeCommand::Proxy(args) => proxy(global, args).await,
         EdgeCommand::Controller(args) => controller(global, args).await,
         EdgeCommand::Certificate(args) => certificate(args).await,
+        EdgeCommand::Geoproxy(args) => geoproxy::run(global, args).await,
         EdgeCommand::CleanupWait(args) => {
             let client = kube::Client::try_default()
                 .await

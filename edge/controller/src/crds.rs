@@ -169,21 +169,20 @@ fn resource_of(object: &serde_json::Value) -> Option<ApiResource> {
     })
 }
 
-/// Creates the ALB instance CRDs, the Gateway API CRDs (and the bundle's admission policy) of
-/// `channel` and the GatewayClass that do not exist yet. Existing ones are left as they are: a cluster's own Gateway API
-/// bundle wins, and one of another version or channel is named in a warning.
+/// Applies the ALB instance CRDs (made or brought to this version), and creates the Gateway
+/// API CRDs (and the bundle's admission policy) of `channel` and the GatewayClass that do not
+/// exist yet. Existing Gateway API CRDs are left as they are: a cluster's own bundle wins,
+/// and one of another version or channel is named in a warning.
 pub async fn install(
     client: &kube::Client,
     controller_name: &str,
     channel: Channel,
 ) -> Result<(), kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // The instances' CRDs are ours: brought to this version (Helm never upgrades a chart's
+    // `crds/`).
     for crd in fairlead_edge_api::crd::crds() {
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(e),
-        }
+        fairlead_kit::apply::apply(&crds, crate::instance::MANAGER, &crd, None).await?;
     }
     for object in bundle(channel) {
         if object["kind"] == "CustomResourceDefinition" {

@@ -45,6 +45,10 @@ fn gateway_api_crds() -> Vec<&'static str> {
 /// The gateway controller's cluster-wide rules.
 pub fn controller_rules() -> Vec<Value> {
     let every = ["list", "watch", "create", "patch", "delete"];
+    let instance_crds: Vec<String> = fairlead_edge_api::crd::crds()
+        .into_iter()
+        .filter_map(|crd| crd.metadata.name)
+        .collect();
     vec![
         // Installs the CRDs and the bundle's admission policy when missing, and reads the
         // Gateway API CRDs in place.
@@ -58,6 +62,13 @@ pub fn controller_rules() -> Vec<Value> {
             &["customresourcedefinitions"],
             &gateway_api_crds(),
             &["get"],
+        ),
+        // The instances' CRDs, brought to this version.
+        named_rule(
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions"],
+            &instance_crds.iter().map(String::as_str).collect::<Vec<_>>(),
+            &["get", "patch"],
         ),
         rule(
             &["admissionregistration.k8s.io"],

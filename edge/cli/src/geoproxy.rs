@@ -1,0 +1,161 @@
+//! `fairlead edge geoproxy`: the GeoIP caching proxy's wiring. Its licence comes from the
+//! environment (the StatefulSet maps the instance's Secret's `licenseKey` and `accountID`
+//! into `MAXMIND_LICENSE_KEY` and `MAXMIND_ACCOUNT_ID`, so the geoproxy needs no right to read
+//! Secrets), or it fetches from a mirror; with `--lease` only the Lease holder asks the
+//! source, and the other replicas fetch from `--peers`.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use fairlead_edge_geoip::Edition;
+use fairlead_edge_geoip::geoproxy::{self, GeoproxyMetrics, Settings, Shared};
+use fairlead_edge_geoip::source::{LEGACY_HOST, MAXMIND_HOST, Retry, Source};
+use fairlead_kit::lease::LeaseConfig;
+use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
+use fairlead_kit::{GlobalArgs, Runtime};
+
+/// Options of `fairlead edge geoproxy`.
+#[derive(Debug, Args)]
+pub struct GeoproxyArgs {
+    /// The editions to hold, comma-separated (e.g. `GeoIP2-City,GeoLite2-ASN`).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub editions: Vec<Edition>,
+    /// The data directory (a PersistentVolumeClaim's mount, or an emptyDir).
+    #[arg(long, default_value = "/data")]
+    pub data_dir: std::path::PathBuf,
+    /// How often MaxMind is asked about each edition, in seconds.
+    #[arg(long, default_value_t = 86_400)]
+    pub interval: u64,
+    /// Where the databases are served (`/download/<Edition>.tar.gz`).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub addr: SocketAddr,
+    /// Address of the admin server (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    pub admin_addr: SocketAddr,
+    /// A health-only server for the kubelet's probes.
+    #[arg(long)]
+    pub health_addr: Option<SocketAddr>,
+    /// MaxMind's licence key (without one, `--mirror` is the source).
+    #[arg(long, env = "MAXMIND_LICENSE_KEY", hide_env_values = true)]
+    pub license_key: Option<String>,
+    /// MaxMind's account ID (with it, MaxMind's current API; without, its legacy URL).
+    #[arg(long, env = "MAXMIND_ACCOUNT_ID")]
+    pub account_id: Option<String>,
+    /// A mirror serving `<url>/<Edition>.tar.gz`, instead of MaxMind.
+    #[arg(long, conflicts_with = "license_key")]
+    pub mirror: Option<String>,
+    /// MaxMind's update host (its current API).
+    #[arg(long, default_value = MAXMIND_HOST)]
+    pub maxmind_host: String,
+    /// MaxMind's legacy download host.
+    #[arg(long, default_value = LEGACY_HOST)]
+    pub legacy_host: String,
+    /// Elect the downloader with this Lease (in `--lease-namespace`); the others fetch from
+    /// `--peers`.
+    #[arg(long)]
+    pub lease: Option<String>,
+    /// Namespace of the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "d8-alb")]
+    pub lease_namespace: String,
+    /// This replica's identity in the Lease.
+    #[arg(long, env = "POD_NAME", default_value = "fairlead-geoproxy")]
+    pub identity: String,
+    /// Where replicas that do not hold the Lease fetch (the geoproxy's Service:
+    /// `http://<service>:8080/download`).
+    #[arg(long)]
+    pub peers: Option<String>,
+}
+
+impl GeoproxyArgs {
+    /// The source these flags name.
+    fn source(&self) -> anyhow::Result<Source> {
+        Ok(match (&self.mirror, &self.license_key, &self.account_id) {
+            (Some(url), _, _) => Source::Mirror { url: url.clone() },
+            (None, Some(key), Some(account)) => Source::MaxMind {
+                host: self.maxmind_host.clone(),
+                account_id: account.clone(),
+                license_key: key.clone(),
+            },
+            (None, Some(key), None) => Source::Legacy {
+                host: self.legacy_host.clone(),
+                license_key: key.clone(),
+            },
+            (None, None, _) => anyhow::bail!(
+                "the geoproxy needs MaxMind's licence (--license-key or MAXMIND_LICENSE_KEY) or --mirror"
+            ),
+        })
+    }
+}
+
+/// Runs the geoproxy until a shutdown signal.
+pub async fn run(global: &GlobalArgs, args: GeoproxyArgs) -> anyhow::Result<()> {
+    let source = args.source()?;
+    let runtime = Runtime::start(global, "fairlead-edge-geoproxy", DEFAULT_DRAIN_DEADLINE)?;
+    runtime
+        .serve_admin(args.admin_addr, args.health_addr, None)
+        .await?;
+    let store = fairlead_edge_geoip::store::Store::open(&args.data_dir)
+        .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
+    let shared = Shared {
+        store: Arc::new(Mutex::new(store)),
+        metrics: GeoproxyMetrics::new(&runtime.metrics, &args.editions)?,
+    };
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .with_context(|| format!("binding {}", args.addr))?;
+    let router = fairlead_edge_geoip::serve::router(shared.clone()).layer(
+        axum::middleware::from_fn(fairlead_kit::propagation::http_server_span),
+    );
+    let stop = runtime.shutdown.token();
+    runtime.shutdown.spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "the geoproxy's server failed");
+        }
+    });
+    let leadership = match &args.lease {
+        Some(name) => {
+            let client = kube::Client::try_default()
+                .await
+                .context("connecting to the Kubernetes API")?;
+            let (leadership, _lease) = fairlead_kit::lease::spawn(
+                client,
+                LeaseConfig::new(name, &args.lease_namespace, &args.identity),
+                runtime.shutdown.token(),
+            );
+            Some(leadership)
+        }
+        None => None,
+    };
+    let ready = runtime.readiness.register("databases");
+    let settings = Settings {
+        editions: args.editions,
+        interval: Duration::from_secs(args.interval),
+        source,
+        peers: args.peers,
+        retry: Retry::default(),
+    };
+    let http =
+        fairlead_edge_geoip::http::Http::new(None).context("the HTTPS client's trust store")?;
+    runtime.shutdown.spawn(geoproxy::run(
+        shared,
+        http,
+        settings,
+        leadership,
+        move |complete| {
+            if complete {
+                ready.ready();
+            } else {
+                ready.not_ready();
+            }
+        },
+        runtime.shutdown.token(),
+    ));
+    runtime.finish().await;
+    Ok(())
+}

@@ -1,0 +1,252 @@
+//! One HTTP(S) GET at a time, as a downloader needs: TLS by rustls (ring) against the
+//! system's trust store (or given roots), redirects followed (MaxMind redirects downloads to
+//! presigned storage URLs; credentials are not sent to another host), bodies bounded.
+//! Downloads are rare, so there is no connection pool.
+
+use std::sync::Arc;
+
+use http_body_util::{BodyExt as _, Empty, Limited};
+
+/// The most redirects followed.
+const MAX_REDIRECTS: usize = 5;
+
+/// A response.
+#[derive(Debug)]
+pub struct Response {
+    /// Its status.
+    pub status: http::StatusCode,
+    /// Its headers.
+    pub headers: http::HeaderMap,
+    /// Its body.
+    pub body: Vec<u8>,
+}
+
+/// Why a GET failed (the URL shown without its query, which may hold a licence key).
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// Not a URL this client takes.
+    #[error("{0}: not an http(s) URL")]
+    Url(String),
+    /// Connecting, TLS, or the exchange failed.
+    #[error("GET {url}: {message}")]
+    Transport {
+        /// The URL, without its query.
+        url: String,
+        /// What failed.
+        message: String,
+    },
+    /// More redirects than [`MAX_REDIRECTS`].
+    #[error("GET {0}: too many redirects")]
+    Redirects(String),
+    /// The body is larger than allowed.
+    #[error("GET {0}: the body is larger than allowed")]
+    TooLarge(String),
+}
+
+/// The URL without its query (what errors and logs show).
+pub fn shown(uri: &http::Uri) -> String {
+    format!(
+        "{}://{}{}",
+        uri.scheme_str().unwrap_or("http"),
+        uri.authority().map_or("", |a| a.as_str()),
+        uri.path()
+    )
+}
+
+/// A client.
+#[derive(Clone)]
+pub struct Http {
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for Http {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Http").finish_non_exhaustive()
+    }
+}
+
+impl Http {
+    /// A client trusting the system's roots, and the PEM certificates of `extra_roots`.
+    pub fn new(extra_roots: Option<&[u8]>) -> Result<Self, rustls::Error> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(cert);
+        }
+        if let Some(pem) = extra_roots {
+            use rustls::pki_types::pem::PemObject as _;
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| rustls::Error::General(e.to_string()))?;
+                roots.add(cert)?;
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Self { tls: Arc::new(tls) })
+    }
+
+    /// GETs `url` with `headers` (an `Authorization` among them is sent to `url`'s host only),
+    /// following redirects, reading at most `limit` bytes of body.
+    pub async fn get(
+        &self,
+        url: &str,
+        headers: &http::HeaderMap,
+        limit: usize,
+    ) -> Result<Response, HttpError> {
+        let mut uri: http::Uri = url.parse().map_err(|_| HttpError::Url(url.to_owned()))?;
+        let origin = uri.authority().cloned();
+        for _ in 0..=MAX_REDIRECTS {
+            let mut sent = headers.clone();
+            if uri.authority() != origin.as_ref() {
+                sent.remove(http::header::AUTHORIZATION);
+            }
+            let response = self.once(&uri, &sent, limit).await?;
+            if !response.status.is_redirection() {
+                return Ok(response);
+            }
+            let Some(location) = response
+                .headers
+                .get(http::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+            else {
+                return Ok(response);
+            };
+            uri = resolve(&uri, location).ok_or_else(|| HttpError::Url(location.to_owned()))?;
+        }
+        Err(HttpError::Redirects(shown(&uri)))
+    }
+
+    async fn once(
+        &self,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+        limit: usize,
+    ) -> Result<Response, HttpError> {
+        let transport = |e: &dyn std::fmt::Display| HttpError::Transport {
+            url: shown(uri),
+            message: e.to_string(),
+        };
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(HttpError::Url(shown(uri))),
+        };
+        let host = uri.host().ok_or_else(|| HttpError::Url(shown(uri)))?;
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let tcp = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
+            .await
+            .map_err(|e| transport(&e))?;
+        let _ = tcp.set_nodelay(true);
+        let request = {
+            let mut builder = http::Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
+                .header(
+                    http::header::HOST,
+                    uri.authority().map_or(host, |a| a.as_str()),
+                )
+                .header(
+                    http::header::USER_AGENT,
+                    concat!("fairlead/", env!("CARGO_PKG_VERSION")),
+                );
+            for (name, value) in headers {
+                builder = builder.header(name, value);
+            }
+            builder
+                .body(Empty::<bytes::Bytes>::new())
+                .map_err(|e| transport(&e))?
+        };
+        let response = if https {
+            let name =
+                rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
+                    .map_err(|e| transport(&e))?;
+            let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| transport(&e))?;
+            send(hyper_util::rt::TokioIo::new(tls), request).await
+        } else {
+            send(hyper_util::rt::TokioIo::new(tcp), request).await
+        }
+        .map_err(|e| transport(&e))?;
+        let (parts, body) = response.into_parts();
+        let body = Limited::new(body, limit)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    HttpError::TooLarge(shown(uri))
+                } else {
+                    transport(&e)
+                }
+            })?
+            .to_bytes()
+            .to_vec();
+        Ok(Response {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
+    }
+}
+
+async fn send<T>(
+    io: T,
+    request: http::Request<Empty<bytes::Bytes>>,
+) -> Result<http::Response<hyper::body::Incoming>, hyper::Error>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
+    tokio::spawn(connection);
+    sender.send_request(request).await
+}
+
+/// `location` (absolute, or a path) against `base`.
+fn resolve(base: &http::Uri, location: &str) -> Option<http::Uri> {
+    if location.starts_with("http://") || location.starts_with("https://") {
+        return location.parse().ok();
+    }
+    let path = if location.starts_with('/') {
+        location.to_owned()
+    } else {
+        let dir = base.path().rsplit_once('/').map_or("", |(dir, _)| dir);
+        format!("{dir}/{location}")
+    };
+    http::Uri::builder()
+        .scheme(base.scheme()?.clone())
+        .authority(base.authority()?.clone())
+        .path_and_query(path)
+        .build()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_resolve_against_the_request() {
+        let base: http::Uri = "https://download.example/geoip/databases/E/download?x=1"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            resolve(&base, "/other?sig=abc").unwrap().to_string(),
+            "https://download.example/other?sig=abc"
+        );
+        assert_eq!(
+            resolve(&base, "https://r2.example/obj?sig=1")
+                .unwrap()
+                .to_string(),
+            "https://r2.example/obj?sig=1"
+        );
+        assert_eq!(
+            resolve(&base, "next").unwrap().to_string(),
+            "https://download.example/geoip/databases/E/next"
+        );
+        assert_eq!(
+            shown(&base),
+            "https://download.example/geoip/databases/E/download"
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! GeoIP for the ALB. The MaxMind editions an instance may name and the Envoy provider path
+//! each fills ([`edition`]); what a download must be before anything keeps it ([`archive`]);
+//! the data directory of the geoproxy and of the downloader beside Envoy ([`store`]); where
+//! databases come from and asking for one ([`source`], over a small HTTP(S) client,
+//! [`http`]); serving them with validators and ranges ([`serve`]); and the geoproxy that
+//! keeps them fresh for the cluster ([`geoproxy`]).
+
+pub mod archive;
+pub mod edition;
+pub mod geoproxy;
+pub mod http;
+pub mod serve;
+pub mod source;
+pub mod store;
+
+pub use edition::Edition;
