@@ -1,8 +1,10 @@
-//! `fairlead edge geoproxy`: the GeoIP caching proxy's wiring. Its licence comes from the
+//! `fairlead edge geoproxy` and `fairlead edge geo-downloader`: the wiring of the GeoIP
+//! caching proxy and of the downloader beside Envoy. Its licence comes from the
 //! environment (the StatefulSet maps the instance's Secret's `licenseKey` and `accountID`
 //! into `MAXMIND_LICENSE_KEY` and `MAXMIND_ACCOUNT_ID`, so the geoproxy needs no right to read
 //! Secrets), or it fetches from a mirror; with `--lease` only the Lease holder asks the
-//! source, and the other replicas fetch from `--peers`.
+//! source, and the other replicas fetch from `--peers`. The downloader fetches from the
+//! geoproxy (or the instance's mirror) into the directory Envoy reads.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -158,4 +160,79 @@ pub async fn run(global: &GlobalArgs, args: GeoproxyArgs) -> anyhow::Result<()> 
     ));
     runtime.finish().await;
     Ok(())
+}
+
+/// What the downloader does.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Mode {
+    /// Get every database, then exit (the init container, before Envoy starts).
+    Init,
+    /// Ask again every interval and replace newer ones in place (the sidecar).
+    Sidecar,
+}
+
+/// Options of `fairlead edge geo-downloader`.
+#[derive(Debug, Args)]
+pub struct DownloaderArgs {
+    /// Init container or sidecar.
+    #[arg(long, value_enum)]
+    pub mode: Mode,
+    /// Where the databases come from: the geoproxy's `/download` (or the instance's mirror).
+    #[arg(long)]
+    pub source: String,
+    /// The editions, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub editions: Vec<Edition>,
+    /// The directory Envoy reads them from (an emptyDir shared with the proxy container).
+    #[arg(long, default_value = "/var/run/fairlead/geoip")]
+    pub dir: std::path::PathBuf,
+    /// How often the sidecar asks again, in seconds.
+    #[arg(long, default_value_t = 3_600)]
+    pub interval: u64,
+    /// How many times the init container tries each edition before it fails.
+    #[arg(long, default_value_t = 12)]
+    pub attempts: u32,
+}
+
+/// Runs the downloader: `init` returns once every database is in place (or fails naming
+/// those it could not get); `sidecar` runs until a shutdown signal.
+pub async fn downloader(global: &GlobalArgs, args: DownloaderArgs) -> anyhow::Result<()> {
+    let runtime = Runtime::start(
+        global,
+        "fairlead-edge-geo-downloader",
+        DEFAULT_DRAIN_DEADLINE,
+    )?;
+    let store = fairlead_edge_geoip::store::Store::open(&args.dir)
+        .with_context(|| format!("opening {}", args.dir.display()))?;
+    let store = Mutex::new(store);
+    let http =
+        fairlead_edge_geoip::http::Http::new(None).context("the HTTPS client's trust store")?;
+    let source = Source::Mirror { url: args.source };
+    let retry = Retry {
+        attempts: args.attempts,
+        first: Duration::from_secs(1),
+        max: Duration::from_secs(10),
+    };
+    use fairlead_edge_geoip::downloader;
+    let outcome = match args.mode {
+        Mode::Init => downloader::init(&store, &http, &source, &args.editions, retry)
+            .await
+            .map_err(anyhow::Error::from),
+        Mode::Sidecar => {
+            downloader::sidecar(
+                &store,
+                &http,
+                &source,
+                &args.editions,
+                Duration::from_secs(args.interval),
+                Retry::default(),
+                runtime.shutdown.token(),
+            )
+            .await;
+            Ok(())
+        }
+    };
+    runtime.shutdown.trigger();
+    runtime.finish().await;
+    outcome
 }

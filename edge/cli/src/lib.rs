@@ -47,6 +47,9 @@ pub enum EdgeCommand {
     /// interval by the Lease holder, checked, kept on disk and served to the proxies'
     /// downloaders.
     Geoproxy(geoproxy::GeoproxyArgs),
+    /// Fetch the GeoIP databases beside Envoy: once before it starts (`--mode init`), or
+    /// again every interval, replacing newer ones in place (`--mode sidecar`).
+    GeoDownloader(geoproxy::DownloaderArgs),
     /// Wait until the gateway controller has removed everything it made (the module's
     /// pre-delete hook): marks the module as going, then checks until nothing is left, or
     /// fails after `--timeout` naming what is.
@@ -599,6 +602,7 @@ pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()
         EdgeCommand::Controller(args) => controller(global, args).await,
         EdgeCommand::Certificate(args) => certificate(args).await,
         EdgeCommand::Geoproxy(args) => geoproxy::run(global, args).await,
+        EdgeCommand::GeoDownloader(args) => geoproxy::downloader(global, args).await,
         EdgeCommand::CleanupWait(args) => {
             let client = kube::Client::try_default()
                 .await

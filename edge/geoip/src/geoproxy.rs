@@ -15,8 +15,9 @@ use prometheus::{IntCounterVec, IntGaugeVec};
 use crate::edition::Edition;
 use crate::http::Http;
 use crate::serve::{File, Files};
-use crate::source::{Fetched, Retry, Source, tarball_etag};
-use crate::store::{Store, md5_hex};
+use crate::source::{Retry, Source, tarball_etag};
+use crate::store::Store;
+use crate::update::{Outcome, UpdateError, now, update};
 
 /// The `alb_geoproxy_*` families.
 #[derive(Clone)]
@@ -127,130 +128,37 @@ pub struct Settings {
     pub retry: Retry,
 }
 
-/// What one attempt did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// A newer database is held.
-    Updated {
-        /// Its build epoch.
-        build_epoch: u64,
-    },
-    /// The source had nothing newer.
-    Unchanged,
-}
-
-/// Why one attempt kept nothing.
-#[derive(Debug, thiserror::Error)]
-pub enum RefreshError {
-    /// The source did not answer with a database.
-    #[error(transparent)]
-    Fetch(#[from] crate::source::FetchError),
-    /// What it sent is not a good database (the one held is kept).
-    #[error("rejected: {0}")]
-    Rejected(#[from] crate::archive::ArchiveError),
-    /// The store could not be written.
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Asks `source` about `edition` once (with retries) and keeps what checks out.
+/// Brings `edition` up to date from `source` (with `retry`), counting the attempt.
 pub async fn refresh_one(
     shared: &Shared,
     http: &Http,
     source: &Source,
     edition: Edition,
     retry: Retry,
-) -> Result<Outcome, RefreshError> {
-    let held = {
-        let store = shared
-            .store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        store.held(edition).map(|h| h.md5.clone())
-    };
+) -> Result<Outcome, UpdateError> {
     let metrics = &shared.metrics;
-    let fetched = source.fetch(http, edition, held.as_deref(), retry).await;
-    let outcome = match fetched {
-        Err(e) => {
-            metrics
-                .downloads
-                .with_label_values(&[edition.id(), "failed"])
-                .inc();
-            Err(RefreshError::from(e))
-        }
-        Ok(Fetched::Unchanged) => Ok(None),
-        Ok(Fetched::New { tarball, modified }) => {
-            let mut store = shared
-                .store
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match store.accept(edition, &tarball) {
-                Err(e) => {
-                    metrics
-                        .downloads
-                        .with_label_values(&[edition.id(), "rejected"])
-                        .inc();
-                    Err(RefreshError::from(e))
-                }
-                // The legacy URL sends the database every time: the same one is unchanged.
-                Ok(database) if held.as_deref() == Some(md5_hex(&database.mmdb).as_str()) => {
-                    drop(store);
-                    Ok(None)
-                }
-                Ok(database) => {
-                    let at = now();
-                    store.keep(&database, Some(&tarball), modified.unwrap_or(at), at)?;
-                    Ok(Some(database.build_epoch))
-                }
-            }
-        }
-    };
-    match outcome {
-        Ok(None) => {
-            shared
-                .store
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .checked(edition, now())?;
-            metrics
-                .downloads
-                .with_label_values(&[edition.id(), "unchanged"])
-                .inc();
-            metrics
-                .download_error
-                .with_label_values(&[edition.id()])
-                .set(0);
-            Ok(Outcome::Unchanged)
-        }
-        Ok(Some(build_epoch)) => {
-            metrics
-                .downloads
-                .with_label_values(&[edition.id(), "updated"])
-                .inc();
-            metrics
-                .download_error
-                .with_label_values(&[edition.id()])
-                .set(0);
+    let outcome = update(&shared.store, http, source, edition, retry).await;
+    let result = match &outcome {
+        Ok(Outcome::Updated { build_epoch }) => {
             metrics
                 .build_timestamp
                 .with_label_values(&[edition.id()])
-                .set(i64::try_from(build_epoch).unwrap_or(i64::MAX));
-            Ok(Outcome::Updated { build_epoch })
+                .set(i64::try_from(*build_epoch).unwrap_or(i64::MAX));
+            "updated"
         }
-        Err(e) => {
-            metrics
-                .download_error
-                .with_label_values(&[edition.id()])
-                .set(1);
-            Err(e)
-        }
-    }
+        Ok(Outcome::Unchanged) => "unchanged",
+        Err(UpdateError::Rejected(_)) => "rejected",
+        Err(_) => "failed",
+    };
+    metrics
+        .downloads
+        .with_label_values(&[edition.id(), result])
+        .inc();
+    metrics
+        .download_error
+        .with_label_values(&[edition.id()])
+        .set(i64::from(outcome.is_err()));
+    outcome
 }
 
 /// Whether every edition of `editions` is held.

@@ -14,10 +14,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use fairlead_edge_geoip::Edition;
 use fairlead_edge_geoip::archive::{self, Database};
-use fairlead_edge_geoip::geoproxy::{GeoproxyMetrics, Outcome, RefreshError, Shared, refresh_one};
+use fairlead_edge_geoip::geoproxy::{GeoproxyMetrics, Shared, refresh_one};
 use fairlead_edge_geoip::http::Http;
 use fairlead_edge_geoip::source::{Retry, Source};
 use fairlead_edge_geoip::store::{Store, md5_hex};
+use fairlead_edge_geoip::update::{Outcome, UpdateError};
 
 const ACCOUNT: &str = "42";
 const KEY: &str = "s3cret-licence";
@@ -343,7 +344,7 @@ async fn corrupt_and_wrong_downloads_never_replace_a_good_database() {
         let err = refresh_one(&shared, &http, &legacy, Edition::City, QUICK)
             .await
             .unwrap_err();
-        assert!(matches!(err, RefreshError::Rejected(_)), "{what}: {err}");
+        assert!(matches!(err, UpdateError::Rejected(_)), "{what}: {err}");
         assert!(
             !err.to_string().contains(KEY),
             "the licence key shown: {err}"
@@ -445,4 +446,83 @@ async fn a_mirror_is_asked_with_its_entity_tag_and_serves_ranges() {
         .await
         .unwrap();
     assert_eq!(missing.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_lease_holder_downloads_and_the_other_replica_fetches_from_it() {
+    let (fake, host) = fake_maxmind().await;
+    let city = database(Edition::City, "GeoIP2-City-Test.mmdb");
+    publish(&fake, &city, archive::pack(&city).unwrap());
+    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
+        .await
+        .unwrap();
+    let client = server.client().await.unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path());
+        let addr = serve(
+            "127.0.0.1",
+            fairlead_edge_geoip::serve::router(shared.clone()),
+        )
+        .await;
+        replicas.push((dir, shared, addr));
+    }
+    for (i, (_, shared, _)) in replicas.iter().enumerate() {
+        // Each fetches from the other when it does not hold the Lease (in a cluster: the
+        // Service, which sends it only to replicas that hold every edition).
+        let peer = replicas[1 - i].2;
+        let (leadership, _lease) = fairlead_kit::lease::spawn(
+            client.clone(),
+            fairlead_kit::lease::LeaseConfig::new(
+                "geoproxy-leader",
+                "default",
+                &format!("geoproxy-{i}"),
+            ),
+            stop.clone(),
+        );
+        let settings = fairlead_edge_geoip::geoproxy::Settings {
+            editions: vec![Edition::City],
+            interval: Duration::from_secs(3_600),
+            source: Source::MaxMind {
+                host: host.clone(),
+                account_id: ACCOUNT.into(),
+                license_key: KEY.into(),
+            },
+            peers: Some(format!("http://{peer}/download")),
+            retry: QUICK,
+        };
+        tokio::spawn(fairlead_edge_geoip::geoproxy::run(
+            shared.clone(),
+            Http::new(None).unwrap(),
+            settings,
+            Some(leadership),
+            |_| {},
+            stop.clone(),
+        ));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !replicas
+        .iter()
+        .all(|(_, shared, _)| shared.store.lock().unwrap().held(Edition::City).is_some())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "both replicas never held the database"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        downloads(&fake),
+        1,
+        "only the Lease holder asked MaxMind for the database"
+    );
+    for (dir, _, _) in &replicas {
+        assert_eq!(
+            std::fs::read(dir.path().join("GeoIP2-City.mmdb")).unwrap(),
+            city.mmdb
+        );
+    }
+    stop.cancel();
 }
