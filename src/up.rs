@@ -294,7 +294,7 @@ async fn start_edge(
         })?;
     let settings = run::Settings {
         controller_name: controller.to_owned(),
-        lease: fairlead_kit::lease::LeaseConfig::new(run::LEASE, "kube-system", "fairlead-up"),
+        lease: fairlead_kit::lease::LeaseConfig::new(run::LEASE, LEASE_NAMESPACE, "fairlead-up"),
     };
     // A data dir from an older fairlead may hold CRDs of other storage versions: said, not
     // refused (`fairlead edge controller` refuses), so a developer's world still starts.

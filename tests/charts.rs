@@ -836,3 +836,38 @@ fn the_images_run_what_the_charts_run() {
         }
     }
 }
+
+#[test]
+fn the_deckhouse_flavour_authorizes_as_the_upstream_one() {
+    for (chart, workloads) in [
+        ("alb", &["alb-gateway-controller", "alb-xds"][..]),
+        ("service-with-healthchecks", &["controller", "agent"][..]),
+    ] {
+        let upstream = render(chart, &[]);
+        let deckhouse = render(
+            chart,
+            &[&chart_dir(chart).join("ci/deckhouse-flavour-values.yaml")],
+        );
+        for workload in workloads {
+            let (_, spec) = pod_specs(&deckhouse)
+                .into_iter()
+                .find(|(w, _)| w.ends_with(&format!(" {workload}")))
+                .unwrap_or_else(|| panic!("{chart}: no workload {workload}"));
+            let config = spec["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|c| c["env"].as_array().cloned().unwrap_or_default())
+                .find(|e| e["name"] == "KUBE_RBAC_PROXY_CONFIG")
+                .unwrap_or_else(|| panic!("{workload}: no KUBE_RBAC_PROXY_CONFIG"));
+            let config: Value = serde_yaml_ng::from_str(config["value"].as_str().unwrap()).unwrap();
+            let upstreams = config["upstreams"].as_array().unwrap();
+            assert_eq!(upstreams.len(), 1, "{workload}: {config}");
+            assert_eq!(
+                upstreams[0]["authorization"]["resourceAttributes"],
+                resource_attributes(&upstream, workload),
+                "{workload}"
+            );
+        }
+    }
+}

@@ -40,14 +40,14 @@ pub const MANAGER: &str = "fairlead-health-controller";
 pub const LEASE: &str = "swh-controller-leader.deckhouse.io";
 
 /// Brings the ServiceWithHealthchecks CRD in the cluster to this version's (Helm installs a
-/// chart's `crds/` once and never upgrades them; Deckhouse applies them on every run). The
-/// controller may only update it: a missing CRD is the chart's to install, and the refusal
-/// says so.
+/// chart's `crds/` once and never upgrades them; Deckhouse applies them on every run), unless
+/// a newer version wrote it. The controller may only update it: a missing CRD is the chart's
+/// to install, and the refusal says so.
 pub async fn ensure_crd(client: &kube::Client) -> Result<(), kube::Error> {
     let crds: kube::Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = kube::Api::all(client.clone());
-    apply(&crds, MANAGER, &fairlead_health_api::crd(), None).await?;
+    fairlead_kit::crds::keep_current(&crds, MANAGER, &fairlead_health_api::crd()).await?;
     Ok(())
 }
 /// The controller's pace: changes arriving within 20 ms make one reconcile, every resource is

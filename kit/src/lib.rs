@@ -13,7 +13,8 @@
 //!
 //! Kubernetes parts, used by every controller: leader election on a Lease ([`lease`]),
 //! server-side apply that skips writes already in place ([`apply`], over [`fieldset`]), and an
-//! Events recorder ([`events`]), and the RBAC objects of a module's components ([`rbac`]).
+//! Events recorder ([`events`]), the RBAC objects of a module's components ([`rbac`]), and a component's own CRDs kept at
+//! its version ([`crds`]).
 //!
 //! The modules are independent: a test can use the admin server without telemetry, or the
 //! shutdown coordinator without an admin server.
@@ -24,6 +25,8 @@ pub mod apply;
 pub mod cli;
 #[cfg(feature = "kube")]
 pub mod conditions;
+#[cfg(feature = "kube")]
+pub mod crds;
 #[cfg(feature = "kube")]
 pub mod events;
 pub mod executables;

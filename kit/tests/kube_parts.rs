@@ -1,5 +1,6 @@
 //! The kit's Kubernetes parts against the embedded API server: leader election, the apply
-//! helper that skips writes already in place, and the Events recorder.
+//! helper that skips writes already in place, the Events recorder, and CRDs kept at their
+//! version.
 
 use std::time::Duration;
 
@@ -322,4 +323,60 @@ async fn projections_follow_creates_updates_and_deletes() {
         "a changed projection did not wake the component"
     );
     stop.cancel();
+}
+
+#[tokio::test]
+async fn a_crd_is_kept_at_this_version_and_never_taken_back_from_a_newer_one() {
+    use fairlead_kit::crds::{Kept, VERSION_ANNOTATION, keep_current};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let client = server.client().await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let crd = |description: &str| -> CustomResourceDefinition {
+        serde_json::from_value(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "description": description}}}]}}))
+        .unwrap()
+    };
+    assert_eq!(
+        keep_current(&crds, "c", &crd("first")).await.unwrap(),
+        Kept::Current
+    );
+    let stored = crds.get("widgets.example.com").await.unwrap();
+    assert_eq!(
+        stored.metadata.annotations.unwrap()[VERSION_ANNOTATION],
+        fairlead_kit::crds::VERSION
+    );
+    // An upgrade brings the new schema.
+    keep_current(&crds, "c", &crd("second")).await.unwrap();
+    let described = |c: CustomResourceDefinition| {
+        c.spec.versions[0]
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .and_then(|s| s.description.clone())
+    };
+    assert_eq!(
+        described(crds.get("widgets.example.com").await.unwrap()).as_deref(),
+        Some("second")
+    );
+    // A newer version wrote it: an older replica leaves it.
+    crds.patch(
+        "widgets.example.com",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {VERSION_ANNOTATION: "99.0.0"}}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        keep_current(&crds, "c", &crd("older")).await.unwrap(),
+        Kept::Newer("99.0.0".into())
+    );
+    assert_eq!(
+        described(crds.get("widgets.example.com").await.unwrap()).as_deref(),
+        Some("second")
+    );
 }

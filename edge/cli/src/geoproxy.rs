@@ -1,8 +1,8 @@
 //! `fairlead edge geoproxy` and `fairlead edge geo-downloader`: the wiring of the GeoIP
-//! caching proxy and of the downloader beside Envoy. Its licence comes from the
-//! environment (the StatefulSet maps the instance's Secret's `licenseKey` and `accountID`
-//! into `MAXMIND_LICENSE_KEY` and `MAXMIND_ACCOUNT_ID`, so the geoproxy needs no right to read
-//! Secrets), or it fetches from a mirror; with `--lease` only the Lease holder asks the
+//! caching proxy and of the downloader beside Envoy. The geoproxy's licence comes from the
+//! environment (`MAXMIND_LICENSE_KEY`, and `MAXMIND_ACCOUNT_ID` for MaxMind's current API),
+//! which a pod maps from the licence Secret, so the geoproxy needs no right to read Secrets;
+//! or it fetches from a mirror; with `--lease` only the Lease holder asks the
 //! source, and the other replicas fetch from `--peers`. The downloader fetches from the
 //! geoproxy (or the instance's mirror) into the directory Envoy reads.
 
@@ -28,8 +28,8 @@ pub struct GeoproxyArgs {
     /// The data directory (a PersistentVolumeClaim's mount, or an emptyDir).
     #[arg(long, default_value = "/data")]
     pub data_dir: std::path::PathBuf,
-    /// How often MaxMind is asked about each edition, in seconds.
-    #[arg(long, default_value_t = 86_400)]
+    /// How often MaxMind is asked about each edition, in seconds (at least 60).
+    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..))]
     pub interval: u64,
     /// Where the databases are served (`/download/<Edition>.tar.gz`).
     #[arg(long, default_value = "0.0.0.0:8080")]
@@ -42,12 +42,13 @@ pub struct GeoproxyArgs {
     pub health_addr: Option<SocketAddr>,
     /// MaxMind's licence key (without one, `--mirror` is the source).
     #[arg(long, env = "MAXMIND_LICENSE_KEY", hide_env_values = true)]
-    pub license_key: Option<String>,
+    pub license_key: Option<LicenseKey>,
     /// MaxMind's account ID (with it, MaxMind's current API; without, its legacy URL).
     #[arg(long, env = "MAXMIND_ACCOUNT_ID")]
     pub account_id: Option<String>,
-    /// A mirror serving `<url>/<Edition>.tar.gz`, instead of MaxMind.
-    #[arg(long, conflicts_with = "license_key")]
+    /// A mirror serving `<url>/<Edition>.tar.gz`, instead of MaxMind (it wins over a
+    /// licence).
+    #[arg(long)]
     pub mirror: Option<String>,
     /// MaxMind's update host (its current API).
     #[arg(long, default_value = MAXMIND_HOST)]
@@ -71,6 +72,24 @@ pub struct GeoproxyArgs {
     pub peers: Option<String>,
 }
 
+/// A licence key, never shown (`Debug` prints a placeholder).
+#[derive(Clone)]
+pub struct LicenseKey(String);
+
+impl std::str::FromStr for LicenseKey {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(Self(text.trim().to_owned()))
+    }
+}
+
+impl std::fmt::Debug for LicenseKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<licence key>")
+    }
+}
+
 impl GeoproxyArgs {
     /// The source these flags name.
     fn source(&self) -> anyhow::Result<Source> {
@@ -79,11 +98,11 @@ impl GeoproxyArgs {
             (None, Some(key), Some(account)) => Source::MaxMind {
                 host: self.maxmind_host.clone(),
                 account_id: account.clone(),
-                license_key: key.clone(),
+                license_key: key.0.clone(),
             },
             (None, Some(key), None) => Source::Legacy {
                 host: self.legacy_host.clone(),
-                license_key: key.clone(),
+                license_key: key.0.clone(),
             },
             (None, None, _) => anyhow::bail!(
                 "the geoproxy needs MaxMind's licence (--license-key or MAXMIND_LICENSE_KEY) or --mirror"
@@ -186,9 +205,10 @@ pub struct DownloaderArgs {
     /// The directory Envoy reads them from (an emptyDir shared with the proxy container).
     #[arg(long, default_value = "/var/run/fairlead/geoip")]
     pub dir: std::path::PathBuf,
-    /// How often the sidecar asks again, in seconds.
-    #[arg(long, default_value_t = 3_600)]
+    /// How often the sidecar asks again, in seconds (at least 10).
+    #[arg(long, default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(10..))]
     pub interval: u64,
+
     /// How many times the init container tries each edition before it fails.
     #[arg(long, default_value_t = 12)]
     pub attempts: u32,

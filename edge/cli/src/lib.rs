@@ -1,7 +1,8 @@
 //! `fairlead edge …`, the commands of the ALB's components and their wiring only: the xDS
-//! control plane (`xds`), the Envoy bootstrap that points a proxy at it (`bootstrap`), and
-//! the proxy container's supervisor of Envoy (`proxy`); the module's RBAC ([`rbac`]). The gateway controller and the GeoIP
-//! components get their commands here.
+//! control plane (`xds`), the Envoy bootstrap that points a proxy at it (`bootstrap`), the
+//! proxy container's supervisor of Envoy (`proxy`), the gateway controller (`controller`),
+//! the GeoIP caching proxy and the downloader beside Envoy ([`geoproxy`]), the module's
+//! cleanup waiter (`cleanup-wait`), and the module's RBAC ([`rbac`]).
 
 pub mod geoproxy;
 pub mod rbac;

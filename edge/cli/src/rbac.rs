@@ -56,6 +56,12 @@ pub fn objects(lease_namespace: &str) -> Vec<Value> {
         MODULE.binding(XDS.1, XDS.1, XDS.0, Some(lease_namespace)),
         MODULE.cluster_role(RBAC_PROXY, rbac_proxy_rules()),
     ];
+    // The proxies' binding, its subjects the controller's to keep.
+    objects.push(serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": fairlead_edge_controller::workload::RBAC_PROXY_BINDING,
+            "labels": {"heritage": "deckhouse", "module": MODULE.name}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RBAC_PROXY}}));
     for (account, role) in [CONTROLLER, XDS] {
         objects.push(MODULE.binding(&format!("{role}:rbac-proxy"), RBAC_PROXY, account, None));
     }

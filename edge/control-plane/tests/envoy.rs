@@ -16,11 +16,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    fairlead_kit::testing::free_port()
 }
 
 /// A backend answering every request with the request's head as its body, and a WebSocket

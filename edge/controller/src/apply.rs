@@ -20,7 +20,6 @@ pub const MADE_KINDS: &[&str] = &[
     "ConfigMap",
     "ServiceAccount",
     "Secret",
-    "ClusterRoleBinding",
 ];
 
 /// The API resource of a kind the controller makes or reads (instances and Gateway API
@@ -38,9 +37,6 @@ pub fn resource(kind: &str) -> ApiResource {
         "Ingress" => ApiResource::erase::<k8s_openapi::api::networking::v1::Ingress>(&()),
         "ClusterALBInstance" => ApiResource::erase::<fairlead_edge_api::ClusterALBInstance>(&()),
         "ALBInstance" => ApiResource::erase::<fairlead_edge_api::ALBInstance>(&()),
-        "ClusterRoleBinding" => {
-            ApiResource::erase::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>(&())
-        }
         "ValidatingWebhookConfiguration" => ApiResource::erase::<
             k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
         >(&()),

@@ -4,7 +4,7 @@
 //! seeing the mark, stops making things and deletes everything it made (every object labelled
 //! `app.kubernetes.io/managed-by: alb-gateway-controller`: managed Gateways, proxy workloads, their
 //! Services, ConfigMaps and ServiceAccounts, the CA and certificate Secrets, HTTP-01 bridges, the
-//! proxies' kube-rbac-proxy binding, the webhook configuration), leaving users' objects (instances, routes, their Secrets) in place;
+//! webhook configuration), leaving users' objects (instances, routes, their Secrets) in place;
 //! [`wait`] returns once nothing of it is left, or fails after its timeout naming what is.
 
 use std::time::{Duration, Instant};

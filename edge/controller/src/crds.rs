@@ -180,9 +180,9 @@ pub async fn install(
 ) -> Result<(), kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     // The instances' CRDs are ours: brought to this version (Helm never upgrades a chart's
-    // `crds/`).
+    // `crds/`), unless a newer one wrote them.
     for crd in fairlead_edge_api::crd::crds() {
-        fairlead_kit::apply::apply(&crds, crate::instance::MANAGER, &crd, None).await?;
+        fairlead_kit::crds::keep_current(&crds, crate::instance::MANAGER, &crd).await?;
     }
     for object in bundle(channel) {
         if object["kind"] == "CustomResourceDefinition" {

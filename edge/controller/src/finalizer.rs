@@ -139,14 +139,9 @@ async fn remains(client: &kube::Client, gateway: &ObjectKey) -> Result<Vec<Strin
     );
     for kind in crate::apply::MADE_KINDS
         .iter()
-        // The Gateway is looked at above; the webhook configuration and the proxies'
-        // kube-rbac-proxy binding are the module's, not a Gateway's.
-        .filter(|k| {
-            !matches!(
-                **k,
-                "Gateway" | "ValidatingWebhookConfiguration" | "ClusterRoleBinding"
-            )
-        })
+        // The Gateway is looked at above; the webhook configuration is the module's, not a
+        // Gateway's.
+        .filter(|k| !matches!(**k, "Gateway" | "ValidatingWebhookConfiguration"))
     {
         let api: Api<DynamicObject> = Api::namespaced_with(
             client.clone(),

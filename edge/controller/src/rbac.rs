@@ -138,18 +138,14 @@ pub fn controller_rules() -> Vec<Value> {
         // Ready proxies, and a HostPort inlet's node addresses.
         rule(&[""], &["pods"], &["list", "watch"]),
         named_rule(&[""], &["namespaces"], &[CLUSTER_NAMESPACE], &["get"]),
-        // The binding that lets every proxy's kube-rbac-proxy review its callers (the
-        // controller holds that role itself, so binding it is no escalation).
-        rule(
-            &["rbac.authorization.k8s.io"],
-            &["clusterrolebindings"],
-            &["list", "create"],
-        ),
+        // The subjects of the chart's binding that lets every proxy's kube-rbac-proxy review
+        // its callers (the controller holds that role itself, so binding it is no
+        // escalation), and no other binding.
         named_rule(
             &["rbac.authorization.k8s.io"],
             &["clusterrolebindings"],
             &[crate::workload::RBAC_PROXY_BINDING],
-            &["get", "patch", "delete"],
+            &["get", "patch"],
         ),
         // cert-manager's HTTP-01 bridges (deleted with their route, by the garbage
         // collector or by the controller when it is first).

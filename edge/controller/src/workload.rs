@@ -93,7 +93,8 @@ impl Default for Settings {
 pub const RBAC_PROXY_ROLE: &str = "d8:alb:rbac-proxy";
 
 /// The ClusterRoleBinding that gives every proxy's ServiceAccount [`RBAC_PROXY_ROLE`], for
-/// the kube-rbac-proxy in front of its metrics.
+/// the kube-rbac-proxy in front of its metrics. The chart makes it without subjects; the
+/// controller keeps its subjects (and may change no other binding).
 pub const RBAC_PROXY_BINDING: &str = "d8:alb:proxies:rbac-proxy";
 
 /// [`RBAC_PROXY_BINDING`] for the proxies of `gateways` (their ServiceAccounts, one per
@@ -104,8 +105,7 @@ pub fn rbac_proxy_binding<'a>(gateways: impl IntoIterator<Item = &'a ObjectKey>)
         .map(|g| json!({"kind": "ServiceAccount", "name": workload_name(g), "namespace": g.namespace()}))
         .collect();
     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": RBAC_PROXY_BINDING,
-            "labels": {"app.kubernetes.io/managed-by": MANAGER}},
+        "metadata": {"name": RBAC_PROXY_BINDING},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RBAC_PROXY_ROLE},
         "subjects": subjects})
 }
@@ -553,10 +553,6 @@ mod tests {
                 {"kind": "ServiceAccount", "name": "d8-alb-public", "namespace": "d8-alb"},
                 {"kind": "ServiceAccount", "name": "d8-alb-shop", "namespace": "team"}
             ])
-        );
-        assert_eq!(
-            binding["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-            MANAGER
         );
         assert_eq!(rbac_proxy_binding([])["subjects"], json!([]));
     }

@@ -11,6 +11,18 @@ use crate::edition::Edition;
 /// The largest database taken (MaxMind's City is about 130 MB).
 pub const MAX_DATABASE_BYTES: u64 = 1 << 30;
 
+/// Addresses looked up in every database before it is taken (spread over both families).
+const PROBES: [&str; 8] = [
+    "0.0.0.0",
+    "1.1.1.1",
+    "81.2.69.142",
+    "128.0.0.1",
+    "255.255.255.255",
+    "::1",
+    "2001:db8::1",
+    "ffff::1",
+];
+
 /// A checked database.
 #[derive(Clone, Debug)]
 pub struct Database {
@@ -68,6 +80,14 @@ pub fn check(edition: Edition, mmdb: Vec<u8>, held: Option<u64>) -> Result<Datab
             wanted: edition,
             found: metadata.database_type.clone(),
         });
+    }
+    // Opening reads the metadata only: look addresses up across the tree, so a database
+    // whose search tree or data is broken is refused here, not served to Envoy.
+    for address in PROBES {
+        let ip: std::net::IpAddr = address.parse().expect("the probes are addresses");
+        reader
+            .lookup::<serde::de::IgnoredAny>(ip)
+            .map_err(|e| ArchiveError::Corrupt(format!("looking up {address}: {e}")))?;
     }
     let build_epoch = metadata.build_epoch;
     if let Some(held) = held.filter(|held| build_epoch < *held) {
@@ -211,9 +231,13 @@ mod tests {
             unpack(b"plain text"),
             Err(ArchiveError::Unpack(_))
         ));
+        // The right edition with its search tree overwritten: it opens (the metadata is
+        // intact) and is refused as corrupt.
+        let mut broken = test_database("GeoIP2-City-Test.mmdb");
+        broken[..64].fill(0xff);
+        let err = check(Edition::City, broken, None).unwrap_err();
+        assert!(matches!(err, ArchiveError::Corrupt(_)), "{err}");
         let corrupt = test_database("libmaxminddb-corrupt-search-tree.mmdb");
-        // A database whose search tree is broken may open; it must never be served wrongly,
-        // so it is refused or, if it opens, refused as the wrong edition.
         assert!(check(Edition::City, corrupt, None).is_err());
         let empty = {
             let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(

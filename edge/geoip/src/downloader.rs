@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use crate::source::{Retry, Source};
 use crate::store::Store;
-use crate::update::{Outcome, update};
+use crate::update::{Outcome, lock, update};
 
 /// Why the downloader stopped.
 #[derive(Debug, thiserror::Error)]
@@ -35,11 +35,7 @@ pub async fn init(
 ) -> Result<(), DownloaderError> {
     let mut missing = Vec::new();
     for &edition in editions {
-        let held = store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .held(edition)
-            .is_some();
+        let held = lock(store).held(edition).is_some();
         if held {
             continue;
         }

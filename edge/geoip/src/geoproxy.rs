@@ -17,7 +17,7 @@ use crate::http::Http;
 use crate::serve::{File, Files};
 use crate::source::{Retry, Source, tarball_etag};
 use crate::store::Store;
-use crate::update::{Outcome, UpdateError, now, update};
+use crate::update::{Outcome, UpdateError, lock, now, update};
 
 /// The `alb_geoproxy_*` families.
 #[derive(Clone)]
@@ -84,13 +84,10 @@ pub struct Shared {
 impl Files for Shared {
     fn file(&self, name: &str) -> Option<(std::path::PathBuf, File)> {
         let (edition, tarball) = crate::serve::parse_name(name)?;
-        let store = self
-            .store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let store = lock(&self.store);
         let held = store.held(edition)?;
         let (path, etag) = if tarball {
-            (store.tarball(edition), tarball_etag(&held.md5))
+            (store.tarball(edition), tarball_etag(&held.tarball_md5))
         } else {
             (store.mmdb(edition), format!("\"{}.mmdb\"", held.md5))
         };
@@ -163,105 +160,156 @@ pub async fn refresh_one(
 
 /// Whether every edition of `editions` is held.
 pub fn complete(shared: &Shared, editions: &[Edition]) -> bool {
-    let store = shared
-        .store
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let store = lock(&shared.store);
     editions.iter().all(|e| store.held(*e).is_some())
 }
 
+/// The first wait after a failed attempt (doubled per failure, at most [`FAILED_MAX`]).
+pub const FAILED_FIRST: Duration = Duration::from_secs(60);
+
+/// The longest wait after failed attempts.
+pub const FAILED_MAX: Duration = Duration::from_secs(3_600);
+
+/// When each edition is next asked about after failures (in memory: a restart asks again).
+#[derive(Debug, Default)]
+struct Backoff {
+    /// Per edition: when next (seconds since the epoch) and the current wait.
+    failed: std::collections::BTreeMap<Edition, (u64, Duration)>,
+}
+
+impl Backoff {
+    fn failed(&mut self, edition: Edition, now: u64, first: Duration) {
+        let wait = self
+            .failed
+            .get(&edition)
+            .map_or(first, |(_, wait)| (*wait * 2).min(FAILED_MAX));
+        self.failed.insert(edition, (now + wait.as_secs(), wait));
+    }
+
+    fn succeeded(&mut self, edition: Edition) {
+        self.failed.remove(&edition);
+    }
+
+    fn blocked(&self, edition: Edition, now: u64) -> bool {
+        self.failed.get(&edition).is_some_and(|(at, _)| now < *at)
+    }
+}
+
 /// Keeps the editions of `settings` fresh until `stop`: as the Lease holder (or without a
-/// Lease) from the source, else from the peers; `ready` once every edition is held.
+/// Lease) from the source, else from the peers (one attempt each, soon again while an
+/// edition is missing); `ready` once every edition is held. An edition that failed is asked
+/// again after a doubling wait, never sooner; a change of leadership wakes the loop.
 pub async fn run(
     shared: Shared,
     http: Http,
     settings: Settings,
-    leadership: Option<fairlead_kit::lease::Leadership>,
+    mut leadership: Option<fairlead_kit::lease::Leadership>,
     ready: impl Fn(bool),
     stop: tokio_util::sync::CancellationToken,
 ) {
-    {
-        let store = shared
-            .store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for edition in &settings.editions {
-            if let Some(held) = store.held(*edition) {
-                shared
-                    .metrics
-                    .build_timestamp
-                    .with_label_values(&[edition.id()])
-                    .set(i64::try_from(held.build_epoch).unwrap_or(i64::MAX));
-            }
+    for edition in &settings.editions {
+        let store = lock(&shared.store);
+        if let Some(held) = store.held(*edition) {
+            shared
+                .metrics
+                .build_timestamp
+                .with_label_values(&[edition.id()])
+                .set(i64::try_from(held.build_epoch).unwrap_or(i64::MAX));
         }
     }
     let peers = settings.peers.clone().map(|url| Source::Mirror { url });
+    let mut backoff = Backoff::default();
     loop {
         ready(complete(&shared, &settings.editions));
         let leading = leadership.as_ref().is_none_or(|l| l.is_leader());
-        let source = if leading {
-            Some(&settings.source)
+        let (source, retry, first) = if leading {
+            (Some(&settings.source), settings.retry, FAILED_FIRST)
         } else {
-            peers.as_ref()
+            let once = Retry {
+                attempts: 1,
+                ..settings.retry
+            };
+            (peers.as_ref(), once, Duration::from_secs(5))
         };
-        let mut next = settings.interval;
         if let Some(source) = source {
             for edition in &settings.editions {
-                let due = {
-                    let store = shared
-                        .store
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    // A replica that is not the holder asks its peers until it has them all,
-                    // then at the interval too.
-                    store.due(*edition, settings.interval.as_secs(), now())
-                };
-                if !due {
+                let at = now();
+                let due = lock(&shared.store).due(*edition, settings.interval.as_secs(), at);
+                if !due || backoff.blocked(*edition, at) {
                     continue;
                 }
                 let span =
                     tracing::info_span!("geoip.download", edition = %edition, leader = leading);
                 let result = tracing::Instrument::instrument(
-                    refresh_one(&shared, &http, source, *edition, settings.retry),
+                    refresh_one(&shared, &http, source, *edition, retry),
                     span,
                 )
                 .await;
                 match result {
-                    Ok(Outcome::Updated { build_epoch }) => {
-                        tracing::info!(%edition, build_epoch, "GeoIP database updated");
+                    Ok(outcome) => {
+                        backoff.succeeded(*edition);
+                        if let Outcome::Updated { build_epoch } = outcome {
+                            tracing::info!(%edition, build_epoch, "GeoIP database updated");
+                        }
                     }
-                    Ok(Outcome::Unchanged) => tracing::debug!(%edition, "GeoIP database current"),
                     Err(e) => {
+                        backoff.failed(*edition, now(), first);
                         tracing::warn!(%edition, error = %e, "GeoIP database not updated; keeping the one held");
-                        // Try again sooner than the interval.
-                        next = next.min(settings.retry.max);
                     }
                 }
             }
         }
-        if !leading && !complete(&shared, &settings.editions) {
-            next = next.min(Duration::from_secs(5));
-        }
         ready(complete(&shared, &settings.editions));
-        let earliest = {
-            let store = shared
-                .store
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = now();
+        let next = {
+            let store = lock(&shared.store);
             settings
                 .editions
                 .iter()
-                .filter_map(|e| store.held(*e))
-                .map(|h| (h.checked + settings.interval.as_secs()).saturating_sub(now()))
+                .map(|e| {
+                    let due = store
+                        .held(*e)
+                        .filter(|h| h.checked != 0)
+                        .map_or(at, |h| h.checked + settings.interval.as_secs());
+                    let after_failure = backoff.failed.get(e).map_or(0, |(when, _)| *when);
+                    due.max(after_failure).saturating_sub(at)
+                })
                 .min()
-                .map(Duration::from_secs)
+                .map_or(settings.interval, Duration::from_secs)
+                .max(Duration::from_secs(1))
         };
-        if let Some(earliest) = earliest {
-            next = next.min(earliest.max(Duration::from_secs(1)));
-        }
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(next) => {}
+            () = async {
+                match leadership.as_mut() {
+                    Some(l) if leading => l.lost().await,
+                    Some(l) => l.leading().await,
+                    None => std::future::pending().await,
+                }
+            } => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_edition_waits_doubling_and_is_freed_by_a_success() {
+        let mut backoff = Backoff::default();
+        backoff.failed(Edition::City, 1_000, FAILED_FIRST);
+        assert!(backoff.blocked(Edition::City, 1_059));
+        assert!(!backoff.blocked(Edition::City, 1_060));
+        backoff.failed(Edition::City, 1_060, FAILED_FIRST);
+        assert!(backoff.blocked(Edition::City, 1_060 + 119));
+        assert!(!backoff.blocked(Edition::LiteAsn, 1_000));
+        for _ in 0..10 {
+            backoff.failed(Edition::City, 0, FAILED_FIRST);
+        }
+        assert_eq!(backoff.failed[&Edition::City].1, FAILED_MAX);
+        backoff.succeeded(Edition::City);
+        assert!(!backoff.blocked(Edition::City, 0));
     }
 }

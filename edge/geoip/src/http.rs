@@ -1,6 +1,8 @@
 //! One HTTP(S) GET at a time, as a downloader needs: TLS by rustls (ring) against the
 //! system's trust store (or given roots), redirects followed (MaxMind redirects downloads to
-//! presigned storage URLs; credentials are not sent to another host), bodies bounded.
+//! presigned storage URLs; credentials are not sent to another origin, and HTTPS is never
+//! left for HTTP), bodies bounded in size and every step in time; URLs are shown without
+//! their credentials and query.
 //! Downloads are rare, so there is no connection pool.
 
 use std::sync::Arc;
@@ -9,6 +11,12 @@ use http_body_util::{BodyExt as _, Empty, Limited};
 
 /// The most redirects followed.
 const MAX_REDIRECTS: usize = 5;
+
+/// The longest wait for a connection, its TLS handshake and the response's headers.
+pub const HEADERS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The longest a body may take to arrive (MaxMind's City is about 130 MB).
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
 
 /// A response.
 #[derive(Debug)]
@@ -38,19 +46,29 @@ pub enum HttpError {
     /// More redirects than [`MAX_REDIRECTS`].
     #[error("GET {0}: too many redirects")]
     Redirects(String),
+    /// A redirect from HTTPS to plain HTTP (credentials and integrity would be lost).
+    #[error("GET {0}: refused a redirect from https to http")]
+    Downgrade(String),
     /// The body is larger than allowed.
     #[error("GET {0}: the body is larger than allowed")]
     TooLarge(String),
 }
 
-/// The URL without its query (what errors and logs show).
+/// The URL without its credentials and query (what errors and logs show).
 pub fn shown(uri: &http::Uri) -> String {
+    let port = uri.port().map(|p| format!(":{p}")).unwrap_or_default();
     format!(
-        "{}://{}{}",
+        "{}://{}{port}{}",
         uri.scheme_str().unwrap_or("http"),
-        uri.authority().map_or("", |a| a.as_str()),
+        uri.host().unwrap_or(""),
         uri.path()
     )
+}
+
+/// A URL as text, shown without its credentials and query (it may not parse).
+fn shown_text(url: &str) -> String {
+    url.parse::<http::Uri>()
+        .map_or_else(|_| "<an invalid URL>".to_owned(), |u| shown(&u))
 }
 
 /// A client.
@@ -95,11 +113,11 @@ impl Http {
         headers: &http::HeaderMap,
         limit: usize,
     ) -> Result<Response, HttpError> {
-        let mut uri: http::Uri = url.parse().map_err(|_| HttpError::Url(url.to_owned()))?;
-        let origin = uri.authority().cloned();
+        let mut uri: http::Uri = url.parse().map_err(|_| HttpError::Url(shown_text(url)))?;
+        let origin = (uri.scheme().cloned(), uri.authority().cloned());
         for _ in 0..=MAX_REDIRECTS {
             let mut sent = headers.clone();
-            if uri.authority() != origin.as_ref() {
+            if (uri.scheme().cloned(), uri.authority().cloned()) != origin {
                 sent.remove(http::header::AUTHORIZATION);
             }
             let response = self.once(&uri, &sent, limit).await?;
@@ -113,7 +131,12 @@ impl Http {
             else {
                 return Ok(response);
             };
-            uri = resolve(&uri, location).ok_or_else(|| HttpError::Url(location.to_owned()))?;
+            let next =
+                resolve(&uri, location).ok_or_else(|| HttpError::Url(shown_text(location)))?;
+            if uri.scheme_str() == Some("https") && next.scheme_str() != Some("https") {
+                return Err(HttpError::Downgrade(shown(&uri)));
+            }
+            uri = next;
         }
         Err(HttpError::Redirects(shown(&uri)))
     }
@@ -128,51 +151,61 @@ impl Http {
             url: shown(uri),
             message: e.to_string(),
         };
+        let timed_out = |what: &str| HttpError::Transport {
+            url: shown(uri),
+            message: format!("{what} timed out"),
+        };
         let https = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
             _ => return Err(HttpError::Url(shown(uri))),
         };
         let host = uri.host().ok_or_else(|| HttpError::Url(shown(uri)))?;
+        let bare = host.trim_matches(['[', ']']);
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let tcp = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
-            .await
+        let mut builder = http::Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
+            .header(
+                http::header::HOST,
+                match uri.port() {
+                    Some(p) => format!("{host}:{p}"),
+                    None => host.to_owned(),
+                },
+            )
+            .header(
+                http::header::USER_AGENT,
+                concat!("fairlead/", env!("CARGO_PKG_VERSION")),
+            );
+        for (name, value) in headers {
+            builder = builder.header(name, value);
+        }
+        let request = builder
+            .body(Empty::<bytes::Bytes>::new())
             .map_err(|e| transport(&e))?;
-        let _ = tcp.set_nodelay(true);
-        let request = {
-            let mut builder = http::Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
-                .header(
-                    http::header::HOST,
-                    uri.authority().map_or(host, |a| a.as_str()),
-                )
-                .header(
-                    http::header::USER_AGENT,
-                    concat!("fairlead/", env!("CARGO_PKG_VERSION")),
-                );
-            for (name, value) in headers {
-                builder = builder.header(name, value);
-            }
-            builder
-                .body(Empty::<bytes::Bytes>::new())
-                .map_err(|e| transport(&e))?
-        };
-        let response = if https {
-            let name =
-                rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
-                    .map_err(|e| transport(&e))?;
-            let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
-                .connect(name, tcp)
+        let exchange = async {
+            let tcp = tokio::net::TcpStream::connect((bare, port))
                 .await
                 .map_err(|e| transport(&e))?;
-            send(hyper_util::rt::TokioIo::new(tls), request).await
-        } else {
-            send(hyper_util::rt::TokioIo::new(tcp), request).await
-        }
-        .map_err(|e| transport(&e))?;
-        let (parts, body) = response.into_parts();
-        let body = Limited::new(body, limit)
-            .collect()
+            let _ = tcp.set_nodelay(true);
+            if https {
+                let name = rustls::pki_types::ServerName::try_from(bare.to_owned())
+                    .map_err(|e| transport(&e))?;
+                let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
+                    .connect(name, tcp)
+                    .await
+                    .map_err(|e| transport(&e))?;
+                send(hyper_util::rt::TokioIo::new(tls), request).await
+            } else {
+                send(hyper_util::rt::TokioIo::new(tcp), request).await
+            }
+            .map_err(|e| transport(&e))
+        };
+        let response = tokio::time::timeout(HEADERS_TIMEOUT, exchange)
             .await
+            .map_err(|_| timed_out("connecting and waiting for the response"))??;
+        let (parts, body) = response.into_parts();
+        let body = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, limit).collect())
+            .await
+            .map_err(|_| timed_out("reading the body"))?
             .map_err(|e| {
                 if e.is::<http_body_util::LengthLimitError>() {
                     HttpError::TooLarge(shown(uri))
@@ -247,6 +280,12 @@ mod tests {
         assert_eq!(
             shown(&base),
             "https://download.example/geoip/databases/E/download"
+        );
+        let with_user: http::Uri = "http://user:pw@mirror.example:8080/d?k=1".parse().unwrap();
+        assert_eq!(shown(&with_user), "http://mirror.example:8080/d");
+        assert_eq!(
+            shown_text("http://bad url?license_key=x"),
+            "<an invalid URL>"
         );
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::archive::MAX_DATABASE_BYTES;
 use crate::edition::Edition;
 use crate::http::{Http, HttpError, shown};
+use crate::store::Held;
 
 /// MaxMind's update host.
 pub const MAXMIND_HOST: &str = "https://updates.maxmind.com";
@@ -147,25 +148,37 @@ fn basic(user: &str, password: &str) -> http::HeaderValue {
     value
 }
 
+/// `text` with every byte but the unreserved ones percent-encoded (RFC 3986).
+fn percent_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 fn modified_of(headers: &http::HeaderMap) -> Option<u64> {
     let text = headers.get(http::header::LAST_MODIFIED)?.to_str().ok()?;
     let time = httpdate::parse_http_date(text).ok()?;
     Some(time.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs())
 }
 
-/// The ETag a geoproxy gives the tarball of a database of MD5 `md5`.
+/// The ETag a geoproxy gives a tarball of MD5 `md5`.
 pub fn tarball_etag(md5: &str) -> String {
     format!("\"{md5}.tar.gz\"")
 }
 
 impl Source {
-    /// Asks for `edition`, the database held having MD5 `held` (when one is held), retrying
-    /// transient failures per `retry`.
+    /// Asks for `edition`, `held` being what is held of it, retrying transient failures per
+    /// `retry`.
     pub async fn fetch(
         &self,
         http: &Http,
         edition: Edition,
-        held: Option<&str>,
+        held: Option<&Held>,
         retry: Retry,
     ) -> Result<Fetched, FetchError> {
         let mut wait = retry.first;
@@ -187,7 +200,7 @@ impl Source {
         &self,
         http: &Http,
         edition: Edition,
-        held: Option<&str>,
+        held: Option<&Held>,
     ) -> Result<Fetched, FetchError> {
         let limit = usize::try_from(MAX_DATABASE_BYTES).unwrap_or(usize::MAX);
         let mut headers = http::HeaderMap::new();
@@ -197,7 +210,10 @@ impl Source {
                 account_id,
                 license_key,
             } => {
-                headers.insert(http::header::AUTHORIZATION, basic(account_id, license_key));
+                headers.insert(
+                    http::header::AUTHORIZATION,
+                    basic(account_id.trim(), license_key.trim()),
+                );
                 let host = host.trim_end_matches('/');
                 let url = format!("{host}/geoip/updates/metadata?edition_id={}", edition.id());
                 let answer = ok(http.get(&url, &headers, 1 << 20).await?, &url)?;
@@ -213,7 +229,7 @@ impl Source {
                         edition,
                         message: "the edition is not listed".into(),
                     })?;
-                if held.is_some_and(|md5| entry["md5"] == md5) {
+                if held.is_some_and(|held| entry["md5"] == held.md5.as_str()) {
                     return Ok(Fetched::Unchanged);
                 }
                 let date = entry["date"].as_str().unwrap_or_default().replace('-', "");
@@ -223,15 +239,16 @@ impl Source {
                 )
             }
             Source::Legacy { host, license_key } => format!(
-                "{}/app/geoip_download?license_key={license_key}&edition_id={}&suffix=tar.gz",
+                "{}/app/geoip_download?license_key={}&edition_id={}&suffix=tar.gz",
                 host.trim_end_matches('/'),
+                percent_encoded(license_key.trim()),
                 edition.id()
             ),
             Source::Mirror { url } => {
-                if let Some(md5) = held {
+                if let Some(held) = held.filter(|h| !h.tarball_md5.is_empty()) {
                     headers.insert(
                         http::header::IF_NONE_MATCH,
-                        http::HeaderValue::from_str(&tarball_etag(md5))
+                        http::HeaderValue::from_str(&tarball_etag(&held.tarball_md5))
                             .expect("an MD5 is a valid header value"),
                     );
                 }
@@ -255,7 +272,9 @@ fn ok(answer: crate::http::Response, url: &str) -> Result<crate::http::Response,
         Ok(answer)
     } else {
         Err(FetchError::Status {
-            url: url.parse().map_or_else(|_| String::new(), |u| shown(&u)),
+            url: url
+                .parse()
+                .map_or_else(|_| "<an invalid URL>".to_owned(), |u| shown(&u)),
             status: answer.status,
         })
     }

@@ -1,7 +1,8 @@
 //! The databases a geoproxy (or a downloader) holds, in its data directory: per edition
 //! `<Edition>.tar.gz` (what is served) and `<Edition>.mmdb` (what Envoy opens), and
 //! `state.json` with, per edition, the database's MD5 (what MaxMind's metadata announces),
-//! its build epoch, its `Last-Modified` and when the source was last asked. Every file is
+//! the tarball's (its entity tag), its build epoch, its `Last-Modified` and when the source
+//! was last asked; an unreadable state is rebuilt from the tarballs. Every file is
 //! replaced whole (written beside, flushed, renamed: Envoy's provider reloads on the move).
 //! A restart reads the state and asks the source again only when the interval has passed; a
 //! tarball copied in by hand (an air-gapped cluster's preload) is checked and taken when the
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::archive::{self, ArchiveError, Database};
+use crate::archive::{self, Database};
 use crate::edition::Edition;
 
 /// What is held of one edition.
@@ -20,6 +21,10 @@ use crate::edition::Edition;
 pub struct Held {
     /// MD5 of the `.mmdb` (hex).
     pub md5: String,
+    /// MD5 of the tarball served (hex): its entity tag, the same on every replica that got it
+    /// from the same place.
+    #[serde(default)]
+    pub tarball_md5: String,
     /// When MaxMind built it (seconds since the epoch).
     pub build_epoch: u64,
     /// Its `Last-Modified` (seconds since the epoch): the source's, or when it was taken.
@@ -82,10 +87,11 @@ impl Store {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let state = dir.join("state.json");
         let held = match std::fs::read(&state) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| StoreError::State {
-                path: state.clone(),
-                source,
-            })?,
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                // The tarballs are checked again below: nothing held is lost.
+                tracing::warn!(path = %state.display(), error = %e, "unreadable state; checking the tarballs again");
+                BTreeMap::new()
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(io(&state)(e)),
         };
@@ -103,12 +109,12 @@ impl Store {
                 }
                 Err(e) => return Err(io(&path)(e)),
             };
-            let mmdb_matches = std::fs::read(store.mmdb(edition)).ok().is_some_and(|mmdb| {
-                store
+            let tarball_md5 = md5_hex(&tarball);
+            let in_place = store.mmdb(edition).exists()
+                && store
                     .held(edition)
-                    .is_some_and(|held| held.md5 == md5_hex(&mmdb))
-            });
-            if mmdb_matches {
+                    .is_some_and(|held| held.tarball_md5 == tarball_md5);
+            if in_place {
                 continue;
             }
             match archive::validate(edition, &tarball, None) {
@@ -119,7 +125,7 @@ impl Store {
                         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                         .map_or(0, |d| d.as_secs());
                     tracing::info!(%edition, build_epoch = database.build_epoch, "taking a preloaded tarball");
-                    store.keep(&database, None, modified, 0)?;
+                    store.keep(&database, Some(&tarball), modified, 0)?;
                 }
                 Err(e) => {
                     tracing::warn!(%edition, path = %path.display(), error = %e, "a tarball in the data directory is not a good database; not served");
@@ -129,11 +135,6 @@ impl Store {
         }
         store.save()?;
         Ok(store)
-    }
-
-    /// The directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Where the tarball of `edition` is.
@@ -184,6 +185,7 @@ impl Store {
             edition.id().to_owned(),
             Held {
                 md5: md5_hex(&database.mmdb),
+                tarball_md5: md5_hex(tarball),
                 build_epoch: database.build_epoch,
                 modified,
                 checked,
@@ -198,15 +200,6 @@ impl Store {
             held.checked = now;
         }
         self.save()
-    }
-
-    /// Checks a download of `edition` against what is held (never older).
-    pub fn accept(&self, edition: Edition, tarball: &[u8]) -> Result<Database, ArchiveError> {
-        archive::validate(
-            edition,
-            tarball,
-            self.held(edition).map(|held| held.build_epoch),
-        )
     }
 
     fn save(&self) -> Result<(), StoreError> {

@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 
+use crate::archive::{self, ArchiveError};
 use crate::edition::Edition;
 use crate::http::Http;
 use crate::source::{Fetched, Retry, Source};
@@ -42,7 +43,8 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn lock(store: &Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {
+/// The store, even if a thread panicked holding it (its files are each replaced whole).
+pub fn lock(store: &Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {
     store
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -57,19 +59,25 @@ pub async fn update(
     edition: Edition,
     retry: Retry,
 ) -> Result<Outcome, UpdateError> {
-    let held = lock(store).held(edition).map(|h| h.md5.clone());
-    let fetched = source.fetch(http, edition, held.as_deref(), retry).await?;
-    let mut store = lock(store);
-    let at = now();
+    let held = lock(store).held(edition).cloned();
+    let fetched = source.fetch(http, edition, held.as_ref(), retry).await?;
     if let Fetched::New { tarball, modified } = fetched {
-        let database = store.accept(edition, &tarball)?;
-        if held.as_deref() != Some(md5_hex(&database.mmdb).as_str()) {
-            store.keep(&database, Some(&tarball), modified.unwrap_or(at), at)?;
+        // Unpacking and checking a database takes a while: off the async workers, and
+        // without the store (which serves the database held meanwhile).
+        let held_epoch = held.as_ref().map(|h| h.build_epoch);
+        let (database, tarball) = tokio::task::spawn_blocking(move || {
+            archive::validate(edition, &tarball, held_epoch).map(|d| (d, tarball))
+        })
+        .await
+        .map_err(|e| ArchiveError::Corrupt(format!("the check did not finish: {e}")))??;
+        if held.is_none_or(|h| h.md5 != md5_hex(&database.mmdb)) {
+            let at = now();
+            lock(store).keep(&database, Some(&tarball), modified.unwrap_or(at), at)?;
             return Ok(Outcome::Updated {
                 build_epoch: database.build_epoch,
             });
         }
     }
-    store.checked(edition, at)?;
+    lock(store).checked(edition, now())?;
     Ok(Outcome::Unchanged)
 }
