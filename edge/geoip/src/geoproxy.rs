@@ -82,7 +82,7 @@ pub struct Shared {
 }
 
 impl Files for Shared {
-    fn file(&self, name: &str) -> Option<(std::path::PathBuf, File)> {
+    fn file(&self, name: &str) -> Option<(std::fs::File, File)> {
         let (edition, tarball) = crate::serve::parse_name(name)?;
         let store = lock(&self.store);
         let held = store.held(edition)?;
@@ -91,9 +91,12 @@ impl Files for Shared {
         } else {
             (store.mmdb(edition), format!("\"{}.mmdb\"", held.md5))
         };
-        let len = std::fs::metadata(&path).ok()?.len();
+        // Opened under the lock: a replacement renames over the path, and this handle keeps
+        // the version the entity tag names.
+        let opened = std::fs::File::open(&path).ok()?;
+        let len = opened.metadata().ok()?.len();
         Some((
-            path,
+            opened,
             File {
                 len,
                 etag,

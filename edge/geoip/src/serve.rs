@@ -4,8 +4,6 @@
 //! 404. Bytes served are counted. The decisions (which status, which headers, which bytes)
 //! are [`answer`], a pure function of the request's headers and the file.
 
-use std::path::{Path, PathBuf};
-
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
@@ -123,8 +121,9 @@ fn byte_range(header: &str, len: u64) -> Option<Result<std::ops::Range<u64>, ()>
 
 /// What the server reads its files and versions from.
 pub trait Files: Clone + Send + Sync + 'static {
-    /// The file `name` and its version, when it is held.
-    fn file(&self, name: &str) -> Option<(PathBuf, File)>;
+    /// The file `name`, opened, and its version, when it is held: opened where the version
+    /// is read, so a replacement in between cannot pair new bytes with an old entity tag.
+    fn file(&self, name: &str) -> Option<(std::fs::File, File)>;
     /// Counts `bytes` served.
     fn served(&self, bytes: u64);
 }
@@ -151,7 +150,7 @@ async fn download<F: Files>(
     method: axum::http::Method,
     headers: HeaderMap,
 ) -> Response {
-    let Some((path, file)) = files.file(&name) else {
+    let Some((opened, file)) = files.file(&name) else {
         return (StatusCode::NOT_FOUND, format!("{name}: not held\n")).into_response();
     };
     let decided = answer(&headers, &file);
@@ -182,25 +181,25 @@ async fn download<F: Files>(
     if method == axum::http::Method::HEAD {
         return response.body(Body::empty()).unwrap_or_default();
     }
-    match read_range(&path, range.clone()).await {
-        Ok(bytes) => {
-            files.served(bytes.len() as u64);
-            response.body(Body::from(bytes)).unwrap_or_default()
+    match streamed(opened, range.clone()).await {
+        Ok(body) => {
+            files.served(range.end - range.start);
+            response.body(body).unwrap_or_default()
         }
         Err(e) => {
-            tracing::warn!(file = %path.display(), error = %e, "reading a database to serve");
+            tracing::warn!(file = %name, error = %e, "reading a database to serve");
             (StatusCode::SERVICE_UNAVAILABLE, format!("{name}: {e}\n")).into_response()
         }
     }
 }
 
-async fn read_range(path: &Path, range: std::ops::Range<u64>) -> std::io::Result<Vec<u8>> {
+/// The bytes `range` of `file`, streamed (a database is not held in memory per request).
+async fn streamed(file: std::fs::File, range: std::ops::Range<u64>) -> std::io::Result<Body> {
     use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
-    let mut file = tokio::fs::File::open(path).await?;
+    let mut file = tokio::fs::File::from_std(file);
     file.seek(std::io::SeekFrom::Start(range.start)).await?;
-    let mut bytes = vec![0; usize::try_from(range.end - range.start).unwrap_or(0)];
-    file.read_exact(&mut bytes).await?;
-    Ok(bytes)
+    let reader = file.take(range.end - range.start);
+    Ok(Body::from_stream(tokio_util::io::ReaderStream::new(reader)))
 }
 
 #[cfg(test)]
