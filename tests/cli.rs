@@ -1022,17 +1022,15 @@ spec:
         "{stderr}"
     );
     let audited = |user: &str, resource: &str| {
-        std::fs::read_to_string(&audit).unwrap().lines().any(|l| {
-            let e: serde_json::Value = serde_json::from_str(l).unwrap();
-            let o = &e["objectRef"];
-            let what = match o["subresource"].as_str() {
-                Some(sub) => format!("{}/{sub}", o["resource"].as_str().unwrap_or_default()),
-                None => o["resource"].as_str().unwrap_or_default().to_owned(),
-            };
-            e["responseStatus"]["code"] == 403
-                && e["user"]["username"] == format!("system:serviceaccount:d8-alb:{user}")
-                && what == resource
-        })
+        let events: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let user = format!("system:serviceaccount:d8-alb:{user}");
+        fairlead_kit::testing::rbac::refused(&events, &user)
+            .iter()
+            .any(|r| r.split_whitespace().nth(2) == Some(resource))
     };
     until(
         "the controller's and the control plane's refusals audited",

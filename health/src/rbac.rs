@@ -5,7 +5,7 @@
 //! agent watches only its node's pods and only typed Secrets, which saves its memory, not its
 //! rights.
 
-use fairlead_kit::rbac::{Module, named_rule, rbac_proxy_rules, rule};
+use fairlead_kit::rbac::{Module, lease_rules, named_rule, rbac_proxy_rules, rule};
 use serde_json::Value;
 
 /// The module's namespace.
@@ -97,15 +97,7 @@ pub fn controller_rules() -> Vec<Value> {
 
 /// The controller's rules in the namespace of its Lease: make it, then only that one.
 pub fn controller_lease_rules(lease: &str) -> Vec<Value> {
-    vec![
-        rule(&["coordination.k8s.io"], &["leases"], &["create"]),
-        named_rule(
-            &["coordination.k8s.io"],
-            &["leases"],
-            &[lease],
-            &["get", "update"],
-        ),
-    ]
+    lease_rules(lease)
 }
 
 /// Everything the health components need in the module's namespace (which the chart

@@ -15,6 +15,20 @@ pub fn named_rule(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[
     json!({"apiGroups": groups, "resources": resources, "resourceNames": names, "verbs": verbs})
 }
 
+/// The rules of a leader-elected component in the namespace of its Lease `lease`: make it
+/// (`create` cannot be narrowed by name), then read and renew only that one.
+pub fn lease_rules(lease: &str) -> Vec<Value> {
+    vec![
+        rule(&["coordination.k8s.io"], &["leases"], &["create"]),
+        named_rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &[lease],
+            &["get", "update"],
+        ),
+    ]
+}
+
 /// What kube-rbac-proxy does with a ServiceAccount's rights: it reviews the caller's token
 /// and asks whether the caller may read what it guards.
 pub fn rbac_proxy_rules() -> Vec<Value> {

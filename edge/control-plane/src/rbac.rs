@@ -5,7 +5,7 @@
 //! A kind added to the table is a rule added here.
 
 use fairlead_edge_translate::kinds::{KINDS, Status};
-use fairlead_kit::rbac::{named_rule, rule};
+use fairlead_kit::rbac::rule;
 use serde_json::Value;
 
 /// The control plane's cluster-wide rules.
@@ -29,15 +29,7 @@ pub fn rules() -> Vec<Value> {
 
 /// The rules in the namespace of the status writer's Lease: make it, then only that one.
 pub fn lease_rules() -> Vec<Value> {
-    vec![
-        rule(&["coordination.k8s.io"], &["leases"], &["create"]),
-        named_rule(
-            &["coordination.k8s.io"],
-            &["leases"],
-            &[crate::run::LEASE],
-            &["get", "update"],
-        ),
-    ]
+    fairlead_kit::rbac::lease_rules(crate::run::LEASE)
 }
 
 #[cfg(test)]

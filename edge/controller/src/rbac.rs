@@ -160,17 +160,12 @@ pub fn controller_rules() -> Vec<Value> {
 /// The gateway controller's rules in the module's namespace: the cleanup mark, and its
 /// Lease.
 pub fn controller_namespace_rules() -> Vec<Value> {
-    vec![
+    let mut rules = vec![
         // The cleanup mark.
         named_rule(&[""], &["configmaps"], &[crate::cleanup::MARKER], &["get"]),
-        rule(&["coordination.k8s.io"], &["leases"], &["create"]),
-        named_rule(
-            &["coordination.k8s.io"],
-            &["leases"],
-            &[crate::reconcile::LEASE],
-            &["get", "update"],
-        ),
-    ]
+    ];
+    rules.extend(fairlead_kit::rbac::lease_rules(crate::reconcile::LEASE));
+    rules
 }
 
 /// The cleanup waiter's cluster-wide rules: it lists what the controller made and the
