@@ -7,24 +7,17 @@
 //!   (transition rules on `oldSelf`);
 //! - a HostPort inlet has at least one port, a LoadBalancer inlet not both ports 0;
 //! - every address range is a CIDR;
-//! - at most four GeoIP editions, each one MaxMind publishes, none twice;
+//! - at most four GeoIP editions, each one MaxMind publishes, none twice, with a licence or
+//!   a mirror to get them from; GeoIP headers keyed by the provider's fields, named as HTTP
+//!   headers, each served by an edition named (see [`crate::geoip`]);
 //! - `gatewayName` is a DNS label.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
+use crate::geoip::{Edition, Field, Slot};
 use crate::{ALBInstance, ClusterALBInstance};
-
-/// The GeoIP editions an instance may name.
-pub const GEOIP_EDITIONS: [&str; 6] = [
-    "GeoIP2-Anonymous-IP",
-    "GeoIP2-City",
-    "GeoIP2-ISP",
-    "GeoIP2-ASN",
-    "GeoLite2-ASN",
-    "GeoLite2-City",
-];
 
 /// At most this many editions per instance.
 pub const MAX_GEOIP_EDITIONS: usize = 4;
@@ -128,10 +121,72 @@ fn constrain(spec: &mut Value, cluster: bool) {
             Some(".path")
         ),
     ]);
-    let editions = &mut properties["geoIP"]["properties"]["maxmindEditionIDs"];
+    geoip(&mut properties["geoIP"]);
+}
+
+/// A CEL list literal of `items`.
+fn cel_list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
+    let quoted: Vec<String> = items.into_iter().map(|i| format!("'{i}'")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// The rules of `spec.geoIP`: known editions, at most [`MAX_GEOIP_EDITIONS`], a source for
+/// them; header keys the provider knows, valued with header names, each served by a named
+/// edition (Envoy would look up a database it does not have).
+fn geoip(geoip: &mut Value) {
+    let mut rules = vec![rule(
+        "!has(self.maxmindEditionIDs) || size(self.maxmindEditionIDs) == 0 || has(self.licenseKeySecretRef) || has(self.maxmindMirror)",
+        "geoIP needs licenseKeySecretRef or maxmindMirror to get the databases of maxmindEditionIDs",
+        Some(".maxmindEditionIDs"),
+    )];
+    let mut groups: Vec<(&'static [Slot], Vec<Field>)> = Vec::new();
+    for field in Field::ALL {
+        match groups.iter_mut().find(|(slots, _)| *slots == field.slots()) {
+            Some((_, fields)) => fields.push(field),
+            None => groups.push((field.slots(), vec![field])),
+        }
+    }
+    for (_, fields) in groups {
+        let editions: Vec<&str> = fields[0].editions().into_iter().map(Edition::id).collect();
+        let keys: Vec<&str> = fields.iter().map(|f| f.key()).collect();
+        rules.push(rule(
+            &format!(
+                "!has(self.headers) || !{keys}.exists(k, k in self.headers) || (has(self.maxmindEditionIDs) && self.maxmindEditionIDs.exists(e, e in {editions}))",
+                keys = cel_list(keys.iter().copied()),
+                editions = cel_list(editions.iter().copied()),
+            ),
+            &format!(
+                "headers {} need one of {} in maxmindEditionIDs",
+                keys.join(", "),
+                editions.join(", ")
+            ),
+            Some(".headers"),
+        ));
+    }
+    geoip["x-kubernetes-validations"] = json!(rules);
+    let properties = &mut geoip["properties"];
+    let editions = &mut properties["maxmindEditionIDs"];
     editions["maxItems"] = json!(MAX_GEOIP_EDITIONS);
     editions["x-kubernetes-list-type"] = json!("set");
-    editions["items"]["enum"] = json!(GEOIP_EDITIONS);
+    editions["items"]["enum"] = json!(Edition::ALL.map(Edition::id));
+    let headers = &mut properties["headers"];
+    headers["maxProperties"] = json!(Field::ALL.len());
+    headers["x-kubernetes-validations"] = json!([rule(
+        &format!("self.all(k, k in {})", cel_list(Field::ALL.map(Field::key))),
+        &format!(
+            "the keys of headers are the provider's fields: {}",
+            Field::ALL.map(Field::key).join(", ")
+        ),
+        None,
+    )]);
+    // An HTTP header name (an RFC 9110 token; the translator lower-cases it).
+    headers["additionalProperties"]["pattern"] = json!("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$");
+    headers["additionalProperties"]["maxLength"] = json!(128);
+    properties["maxmindMirror"]["properties"]["url"]["x-kubernetes-validations"] = json!([rule(
+        "self.startsWith('http://') || self.startsWith('https://')",
+        "maxmindMirror.url must be http:// or https://",
+        None
+    )]);
 }
 
 fn finish(crd: CustomResourceDefinition, cluster: bool) -> CustomResourceDefinition {

@@ -97,6 +97,16 @@ async fn instances_are_checked_as_the_schema_says() {
     )
     .await
     .unwrap();
+    // The ISP edition serves the ASN too; header names in any case.
+    create(&client, "ClusterALBInstance", "isp", json!({
+        "gatewayName": "isp-gw",
+        "geoIP": {"maxmindMirror": {"url": "http://geoproxy-main.d8-alb.svc:8080/download"},
+                  "maxmindEditionIDs": ["GeoIP2-ISP", "GeoIP2-Anonymous-IP"],
+                  "headers": {"asn": "X-Geo-ASN", "isp": "x-geo-isp", "apple_private_relay": "x-relay",
+                              "anon": "x-anon", "anon_tor": "x-tor"}}
+    }))
+    .await
+    .unwrap();
     let stored = api(&client, "ClusterALBInstance")
         .get("main")
         .await
@@ -152,6 +162,40 @@ async fn instances_are_checked_as_the_schema_says() {
             "ClusterALBInstance",
             json!({"gatewayName": "g", "geoIP": {"maxmindEditionIDs": ["GeoIP2-Country"]}}),
             "Unsupported value: \"GeoIP2-Country\"",
+        ),
+        (
+            "ClusterALBInstance",
+            json!({"gatewayName": "g", "geoIP": {"maxmindEditionIDs": ["GeoIP2-City"]}}),
+            "geoIP needs licenseKeySecretRef or maxmindMirror",
+        ),
+        (
+            "ClusterALBInstance",
+            json!({"gatewayName": "g", "geoIP": {"maxmindMirror": {"url": "http://m"}, "maxmindEditionIDs": ["GeoLite2-ASN"],
+                "headers": {"country": "x-country"}}}),
+            "headers country, city, region need one of GeoIP2-City, GeoLite2-City in maxmindEditionIDs",
+        ),
+        (
+            "ClusterALBInstance",
+            json!({"gatewayName": "g", "geoIP": {"maxmindMirror": {"url": "http://m"}, "maxmindEditionIDs": ["GeoLite2-City"],
+                "headers": {"anon_vpn": "x-vpn"}}}),
+            "headers anon, anon_vpn, anon_hosting, anon_tor, anon_proxy need one of GeoIP2-Anonymous-IP",
+        ),
+        (
+            "ClusterALBInstance",
+            json!({"gatewayName": "g", "geoIP": {"maxmindMirror": {"url": "http://m"}, "maxmindEditionIDs": ["GeoLite2-City"],
+                "headers": {"continent": "x-continent"}}}),
+            "the keys of headers are the provider's fields: country, city",
+        ),
+        (
+            "ClusterALBInstance",
+            json!({"gatewayName": "g", "geoIP": {"maxmindMirror": {"url": "http://m"}, "maxmindEditionIDs": ["GeoLite2-City"],
+                "headers": {"city": "x city"}}}),
+            "spec.geoIP.headers[city]: Invalid value: \"x city\"",
+        ),
+        (
+            "ClusterALBInstance",
+            json!({"gatewayName": "g", "geoIP": {"maxmindMirror": {"url": "geoproxy:8080"}, "maxmindEditionIDs": ["GeoLite2-City"]}}),
+            "maxmindMirror.url must be http:// or https://",
         ),
         (
             "ClusterALBInstance",

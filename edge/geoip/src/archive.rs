@@ -6,7 +6,7 @@
 
 use std::io::Read as _;
 
-use crate::edition::Edition;
+use crate::Edition;
 
 /// The largest database taken (MaxMind's City is about 130 MB).
 pub const MAX_DATABASE_BYTES: u64 = 1 << 30;

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::edition::Edition;
+use crate::Edition;
 use crate::http::Http;
 use std::sync::Mutex;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use fairlead_kit::metrics::{Metrics, MetricsError};
 use prometheus::{IntCounterVec, IntGaugeVec};
 
-use crate::edition::Edition;
+use crate::Edition;
 use crate::http::Http;
 use crate::serve::{File, Files};
 use crate::source::{Retry, Source, tarball_etag};

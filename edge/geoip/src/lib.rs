@@ -1,15 +1,13 @@
-//! GeoIP for the ALB. The MaxMind editions an instance may name and the Envoy provider path
-//! each fills ([`edition`]); what a download must be before anything keeps it ([`archive`]);
-//! the data directory of the geoproxy and of the downloader beside Envoy ([`store`]) and
-//! bringing one edition up to date in it ([`update`]); where
-//! databases come from and asking for one ([`source`], over a small HTTP(S) client,
-//! [`http`]); serving them with validators and ranges ([`serve`]); the geoproxy that keeps
-//! them fresh for the cluster ([`geoproxy`]); and the downloader beside Envoy
-//! ([`downloader`]).
+//! GeoIP for the ALB, over the editions of [`fairlead_edge_api::geoip`]: what a download
+//! must be before anything keeps it ([`archive`]); the data directory of the geoproxy and of
+//! the downloader beside Envoy ([`store`]) and bringing one edition up to date in it
+//! ([`update`]); where databases come from and asking for one ([`source`], over a small
+//! HTTP(S) client, [`http`]); serving them with validators and ranges ([`serve`]); the
+//! geoproxy that keeps them fresh for the cluster ([`geoproxy`]); and the downloader beside
+//! Envoy ([`downloader`]).
 
 pub mod archive;
 pub mod downloader;
-pub mod edition;
 pub mod geoproxy;
 pub mod http;
 pub mod serve;
@@ -17,4 +15,4 @@ pub mod source;
 pub mod store;
 pub mod update;
 
-pub use edition::Edition;
+pub use fairlead_edge_api::geoip::Edition;

@@ -10,7 +10,7 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::edition::Edition;
+use crate::Edition;
 
 /// A file to serve and what identifies its version.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
+use crate::Edition;
 use crate::archive::MAX_DATABASE_BYTES;
-use crate::edition::Edition;
 use crate::http::{Http, HttpError, shown};
 use crate::store::Held;
 

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::Edition;
 use crate::archive::{self, Database};
-use crate::edition::Edition;
 
 /// What is held of one edition.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

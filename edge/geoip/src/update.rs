@@ -4,8 +4,8 @@
 
 use std::sync::Mutex;
 
+use crate::Edition;
 use crate::archive::{self, ArchiveError};
-use crate::edition::Edition;
 use crate::http::Http;
 use crate::source::{Fetched, Retry, Source};
 use crate::store::{Store, md5_hex};

@@ -96,15 +96,16 @@ pub mod limits {
 /// paths are normalized (dot segments, merged slashes, escaped slashes redirected unescaped);
 /// header names with underscores are dropped, as ingress-nginx does; timeouts and header
 /// sizes are bounded ([`limits`]); each request is logged and traced
-/// ([`crate::telemetry`], over OTLP/HTTP to `otlp_http_uri` when the instance asks). An
-/// instance's `originalIPDetection` replaces
-/// `use_remote_address` ([`ClientAddress`]), here and only here.
+/// ([`crate::telemetry`], over OTLP/HTTP when the instance asks). An instance's
+/// `originalIPDetection` replaces `use_remote_address` ([`ClientAddress`]), here and only
+/// here; its `geoIP` removes client-sent geolocation headers first and adds Envoy's GeoIP
+/// filter before the router ([`geoip`]).
 pub(crate) fn edge_manager(
     stat_prefix: &str,
     route_config: &str,
     client: &ClientAddress<'_>,
     http3: bool,
-    otlp_http_uri: Option<&str>,
+    edge: &crate::instance::Settings,
 ) -> hcm::HttpConnectionManager {
     use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
     let (use_remote_address, original_ip_detection_extensions) = match client {
@@ -150,9 +151,92 @@ pub(crate) fn edge_manager(
         stream_idle_timeout: Some(duration(limits::STREAM_IDLE_TIMEOUT)),
         request_headers_timeout: Some(duration(limits::REQUEST_HEADERS_TIMEOUT)),
         access_log: vec![crate::telemetry::access_log(stat_prefix)],
-        tracing: Some(crate::telemetry::tracing(otlp_http_uri)),
-        ..manager(stat_prefix, route_config)
+        tracing: Some(crate::telemetry::tracing(edge.otlp_http_uri.as_deref())),
+        ..geoip(edge.geoip.as_ref(), manager(stat_prefix, route_config))
     }
+}
+
+/// `manager` with what `geoip` asks: the named headers removed before anything reads the
+/// request (early header mutation), and Envoy's GeoIP filter (MaxMind provider) first among
+/// the HTTP filters when a header is served. The filter looks up the address the connection
+/// manager settled on, and its databases are relative to Envoy's working directory
+/// ([`Edition::proxy_path`](fairlead_edge_api::geoip::Edition::proxy_path)).
+fn geoip(
+    geoip: Option<&crate::instance::GeoIp>,
+    mut manager: hcm::HttpConnectionManager,
+) -> hcm::HttpConnectionManager {
+    use envoy_types::pb::envoy::config::common::mutation_rules::v3 as rules;
+    use envoy_types::pb::envoy::extensions::filters::http::geoip::v3::Geoip;
+    use envoy_types::pb::envoy::extensions::geoip_providers::common::v3 as common;
+    use envoy_types::pb::envoy::extensions::geoip_providers::maxmind::v3::MaxMindConfig;
+    use envoy_types::pb::envoy::extensions::http::early_header_mutation::header_mutation::v3::HeaderMutation;
+    use fairlead_edge_api::geoip::{Field, Slot};
+    let Some(geoip) = geoip else {
+        return manager;
+    };
+    if !geoip.removed.is_empty() {
+        manager.early_header_mutation_extensions = vec![core::TypedExtensionConfig {
+            name: "envoy.http.early_header_mutation.header_mutation".into(),
+            typed_config: Some(any(&HeaderMutation {
+                mutations: geoip
+                    .removed
+                    .iter()
+                    .map(|name| rules::HeaderMutation {
+                        action: Some(rules::header_mutation::Action::Remove(name.clone())),
+                    })
+                    .collect(),
+            })),
+        }];
+    }
+    if !geoip.filters() {
+        return manager;
+    }
+    let path = |slot| {
+        geoip
+            .databases
+            .get(&slot)
+            .map(|e| e.proxy_path())
+            .unwrap_or_default()
+    };
+    let header = |field| geoip.headers.get(&field).cloned().unwrap_or_default();
+    let keys = common::common_geoip_provider_config::GeolocationFieldKeys {
+        country: header(Field::Country),
+        city: header(Field::City),
+        region: header(Field::Region),
+        asn: header(Field::Asn),
+        anon: header(Field::Anon),
+        anon_vpn: header(Field::AnonVpn),
+        anon_hosting: header(Field::AnonHosting),
+        anon_tor: header(Field::AnonTor),
+        anon_proxy: header(Field::AnonProxy),
+        isp: header(Field::Isp),
+        apple_private_relay: header(Field::ApplePrivateRelay),
+        ..Default::default()
+    };
+    let provider = MaxMindConfig {
+        city_db_path: path(Slot::City),
+        asn_db_path: path(Slot::Asn),
+        isp_db_path: path(Slot::Isp),
+        anon_db_path: path(Slot::Anonymous),
+        common_provider_config: Some(common::CommonGeoipProviderConfig {
+            geo_field_keys: Some(keys),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let filter = hcm::HttpFilter {
+        name: "envoy.filters.http.geoip".into(),
+        config_type: Some(hcm::http_filter::ConfigType::TypedConfig(any(&Geoip {
+            provider: Some(core::TypedExtensionConfig {
+                name: "envoy.geoip_providers.maxmind".into(),
+                typed_config: Some(any(&provider)),
+            }),
+            ..Default::default()
+        }))),
+        ..Default::default()
+    };
+    manager.http_filters.insert(0, filter);
+    manager
 }
 
 /// Where a connection manager takes the client's address from.
@@ -209,12 +293,12 @@ pub(crate) fn connection_manager(
     route_config: &str,
     client: &ClientAddress<'_>,
     http3: bool,
-    otlp_http_uri: Option<&str>,
+    edge: &crate::instance::Settings,
 ) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".into(),
         config_type: Some(listener::filter::ConfigType::TypedConfig(any(
-            &edge_manager(stat_prefix, route_config, client, http3, otlp_http_uri),
+            &edge_manager(stat_prefix, route_config, client, http3, edge),
         ))),
     }
 }

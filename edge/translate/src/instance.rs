@@ -20,9 +20,20 @@
 //!   cluster (the gateway controller renders it) and, for OTLP/HTTP, the URI the connection
 //!   managers' tracer posts to.
 //!
+//! - `geoIP.headers` → Envoy's GeoIP filter (MaxMind provider) before the router in every
+//!   connection manager, looking up the client's address as the connection manager found it
+//!   (so `originalIPDetection` holds for it too), in the databases of the named editions
+//!   (the commercial edition where two fill one provider path), setting the headers a
+//!   database serves ([`GeoIp`]). Client-sent headers of those names are removed first, by
+//!   the connection manager's early header mutation, on every proxy: the filter sets a header
+//!   only when its lookup finds something.
+//!
 //! A Gateway no instance controls keeps the defaults: every peer, no PROXY protocol, the
-//! connection's address, spans to no collector.
+//! connection's address, spans to no collector, no GeoIP.
 
+use std::collections::BTreeMap;
+
+use fairlead_edge_api::geoip::{Edition, Field, Slot, by_slot};
 use serde::Serialize;
 
 use crate::model::{Gateway, Input};
@@ -95,6 +106,84 @@ pub struct Settings {
     /// cluster); OTLP/gRPC when `None`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub otlp_http_uri: Option<String>,
+    /// Geolocation headers.
+    #[serde(rename = "geoIP", skip_serializing_if = "Option::is_none")]
+    pub geoip: Option<GeoIp>,
+}
+
+/// What `spec.geoIP` asks of the connection managers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GeoIp {
+    /// The edition whose database fills each provider path.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub databases: BTreeMap<Slot, Edition>,
+    /// The headers Envoy's filter sets (lower-case), by field: those a database serves.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<Field, String>,
+    /// Headers removed from every request before anything reads it: every one named, lower
+    /// case.
+    pub removed: Vec<String>,
+}
+
+impl GeoIp {
+    /// What `spec` asks, when it names headers. A field no named edition serves is left out
+    /// (the CRD refuses such a spec; Envoy would look up a database it does not have), and so
+    /// are unknown editions and fields.
+    pub fn of(spec: &fairlead_edge_api::types::GeoIp) -> Option<Self> {
+        let named = spec.headers.as_ref().filter(|h| !h.is_empty())?;
+        let editions: Vec<Edition> = spec
+            .maxmind_edition_ids
+            .iter()
+            .flatten()
+            .filter_map(|id| id.parse().ok())
+            .collect();
+        let databases: BTreeMap<Slot, Edition> = by_slot(&editions).into_iter().collect();
+        let headers = named
+            .iter()
+            .filter_map(|(key, header)| {
+                let field: Field = key.parse().ok()?;
+                let served = field.slots().iter().any(|s| databases.contains_key(s));
+                served.then(|| (field, header.trim().to_ascii_lowercase()))
+            })
+            .collect();
+        let mut removed: Vec<String> = named
+            .values()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect();
+        removed.sort();
+        removed.dedup();
+        Some(Self {
+            databases,
+            headers,
+            removed,
+        })
+    }
+
+    /// Whether Envoy's filter runs: some header is served by a database.
+    pub fn filters(&self) -> bool {
+        !self.headers.is_empty()
+    }
+
+    /// The editions a proxy must hold before it is given the filter (Envoy does not load a
+    /// provider whose database file is missing); none when no filter runs.
+    pub fn editions(&self) -> Vec<Edition> {
+        if self.filters() {
+            self.databases.values().copied().collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The same without the filter, for proxies that lack a database: the removals stay.
+    pub fn without_filter(&self) -> Self {
+        Self {
+            databases: BTreeMap::new(),
+            headers: BTreeMap::new(),
+            removed: self.removed.clone(),
+        }
+    }
 }
 
 /// Where an instance's proxies send their spans (`openTelemetry.tracing`).
@@ -319,6 +408,22 @@ pub fn of(gateway: &Gateway, input: &Input) -> Settings {
             .ok()
             .flatten()
             .and_then(|c| c.http_uri()),
+        geoip: spec.geo_ip.as_ref().and_then(GeoIp::of),
+    }
+}
+
+impl Settings {
+    /// The editions a proxy must hold to be served these settings ([`GeoIp::editions`]).
+    pub fn geoip_editions(&self) -> Vec<Edition> {
+        self.geoip.as_ref().map(GeoIp::editions).unwrap_or_default()
+    }
+
+    /// The same without Envoy's GeoIP filter ([`GeoIp::without_filter`]).
+    pub fn without_geoip_filter(&self) -> Self {
+        Self {
+            geoip: self.geoip.as_ref().map(GeoIp::without_filter),
+            ..self.clone()
+        }
     }
 }
 
@@ -401,6 +506,37 @@ mod tests {
                 .unwrap_err()
                 .contains("neither service nor url")
         );
+    }
+
+    #[test]
+    fn geoip_sets_only_served_headers_and_removes_every_named_one() {
+        let spec: fairlead_edge_api::types::GeoIp = serde_json::from_value(serde_json::json!({
+            "maxmindEditionIDs": ["GeoLite2-City", "GeoIP2-ISP", "GeoIP2-City", "Unknown"],
+            "headers": {"country": " X-Country ", "asn": "x-asn", "anon": "x-anon", "moon": "x-moon"}
+        }))
+        .unwrap();
+        let geoip = GeoIp::of(&spec).unwrap();
+        assert_eq!(
+            geoip.databases,
+            BTreeMap::from([(Slot::City, Edition::City), (Slot::Isp, Edition::Isp)])
+        );
+        assert_eq!(
+            geoip.headers,
+            BTreeMap::from([
+                (Field::Country, "x-country".to_owned()),
+                (Field::Asn, "x-asn".to_owned())
+            ]),
+            "the ASN from the ISP edition; no anonymity database, no unknown field"
+        );
+        assert_eq!(geoip.removed, ["x-anon", "x-asn", "x-country", "x-moon"]);
+        assert_eq!(geoip.editions(), [Edition::City, Edition::Isp]);
+        let without = geoip.without_filter();
+        assert!(!without.filters() && without.editions().is_empty());
+        assert_eq!(without.removed, geoip.removed);
+        let none: fairlead_edge_api::types::GeoIp =
+            serde_json::from_value(serde_json::json!({"maxmindEditionIDs": ["GeoIP2-City"]}))
+                .unwrap();
+        assert_eq!(GeoIp::of(&none), None, "no headers, nothing to do");
     }
 
     #[test]

@@ -96,6 +96,21 @@ pub struct Resources {
     pub endpoints: Vec<Encoded>,
     /// TLS secrets.
     pub secrets: Vec<Encoded>,
+    /// When the listeners carry Envoy's GeoIP filter: what proxies lacking its databases
+    /// are served instead.
+    pub without_geoip: Option<WithoutGeoip>,
+}
+
+/// The listeners of a Gateway whose instance asks for GeoIP headers, as served to a proxy
+/// that does not hold every database the filter opens (Envoy refuses a listener whose
+/// database file is missing): the same listeners without the filter, still removing
+/// client-sent geolocation headers. The other resources are the same for both.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WithoutGeoip {
+    /// The editions a proxy must hold to be served [`Resources::listeners`].
+    pub editions: Vec<fairlead_edge_api::geoip::Edition>,
+    /// The listeners without the filter.
+    pub listeners: Vec<Encoded>,
 }
 
 /// What a translation yields.

@@ -128,13 +128,7 @@ fn http_chains(
     http3: bool,
 ) -> Vec<listener::FilterChain> {
     let manager = |client: ClientAddress<'_>| {
-        let manager = connection_manager(
-            stat_prefix,
-            route_config,
-            &client,
-            http3,
-            edge.otlp_http_uri.as_deref(),
-        );
+        let manager = connection_manager(stat_prefix, route_config, &client, http3, edge);
         // A QUIC chain takes the connection manager alone: it matches only the peers of
         // `acceptRequestsFrom` instead (below).
         if http3 {

@@ -9,20 +9,30 @@ use crate::ir::Gateway;
 use crate::memo::Recall;
 use crate::{cluster, endpoint, listener, route, secret};
 
-/// The resources of `ir`.
-pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
+/// The listeners of `ir` with what its instance asks (`edge`).
+fn listeners(ir: &Gateway, edge: &crate::instance::Settings) -> Vec<crate::Encoded> {
     let mut listeners: Vec<crate::Encoded> = ir
         .listeners
         .iter()
-        .map(|l| listener::encode(l, ir.address, &ir.edge))
+        .map(|l| listener::encode(l, ir.address, edge))
         .collect();
     listeners.extend(
         ir.listeners
             .iter()
-            .filter_map(|l| listener::encode_quic(l, ir.address, &ir.edge)),
+            .filter_map(|l| listener::encode_quic(l, ir.address, edge)),
     );
+    listeners
+}
+
+/// The resources of `ir`.
+pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
+    let editions = ir.edge.geoip_editions();
     let mut out = Resources {
-        listeners,
+        listeners: listeners(ir, &ir.edge),
+        without_geoip: (!editions.is_empty()).then(|| crate::WithoutGeoip {
+            editions,
+            listeners: listeners(ir, &ir.edge.without_geoip_filter()),
+        }),
         ..Resources::default()
     };
     let alt_svc = listener::alt_svc(&ir.listeners, &ir.edge);

@@ -53,8 +53,9 @@ fn inline(value: &mut Value, routes: &BTreeMap<String, Value>) {
     }
 }
 
-/// One Gateway's resources as a static bootstrap.
-fn bootstrap(gateway: &str, resources: &Resources) -> Value {
+/// One Gateway's resources as a static bootstrap, with `listeners` (its own, or those
+/// without GeoIP).
+fn bootstrap(gateway: &str, resources: &Resources, listeners: &[Encoded]) -> Value {
     let routes: BTreeMap<String, Value> =
         json_of::<pb::config::route::v3::RouteConfiguration>(&resources.routes)
             .into_iter()
@@ -63,11 +64,10 @@ fn bootstrap(gateway: &str, resources: &Resources) -> Value {
         json_of::<pb::config::endpoint::v3::ClusterLoadAssignment>(&resources.endpoints)
             .into_iter()
             .collect();
-    let mut listeners: Vec<Value> =
-        json_of::<pb::config::listener::v3::Listener>(&resources.listeners)
-            .into_iter()
-            .map(|(_, v)| v)
-            .collect();
+    let mut listeners: Vec<Value> = json_of::<pb::config::listener::v3::Listener>(listeners)
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
     for listener in &mut listeners {
         inline(listener, &routes);
     }
@@ -106,13 +106,40 @@ fn bootstrap(gateway: &str, resources: &Resources) -> Value {
 /// The one warning accepted, and why: UDP routing has two forms, the `cluster` field Envoy
 /// deprecates and the `matcher` it marks work-in-progress; the translator uses the latter,
 /// the form that will stay.
+/// The MaxMind provider is Envoy's only geolocation provider, and work-in-progress too.
 const ACCEPTED_WARNINGS: &[&str] = &[
     "'envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig.matcher' is marked as work-in-progress",
+    "'envoy.extensions.geoip_providers.maxmind.v3.MaxMindConfig' is contained in proto file 'envoy/extensions/geoip_providers/maxmind/v3/maxmind.proto' marked as work-in-progress",
 ];
 
-/// What Envoy said of a bootstrap: `Ok` when it accepted it without a warning.
-fn validate(envoy: &Path, file: &Path) -> Result<(), String> {
+/// A working directory for Envoy holding a database of every edition where the GeoIP filter
+/// opens it (`geoip/<Edition>.mmdb`, as the proxy's downloader keeps them): MaxMind's test
+/// databases of `edge/geoip/tests/data`.
+fn geoip_working_dir(dir: &Path) -> PathBuf {
+    use fairlead_edge_api::geoip::Edition;
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../geoip/tests/data");
+    let working = dir.join("working");
+    std::fs::create_dir_all(working.join(fairlead_edge_api::geoip::PROXY_DIR)).unwrap();
+    for edition in Edition::ALL {
+        // No test database of GeoIP2-ASN is published; GeoLite2-ASN's has the same records.
+        let source = match edition {
+            Edition::Asn => Edition::LiteAsn,
+            other => other,
+        };
+        std::fs::copy(
+            data.join(format!("{}-Test.mmdb", source.id())),
+            working.join(edition.proxy_path()),
+        )
+        .unwrap();
+    }
+    working
+}
+
+/// What Envoy said of a bootstrap, run in `working`: `Ok` when it accepted it without a
+/// warning.
+fn validate(envoy: &Path, working: &Path, file: &Path) -> Result<(), String> {
     let output = Command::new(envoy)
+        .current_dir(working)
         .args(["--mode", "validate", "--log-level", "warn", "--config-path"])
         .arg(file)
         .output()
@@ -139,6 +166,10 @@ fn envoy_accepts_every_golden_translation() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     let dir = std::env::temp_dir().join(format!("fairlead-envoy-validate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
+    let working = geoip_working_dir(&dir);
+    // The listeners without GeoIP must load where no database is.
+    let bare = dir.join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
     let mut files = Vec::new();
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
         .expect("tests/golden")
@@ -154,13 +185,26 @@ fn envoy_accepts_every_golden_translation() {
             if resources.listeners.is_empty() {
                 continue;
             }
-            let file = dir.join(format!(
-                "{name}--{}.json",
-                gateway.to_string().replace('/', "-")
-            ));
-            let config = bootstrap(&gateway.to_string(), &resources);
-            std::fs::write(&file, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
-            files.push((format!("{name} {gateway}"), file));
+            let variants = [("", Some(&resources.listeners), &working)]
+                .into_iter()
+                .chain([(
+                    "without GeoIP",
+                    resources.without_geoip.as_ref().map(|v| &v.listeners),
+                    &bare,
+                )]);
+            for (variant, listeners, cwd) in variants {
+                let Some(listeners) = listeners else {
+                    continue;
+                };
+                let file = dir.join(format!(
+                    "{name}--{}{}.json",
+                    gateway.to_string().replace('/', "-"),
+                    variant.replace(' ', "-")
+                ));
+                let config = bootstrap(&gateway.to_string(), &resources, listeners);
+                std::fs::write(&file, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+                files.push((format!("{name} {gateway} {variant}"), file, cwd.clone()));
+            }
         }
     }
     assert!(files.len() >= 40, "{} bootstraps", files.len());
@@ -174,8 +218,8 @@ fn envoy_accepts_every_golden_translation() {
                 scope.spawn(move || {
                     chunk
                         .iter()
-                        .filter_map(|(what, file)| {
-                            validate(envoy, file).err().map(|said| {
+                        .filter_map(|(what, file, cwd)| {
+                            validate(envoy, cwd, file).err().map(|said| {
                                 format!("{what} ({}): Envoy refused:\n{said}", file.display())
                             })
                         })

@@ -4,7 +4,8 @@
 //! Gateway: listeners, chains, virtual hosts, routes, clusters, certificates by name and
 //! size), and the rendered resources with
 //! `<case>/out/{listeners,routes,clusters,endpoints,secrets}.yaml` (one file per xDS type,
-//! resources in proto3 JSON keyed by Gateway) and `<case>/out/status.yaml`.
+//! resources in proto3 JSON keyed by Gateway; `listeners-without-geoip.yaml` where a Gateway's
+//! listeners carry Envoy's GeoIP filter) and `<case>/out/status.yaml`.
 //!
 //! `UPDATE_GOLDEN=1 cargo test -p fairlead-edge-translate --test golden` rewrites the
 //! expected files; a person reviews the diff before it is committed.
@@ -73,6 +74,19 @@ fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
             &mut problems,
         )),
     );
+    // Only where some Gateway's listeners carry the GeoIP filter.
+    if gateways.values().any(|r| r.without_geoip.is_some()) {
+        files.insert(
+            "listeners-without-geoip",
+            yaml(&render::<pb::config::listener::v3::Listener>(
+                gateways.iter().filter_map(|(k, r)| {
+                    let variant = r.without_geoip.as_ref()?;
+                    Some((k.to_string(), variant.listeners.clone()))
+                }),
+                &mut problems,
+            )),
+        );
+    }
     files.insert(
         "routes",
         yaml(&render::<pb::config::route::v3::RouteConfiguration>(
@@ -148,6 +162,16 @@ fn translations_match_the_golden_files() {
         let (files, problems) = outputs(case);
         failures.extend(problems.into_iter().map(|p| format!("{name}: {p}")));
         let out = case.join("out");
+        let variant = out.join("listeners-without-geoip.yaml");
+        if !files.contains_key("listeners-without-geoip") && variant.exists() {
+            if update {
+                std::fs::remove_file(&variant).expect("remove golden");
+            } else {
+                failures.push(format!(
+                    "{name}/out/listeners-without-geoip.yaml exists, but no Gateway has listeners without GeoIP"
+                ));
+            }
+        }
         for (kind, actual) in files {
             // The IR sits between the input and the rendered resources.
             let (path, shown) = if kind == "ir" {

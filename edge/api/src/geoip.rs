@@ -1,0 +1,305 @@
+//! What `spec.geoIP` means to Envoy, without I/O: the MaxMind editions an instance may name,
+//! the database path of Envoy's MaxMind provider each fills ([`Slot`]), the header fields of
+//! `spec.geoIP.headers` (the provider's `geo_field_keys`, [`Field`]) and the slot each reads,
+//! so the CRD, the translator, the controller and the geoproxy agree on one table.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The directory, relative to the proxy container's working directory (which the gateway
+/// controller mounts it under and Envoy runs in), where the downloader beside Envoy keeps the
+/// databases: `<dir>/<Edition>.mmdb`. Relative, so one listener serves every pod whatever
+/// its file layout (`fairlead up`'s pods each have their own).
+pub const PROXY_DIR: &str = "geoip";
+
+/// One edition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Edition {
+    /// GeoIP2-Anonymous-IP.
+    AnonymousIp,
+    /// GeoIP2-City.
+    City,
+    /// GeoIP2-ISP.
+    Isp,
+    /// GeoIP2-ASN.
+    Asn,
+    /// GeoLite2-ASN.
+    LiteAsn,
+    /// GeoLite2-City.
+    LiteCity,
+}
+
+/// The database path of Envoy's MaxMind provider an edition fills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Slot {
+    /// `city_db_path` (also country and region).
+    City,
+    /// `asn_db_path`.
+    Asn,
+    /// `isp_db_path` (also the ASN, when no ASN edition is named).
+    Isp,
+    /// `anon_db_path`.
+    Anonymous,
+}
+
+impl Edition {
+    /// Every edition, in the CRD's order.
+    pub const ALL: [Edition; 6] = [
+        Edition::AnonymousIp,
+        Edition::City,
+        Edition::Isp,
+        Edition::Asn,
+        Edition::LiteAsn,
+        Edition::LiteCity,
+    ];
+
+    /// Its edition ID, as MaxMind's URLs and the CRD name it.
+    pub fn id(self) -> &'static str {
+        match self {
+            Edition::AnonymousIp => "GeoIP2-Anonymous-IP",
+            Edition::City => "GeoIP2-City",
+            Edition::Isp => "GeoIP2-ISP",
+            Edition::Asn => "GeoIP2-ASN",
+            Edition::LiteAsn => "GeoLite2-ASN",
+            Edition::LiteCity => "GeoLite2-City",
+        }
+    }
+
+    /// The `database_type` of its metadata (its ID: MaxMind's databases and their test
+    /// databases carry it).
+    pub fn database_type(self) -> &'static str {
+        self.id()
+    }
+
+    /// The provider path it fills.
+    pub fn slot(self) -> Slot {
+        match self {
+            Edition::City | Edition::LiteCity => Slot::City,
+            Edition::Asn | Edition::LiteAsn => Slot::Asn,
+            Edition::Isp => Slot::Isp,
+            Edition::AnonymousIp => Slot::Anonymous,
+        }
+    }
+
+    /// Whether it is a commercial (GeoIP2) edition, which wins its slot over a GeoLite2 one.
+    pub fn commercial(self) -> bool {
+        !matches!(self, Edition::LiteAsn | Edition::LiteCity)
+    }
+
+    /// The file names it is stored and served as.
+    pub fn tarball(self) -> String {
+        format!("{}.tar.gz", self.id())
+    }
+
+    /// The database file name (what Envoy opens).
+    pub fn mmdb(self) -> String {
+        format!("{}.mmdb", self.id())
+    }
+
+    /// Where Envoy opens it, relative to its working directory ([`PROXY_DIR`]).
+    pub fn proxy_path(self) -> String {
+        format!("{PROXY_DIR}/{}", self.mmdb())
+    }
+}
+
+impl serde::Serialize for Edition {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.id())
+    }
+}
+
+impl fmt::Display for Edition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// An edition ID MaxMind does not publish (or the ALB does not take).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown GeoIP edition {0:?} (one of GeoIP2-Anonymous-IP, GeoIP2-City, GeoIP2-ISP, GeoIP2-ASN, GeoLite2-ASN, GeoLite2-City)"
+)]
+pub struct UnknownEdition(pub String);
+
+impl FromStr for Edition {
+    type Err = UnknownEdition;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Edition::ALL
+            .into_iter()
+            .find(|e| e.id() == text)
+            .ok_or_else(|| UnknownEdition(text.to_owned()))
+    }
+}
+
+/// The edition of each provider path for `editions`: when two fill one path (GeoIP2-City and
+/// GeoLite2-City), the commercial one wins.
+pub fn by_slot(editions: &[Edition]) -> Vec<(Slot, Edition)> {
+    let mut chosen: Vec<(Slot, Edition)> = Vec::new();
+    for &edition in editions {
+        match chosen.iter_mut().find(|(slot, _)| *slot == edition.slot()) {
+            Some((_, held)) if !held.commercial() && edition.commercial() => *held = edition,
+            Some(_) => {}
+            None => chosen.push((edition.slot(), edition)),
+        }
+    }
+    chosen.sort();
+    chosen
+}
+
+/// A key of `spec.geoIP.headers`: what the header carries (the provider's `geo_field_keys`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Field {
+    /// The country's ISO code.
+    Country,
+    /// The city's English name.
+    City,
+    /// The least specific subdivision's ISO code.
+    Region,
+    /// The autonomous system's number.
+    Asn,
+    /// Whether the address is anonymous (`true`/`false`).
+    Anon,
+    /// … a VPN.
+    AnonVpn,
+    /// … a hosting provider.
+    AnonHosting,
+    /// … a Tor exit node.
+    AnonTor,
+    /// … a public proxy.
+    AnonProxy,
+    /// The ISP's name.
+    Isp,
+    /// Whether the address is Apple's iCloud Private Relay.
+    ApplePrivateRelay,
+}
+
+impl Field {
+    /// Every field, in the provider's order.
+    pub const ALL: [Field; 11] = [
+        Field::Country,
+        Field::City,
+        Field::Region,
+        Field::Asn,
+        Field::Anon,
+        Field::AnonVpn,
+        Field::AnonHosting,
+        Field::AnonTor,
+        Field::AnonProxy,
+        Field::Isp,
+        Field::ApplePrivateRelay,
+    ];
+
+    /// Its key in `spec.geoIP.headers` (and in `geo_field_keys`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Field::Country => "country",
+            Field::City => "city",
+            Field::Region => "region",
+            Field::Asn => "asn",
+            Field::Anon => "anon",
+            Field::AnonVpn => "anon_vpn",
+            Field::AnonHosting => "anon_hosting",
+            Field::AnonTor => "anon_tor",
+            Field::AnonProxy => "anon_proxy",
+            Field::Isp => "isp",
+            Field::ApplePrivateRelay => "apple_private_relay",
+        }
+    }
+
+    /// The provider paths it can be read from, in the provider's order of preference: a
+    /// header set without any of them would make Envoy look up a database it does not have.
+    pub fn slots(self) -> &'static [Slot] {
+        match self {
+            Field::Country | Field::City | Field::Region => &[Slot::City],
+            Field::Asn => &[Slot::Asn, Slot::Isp],
+            Field::Anon
+            | Field::AnonVpn
+            | Field::AnonHosting
+            | Field::AnonTor
+            | Field::AnonProxy => &[Slot::Anonymous],
+            Field::Isp | Field::ApplePrivateRelay => &[Slot::Isp],
+        }
+    }
+
+    /// The editions that can serve it.
+    pub fn editions(self) -> Vec<Edition> {
+        Edition::ALL
+            .into_iter()
+            .filter(|e| self.slots().contains(&e.slot()))
+            .collect()
+    }
+}
+
+impl serde::Serialize for Field {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.key())
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+impl FromStr for Field {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Field::ALL
+            .into_iter()
+            .find(|f| f.key() == text)
+            .ok_or_else(|| {
+                format!(
+                    "unknown GeoIP header field {text:?} (one of {})",
+                    Field::ALL.map(Field::key).join(", ")
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip() {
+        for edition in Edition::ALL {
+            assert_eq!(edition.id().parse::<Edition>().unwrap(), edition);
+        }
+        assert!("GeoIP2-Country".parse::<Edition>().is_err());
+        for field in Field::ALL {
+            assert_eq!(field.key().parse::<Field>().unwrap(), field);
+        }
+        assert!("continent".parse::<Field>().is_err());
+    }
+
+    #[test]
+    fn the_commercial_edition_wins_its_slot() {
+        let slots = by_slot(&[Edition::LiteCity, Edition::City, Edition::LiteAsn]);
+        assert_eq!(
+            slots,
+            [(Slot::City, Edition::City), (Slot::Asn, Edition::LiteAsn)]
+        );
+        let slots = by_slot(&[Edition::City, Edition::LiteCity]);
+        assert_eq!(slots, [(Slot::City, Edition::City)]);
+    }
+
+    #[test]
+    fn every_field_is_served_by_some_edition() {
+        for field in Field::ALL {
+            assert!(!field.editions().is_empty(), "{field}");
+        }
+        assert_eq!(
+            Field::Asn.editions(),
+            [Edition::Isp, Edition::Asn, Edition::LiteAsn],
+            "the ASN comes from an ASN edition or the ISP one"
+        );
+        assert_eq!(
+            Field::Country.editions(),
+            [Edition::City, Edition::LiteCity]
+        );
+    }
+}
