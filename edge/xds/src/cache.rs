@@ -8,6 +8,13 @@
 //! The cache keeps one `tokio::sync::watch` channel per node group (`namespace/gateway`):
 //! publishing never waits for streams, and a stream always sees the latest snapshot. A
 //! proxy that connects before its Gateway exists waits on an empty snapshot.
+//!
+//! A Gateway whose instance asks for GeoIP headers has listeners in two forms, and so its
+//! snapshot carries a second one inside ([`Snapshot::for_node`]): the same resources with
+//! the listeners without Envoy's GeoIP filter, for proxies that do not say (in their node
+//! metadata, [`crate::node::geoip_editions`]) that they hold every database the filter opens
+//! — Envoy refuses a listener whose database is missing. The node group stays the Gateway;
+//! each stream picks its form once, from its first request.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
@@ -94,12 +101,15 @@ pub struct Snapshot {
     versions: BTreeMap<&'static str, String>,
     /// When the cache published it (push latency is measured from here).
     published: Option<std::time::Instant>,
+    /// When the listeners carry the GeoIP filter: the editions a proxy must hold for them,
+    /// and what proxies that do not hold them get instead.
+    without_geoip: Option<(BTreeSet<String>, Arc<Snapshot>)>,
 }
 
 /// Snapshots are equal when their content is: the versions are content hashes.
 impl PartialEq for Snapshot {
     fn eq(&self, other: &Self) -> bool {
-        self.versions == other.versions
+        self.versions == other.versions && self.without_geoip == other.without_geoip
     }
 }
 
@@ -122,19 +132,25 @@ impl Snapshot {
             (LISTENER, source.listeners),
             (ROUTE, source.routes),
         ] {
-            let before = previous.resources.get(type_url);
-            let of_type = resources.entry(type_url).or_default();
-            for r in list {
-                let same = before
-                    .and_then(|b| b.get(&r.name))
-                    .filter(|old| old.any.value == r.bytes);
-                let r = match same {
-                    Some(old) => old.clone(),
-                    None => Arc::new(Resource::encoded(type_url.to_owned(), r)),
-                };
-                of_type.insert(r.name.clone(), r);
-            }
+            resources.insert(type_url, reuse(type_url, list, previous));
         }
+        let without_geoip = source.without_geoip.map(|variant| {
+            let before = previous
+                .without_geoip
+                .as_ref()
+                .map_or(previous, |(_, s)| s.as_ref());
+            let mut other = resources.clone();
+            other.insert(LISTENER, reuse(LISTENER, variant.listeners, before));
+            let editions = variant.editions.iter().map(|e| e.id().to_owned()).collect();
+            (editions, Arc::new(Self::of(other, None)))
+        });
+        Self::of(resources, without_geoip)
+    }
+
+    fn of(
+        resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>>,
+        without_geoip: Option<(BTreeSet<String>, Arc<Snapshot>)>,
+    ) -> Self {
         let versions = ORDER
             .iter()
             .map(|t| {
@@ -151,6 +167,17 @@ impl Snapshot {
             resources,
             versions,
             published: None,
+            without_geoip,
+        }
+    }
+
+    /// What a proxy holding the GeoIP databases `held` (edition IDs) gets: this snapshot,
+    /// or, when its listeners carry the GeoIP filter and the proxy lacks one of the
+    /// filter's databases, the same without the filter.
+    pub fn for_node(self: &Arc<Self>, held: &BTreeSet<String>) -> Arc<Snapshot> {
+        match &self.without_geoip {
+            Some((needed, without)) if !needed.is_subset(held) => without.clone(),
+            _ => self.clone(),
         }
     }
 
@@ -265,7 +292,11 @@ impl Cache {
             if **current == snapshot {
                 false
             } else {
-                snapshot.published = Some(std::time::Instant::now());
+                let now = Some(std::time::Instant::now());
+                snapshot.published = now;
+                if let Some((_, without)) = &mut snapshot.without_geoip {
+                    Arc::make_mut(without).published = now;
+                }
                 *current = Arc::new(snapshot);
                 true
             }
@@ -296,6 +327,28 @@ impl Cache {
     pub fn get(&self, group: &ObjectKey) -> Arc<Snapshot> {
         self.sender(group).borrow().clone()
     }
+}
+
+/// The resources of `list` (of type `type_url`), taking from `previous` those whose bytes
+/// are the same.
+fn reuse(
+    type_url: &'static str,
+    list: Vec<Encoded>,
+    previous: &Snapshot,
+) -> BTreeMap<String, Arc<Resource>> {
+    let before = previous.resources.get(type_url);
+    list.into_iter()
+        .map(|r| {
+            let same = before
+                .and_then(|b| b.get(&r.name))
+                .filter(|old| old.any.value == r.bytes);
+            let r = match same {
+                Some(old) => old.clone(),
+                None => Arc::new(Resource::encoded(type_url.to_owned(), r)),
+            };
+            (r.name.clone(), r)
+        })
+        .collect()
 }
 
 /// The short name of a type URL, for labels.
@@ -342,5 +395,61 @@ mod tests {
         assert_eq!(*b, *fresh.get(ROUTE, "b").expect("b"));
         assert_eq!(after.version(ROUTE), fresh.version(ROUTE));
         assert_ne!(after.version(ROUTE), first.version(ROUTE));
+    }
+
+    fn encoded(name: &str, bytes: &[u8]) -> Encoded {
+        Encoded {
+            name: name.to_owned(),
+            bytes: bytes.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_proxy_lacking_a_geoip_database_gets_the_listeners_without_the_filter() {
+        use fairlead_edge_api::geoip::Edition;
+        let source = |filtered: &[u8]| Resources {
+            listeners: vec![encoded("http-80", filtered)],
+            clusters: vec![encoded("default/web/80", b"c")],
+            without_geoip: Some(fairlead_edge_translate::WithoutGeoip {
+                editions: vec![Edition::City, Edition::LiteAsn],
+                listeners: vec![encoded("http-80", b"plain")],
+            }),
+            ..Default::default()
+        };
+        let snapshot = Arc::new(Snapshot::new(source(b"geoip")));
+        let held = |ids: &[&str]| ids.iter().map(|s| (*s).to_owned()).collect();
+        let full = snapshot.for_node(&held(&["GeoIP2-City", "GeoLite2-ASN", "GeoIP2-ISP"]));
+        assert!(
+            Arc::ptr_eq(&full, &snapshot),
+            "a proxy holding every database"
+        );
+        for lacking in [held(&["GeoIP2-City"]), held(&[])] {
+            let without = snapshot.for_node(&lacking);
+            assert_eq!(
+                without.get(LISTENER, "http-80").unwrap().any.value,
+                b"plain"
+            );
+            assert!(
+                Arc::ptr_eq(
+                    &without.get(CLUSTER, "default/web/80").unwrap(),
+                    &snapshot.get(CLUSTER, "default/web/80").unwrap()
+                ),
+                "the other resources are shared"
+            );
+            assert_ne!(without.version(LISTENER), snapshot.version(LISTENER));
+            assert_eq!(without.version(CLUSTER), snapshot.version(CLUSTER));
+        }
+        // A change to the listeners without the filter alone is a new snapshot.
+        let mut changed = source(b"geoip");
+        changed.without_geoip.as_mut().unwrap().listeners = vec![encoded("http-80", b"other")];
+        let changed = Snapshot::after(changed, &snapshot);
+        assert!(changed != *snapshot);
+        assert!(Snapshot::after(source(b"geoip"), &snapshot) == *snapshot);
+        // A Gateway without GeoIP serves everyone the same.
+        let plain = Arc::new(Snapshot::new(Resources {
+            listeners: vec![encoded("http-80", b"plain")],
+            ..Default::default()
+        }));
+        assert!(Arc::ptr_eq(&plain.for_node(&held(&[])), &plain));
     }
 }

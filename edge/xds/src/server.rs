@@ -245,6 +245,9 @@ pub(crate) async fn serve<P, S>(
         return;
     }
     observer.connected(&group);
+    // Which form of a GeoIP Gateway's listeners this proxy can load (see
+    // [`crate::cache::Snapshot::for_node`]).
+    let held = crate::node::geoip_editions(P::node(&first));
     let mut snapshots = cache.subscribe(&group);
     let mut pending = Some(first);
     // One span per response: a push after a change (`change = true`, with the time since
@@ -270,7 +273,7 @@ pub(crate) async fn serve<P, S>(
     };
     loop {
         if let Some(request) = pending.take() {
-            let snapshot = snapshots.borrow_and_update().clone();
+            let snapshot = snapshots.borrow_and_update().for_node(&held);
             let (response, verdict) = protocol.on_request(&request, &snapshot);
             if let Some(verdict) = verdict {
                 if let Verdict::Nack {
@@ -305,7 +308,7 @@ pub(crate) async fn serve<P, S>(
                 if changed.is_err() {
                     break;
                 }
-                let snapshot = snapshots.borrow_and_update().clone();
+                let snapshot = snapshots.borrow_and_update().for_node(&held);
                 let mut closed = false;
                 for response in protocol.on_snapshot(&snapshot) {
                     if send(response, snapshot.published()).await.is_err() {

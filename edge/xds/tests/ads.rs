@@ -269,3 +269,81 @@ async fn open_streams_end_when_the_server_closes() {
 fn gw() -> fairlead_edge_translate::ObjectKey {
     fairlead_edge_translate::ObjectKey::new("default", "gw")
 }
+
+/// A Gateway whose instance asks for GeoIP headers: a proxy that says it holds the City
+/// database gets listeners with Envoy's GeoIP filter, one that says nothing gets them
+/// without (both remove client-sent geolocation headers).
+#[tokio::test]
+async fn only_proxies_holding_the_databases_get_the_geoip_filter() {
+    use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
+    let yaml = common::yaml(false).replace(
+        "metadata: {name: gw, namespace: default}",
+        "metadata: {name: gw, namespace: default, labels: {alb.deckhouse.io/instance: ClusterALBInstance.main}}",
+    ) + "
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {name: main}
+spec:
+  gatewayName: gw
+  geoIP: {maxmindMirror: {url: 'http://mirror'}, maxmindEditionIDs: [GeoLite2-City], headers: {country: x-country}}
+";
+    let input = fairlead_edge_translate::model::Input::from_yaml(&yaml).unwrap();
+    let mut translation =
+        fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
+    let resources = translation.gateways.remove(&gw()).unwrap();
+    assert!(resources.without_geoip.is_some());
+    let cache = Arc::new(Cache::new());
+    cache.set(&gw(), fairlead_edge_xds::cache::Snapshot::new(resources));
+    let url = serve(cache, Arc::new(Recorder::default())).await;
+    let listeners = |held: Option<&str>| {
+        let url = url.clone();
+        let held = held.map(str::to_owned);
+        async move {
+            let mut node = node("default/gw").unwrap();
+            if let Some(held) = held {
+                node.metadata = Some(Struct {
+                    fields: [(
+                        fairlead_edge_xds::node::GEOIP_EDITIONS.to_owned(),
+                        Value {
+                            kind: Some(Kind::StringValue(held)),
+                        },
+                    )]
+                    .into(),
+                });
+            }
+            let mut client = AggregatedDiscoveryServiceClient::connect(url)
+                .await
+                .unwrap();
+            let (tx, rx) = mpsc::channel(1);
+            tx.send(DiscoveryRequest {
+                node: Some(node),
+                type_url: fairlead_edge_xds::cache::LISTENER.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+            let mut responses = client
+                .stream_aggregated_resources(ReceiverStream::new(rx))
+                .await
+                .unwrap()
+                .into_inner();
+            let response = next(&mut responses).await;
+            let text = String::from_utf8_lossy(&response.resources[0].value).into_owned();
+            (
+                text.contains("envoy.filters.http.geoip"),
+                text.contains("x-country"),
+            )
+        }
+    };
+    assert_eq!(
+        listeners(Some("GeoLite2-City,GeoLite2-ASN")).await,
+        (true, true)
+    );
+    assert_eq!(
+        listeners(None).await,
+        (false, true),
+        "no filter, the header still removed"
+    );
+    assert_eq!(listeners(Some("GeoIP2-City")).await, (false, true));
+}
