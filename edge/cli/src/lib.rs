@@ -203,6 +203,11 @@ pub struct ProxyArgs {
     /// Open connections few enough to stop draining early.
     #[arg(long, default_value_t = 0)]
     pub drain_threshold: u64,
+    /// The directory of GeoIP databases the downloader keeps beside Envoy: the editions
+    /// there when Envoy starts are told to the xDS server, which serves the GeoIP filter
+    /// only to proxies holding every database it opens.
+    #[arg(long)]
+    pub geoip_dir: Option<std::path::PathBuf>,
 }
 
 /// Options of `fairlead edge xds`.
@@ -473,6 +478,7 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
         work_dir: args.work_dir,
         log_level: args.envoy_log_level,
         access_log: None,
+        geoip_dir: args.geoip_dir,
         drain: fairlead_edge_proxy::drain::Drain {
             deadline: drain,
             threshold: args.drain_threshold,

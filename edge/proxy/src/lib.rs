@@ -55,6 +55,20 @@ pub struct Settings {
     /// Where Envoy's stdout (its access log, a JSON line per request) goes: appended to this
     /// file, or the supervisor's own stdout when `None` (a container's log).
     pub access_log: Option<PathBuf>,
+    /// The directory of GeoIP databases beside Envoy (the downloader's): the editions held
+    /// there when Envoy starts go into its node metadata ([`held_editions`]), so the control
+    /// plane serves it the GeoIP filter only when it can open every database.
+    pub geoip_dir: Option<PathBuf>,
+}
+
+/// The GeoIP editions whose database (`<Edition>.mmdb`) is in `dir`. The downloader puts a
+/// database there only once it is checked, and replaces one only by a rename, so a file
+/// that is there stays there.
+pub fn held_editions(dir: &std::path::Path) -> Vec<fairlead_edge_api::geoip::Edition> {
+    fairlead_edge_api::geoip::Edition::ALL
+        .into_iter()
+        .filter(|e| dir.join(e.mmdb()).is_file())
+        .collect()
 }
 
 /// Where Envoy's bootstrap comes from.
@@ -92,11 +106,35 @@ impl Bootstrap {
     }
 }
 
-/// Envoy's arguments that move its admin interface to `address` (merged over the bootstrap).
-fn admin_override(address: std::net::SocketAddr) -> [String; 2] {
-    let config = serde_json::json!({"admin": {"address": {"socket_address": {
-        "address": address.ip().to_string(), "port_value": address.port()}}}});
-    ["--config-yaml".into(), config.to_string()]
+/// Envoy's arguments merged over the bootstrap (`--config-yaml`, which Envoy takes once):
+/// its admin interface moved to `admin`, the GeoIP editions `geoip` held in the node's
+/// metadata (`geoip_editions`, what the xDS server reads).
+fn overrides(
+    admin: Option<std::net::SocketAddr>,
+    geoip: Option<&[fairlead_edge_api::geoip::Edition]>,
+) -> Vec<String> {
+    let mut config = serde_json::Map::new();
+    if let Some(address) = admin {
+        config.insert(
+            "admin".into(),
+            serde_json::json!({"address": {"socket_address": {
+                "address": address.ip().to_string(), "port_value": address.port()}}}),
+        );
+    }
+    if let Some(editions) = geoip {
+        let ids: Vec<&str> = editions.iter().map(|e| e.id()).collect();
+        config.insert(
+            "node".into(),
+            serde_json::json!({"metadata": {"geoip_editions": ids}}),
+        );
+    }
+    if config.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        "--config-yaml".into(),
+        serde_json::Value::Object(config).to_string(),
+    ]
 }
 
 /// The admin address of a bootstrap in YAML (or JSON): `admin.address.socket_address`, in
@@ -189,6 +227,11 @@ pub async fn run(
         None => settings.bootstrap.admin()?,
     };
     let admin = Admin::new(admin_address);
+    let geoip = settings.geoip_dir.as_deref().map(|dir| {
+        let held = held_editions(dir);
+        tracing::info!(dir = %dir.display(), editions = ?held.iter().map(|e| e.id()).collect::<Vec<_>>(), "GeoIP databases beside Envoy");
+        held
+    });
     let stdout = match &settings.access_log {
         Some(path) => Stdio::from(
             std::fs::OpenOptions::new()
@@ -213,13 +256,7 @@ pub async fn run(
         .arg("--config-path")
         .arg(&bootstrap)
         .args(["--log-level", &settings.log_level])
-        .args(
-            settings
-                .admin_address
-                .map(admin_override)
-                .into_iter()
-                .flatten(),
-        )
+        .args(overrides(settings.admin_address, geoip.as_deref()))
         // Several proxies share a host (`fairlead up`): each gets its own shared-memory id.
         .arg("--use-dynamic-base-id")
         .stdin(Stdio::null())
@@ -328,5 +365,31 @@ mod tests {
             Some("127.0.1.7:15000".parse().unwrap())
         );
         assert_eq!(admin_address("node: {id: x}\n"), None, "no admin");
+    }
+
+    #[test]
+    fn the_editions_beside_envoy_go_into_its_node_metadata() {
+        use fairlead_edge_api::geoip::Edition;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("GeoLite2-City.mmdb"), b"db").unwrap();
+        std::fs::write(dir.path().join("GeoIP2-ISP.mmdb.tmp"), b"half").unwrap();
+        std::fs::create_dir(dir.path().join("GeoIP2-ASN.mmdb")).unwrap();
+        let held = held_editions(dir.path());
+        assert_eq!(held, [Edition::LiteCity]);
+        let args = overrides(Some("127.0.0.1:15000".parse().unwrap()), Some(&held));
+        assert_eq!(args[0], "--config-yaml");
+        let merged: serde_json::Value = serde_json::from_str(&args[1]).unwrap();
+        assert_eq!(
+            merged["node"]["metadata"]["geoip_editions"],
+            serde_json::json!(["GeoLite2-City"])
+        );
+        assert_eq!(
+            merged["admin"]["address"]["socket_address"]["port_value"],
+            15000
+        );
+        let none: Vec<String> = overrides(None, None);
+        assert!(none.is_empty(), "nothing to merge, no argument");
+        let empty = overrides(None, Some(&[]));
+        assert!(empty[1].contains("\"geoip_editions\":[]"));
     }
 }

@@ -91,6 +91,7 @@ fn settings(xds_port: u16, admin_port: u16, dir: &std::path::Path, drain: Drain)
         log_level: "warn".into(),
         drain,
         access_log: Some(dir.join("access.log")),
+        geoip_dir: None,
     }
 }
 
