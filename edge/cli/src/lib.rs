@@ -142,6 +142,17 @@ pub struct ControllerArgs {
     /// ServiceAccount, which its requests carry).
     #[arg(long = "managed-gateway-editor", default_values_t = [fairlead_edge_controller::webhook::CONTROLLER_USER.to_owned()])]
     pub managed_gateway_editors: Vec<String>,
+    /// Replicas of each instance's GeoIP geoproxy (the Lease holder downloads, the others
+    /// fetch from it).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub geoproxy_replicas: u32,
+    /// The storage class of the geoproxies' data (a PersistentVolumeClaim per replica, so
+    /// a restart does not download again); an emptyDir without one.
+    #[arg(long)]
+    pub geoproxy_storage_class: Option<String>,
+    /// How often a geoproxy asks MaxMind (or its mirror) about each edition, in seconds.
+    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..))]
+    pub geoproxy_interval: u64,
 }
 
 impl ControllerArgs {
@@ -154,6 +165,11 @@ impl ControllerArgs {
                 rbac_proxy_image: self.kube_rbac_proxy_image.clone(),
                 xds,
                 trust_domain: self.trust_domain.clone(),
+                geoproxy: fairlead_edge_controller::geoproxy::Settings {
+                    replicas: self.geoproxy_replicas,
+                    storage_class: self.geoproxy_storage_class.clone(),
+                    interval: self.geoproxy_interval,
+                },
             },
             lifetime: Some(std::time::Duration::from_secs(self.certificate_lifetime)),
             http01_ingress_class: self.http01_bridging_ingress_class.clone(),

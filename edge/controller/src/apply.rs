@@ -1,7 +1,7 @@
 //! The kinds the controller writes, and what it reads back of the proxies it made.
 
 use fairlead_key::ObjectKey;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams};
@@ -15,6 +15,8 @@ pub const MADE_KINDS: &[&str] = &[
     "Ingress",
     "DaemonSet",
     "Deployment",
+    "StatefulSet",
+    "RoleBinding",
     "PodDisruptionBudget",
     "Service",
     "ConfigMap",
@@ -33,6 +35,8 @@ pub fn resource(kind: &str) -> ApiResource {
         "Pod" => ApiResource::erase::<Pod>(&()),
         "DaemonSet" => ApiResource::erase::<DaemonSet>(&()),
         "Deployment" => ApiResource::erase::<Deployment>(&()),
+        "StatefulSet" => ApiResource::erase::<StatefulSet>(&()),
+        "RoleBinding" => ApiResource::erase::<k8s_openapi::api::rbac::v1::RoleBinding>(&()),
         "PodDisruptionBudget" => ApiResource::erase::<PodDisruptionBudget>(&()),
         "Ingress" => ApiResource::erase::<k8s_openapi::api::networking::v1::Ingress>(&()),
         "ClusterALBInstance" => ApiResource::erase::<fairlead_edge_api::ClusterALBInstance>(&()),

@@ -52,6 +52,8 @@ pub struct Plan {
     pub object: Value,
     /// The proxy workload's objects ([`crate::workload::objects`]).
     pub workload: Result<Vec<Value>, crate::workload::RenderError>,
+    /// What the controlling instance's `spec.geoIP` asks ([`crate::geoproxy::plan`]).
+    pub geoip: crate::geoproxy::Plan,
     /// The owner references of everything made for the Gateway.
     pub owners: Vec<Value>,
     /// The instances in conflict, with the message their status carries.
@@ -103,6 +105,7 @@ pub fn plan(
                     certificate,
                     settings,
                 ),
+                geoip: crate::geoproxy::plan(controlling, &gateway),
                 owners,
                 gateway,
                 controller: controlling.key.clone(),

@@ -1,7 +1,7 @@
 //! The ALB's gateway controller: what turns ALB instances into Gateways and running Envoy proxies.
 //! The Gateway API CRDs and the `d8-alb` GatewayClass ([`crds`]); one instance ([`instance`]) and
 //! what instances decide — the Gateway each controls ([`instances`]), its proxy workload
-//! ([`workload`]); the CA and what it issues ([`certificates`]); Gateways no instance names
+//! ([`workload`]) and GeoIP's geoproxy and downloads ([`geoproxy`]); the CA and what it issues ([`certificates`]); Gateways no instance names
 //! ([`unmanaged`]); cert-manager's HTTP-01 bridges ([`http01`]); the module's cleanup
 //! ([`cleanup`]); the finalizer on instances ([`finalizer`]); the loop that applies it all
 //! ([`reconcile`], over [`apply`]) and its metrics ([`metrics`]); the admission webhooks: what they
@@ -14,6 +14,7 @@ pub mod certificates;
 pub mod cleanup;
 pub mod crds;
 pub mod finalizer;
+pub mod geoproxy;
 pub mod http01;
 pub mod instance;
 pub mod instances;

@@ -129,7 +129,24 @@ pub fn controller_rules() -> Vec<Value> {
             &["secrets"],
             &["get", "list", "watch", "create", "patch", "delete"],
         ),
-        rule(&["apps"], &["daemonsets", "deployments"], &every),
+        rule(
+            &["apps"],
+            &["daemonsets", "deployments", "statefulsets"],
+            &every,
+        ),
+        // A geoproxy's Lease, through the chart's ClusterRole: bound in the geoproxy's
+        // namespace, and no other role.
+        rule(
+            &["rbac.authorization.k8s.io"],
+            &["rolebindings"],
+            &["list", "create", "patch", "delete"],
+        ),
+        named_rule(
+            &["rbac.authorization.k8s.io"],
+            &["clusterroles"],
+            &[crate::geoproxy::LEASE_ROLE],
+            &["bind"],
+        ),
         rule(
             &["policy"],
             &["poddisruptionbudgets"],

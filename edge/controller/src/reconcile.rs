@@ -102,8 +102,9 @@ pub async fn run(
         changes.clone(),
         stop.clone(),
     ));
-    // The workloads' and Services' statuses: proxies ready, load balancer addresses.
-    for kind in ["DaemonSet", "Deployment", "Service", "Pod"] {
+    // The workloads' and Services' statuses: proxies and geoproxies ready, load balancer
+    // addresses.
+    for kind in ["DaemonSet", "Deployment", "StatefulSet", "Service", "Pod"] {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::apply::resource(kind));
         tokio::spawn(wake_on(
             api,
@@ -409,18 +410,32 @@ async fn round(
         crate::finalizer::apply(client, change, |_| true).await?;
     }
     let plans = instances::plan(all, |g| certificates.contains(g), &config.workload);
-    // Every proxy's kube-rbac-proxy may review its callers.
-    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(
-        crate::workload::rbac_proxy_binding(plans.iter().map(|p| &p.gateway)),
-    )
-    .map_err(kube::Error::SerdeError)?;
+    // Every proxy's and geoproxy's kube-rbac-proxy may review its callers.
+    let accounts = plans.iter().flat_map(|p| {
+        let proxies = ObjectKey::new(
+            p.gateway.namespace(),
+            &crate::workload::workload_name(&p.gateway),
+        );
+        let geoproxy = p
+            .geoip
+            .geoproxy
+            .as_ref()
+            .map(|_| ObjectKey::new(p.gateway.namespace(), &crate::geoproxy::name(&p.gateway)));
+        std::iter::once(proxies).chain(geoproxy)
+    });
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding =
+        serde_json::from_value(crate::workload::rbac_proxy_binding(accounts))
+            .map_err(kube::Error::SerdeError)?;
     fairlead_kit::apply::apply(&Api::all(client.clone()), MANAGER, &binding, None).await?;
     let default = instances::default_instance(all);
     let mut first_error: Option<RoundError> = None;
     let mut counts: std::collections::BTreeMap<(&str, &str), i64> = Default::default();
     let mut readiness = Vec::new();
     for plan in &plans {
-        match realize(client, &ca, plan, config, metrics, &mut due).await {
+        let controller = all
+            .iter()
+            .find(|i| i.key == plan.controller && i.kind == plan.controller_kind);
+        match realize(client, &ca, plan, controller, config, metrics, &mut due).await {
             Ok(state) => {
                 let ready = state.programmed && state.proxies.0 > 0;
                 readiness.push((plan.controller_kind, plan.controller.to_string(), ready));
@@ -433,9 +448,6 @@ async fn round(
                 for (kind, _, _) in &plan.conflicts {
                     *counts.entry((*kind, "conflict")).or_default() += 1;
                 }
-                let controller = all
-                    .iter()
-                    .find(|i| i.key == plan.controller && i.kind == plan.controller_kind);
                 if let Some(instance) = controller {
                     write_status(
                         client,
@@ -554,13 +566,96 @@ struct State {
     proxies: (i64, i64),
     /// Where clients reach it.
     addresses: Vec<String>,
+    /// The instance's `GeoIP` condition ([`crate::geoproxy::condition`]).
+    geoip: Option<(bool, &'static str, String)>,
 }
 
-/// Applies a plan's Gateway, the proxies' client certificate and workload; how they are.
+/// Reads the licence Secret of `geoproxy` (why there is none).
+async fn licence(
+    client: &kube::Client,
+    geoproxy: &crate::geoproxy::Geoproxy,
+) -> Result<Result<crate::geoproxy::Licence, String>, kube::Error> {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), geoproxy.licence.namespace());
+    let Some(secret) = secrets.get_opt(geoproxy.licence.name()).await? else {
+        return Ok(Err(format!("Secret {} not found", geoproxy.licence)));
+    };
+    let data: Option<std::collections::BTreeMap<String, Vec<u8>>> = secret
+        .data
+        .map(|d| d.into_iter().map(|(k, v)| (k, v.0)).collect());
+    Ok(crate::geoproxy::Licence::read(
+        &geoproxy.licence,
+        data.as_ref(),
+    ))
+}
+
+/// Applies `object` (server-side, as [`MANAGER`]) in `namespace`; what the API holds.
+async fn apply_object(
+    client: &kube::Client,
+    namespace: &str,
+    object: &Value,
+) -> Result<DynamicObject, kube::Error> {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &crate::apply::resource(kind));
+    api.patch(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+}
+
+/// Applies the geoproxy `plan` asks for (when its licence reads), before the proxies that
+/// download from it; the instance's `GeoIP` condition.
+async fn realize_geoproxy(
+    client: &kube::Client,
+    plan: &Plan,
+    instance: &Instance,
+    config: &Config,
+) -> Result<Option<(bool, &'static str, String)>, kube::Error> {
+    let Some(geoproxy) = &plan.geoip.geoproxy else {
+        return Ok(crate::geoproxy::condition(&plan.geoip, None, (0, 0)));
+    };
+    let licence = licence(client, geoproxy).await?;
+    let mut replicas = (0, i64::from(config.workload.geoproxy.replicas));
+    match &licence {
+        Ok(read) => {
+            for object in crate::geoproxy::objects(
+                instance,
+                &plan.gateway,
+                &plan.owners,
+                geoproxy,
+                read,
+                &config.workload,
+            ) {
+                let applied = apply_object(client, plan.gateway.namespace(), &object).await?;
+                if object["kind"] == "StatefulSet" {
+                    replicas.0 = applied.data["status"]["readyReplicas"]
+                        .as_i64()
+                        .unwrap_or(0);
+                }
+            }
+        }
+        Err(why) => {
+            tracing::warn!(gateway = %plan.gateway, reason = %why, "the geoproxy's licence cannot be read; not applying it");
+        }
+    }
+    Ok(crate::geoproxy::condition(
+        &plan.geoip,
+        Some(&licence),
+        replicas,
+    ))
+}
+
+/// Applies a plan's Gateway, the proxies' client certificate, the geoproxy and the
+/// proxies' workload; how they are.
 async fn realize(
     client: &kube::Client,
     ca: &fairlead_kit::pki::Ca,
     plan: &Plan,
+    instance: Option<&Instance>,
     config: &Config,
     metrics: &crate::metrics::ControllerMetrics,
     due: &mut Due,
@@ -591,26 +686,19 @@ async fn realize(
         .workload
         .as_ref()
         .map_err(|e| RoundError::Render(e.to_string()))?;
+    let geoip = match instance {
+        Some(instance) => realize_geoproxy(client, plan, instance, config).await?,
+        None => None,
+    };
     let mut state = State {
         programmed,
+        geoip,
         ..State::default()
     };
     let mut host_ports = false;
     for object in objects {
         let kind = object["kind"].as_str().unwrap_or_default();
-        let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            client.clone(),
-            plan.gateway.namespace(),
-            &crate::apply::resource(kind),
-        );
-        let applied = api
-            .patch(
-                name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(object),
-            )
-            .await?;
+        let applied = apply_object(client, plan.gateway.namespace(), object).await?;
         let status = &applied.data["status"];
         host_ports |= object["spec"]["template"]["spec"]["containers"][0]["ports"]
             .as_array()
@@ -724,6 +812,13 @@ async fn write_status(
                "message": conflict.cloned().unwrap_or_else(|| "this instance controls its Gateway".into()),
                "observedGeneration": generation, "lastTransitionTime": now}),
     ];
+    if let Some((ready, reason, message)) = &state.geoip {
+        conditions.push(
+            json!({"type": "GeoIP", "status": if *ready { "True" } else { "False" },
+            "reason": reason, "message": message,
+            "observedGeneration": generation, "lastTransitionTime": now}),
+        );
+    }
     if instance.spec.istio_sidecar == Some(true) {
         conditions.push(
             json!({"type": "IstioSidecar", "status": "False", "reason": "Unsupported",

@@ -75,6 +75,8 @@ pub struct Settings {
     pub xds: (String, u16),
     /// The trust domain of the proxies' identities (`spiffe://<domain>/ns/<ns>/gateway/<name>`).
     pub trust_domain: String,
+    /// How geoproxies are made.
+    pub geoproxy: crate::geoproxy::Settings,
 }
 
 impl Default for Settings {
@@ -84,6 +86,7 @@ impl Default for Settings {
             rbac_proxy_image: "quay.io/brancz/kube-rbac-proxy:v0.19.1".into(),
             xds: ("alb-xds.d8-alb.svc".into(), 18000),
             trust_domain: "cluster.local".into(),
+            geoproxy: crate::geoproxy::Settings::default(),
         }
     }
 }
@@ -97,12 +100,12 @@ pub const RBAC_PROXY_ROLE: &str = "d8:alb:rbac-proxy";
 /// controller keeps its subjects (and may change no other binding).
 pub const RBAC_PROXY_BINDING: &str = "d8:alb:proxies:rbac-proxy";
 
-/// [`RBAC_PROXY_BINDING`] for the proxies of `gateways` (their ServiceAccounts, one per
-/// Gateway in its namespace).
-pub fn rbac_proxy_binding<'a>(gateways: impl IntoIterator<Item = &'a ObjectKey>) -> Value {
-    let subjects: Vec<Value> = gateways
+/// [`RBAC_PROXY_BINDING`] for `accounts` (the ServiceAccounts of the proxies, one per
+/// Gateway in its namespace, and of the geoproxies).
+pub fn rbac_proxy_binding(accounts: impl IntoIterator<Item = ObjectKey>) -> Value {
+    let subjects: Vec<Value> = accounts
         .into_iter()
-        .map(|g| json!({"kind": "ServiceAccount", "name": workload_name(g), "namespace": g.namespace()}))
+        .map(|a| json!({"kind": "ServiceAccount", "name": a.name(), "namespace": a.namespace()}))
         .collect();
     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
         "metadata": {"name": RBAC_PROXY_BINDING},
@@ -245,12 +248,80 @@ pub fn ports(spec: &InstanceSpec, has_certificate: bool) -> Vec<InletPort> {
 
 /// The labels of everything made for `gateway`'s proxies.
 fn labels(instance: &Instance, gateway: &ObjectKey) -> Value {
+    labels_of(instance, gateway, "alb-proxy")
+}
+
+/// The labels of what is made for `gateway` as the application `app` (`alb-proxy`,
+/// `alb-geoproxy`).
+pub(crate) fn labels_of(instance: &Instance, gateway: &ObjectKey, app: &str) -> Value {
     json!({
         GATEWAY_LABEL: gateway.name(),
         INSTANCE_LABEL: format!("{}.{}", instance.kind, instance.key.name()),
-        "app.kubernetes.io/name": "alb-proxy",
+        "app.kubernetes.io/name": app,
         "app.kubernetes.io/instance": gateway.name(),
         "app.kubernetes.io/managed-by": MANAGER,
+    })
+}
+
+/// Every container's security context: non-root, nothing escalated, a read-only root
+/// filesystem, no capability, seccomp `RuntimeDefault`.
+pub(crate) fn hardened() -> Value {
+    json!({
+        "runAsNonRoot": true,
+        "runAsUser": USER,
+        "runAsGroup": USER,
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+/// Every pod's security context.
+pub(crate) fn pod_security() -> Value {
+    json!({"runAsNonRoot": true, "runAsUser": USER, "runAsGroup": USER,
+        "fsGroup": USER, "seccompProfile": {"type": "RuntimeDefault"}})
+}
+
+/// kube-rbac-proxy (`image`) on the pod's address at `port`, in front of the loopback
+/// `upstream` port, letting through `paths` (comma-separated) of callers allowed to get
+/// them.
+pub(crate) fn rbac_proxy(image: &str, port: u16, upstream: u16, paths: &str) -> Value {
+    json!({
+        "name": "kube-rbac-proxy",
+        "image": image,
+        "args": [
+            format!("--secure-listen-address=$(POD_IP):{port}"),
+            format!("--upstream=http://127.0.0.1:{upstream}/"),
+            "--auth-header-fields-enabled",
+            format!("--allow-paths={paths}"),
+        ],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "ports": [{"name": "https-metrics", "containerPort": port, "protocol": "TCP"}],
+        "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}, "limits": {"memory": "64Mi"}},
+        "securityContext": hardened(),
+    })
+}
+
+/// Where the proxy container mounts the GeoIP databases, under [`WORKING_DIR`]: Envoy
+/// opens them relative to its working directory
+/// ([`fairlead_edge_api::geoip::PROXY_DIR`]).
+const GEOIP_MOUNT: &str = "/etc/fairlead/geoip";
+
+/// The GeoIP downloader container (`init`: before Envoy starts; else the sidecar).
+fn downloader(image: &str, downloads: &crate::geoproxy::Downloads, init: bool) -> Value {
+    let editions: Vec<&str> = downloads.editions.iter().map(|e| e.id()).collect();
+    json!({
+        "name": if init { "geo-downloader-init" } else { "geo-downloader" },
+        "image": image,
+        "args": ["edge", "geo-downloader", "--mode", if init { "init" } else { "sidecar" },
+            "--source", downloads.source, "--editions", editions.join(","),
+            "--dir", GEOIP_MOUNT],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+            "limits": {"memory": "256Mi"}},
+        "securityContext": hardened(),
+        "volumeMounts": [{"name": "geoip", "mountPath": GEOIP_MOUNT},
+            {"name": "tmp", "mountPath": "/tmp"}],
     })
 }
 
@@ -420,15 +491,7 @@ fn pod_template(
     host_ports: bool,
     settings: &Settings,
 ) -> Value {
-    let hardened = json!({
-        "runAsNonRoot": true,
-        "runAsUser": USER,
-        "runAsGroup": USER,
-        "allowPrivilegeEscalation": false,
-        "readOnlyRootFilesystem": true,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    });
+    let hardened = hardened();
     let container_ports: Vec<Value> = ports
         .iter()
         .map(|p| {
@@ -475,25 +538,16 @@ fn pod_template(
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     });
-    let rbac_proxy = json!({
-        "name": "kube-rbac-proxy",
-        "image": settings.rbac_proxy_image,
-        "args": [
-            format!("--secure-listen-address=$(POD_IP):{RBAC_PROXY_PORT}"),
-            format!("--upstream=http://127.0.0.1:{METRICS_PORT}/"),
-            "--auth-header-fields-enabled",
-            "--allow-paths=/metrics,/stats/prometheus",
-        ],
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "ports": [{"name": "https-metrics", "containerPort": RBAC_PROXY_PORT, "protocol": "TCP"}],
-        "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}, "limits": {"memory": "64Mi"}},
-        "securityContext": hardened,
-    });
+    let rbac_proxy = rbac_proxy(
+        &settings.rbac_proxy_image,
+        RBAC_PROXY_PORT,
+        METRICS_PORT,
+        "/metrics,/stats/prometheus",
+    );
     let mut spec = json!({
         "serviceAccountName": workload_name(gateway),
         "terminationGracePeriodSeconds": PRE_STOP_SECONDS + DRAIN_SECONDS + 15,
-        "securityContext": {"runAsNonRoot": true, "runAsUser": USER, "runAsGroup": USER,
-            "fsGroup": USER, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": pod_security(),
         "containers": [proxy, rbac_proxy],
         "volumes": [
             {"name": "bootstrap", "configMap": {"name": bootstrap_config_map(gateway)}},
@@ -516,6 +570,27 @@ fn pod_template(
             .as_array_mut()
             .expect("mounts")
             .push(json!({"name": "otlp-ca", "mountPath": format!("{WORKING_DIR}/{OTLP_CA_DIR}"), "readOnly": true}));
+    }
+    if let Some(downloads) = crate::geoproxy::plan(instance, gateway).downloads {
+        // The databases before Envoy starts, kept fresh beside it; Envoy learns from the
+        // proxy which ones it holds.
+        spec["initContainers"] = json!([downloader(&settings.proxy_image, &downloads, true)]);
+        let containers = spec["containers"].as_array_mut().expect("containers");
+        containers.push(downloader(&settings.proxy_image, &downloads, false));
+        let proxy = &mut containers[0];
+        let args = proxy["args"].as_array_mut().expect("args");
+        args.extend([
+            json!("--geoip-dir"),
+            json!(fairlead_edge_api::geoip::PROXY_DIR),
+        ]);
+        proxy["volumeMounts"]
+            .as_array_mut()
+            .expect("mounts")
+            .push(json!({"name": "geoip", "mountPath": GEOIP_MOUNT, "readOnly": true}));
+        spec["volumes"]
+            .as_array_mut()
+            .expect("volumes")
+            .push(json!({"name": "geoip", "emptyDir": {"sizeLimit": "1Gi"}}));
     }
     if let Some(selector) = &instance.spec.node_selector {
         spec["nodeSelector"] = json!(selector);
@@ -545,7 +620,11 @@ mod tests {
             ObjectKey::new("d8-alb", "public"),
             ObjectKey::new("team", "shop"),
         ];
-        let binding = rbac_proxy_binding(&gateways);
+        let binding = rbac_proxy_binding(
+            gateways
+                .iter()
+                .map(|g| ObjectKey::new(g.namespace(), &workload_name(g))),
+        );
         assert_eq!(binding["roleRef"]["name"], RBAC_PROXY_ROLE);
         assert_eq!(
             binding["subjects"],
@@ -830,6 +909,76 @@ mod tests {
                 .iter()
                 .any(|m| m["name"] == "otlp-ca" && m["mountPath"] == "/etc/fairlead/otlp-ca")
         );
+    }
+
+    #[test]
+    fn geoip_headers_bring_the_downloader_beside_envoy() {
+        let mut i = instance(
+            "ClusterALBInstance",
+            Inlet {
+                type_: "LoadBalancer".into(),
+                ..Default::default()
+            },
+        );
+        let gateway = ObjectKey::new("d8-alb", "public");
+        let plain = objects(&i, &gateway, &[], false, &Settings::default()).unwrap();
+        let pod = &find(&plain, "DaemonSet").unwrap()["spec"]["template"]["spec"];
+        assert!(
+            pod.get("initContainers").is_none(),
+            "no GeoIP, no downloader"
+        );
+        i.spec.geo_ip = Some(
+            serde_json::from_value(json!({"maxmindMirror": {"url": "http://mirror/geo"},
+                "maxmindEditionIDs": ["GeoLite2-City"], "headers": {"country": "x-country"}}))
+            .unwrap(),
+        );
+        let geo = objects(&i, &gateway, &[], false, &Settings::default()).unwrap();
+        let pod = &find(&geo, "DaemonSet").unwrap()["spec"]["template"]["spec"];
+        let args = |c: &Value| -> Vec<String> {
+            c["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_owned())
+                .collect()
+        };
+        let init = &pod["initContainers"][0];
+        assert_eq!(init["name"], "geo-downloader-init");
+        assert_eq!(
+            args(init)[2..],
+            [
+                "--mode",
+                "init",
+                "--source",
+                "http://mirror/geo",
+                "--editions",
+                "GeoLite2-City",
+                "--dir",
+                GEOIP_MOUNT
+            ]
+        );
+        let sidecar = &pod["containers"][2];
+        assert_eq!(sidecar["name"], "geo-downloader");
+        assert!(args(sidecar).contains(&"sidecar".to_owned()));
+        let proxy = &pod["containers"][0];
+        assert!(
+            args(proxy).ends_with(&["--geoip-dir".into(), "geoip".into()]),
+            "Envoy's working directory holds geoip/"
+        );
+        assert_eq!(
+            GEOIP_MOUNT,
+            format!("{WORKING_DIR}/{}", fairlead_edge_api::geoip::PROXY_DIR)
+        );
+        for container in [init, sidecar, proxy] {
+            assert!(
+                container["volumeMounts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|m| m["name"] == "geoip" && m["mountPath"] == GEOIP_MOUNT)
+            );
+            assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+        }
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub struct Settings {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GeoIp {
-    /// The edition whose database fills each provider path.
+    /// The edition whose database fills each provider path a header reads.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub databases: BTreeMap<Slot, Edition>,
     /// The headers Envoy's filter sets (lower-case), by field: those a database serves.
@@ -127,9 +127,10 @@ pub struct GeoIp {
 }
 
 impl GeoIp {
-    /// What `spec` asks, when it names headers. A field no named edition serves is left out
-    /// (the CRD refuses such a spec; Envoy would look up a database it does not have), and so
-    /// are unknown editions and fields.
+    /// What `spec` asks, when it names headers: the databases serving them (no other: Envoy
+    /// opens every one it is given). A field no named edition serves is left out (the CRD
+    /// refuses such a spec; Envoy would look up a database it does not have), and so are
+    /// unknown editions and fields.
     pub fn of(spec: &fairlead_edge_api::types::GeoIp) -> Option<Self> {
         let named = spec.headers.as_ref().filter(|h| !h.is_empty())?;
         let editions: Vec<Edition> = spec
@@ -138,13 +139,16 @@ impl GeoIp {
             .flatten()
             .filter_map(|id| id.parse().ok())
             .collect();
-        let databases: BTreeMap<Slot, Edition> = by_slot(&editions).into_iter().collect();
+        let available: BTreeMap<Slot, Edition> = by_slot(&editions).into_iter().collect();
+        let mut databases = BTreeMap::new();
         let headers = named
             .iter()
             .filter_map(|(key, header)| {
                 let field: Field = key.parse().ok()?;
-                let served = field.slots().iter().any(|s| databases.contains_key(s));
-                served.then(|| (field, header.trim().to_ascii_lowercase()))
+                // The provider's first choice among the databases there are.
+                let slot = field.slots().iter().find(|s| available.contains_key(s))?;
+                databases.insert(*slot, available[slot]);
+                Some((field, header.trim().to_ascii_lowercase()))
             })
             .collect();
         let mut removed: Vec<String> = named

@@ -1,0 +1,626 @@
+//! What `spec.geoIP` of a controlling instance makes, decided without I/O.
+//!
+//! - Where its proxies get their databases ([`Downloads`]): from the instance's own geoproxy
+//!   when it names a licence Secret, else from its `maxmindMirror`. The proxies fetch only
+//!   the editions Envoy's GeoIP filter opens (those serving a header; see
+//!   [`fairlead_edge_translate::instance::GeoIp`]), with an init container before Envoy
+//!   starts and a sidecar that replaces newer ones in place ([`crate::workload`] adds them).
+//! - With a licence Secret, the geoproxy ([`objects`]), in the Gateway's namespace: a
+//!   StatefulSet `d8-alb-<gateway>-geoproxy` (one replica by default; the Lease holder
+//!   downloads every edition the instance names, the others fetch from the Service), its
+//!   Service (port 8080, `/download/<Edition>.tar.gz`), ServiceAccount, a RoleBinding to the
+//!   chart's ClusterRole [`LEASE_ROLE`] for its Lease, and a copy of the licence
+//!   ([`licence_secret`]) that its pod reads through `secretKeyRef` — the instance's
+//!   Secret may be in another namespace (a ClusterALBInstance's), and a changed licence
+//!   restarts the geoproxy (its checksum is on the pod template). Its data directory is a
+//!   PersistentVolumeClaim per replica when a storage class is set (Deckhouse's
+//!   `storageClass`), else an emptyDir.
+//!
+//! One geoproxy per instance with a licence: to share one, point other instances'
+//! `maxmindMirror.url` at its Service (`http://d8-alb-<gateway>-geoproxy.<namespace>.svc:8080/download`),
+//! as Deckhouse's documentation shows.
+
+use fairlead_edge_api::geoip::Edition;
+use fairlead_key::ObjectKey;
+use serde_json::{Value, json};
+
+use crate::instance::Instance;
+
+/// The port the geoproxy serves databases on.
+pub const HTTP_PORT: u16 = 8080;
+
+/// The geoproxy's admin port (metrics; loopback, behind kube-rbac-proxy).
+const ADMIN_PORT: u16 = 9090;
+
+/// The geoproxy's health port (the kubelet's probes).
+const HEALTH_PORT: u16 = 9092;
+
+/// kube-rbac-proxy's port in front of the geoproxy's metrics.
+pub const RBAC_PROXY_PORT: u16 = 9190;
+
+/// Where the geoproxy keeps its databases.
+const DATA_DIR: &str = "/data";
+
+/// The chart's ClusterRole a geoproxy's RoleBinding names: its Lease, in its namespace.
+pub const LEASE_ROLE: &str = "d8:alb:geoproxy";
+
+/// The key of MaxMind's licence in the instance's Secret (and in the copy).
+pub const LICENSE_KEY: &str = "licenseKey";
+
+/// The key of MaxMind's account ID (optional: without it, MaxMind's legacy download URL).
+pub const ACCOUNT_ID: &str = "accountID";
+
+/// The name of a Gateway's geoproxy StatefulSet, Service, ServiceAccount, RoleBinding and
+/// Lease.
+pub fn name(gateway: &ObjectKey) -> String {
+    format!("d8-alb-{}-geoproxy", gateway.name())
+}
+
+/// The Secret the controller copies the instance's licence into, in the Gateway's
+/// namespace.
+pub fn licence_secret(gateway: &ObjectKey) -> String {
+    format!("d8-alb-{}-geoproxy-license", gateway.name())
+}
+
+/// Where a Gateway's geoproxy serves (`<url>/<Edition>.tar.gz`).
+pub fn url(gateway: &ObjectKey) -> String {
+    format!(
+        "http://{}.{}.svc:{HTTP_PORT}/download",
+        name(gateway),
+        gateway.namespace()
+    )
+}
+
+/// What the proxies of a Gateway download beside Envoy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Downloads {
+    /// From where (`<source>/<Edition>.tar.gz`).
+    pub source: String,
+    /// The editions Envoy's filter opens.
+    pub editions: Vec<Edition>,
+}
+
+/// The geoproxy an instance asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Geoproxy {
+    /// The instance's licence Secret.
+    pub licence: ObjectKey,
+    /// A mirror it downloads from instead of MaxMind.
+    pub mirror: Option<String>,
+    /// Every edition the instance names.
+    pub editions: Vec<Edition>,
+}
+
+/// What `instance`'s `spec.geoIP` asks for its Gateway `gateway`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The proxies' downloads (none when Envoy's filter has nothing to set, or nothing
+    /// to download from).
+    pub downloads: Option<Downloads>,
+    /// The geoproxy (with a licence Secret).
+    pub geoproxy: Option<Geoproxy>,
+    /// Why what it asks cannot be done as asked (`spec.geoIP…: …`).
+    pub problem: Option<String>,
+}
+
+/// What `instance` asks of GeoIP for `gateway`.
+pub fn plan(instance: &Instance, gateway: &ObjectKey) -> Plan {
+    let Some(spec) = instance.spec.geo_ip.as_ref() else {
+        return Plan::default();
+    };
+    let named: Vec<Edition> = spec
+        .maxmind_edition_ids
+        .iter()
+        .flatten()
+        .filter_map(|id| id.parse().ok())
+        .collect();
+    let mirror = spec
+        .maxmind_mirror
+        .as_ref()
+        .map(|m| m.url.trim_end_matches('/').to_owned())
+        .filter(|u| !u.is_empty());
+    let mut problem = None;
+    let licence = spec.license_key_secret_ref.as_ref().and_then(|r| {
+        let own = gateway.namespace();
+        let namespace = r.namespace.as_deref().unwrap_or(own);
+        if instance.kind == "ALBInstance" && namespace != own {
+            problem = Some(format!(
+                "spec.geoIP.licenseKeySecretRef.namespace: an ALBInstance's licence Secret must be in its own namespace {own}, not {namespace}"
+            ));
+            return None;
+        }
+        Some(ObjectKey::new(namespace, &r.name))
+    });
+    let geoproxy = licence
+        .filter(|_| !named.is_empty())
+        .map(|licence| Geoproxy {
+            licence,
+            mirror: mirror.clone(),
+            editions: named.clone(),
+        });
+    let editions = fairlead_edge_translate::instance::GeoIp::of(spec)
+        .map(|g| g.editions())
+        .unwrap_or_default();
+    let source = match (&geoproxy, &mirror) {
+        (Some(_), _) => Some(url(gateway)),
+        (None, Some(mirror)) => Some(mirror.clone()),
+        (None, None) => None,
+    };
+    let downloads = source
+        .filter(|_| !editions.is_empty())
+        .map(|source| Downloads { source, editions });
+    Plan {
+        downloads,
+        geoproxy,
+        problem,
+    }
+}
+
+/// MaxMind's licence as read from the instance's Secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Licence {
+    /// `licenseKey`.
+    pub key: Vec<u8>,
+    /// `accountID`.
+    pub account_id: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Licence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Licence(<redacted>)")
+    }
+}
+
+impl Licence {
+    /// The licence in a Secret's `data`; why there is none.
+    pub fn read(
+        secret: &ObjectKey,
+        data: Option<&std::collections::BTreeMap<String, Vec<u8>>>,
+    ) -> Result<Self, String> {
+        let key = data
+            .and_then(|d| d.get(LICENSE_KEY))
+            .filter(|k| !String::from_utf8_lossy(k).trim().is_empty())
+            .ok_or_else(|| format!("Secret {secret} has no {LICENSE_KEY}"))?;
+        Ok(Self {
+            key: key.clone(),
+            account_id: data
+                .and_then(|d| d.get(ACCOUNT_ID))
+                .filter(|a| !a.is_empty())
+                .cloned(),
+        })
+    }
+
+    /// A short digest of the licence, for the pod template: a new licence restarts the
+    /// geoproxy (it reads the licence from its environment at start).
+    fn checksum(&self) -> String {
+        use sha2::Digest as _;
+        let mut digest = sha2::Sha256::new();
+        digest.update(&self.key);
+        digest.update([0]);
+        digest.update(self.account_id.as_deref().unwrap_or_default());
+        digest.finalize()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+/// How geoproxies are made (the controller's flags).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Replicas of each geoproxy.
+    pub replicas: u32,
+    /// The storage class of their data (an emptyDir when `None`).
+    pub storage_class: Option<String>,
+    /// How often each edition is asked about, in seconds.
+    pub interval: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            replicas: 1,
+            storage_class: None,
+            interval: 86_400,
+        }
+    }
+}
+
+/// The labels of everything made for `gateway`'s geoproxy.
+fn labels(instance: &Instance, gateway: &ObjectKey) -> Value {
+    crate::workload::labels_of(instance, gateway, "alb-geoproxy")
+}
+
+/// The geoproxy's objects for `gateway` with `licence`, owned by `owners`: its licence
+/// copy, ServiceAccount, RoleBinding, Service and StatefulSet.
+pub fn objects(
+    instance: &Instance,
+    gateway: &ObjectKey,
+    owners: &[Value],
+    geoproxy: &Geoproxy,
+    licence: &Licence,
+    workload: &crate::workload::Settings,
+) -> Vec<Value> {
+    use base64::Engine as _;
+    let settings = &workload.geoproxy;
+    let name = name(gateway);
+    let metadata = |name: &str| {
+        json!({"name": name, "namespace": gateway.namespace(),
+            "labels": labels(instance, gateway), "ownerReferences": owners})
+    };
+    let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let mut data = json!({LICENSE_KEY: encode(&licence.key)});
+    if let Some(account) = &licence.account_id {
+        data[ACCOUNT_ID] = json!(encode(account));
+    }
+    let selector = json!({crate::workload::GATEWAY_LABEL: gateway.name(),
+        "app.kubernetes.io/name": "alb-geoproxy"});
+    let editions: Vec<&str> = geoproxy.editions.iter().map(|e| e.id()).collect();
+    let mut args = vec![
+        "edge".to_owned(),
+        "geoproxy".into(),
+        "--editions".into(),
+        editions.join(","),
+        "--data-dir".into(),
+        DATA_DIR.into(),
+        "--interval".into(),
+        settings.interval.to_string(),
+        "--addr".into(),
+        format!("0.0.0.0:{HTTP_PORT}"),
+        "--admin-addr".into(),
+        format!("127.0.0.1:{ADMIN_PORT}"),
+        "--health-addr".into(),
+        format!("0.0.0.0:{HEALTH_PORT}"),
+        "--lease".into(),
+        name.clone(),
+        "--peers".into(),
+        url(gateway),
+    ];
+    if let Some(mirror) = &geoproxy.mirror {
+        args.extend(["--mirror".into(), mirror.clone()]);
+    }
+    let secret_env = |env: &str, key: &str, optional: bool| {
+        json!({"name": env, "valueFrom": {"secretKeyRef": {"name": licence_secret(gateway),
+            "key": key, "optional": optional}}})
+    };
+    let hardened = crate::workload::hardened();
+    let container = json!({
+        "name": "geoproxy",
+        "image": workload.proxy_image,
+        "args": args,
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            secret_env("MAXMIND_LICENSE_KEY", LICENSE_KEY, false),
+            secret_env("MAXMIND_ACCOUNT_ID", ACCOUNT_ID, true),
+        ],
+        "ports": [
+            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+            {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": HEALTH_PORT},
+            "periodSeconds": 5, "failureThreshold": 2},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": HEALTH_PORT},
+            "periodSeconds": 10, "failureThreshold": 3},
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
+            "limits": {"memory": "512Mi"}},
+        "securityContext": hardened,
+        "volumeMounts": [
+            {"name": "data", "mountPath": DATA_DIR},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    });
+    let rbac_proxy = crate::workload::rbac_proxy(
+        &workload.rbac_proxy_image,
+        RBAC_PROXY_PORT,
+        ADMIN_PORT,
+        "/metrics",
+    );
+    let mut volumes =
+        vec![json!({"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})];
+    let mut spec = json!({
+        "replicas": settings.replicas,
+        "serviceName": name,
+        "selector": {"matchLabels": selector},
+        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+        "template": {
+            "metadata": {"labels": labels(instance, gateway),
+                "annotations": {"alb.deckhouse.io/license-checksum": licence.checksum()}},
+            "spec": {
+                "serviceAccountName": name,
+                "securityContext": crate::workload::pod_security(),
+                "containers": [container, rbac_proxy],
+            },
+        },
+    });
+    match &settings.storage_class {
+        Some(class) => {
+            spec["volumeClaimTemplates"] = json!([{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
+                    "resources": {"requests": {"storage": "1Gi"}}}}]);
+        }
+        None => volumes.push(json!({"name": "data", "emptyDir": {"sizeLimit": "1Gi"}})),
+    }
+    spec["template"]["spec"]["volumes"] = json!(volumes);
+    vec![
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata(&licence_secret(gateway)),
+            "type": "Opaque", "data": data}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(&name)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": metadata(&name),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LEASE_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": gateway.namespace()}]}),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata(&name),
+            "spec": {"selector": selector, "ports": [{"name": "http", "port": HTTP_PORT,
+                "targetPort": HTTP_PORT, "protocol": "TCP"}]}}),
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": metadata(&name),
+            "spec": spec}),
+    ]
+}
+
+/// The instance's `GeoIP` condition: `(status, reason, message)`, or `None` when it asks
+/// for no GeoIP. `licence` is what reading its Secret gave (with a geoproxy), `replicas`
+/// the geoproxy's ready and wanted replicas.
+pub fn condition(
+    plan: &Plan,
+    licence: Option<&Result<Licence, String>>,
+    replicas: (i64, i64),
+) -> Option<(bool, &'static str, String)> {
+    if let Some(problem) = &plan.problem {
+        return Some((false, "LicenseSecretNotPermitted", problem.clone()));
+    }
+    match (&plan.geoproxy, licence) {
+        (Some(_), Some(Err(why))) => Some((
+            false,
+            "LicenseSecretInvalid",
+            format!("{why}; the geoproxy cannot download, and proxies wait for their databases"),
+        )),
+        (Some(geoproxy), _) if replicas.0 == 0 => Some((
+            false,
+            "GeoproxyNotReady",
+            format!(
+                "{} of {} geoproxy replicas hold every edition ({})",
+                replicas.0,
+                replicas.1,
+                geoproxy
+                    .editions
+                    .iter()
+                    .map(|e| e.id())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+        (Some(_), _) => Some((
+            true,
+            "GeoproxyReady",
+            format!(
+                "{} of {} geoproxy replicas hold every edition",
+                replicas.0, replicas.1
+            ),
+        )),
+        (None, _) => plan.downloads.as_ref().map(|d| {
+            (
+                true,
+                "Mirror",
+                format!("the proxies download their databases from {}", d.source),
+            )
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fairlead_edge_api::InstanceSpec;
+
+    fn instance(kind: &'static str, geo: Value) -> Instance {
+        Instance {
+            kind,
+            key: if kind == "ALBInstance" {
+                ObjectKey::new("team", "shop")
+            } else {
+                ObjectKey::cluster("main")
+            },
+            uid: "uid".into(),
+            created: "t".into(),
+            generation: 1,
+            default: false,
+            route_statistics: false,
+            spec: serde_json::from_value::<InstanceSpec>(
+                json!({"gatewayName": "public", "geoIP": geo}),
+            )
+            .unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_licence_makes_a_geoproxy_the_proxies_download_from() {
+        let i = instance(
+            "ClusterALBInstance",
+            json!({"licenseKeySecretRef": {"name": "maxmind", "namespace": "licences"},
+                "maxmindEditionIDs": ["GeoLite2-City", "GeoIP2-City", "GeoLite2-ASN"],
+                "headers": {"country": "x-country"}}),
+        );
+        let gateway = ObjectKey::new("d8-alb", "public");
+        let plan = plan(&i, &gateway);
+        assert_eq!(plan.problem, None);
+        assert_eq!(
+            plan.geoproxy,
+            Some(Geoproxy {
+                licence: ObjectKey::new("licences", "maxmind"),
+                mirror: None,
+                editions: vec![Edition::LiteCity, Edition::City, Edition::LiteAsn],
+            }),
+            "the geoproxy holds every edition named"
+        );
+        assert_eq!(
+            plan.downloads,
+            Some(Downloads {
+                source: "http://d8-alb-public-geoproxy.d8-alb.svc:8080/download".into(),
+                editions: vec![Edition::City],
+            }),
+            "the proxies only what the filter opens: the commercial City"
+        );
+        let licence = Licence {
+            key: b"k".to_vec(),
+            account_id: None,
+        };
+        let owners = [json!({"kind": "ClusterALBInstance", "name": "main"})];
+        let objects = objects(
+            &i,
+            &gateway,
+            &owners,
+            plan.geoproxy.as_ref().unwrap(),
+            &licence,
+            &crate::workload::Settings::default(),
+        );
+        let kinds: Vec<&str> = objects
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "Secret",
+                "ServiceAccount",
+                "RoleBinding",
+                "Service",
+                "StatefulSet"
+            ]
+        );
+        for o in &objects {
+            assert_eq!(o["metadata"]["namespace"], "d8-alb");
+            assert_eq!(o["metadata"]["ownerReferences"], json!(owners));
+        }
+        assert_eq!(
+            objects[0]["metadata"]["name"],
+            "d8-alb-public-geoproxy-license"
+        );
+        assert_eq!(objects[0]["data"], json!({"licenseKey": "aw=="}));
+        let set = &objects[4]["spec"];
+        assert_eq!(set["replicas"], 1);
+        let container = &set["template"]["spec"]["containers"][0];
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--editions", "GeoLite2-City,GeoIP2-City,GeoLite2-ASN"])
+        );
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--lease", "d8-alb-public-geoproxy"])
+        );
+        assert!(!args.contains(&"--mirror"));
+        assert_eq!(
+            container["env"][2]["valueFrom"]["secretKeyRef"],
+            json!({"name": "d8-alb-public-geoproxy-license", "key": "licenseKey", "optional": false})
+        );
+        assert!(
+            set.get("volumeClaimTemplates").is_none(),
+            "no storage class: an emptyDir"
+        );
+        assert_eq!(set["template"]["spec"]["volumes"][1]["name"], "data");
+        // A storage class: a claim per replica; another licence: another checksum.
+        let mut settings = crate::workload::Settings::default();
+        settings.geoproxy.storage_class = Some("local".into());
+        let other = Licence {
+            key: b"k2".to_vec(),
+            account_id: Some(b"42".to_vec()),
+        };
+        let with_claims = super::objects(
+            &i,
+            &gateway,
+            &owners,
+            plan.geoproxy.as_ref().unwrap(),
+            &other,
+            &settings,
+        );
+        let set2 = &with_claims[4]["spec"];
+        assert_eq!(
+            set2["volumeClaimTemplates"][0]["spec"]["storageClassName"],
+            "local"
+        );
+        assert_ne!(
+            set2["template"]["metadata"]["annotations"],
+            set["template"]["metadata"]["annotations"]
+        );
+        assert_eq!(with_claims[0]["data"]["accountID"], "NDI=");
+    }
+
+    #[test]
+    fn a_mirror_alone_is_downloaded_from_directly() {
+        let i = instance(
+            "ALBInstance",
+            json!({"maxmindMirror": {"url": "https://mirror.example.com/geo/"},
+                "maxmindEditionIDs": ["GeoLite2-ASN"], "headers": {"asn": "x-asn"}}),
+        );
+        let plan = plan(&i, &ObjectKey::new("team", "public"));
+        assert_eq!(plan.geoproxy, None);
+        assert_eq!(
+            plan.downloads.unwrap().source,
+            "https://mirror.example.com/geo"
+        );
+        // Editions but no header: a geoproxy may serve others, the proxies download nothing.
+        let serving = instance(
+            "ClusterALBInstance",
+            json!({"licenseKeySecretRef": {"name": "maxmind"}, "maxmindEditionIDs": ["GeoLite2-ASN"]}),
+        );
+        let plan = super::plan(&serving, &ObjectKey::new("d8-alb", "public"));
+        assert_eq!(
+            plan.geoproxy.unwrap().licence,
+            ObjectKey::new("d8-alb", "maxmind")
+        );
+        assert_eq!(plan.downloads, None);
+    }
+
+    #[test]
+    fn an_alb_instance_reads_its_licence_from_its_own_namespace_only() {
+        let i = instance(
+            "ALBInstance",
+            json!({"licenseKeySecretRef": {"name": "maxmind", "namespace": "d8-alb"},
+                "maxmindEditionIDs": ["GeoLite2-City"], "headers": {"city": "x-city"}}),
+        );
+        let plan = plan(&i, &ObjectKey::new("team", "public"));
+        assert_eq!(plan.geoproxy, None);
+        let (ready, reason, message) = condition(&plan, None, (0, 0)).unwrap();
+        assert!(!ready);
+        assert_eq!(reason, "LicenseSecretNotPermitted");
+        assert!(message.starts_with("spec.geoIP.licenseKeySecretRef.namespace"));
+    }
+
+    #[test]
+    fn the_condition_says_what_holds_the_databases_up() {
+        let i = instance(
+            "ClusterALBInstance",
+            json!({"licenseKeySecretRef": {"name": "maxmind"},
+                "maxmindEditionIDs": ["GeoLite2-City"], "headers": {"city": "x-city"}}),
+        );
+        let plan = plan(&i, &ObjectKey::new("d8-alb", "public"));
+        let missing = Err("Secret d8-alb/maxmind not found".to_owned());
+        assert_eq!(
+            condition(&plan, Some(&missing), (0, 1)).unwrap().1,
+            "LicenseSecretInvalid"
+        );
+        let licence = Ok(Licence {
+            key: b"k".to_vec(),
+            account_id: None,
+        });
+        assert_eq!(
+            condition(&plan, Some(&licence), (0, 1)).unwrap().1,
+            "GeoproxyNotReady"
+        );
+        assert!(condition(&plan, Some(&licence), (1, 1)).unwrap().0);
+        assert_eq!(condition(&Plan::default(), None, (0, 0)), None);
+        assert_eq!(
+            format!("{:?}", licence.unwrap()),
+            "Licence(<redacted>)",
+            "never shown"
+        );
+        let read = Licence::read(&ObjectKey::new("d8-alb", "maxmind"), None).unwrap_err();
+        assert_eq!(read, "Secret d8-alb/maxmind has no licenseKey");
+    }
+}
