@@ -75,6 +75,11 @@ pub struct UpArgs {
     #[arg(long)]
     http01_bridging_ingress_class: Option<String>,
 
+    /// How often the proxies' GeoIP downloaders ask the geoproxy (or the mirror) again, in
+    /// seconds (as the gateway controller's flag).
+    #[arg(long, default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(10..))]
+    geo_downloader_interval: u64,
+
     /// Run the components (health agent and controller, gateway controller, xDS control
     /// plane) with their charts' ServiceAccounts and RBAC rules (`fairlead health rbac`,
     /// `fairlead edge rbac`) instead of the admin's rights; their tokens are files beside the
@@ -330,6 +335,13 @@ async fn start_edge(
     let config = fairlead_edge_controller::reconcile::Config {
         workload: fairlead_edge_controller::workload::Settings {
             xds: (xds_host, bound.port()),
+            // The runner binds every claim to a directory of its own, which outlives the
+            // geoproxy's pod as a volume does.
+            geoproxy: fairlead_edge_controller::geoproxy::Settings {
+                storage_class: Some("local".into()),
+                downloader_interval: args.geo_downloader_interval,
+                ..Default::default()
+            },
             ..Default::default()
         },
         lifetime: args.certificate_lifetime.map(Duration::from_secs),
@@ -514,13 +526,25 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
             );
         }
         let fairlead = std::env::current_exe().context("locating the fairlead binary")?;
-        Some(crate::runner::Config::new(
+        let mut runner = crate::runner::Config::new(
             &args.node_name,
             std::path::absolute(&pods_dir)?,
             fairlead,
             envoy,
-        ))
+        );
+        runner.api = Some(crate::runner::ApiAccess {
+            url: server.url(),
+            ca_pem: server.ca_pem().to_owned(),
+        });
+        Some(runner)
     };
+    // The roles of the pods the runner runs (their ServiceAccounts' tokens are subject to
+    // RBAC whether or not the components are).
+    for role in fairlead_edge_cli::rbac::workload_roles() {
+        fairlead_apiserver::manifests::apply_value(&client, server.registry(), &role)
+            .await
+            .context("applying the workloads' roles")?;
+    }
     let edge = edge_clients(&server, &client, args.rbac, &tokens).await?;
     let xds_addr = start_edge(&runtime, &server, &client, &args, runner, edge).await?;
     if let Some(dir) = &args.manifests {

@@ -57,8 +57,25 @@ pub fn on_write(kind: &str, object: &mut Value) {
             }
             object["metadata"]["labels"][NAMESPACE_NAME_LABEL] = name;
         }
-        "Secret" if object["type"].as_str().is_none_or(str::is_empty) => {
-            object["type"] = json!("Opaque");
+        "Secret" => {
+            if object["type"].as_str().is_none_or(str::is_empty) {
+                object["type"] = json!("Opaque");
+            }
+            // `stringData` is write-only: merged into `data` (over the same keys) as the
+            // real server's conversion does, and never stored.
+            if let Some(Value::Object(strings)) =
+                object.as_object_mut().and_then(|o| o.remove("stringData"))
+            {
+                use base64::Engine as _;
+                if !object["data"].is_object() {
+                    object["data"] = json!({});
+                }
+                for (key, value) in strings {
+                    let text = value.as_str().unwrap_or_default();
+                    object["data"][key] =
+                        json!(base64::engine::general_purpose::STANDARD.encode(text));
+                }
+            }
         }
         "Service" => service(&mut object["spec"]),
         "Pod" => {
@@ -487,6 +504,14 @@ mod tests {
         let mut secret = json!({"data": {}});
         on_write("Secret", &mut secret);
         assert_eq!(secret["type"], "Opaque");
+        let mut strings = json!({"type": "Opaque", "data": {"a": "eA==", "b": "eQ=="},
+            "stringData": {"b": "two", "c": "three"}});
+        on_write("Secret", &mut strings);
+        assert_eq!(
+            strings,
+            json!({"type": "Opaque", "data": {"a": "eA==", "b": "dHdv", "c": "dGhyZWU="}}),
+            "stringData wins over data, and is not kept"
+        );
         let mut slice = json!({"ports": [{"port": 80}]});
         on_write("EndpointSlice", &mut slice);
         assert_eq!(

@@ -1,30 +1,39 @@
-//! `fairlead up`'s local workload runner: the kubelet, scheduler and kube-proxy of the one
-//! local node, for the workloads fairlead's controllers create (Deployments and DaemonSets
-//! matching [`Config::selector`]). Each round (every second) it:
+//! `fairlead up`'s local workload runner: the kubelet, scheduler, kube-proxy and storage
+//! provisioner of the one local node, for the workloads fairlead's controllers create
+//! (Deployments, DaemonSets and StatefulSets matching [`Config::selector`]). Each round
+//! (every second) it:
 //!
 //! - runs the pods each workload wants here ([`pod::wanted`]: its replicas; one for a
 //!   DaemonSet whose node selector the local Node matches), each on a loopback address of its
 //!   own (`127.0.3.N`, the Pod's `podIP`) — see [`running`] for what running one means; a
-//!   changed template gets new pods, and the old ones stop once the new ones are ready;
+//!   changed template gets new pods, and the old ones stop once the new ones are ready (a
+//!   StatefulSet's pod, whose name is stable, is stopped first and started again);
+//! - makes a StatefulSet pod's PersistentVolumeClaims from its claim templates and binds
+//!   them: a directory of the runner's ([`running::CLAIMS_DIR`]) stands in for each volume,
+//!   and outlives the pod;
 //! - gives each Gateway whose proxies it runs a loopback address of its own (`127.0.1.N`, the
 //!   Gateway's `fairlead.io/listen-address` annotation): the Gateway's proxies bind its
 //!   listeners there, sharing the ports (SO_REUSEPORT), as pods of one Service share its
 //!   address;
 //! - writes the workloads' status (ready replicas, scheduled pods) as their controllers do;
-//! - gives each LoadBalancer Service selecting its pods a loopback address of its own
-//!   (`127.0.2.N`, in `status.loadBalancer.ingress`) and forwards its ports to the ready
-//!   pods' `targetPort` ([`forward`]), and forwards each host port on `127.0.0.1` to its
-//!   pod. A port that cannot be bound is in the Service's `ingress[].ports[].error`, or an
-//!   Event on the Pod.
+//! - gives each Service selecting its pods a loopback address of its own (`127.0.2.N`; a
+//!   LoadBalancer's in `status.loadBalancer.ingress`, where its pods' arguments name
+//!   `<service>.<namespace>.svc` otherwise) and forwards its ports to the ready pods'
+//!   `targetPort` ([`forward`]), and forwards each host port on `127.0.0.1` to its pod. A
+//!   port that cannot be bound is in the Service's `ingress[].ports[].error`, or an Event on
+//!   the Pod.
 //!
 //! The controllers do not know they run on a laptop: they write what they write in a
 //! cluster, and this is what makes it run.
 
+mod account;
 mod addresses;
 mod forward;
 pub mod pod;
 mod running;
 mod volumes;
+
+pub use account::ApiAccess;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
@@ -40,6 +49,7 @@ use fairlead_key::ObjectKey;
 use fairlead_kit::Runtime;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// The field manager of what the runner writes (statuses, the Gateways' listen addresses).
@@ -63,6 +73,9 @@ pub struct Config {
     pub selector: String,
     /// How often a pod's ConfigMap and Secret volumes are read again.
     pub refresh: Duration,
+    /// Where pods reach the API server with their ServiceAccount's token (none: they get
+    /// no token).
+    pub api: Option<ApiAccess>,
     /// Images whose containers were said to be skipped.
     skipped: Mutex<BTreeSet<String>>,
 }
@@ -80,6 +93,7 @@ impl Config {
                 fairlead_edge_controller::instances::MANAGER
             ),
             refresh: Duration::from_secs(2),
+            api: None,
             skipped: Mutex::new(BTreeSet::new()),
         }
     }
@@ -111,6 +125,8 @@ pub fn start(runtime: &Runtime, client: kube::Client, config: Config) {
 struct Running {
     workload: ObjectKey,
     kind: String,
+    /// Its template's hash.
+    hash: String,
     /// Where its listeners are (the Gateway's address for proxies, else its own).
     serving: IpAddr,
     labels: BTreeMap<String, String>,
@@ -133,8 +149,10 @@ const BIND_RETRY: Duration = Duration::from_secs(30);
 struct World {
     pods: BTreeMap<ObjectKey, Running>,
     stopping: Vec<running::Handle>,
-    /// Each LoadBalancer Service's address and forwarders.
+    /// Each Service's address and forwarders.
     services: BTreeMap<ObjectKey, (IpAddr, BTreeMap<Port, Forwarding>)>,
+    /// The Services' addresses by `<name>.<namespace>`, for the pods' arguments.
+    addresses: watch::Sender<BTreeMap<String, IpAddr>>,
     /// Each host port's pod and forwarder.
     host_ports: BTreeMap<Port, (ObjectKey, Forwarding)>,
     statuses: BTreeMap<(String, ObjectKey), Value>,
@@ -220,7 +238,7 @@ async fn round(
         .and_then(|n| n.metadata.labels)
         .unwrap_or_default();
     let mut workloads: Vec<Value> = Vec::new();
-    for kind in ["DaemonSet", "Deployment"] {
+    for kind in ["DaemonSet", "Deployment", "StatefulSet"] {
         let list = workloads_api(client, kind)
             .list(&ListParams::default().labels(&config.selector))
             .await?;
@@ -248,6 +266,22 @@ async fn round(
             );
         }
     }
+    // A StatefulSet's pod of an older template goes first (its name is the new one's).
+    let outdated: Vec<ObjectKey> = world
+        .pods
+        .iter()
+        .filter(|(key, p)| {
+            p.kind == "StatefulSet" && wanted.get(*key).is_some_and(|(_, w)| w.hash != p.hash)
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    for key in outdated {
+        if let Some(pod) = world.pods.remove(&key) {
+            tracing::info!(pod = %key, "replacing a pod of an older template");
+            pod.handle.stop.cancel();
+            world.stopping.push(pod.handle);
+        }
+    }
     // Start what is missing.
     let taken: BTreeSet<IpAddr> = world
         .pods
@@ -257,7 +291,17 @@ async fn round(
         .collect();
     let mut taken = taken;
     for (key, (i, w)) in &wanted {
-        if world.pods.contains_key(key) {
+        if world.pods.contains_key(key)
+            || world
+                .stopping
+                .iter()
+                .any(|h| h.name == w.name && h.namespace == key.namespace())
+        {
+            continue;
+        }
+        let workload = &workloads[*i];
+        if let Err(e) = bind_claims(client, config, workload, w).await {
+            tracing::warn!(pod = %key, error = %e, "the pod's claims are not bound yet");
             continue;
         }
         let Some(ip) = PODS.free(&taken) else {
@@ -265,16 +309,17 @@ async fn round(
             continue;
         };
         taken.insert(ip);
-        let workload = &workloads[*i];
         let serving = gateway_of(workload)
             .and_then(|g| addresses.get(&g).copied())
             .unwrap_or(ip);
-        let services: BTreeMap<String, IpAddr> = world
-            .services
-            .iter()
-            .map(|(k, (ip, _))| (format!("{}.{}", k.name(), k.namespace()), *ip))
-            .collect();
-        let handle = running::spawn(client.clone(), config.clone(), workload, w, ip, services);
+        let handle = running::spawn(
+            client.clone(),
+            config.clone(),
+            workload,
+            w,
+            ip,
+            world.addresses.subscribe(),
+        );
         let template = &workload["spec"]["template"];
         let mut labels = labels_of(&template["metadata"]["labels"]);
         labels.insert("pod-template-hash".into(), w.hash.clone());
@@ -284,6 +329,7 @@ async fn round(
             Running {
                 workload: key_of(workload),
                 kind: workload["kind"].as_str().unwrap_or_default().to_owned(),
+                hash: w.hash.clone(),
                 serving,
                 labels,
                 host_ports: host_ports(template),
@@ -328,10 +374,57 @@ async fn round(
     Ok(())
 }
 
-/// The Gateway a workload's pods serve (their template's `alb.deckhouse.io/gateway` label).
+/// The Gateway a workload's proxies serve (their template's `alb.deckhouse.io/gateway`
+/// label; a geoproxy's pods carry it too, but serve on their own address).
 fn gateway_of(workload: &Value) -> Option<ObjectKey> {
-    let gateway = workload["spec"]["template"]["metadata"]["labels"][GATEWAY_LABEL].as_str()?;
+    let labels = &workload["spec"]["template"]["metadata"]["labels"];
+    if labels["app.kubernetes.io/name"] != "alb-proxy" {
+        return None;
+    }
+    let gateway = labels[GATEWAY_LABEL].as_str()?;
     Some(ObjectKey::new(key_of(workload).namespace(), gateway))
+}
+
+/// Makes and binds the PersistentVolumeClaims of a StatefulSet's pod `wanted` (each stands
+/// for a directory of the runner's, [`running::CLAIMS_DIR`]).
+async fn bind_claims(
+    client: &kube::Client,
+    config: &Config,
+    workload: &Value,
+    wanted: &pod::Wanted,
+) -> Result<(), kube::Error> {
+    for claim in pod::claims(workload, wanted) {
+        let key = key_of(&claim);
+        let api: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            Api::namespaced(client.clone(), key.namespace());
+        let existing = match api.get_opt(key.name()).await? {
+            Some(existing) => existing,
+            None => {
+                let object = serde_json::from_value(claim).map_err(kube::Error::SerdeError)?;
+                api.create(&kube::api::PostParams::default(), &object)
+                    .await?
+            }
+        };
+        let bound = existing.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        if bound {
+            continue;
+        }
+        let dir = volumes::claim_dir(
+            &config.dir.join(running::CLAIMS_DIR),
+            key.namespace(),
+            key.name(),
+        );
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| kube::Error::Service(format!("making {}: {e}", dir.display()).into()))?;
+        let spec = existing.spec.unwrap_or_default();
+        let status = json!({"status": {"phase": "Bound",
+            "accessModes": spec.access_modes,
+            "capacity": spec.resources.and_then(|r| r.requests).unwrap_or_default()}});
+        api.patch_status(key.name(), &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        tracing::info!(claim = %key, dir = %dir.display(), "a claim bound to a directory here");
+    }
+    Ok(())
 }
 
 /// The listen address of each Gateway whose proxies run here, as the Gateway holds it;
@@ -428,6 +521,12 @@ async fn write_workload_statuses(
                 "numberUnavailable": desired.saturating_sub(ready),
                 "updatedNumberScheduled": updated, "numberMisscheduled": 0,
                 "observedGeneration": generation})
+        } else if kind == "StatefulSet" {
+            let revision = pod::hash(&workload["spec"]["template"]);
+            json!({"replicas": current, "readyReplicas": ready, "availableReplicas": ready,
+                "currentReplicas": updated, "updatedReplicas": updated,
+                "currentRevision": revision, "updateRevision": revision,
+                "observedGeneration": generation})
         } else {
             json!({"replicas": current, "readyReplicas": ready, "availableReplicas": ready,
                 "updatedReplicas": updated, "unavailableReplicas": desired.saturating_sub(ready),
@@ -460,14 +559,15 @@ async fn write_workload_statuses(
     }
 }
 
-/// The LoadBalancer Services selecting the runner's pods: an address each, forwarders to
-/// the ready pods, and their status.
+/// The Services selecting the runner's pods: an address each, forwarders to the ready pods,
+/// and a LoadBalancer's status.
 async fn services(client: &kube::Client, world: &mut World) -> Result<(), kube::Error> {
     let api: Api<k8s_openapi::api::core::v1::Service> = Api::all(client.clone());
     let mut seen = BTreeSet::new();
     for service in api.list(&ListParams::default()).await?.items {
         let spec = service.spec.clone().unwrap_or_default();
-        if spec.type_.as_deref() != Some("LoadBalancer") {
+        let load_balancer = spec.type_.as_deref() == Some("LoadBalancer");
+        if !load_balancer && spec.type_.as_deref().is_some_and(|t| t != "ClusterIP") {
             continue;
         }
         let selector = spec.selector.clone().unwrap_or_default();
@@ -572,7 +672,7 @@ async fn services(client: &kube::Client, world: &mut World) -> Result<(), kube::
         entry.1.retain(|p, _| wanted_ports.contains(p));
         let status = json!({"loadBalancer": {"ingress": [{"ip": address.to_string(), "ipMode": "VIP", "ports": ports_status}]}});
         let stored = serde_json::to_value(&service.status).unwrap_or_default();
-        if stored["loadBalancer"] != status["loadBalancer"] {
+        if load_balancer && stored["loadBalancer"] != status["loadBalancer"] {
             let api: Api<k8s_openapi::api::core::v1::Service> =
                 Api::namespaced(client.clone(), key.namespace());
             api.patch_status(
@@ -584,6 +684,16 @@ async fn services(client: &kube::Client, world: &mut World) -> Result<(), kube::
         }
     }
     world.services.retain(|k, _| seen.contains(k));
+    let addresses: BTreeMap<String, IpAddr> = world
+        .services
+        .iter()
+        .map(|(k, (ip, _))| (format!("{}.{}", k.name(), k.namespace()), *ip))
+        .collect();
+    world.addresses.send_if_modified(|held| {
+        let changed = *held != addresses;
+        *held = addresses;
+        changed
+    });
     Ok(())
 }
 

@@ -1,5 +1,5 @@
-//! The runner's decisions, without I/O: which pods a workload wants on the local node, the
-//! Pod object and status the runner writes, which containers it can run (those whose
+//! The runner's decisions, without I/O: which pods a workload wants on the local node (and
+//! the claims of a StatefulSet's), the Pod object and status the runner writes, which containers it can run (those whose
 //! arguments are a fairlead subcommand; the rest are skipped, and said so), and how a
 //! container's arguments read on this machine — as they would inside the pod:
 //!
@@ -25,10 +25,14 @@ pub const RUNNER_LABEL: &str = "fairlead.io/local-runner";
 /// A pod a workload wants.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Wanted {
-    /// Its name: the workload's, the template's hash, and its ordinal.
+    /// Its name: the workload's, the template's hash, and its ordinal (a StatefulSet's:
+    /// the workload's and its ordinal, stable across templates).
     pub name: String,
-    /// The template's hash (a changed template is new pods).
+    /// The template's hash (a changed template is new pods, or a StatefulSet's pod
+    /// replaced).
     pub hash: String,
+    /// Its ordinal.
+    pub ordinal: usize,
 }
 
 /// A short stable hash of `value` (its JSON text), for names.
@@ -58,10 +62,53 @@ pub fn wanted(workload: &Value, node_labels: &BTreeMap<String, String>) -> Vec<W
             .as_u64()
             .map_or(1, |r| usize::try_from(r).unwrap_or(0)),
     };
+    let stateful = workload["kind"] == "StatefulSet";
     (0..count)
         .map(|i| Wanted {
-            name: format!("{name}-{hash}-{i}"),
+            name: if stateful {
+                format!("{name}-{i}")
+            } else {
+                format!("{name}-{hash}-{i}")
+            },
             hash: hash.clone(),
+            ordinal: i,
+        })
+        .collect()
+}
+
+/// The PersistentVolumeClaims of a StatefulSet's pod `wanted`, as the StatefulSet
+/// controller makes them from its `volumeClaimTemplates`: `<template>-<set>-<ordinal>`,
+/// labelled with the set's selector, owned by the set when its retention policy deletes
+/// them with it.
+pub fn claims(workload: &Value, wanted: &Wanted) -> Vec<Value> {
+    let set = workload["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = workload["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default");
+    let owned = workload["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete";
+    workload["spec"]["volumeClaimTemplates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|template| {
+            let name = template["metadata"]["name"].as_str()?;
+            let mut claim = json!({
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {
+                    "name": format!("{name}-{set}-{}", wanted.ordinal),
+                    "namespace": namespace,
+                    "labels": workload["spec"]["selector"]["matchLabels"].clone(),
+                },
+                "spec": template["spec"].clone(),
+            });
+            if owned {
+                claim["metadata"]["ownerReferences"] = json!([{
+                    "apiVersion": "apps/v1", "kind": "StatefulSet", "name": set,
+                    "uid": workload["metadata"]["uid"], "controller": true,
+                    "blockOwnerDeletion": true}]);
+            }
+            Some(claim)
         })
         .collect()
 }
@@ -182,6 +229,30 @@ pub fn pod(workload: &Value, wanted: &Wanted, node: &str) -> Value {
     labels["pod-template-hash"] = json!(wanted.hash);
     let mut spec = template["spec"].clone();
     spec["nodeName"] = json!(node);
+    if workload["kind"] == "StatefulSet" {
+        labels["statefulset.kubernetes.io/pod-name"] = json!(wanted.name);
+        labels["controller-revision-hash"] = json!(wanted.hash);
+        // Each claim template is a volume of the pod, its claim named for the pod.
+        for claim in claims(workload, wanted) {
+            let template = claim["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .strip_suffix(&format!(
+                    "-{}-{}",
+                    workload["metadata"]["name"].as_str().unwrap_or_default(),
+                    wanted.ordinal
+                ))
+                .unwrap_or_default()
+                .to_owned();
+            let volumes = spec["volumes"].as_array_mut();
+            let volume = json!({"name": template,
+                "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}});
+            match volumes {
+                Some(list) => list.push(volume),
+                None => spec["volumes"] = json!([volume]),
+            }
+        }
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -205,6 +276,8 @@ pub fn pod(workload: &Value, wanted: &Wanted, node: &str) -> Value {
 pub struct ContainerState {
     /// Its name.
     pub name: String,
+    /// An init container (run to completion, in order, before the others start).
+    pub init: bool,
     /// `running` (since when), `waiting` (why), or skipped by the runner.
     pub state: State,
     /// Whether its readiness probe passes.
@@ -224,47 +297,63 @@ pub enum State {
     Waiting(String, String),
     /// Not run by the runner.
     Skipped,
+    /// Exited successfully (an init container that did its work).
+    Completed,
 }
 
-/// A Pod's status from its containers'.
+/// A Pod's status from its containers' (init containers first): `Pending` until every
+/// init container completed, ready once every container the runner runs is.
 pub fn status(pod_ip: IpAddr, started: &str, containers: &[ContainerState]) -> Value {
-    let ran: Vec<&ContainerState> = containers
+    let (inits, regular): (Vec<&ContainerState>, Vec<&ContainerState>) =
+        containers.iter().partition(|c| c.init);
+    let initialized = inits
+        .iter()
+        .all(|c| matches!(c.state, State::Completed | State::Skipped));
+    let ran: Vec<&&ContainerState> = regular
         .iter()
         .filter(|c| c.state != State::Skipped)
         .collect();
-    let ready = !ran.is_empty() && ran.iter().all(|c| c.ready);
+    let ready = initialized && !ran.is_empty() && ran.iter().all(|c| c.ready);
     let condition = |kind: &str, ok: bool| {
         json!({"type": kind, "status": if ok { "True" } else { "False" },
             "lastTransitionTime": started})
     };
-    json!({
-        "phase": "Running",
+    let of = |c: &&ContainerState| {
+        let state = match &c.state {
+            State::Running(since) => json!({"running": {"startedAt": since}}),
+            State::Waiting(reason, message) => {
+                json!({"waiting": {"reason": reason, "message": message}})
+            }
+            State::Skipped => json!({"waiting": {"reason": "NotRunLocally",
+                "message": "fairlead up runs only the containers that are fairlead commands"}}),
+            State::Completed => json!({"terminated": {"exitCode": 0, "reason": "Completed"}}),
+        };
+        let mut status = json!({"name": c.name, "ready": c.ready, "restartCount": c.restarts,
+            "started": matches!(c.state, State::Running(_)), "state": state,
+            "image": "", "imageID": ""});
+        if let Some((code, reason)) = &c.last_exit {
+            status["lastState"] = json!({"terminated": {"exitCode": code, "reason": reason}});
+        }
+        status
+    };
+    let mut status = json!({
+        "phase": if initialized { "Running" } else { "Pending" },
         "podIP": pod_ip.to_string(),
         "podIPs": [{"ip": pod_ip.to_string()}],
         "hostIP": "127.0.0.1",
         "startTime": started,
         "conditions": [
             condition("PodScheduled", true),
-            condition("Initialized", true),
+            condition("Initialized", initialized),
             condition("ContainersReady", ready),
             condition("Ready", ready),
         ],
-        "containerStatuses": containers.iter().map(|c| {
-            let state = match &c.state {
-                State::Running(since) => json!({"running": {"startedAt": since}}),
-                State::Waiting(reason, message) => json!({"waiting": {"reason": reason, "message": message}}),
-                State::Skipped => json!({"waiting": {"reason": "NotRunLocally",
-                    "message": "fairlead up runs only the containers that are fairlead commands"}}),
-            };
-            let mut status = json!({"name": c.name, "ready": c.ready, "restartCount": c.restarts,
-                "started": matches!(c.state, State::Running(_)), "state": state,
-                "image": "", "imageID": ""});
-            if let Some((code, reason)) = &c.last_exit {
-                status["lastState"] = json!({"terminated": {"exitCode": code, "reason": reason}});
-            }
-            status
-        }).collect::<Vec<_>>(),
-    })
+        "containerStatuses": regular.iter().map(of).collect::<Vec<_>>(),
+    });
+    if !inits.is_empty() {
+        status["initContainerStatuses"] = json!(inits.iter().map(of).collect::<Vec<_>>());
+    }
+    status
 }
 
 #[cfg(test)]
@@ -353,6 +442,7 @@ mod tests {
     fn a_pod_is_ready_when_every_container_it_runs_is() {
         let running = ContainerState {
             name: "proxy".into(),
+            init: false,
             state: State::Running("t".into()),
             ready: true,
             restarts: 2,
@@ -360,6 +450,7 @@ mod tests {
         };
         let skipped = ContainerState {
             name: "kube-rbac-proxy".into(),
+            init: false,
             state: State::Skipped,
             ready: false,
             restarts: 0,
@@ -382,11 +473,72 @@ mod tests {
         );
         let starting = ContainerState {
             ready: false,
-            ..running
+            ..running.clone()
         };
         assert_eq!(
-            status(ip, "t", &[starting, skipped])["conditions"][3]["status"],
+            status(ip, "t", &[starting, skipped.clone()])["conditions"][3]["status"],
             "False"
+        );
+        // An init container that has not completed holds the pod in Pending, not ready.
+        let mut init = ContainerState {
+            name: "geo-downloader-init".into(),
+            init: true,
+            state: State::Waiting("CrashLoopBackOff".into(), "back-off".into()),
+            ready: false,
+            restarts: 1,
+            last_exit: Some((1, "Error".into())),
+        };
+        let pending = status(ip, "t", &[init.clone(), running.clone(), skipped.clone()]);
+        assert_eq!(pending["phase"], "Pending");
+        assert_eq!(pending["conditions"][1]["status"], "False");
+        assert_eq!(pending["conditions"][3]["status"], "False");
+        assert_eq!(
+            pending["initContainerStatuses"][0]["state"]["waiting"]["reason"],
+            "CrashLoopBackOff"
+        );
+        assert_eq!(pending["containerStatuses"].as_array().unwrap().len(), 2);
+        init.state = State::Completed;
+        let done = status(ip, "t", &[init, running, skipped]);
+        assert_eq!(done["phase"], "Running");
+        assert_eq!(done["conditions"][3]["status"], "True");
+        assert_eq!(
+            done["initContainerStatuses"][0]["state"]["terminated"]["reason"],
+            "Completed"
+        );
+    }
+
+    #[test]
+    fn a_stateful_set_wants_stable_names_and_claims_per_pod() {
+        let set = json!({"kind": "StatefulSet", "apiVersion": "apps/v1",
+            "metadata": {"name": "geo", "namespace": "d8-alb", "uid": "u1"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "geo"}},
+                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"},
+                "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
+                "template": {"metadata": {"labels": {"app": "geo"}},
+                    "spec": {"containers": [], "volumes": [{"name": "tmp", "emptyDir": {}}]}}}});
+        let pods = wanted(&set, &BTreeMap::new());
+        assert_eq!(
+            pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["geo-0", "geo-1"]
+        );
+        let mut changed = set.clone();
+        changed["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        let again = wanted(&changed, &BTreeMap::new());
+        assert_eq!(again[1].name, "geo-1", "the same name for a new template");
+        assert_ne!(again[1].hash, pods[1].hash);
+        let claims = claims(&set, &pods[1]);
+        assert_eq!(claims[0]["metadata"]["name"], "data-geo-1");
+        assert_eq!(claims[0]["metadata"]["labels"], json!({"app": "geo"}));
+        assert_eq!(claims[0]["metadata"]["ownerReferences"][0]["uid"], "u1");
+        let object = pod(&set, &pods[1], "node");
+        assert_eq!(
+            object["spec"]["volumes"][1],
+            json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-geo-1"}})
+        );
+        assert_eq!(
+            object["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"],
+            "geo-1"
         );
     }
 }

@@ -1,11 +1,12 @@
 //! One pod on this machine, as a kubelet runs it: its Pod object created, its volumes
-//! materialized and kept current, each container that is a fairlead command started as a
-//! child process (`fairlead <args>`, in its own file tree, with its environment and its
-//! arguments as they read inside the pod, its output in `<pod>/logs/<container>.log`), its
-//! readiness probe polled, a container that exits restarted with backoff (counted in
-//! `restartCount`), and the Pod's status written whenever it changes. Stopping runs the
-//! preStop pause, sends SIGTERM and waits the grace period before killing; the Pod object
-//! goes last.
+//! materialized and kept current, its init containers run to completion in order (one that
+//! fails is run again with backoff), then each container that is a fairlead command started
+//! as a child process (`fairlead <args>`, in its own file tree, with its environment and its
+//! arguments as they read inside the pod — the Services the runner serves as they are when
+//! the container starts — its output in `<pod>/logs/<container>.log`), its readiness probe
+//! polled, a container that exits restarted with backoff (counted in `restartCount`), and
+//! the Pod's status written whenever it changes. Stopping runs the preStop pause, sends
+//! SIGTERM and waits the grace period before killing; the Pod object goes last.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -20,6 +21,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Config;
+use super::account::Account;
 use super::pod::{self, ContainerState, Run, State, View};
 use super::volumes::{self, Volumes};
 
@@ -27,6 +29,8 @@ use super::volumes::{self, Volumes};
 pub struct Handle {
     /// The Pod's name.
     pub name: String,
+    /// Its namespace.
+    pub namespace: String,
     /// Its address.
     pub ip: IpAddr,
     /// Whether it is ready.
@@ -40,6 +44,10 @@ pub struct Handle {
     pub done: tokio::task::JoinHandle<()>,
 }
 
+/// The Services the runner serves (`<name>.<namespace>`) and their addresses, as they
+/// change.
+pub type Services = watch::Receiver<BTreeMap<String, IpAddr>>;
+
 /// Starts the pod `wanted` of `workload` on `ip`.
 pub fn spawn(
     client: kube::Client,
@@ -47,16 +55,20 @@ pub fn spawn(
     workload: &Value,
     wanted: &pod::Wanted,
     ip: IpAddr,
-    services: BTreeMap<String, IpAddr>,
+    services: Services,
 ) -> Handle {
     let object = pod::pod(workload, wanted, &config.node);
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_owned();
     let stop = CancellationToken::new();
     let hurry = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (ready_tx, ready) = watch::channel(false);
     let done = tokio::spawn(run(
         client,
         config,
-        object,
+        object.clone(),
         ip,
         services,
         Stopping {
@@ -67,6 +79,7 @@ pub fn spawn(
     ));
     Handle {
         name: wanted.name.clone(),
+        namespace,
         ip,
         ready,
         stop,
@@ -94,7 +107,7 @@ async fn run(
     config: Arc<Config>,
     object: Value,
     ip: IpAddr,
-    services: BTreeMap<String, IpAddr>,
+    services: Services,
     stopping: Stopping,
     ready: watch::Sender<bool>,
 ) {
@@ -113,19 +126,39 @@ async fn run(
     }
     let root = config.dir.join(format!("{namespace}_{name}"));
     let spec = &object["spec"];
-    let mut volumes = Volumes::new(&root, &namespace, spec);
+    let mut volumes = Volumes::new(&root, &config.dir.join(CLAIMS_DIR), &namespace, spec);
     for unsupported in volumes.unsupported() {
         tracing::warn!(pod = %name, volume = %unsupported, "a volume of this kind is not made by fairlead up; the container sees an empty directory");
     }
-    let containers: Vec<Value> = spec["containers"].as_array().cloned().unwrap_or_default();
+    // Init containers first, then the others: the order of the states.
+    let containers: Vec<(bool, Value)> = ["initContainers", "containers"]
+        .into_iter()
+        .flat_map(|field| {
+            spec[field]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |c| (field == "initContainers", c))
+        })
+        .collect();
     let states = Arc::new(Mutex::new(
         containers
             .iter()
-            .map(|c| ContainerState {
+            .map(|(init, c)| ContainerState {
                 name: c["name"].as_str().unwrap_or_default().to_owned(),
+                init: *init,
                 state: match pod::classify(c) {
                     Run::Skipped => State::Skipped,
-                    Run::Fairlead(_) => State::Waiting("ContainerCreating".into(), String::new()),
+                    Run::Fairlead(_) => State::Waiting(
+                        if *init {
+                            "PodInitializing"
+                        } else {
+                            "ContainerCreating"
+                        }
+                        .into(),
+                        String::new(),
+                    ),
                 },
                 ready: false,
                 restarts: 0,
@@ -142,9 +175,23 @@ async fn run(
         changed,
         ready,
     ));
-    // Volumes first: a container starts with its files in place.
+    let mut account = config
+        .api
+        .as_ref()
+        .and_then(|access| Account::of(&root, &namespace, spec, access));
+    // Volumes (and the account's token) first: a container starts with its files in place.
     let mut backoff = Backoff::new();
-    while let Err(e) = volumes.refresh(&client).await {
+    loop {
+        let refreshed = match volumes.refresh(&client).await {
+            Ok(()) => match account.as_mut() {
+                Some(account) => account.refresh(&client).await,
+                None => Ok(()),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        let Err(e) = refreshed else {
+            break;
+        };
         set(&states, &changed_tx, |all| {
             for c in all.iter_mut().filter(|c| c.state != State::Skipped) {
                 c.state = State::Waiting("ContainerCreating".into(), e.to_string());
@@ -155,11 +202,17 @@ async fn run(
             () = tokio::time::sleep(backoff.next()) => {}
         }
     }
-    let env_base = base_env(&config);
+    let mut env_base = base_env(&config);
+    if let Some(account) = &account {
+        env_base.insert(
+            "KUBECONFIG".into(),
+            account.kubeconfig().display().to_string(),
+        );
+    }
     let fields = fields(&object, ip, &config.node);
     let grace = Duration::from_secs(spec["terminationGracePeriodSeconds"].as_u64().unwrap_or(30));
     let mut tasks = Vec::new();
-    for (index, container) in containers.iter().enumerate() {
+    for (index, (init, container)) in containers.iter().enumerate() {
         let Run::Fairlead(args) = pod::classify(container) else {
             config.say_skipped(container);
             continue;
@@ -170,22 +223,25 @@ async fn run(
                 set(&states, &changed_tx, |all| {
                     all[index].state = State::Waiting("CreateContainerError".into(), e.to_string());
                 });
+                if *init {
+                    // The pod cannot initialize: it waits to be stopped.
+                    stop.cancelled().await;
+                    return finish(&pods, &name, writer).await;
+                }
                 continue;
             }
         };
         let env = environment(&client, &namespace, container, &env_base, &fields).await;
-        let view = View {
-            pod_ip: Some(ip),
-            mounts,
-            services: services.clone(),
-        };
-        let args: Vec<String> = args
-            .iter()
-            .map(|a| pod::localize(&pod::expand(a, &env), &view))
-            .collect();
+        let args: Vec<String> = args.iter().map(|a| pod::expand(a, &env)).collect();
         let process = Process {
             binary: config.fairlead.clone(),
             args,
+            view: View {
+                pod_ip: Some(ip),
+                mounts,
+                services: BTreeMap::new(),
+            },
+            services: services.clone(),
             env,
             working,
             log: root.join("logs").join(format!(
@@ -200,6 +256,12 @@ async fn run(
             ),
             grace,
         };
+        if *init {
+            if !complete(&process, index, &states, &changed_tx, &stopping).await {
+                return finish(&pods, &name, writer).await;
+            }
+            continue;
+        }
         tasks.push(tokio::spawn(supervise(
             process,
             index,
@@ -216,6 +278,11 @@ async fn run(
         }
         if let Err(e) = volumes.refresh(&client).await {
             tracing::warn!(pod = %name, error = %e, "refreshing the pod's volumes failed; keeping the files it has");
+        }
+        if let Some(account) = account.as_mut()
+            && let Err(e) = account.refresh(&client).await
+        {
+            tracing::warn!(pod = %name, error = %e, "renewing the pod's token failed; it keeps the one it has");
         }
     }
     for task in tasks {
@@ -413,10 +480,18 @@ fn probe(container: &Value, ip: IpAddr) -> Option<Probe> {
     })
 }
 
+/// Where the runner keeps the directories of PersistentVolumeClaims, under its own.
+pub const CLAIMS_DIR: &str = "claims";
+
 /// How one container runs.
 struct Process {
     binary: PathBuf,
+    /// Its arguments, expanded from its environment (localized at each start).
     args: Vec<String>,
+    /// What its arguments are localized against (but the Services).
+    view: View,
+    /// The Services the runner serves, as they are when it starts.
+    services: Services,
     env: BTreeMap<String, String>,
     working: PathBuf,
     log: PathBuf,
@@ -438,6 +513,97 @@ impl Backoff {
     }
 }
 
+impl Process {
+    /// Its arguments as they read in the pod now.
+    fn localized(&self) -> Vec<String> {
+        let view = View {
+            services: self.services.borrow().clone(),
+            ..self.view.clone()
+        };
+        self.args.iter().map(|a| pod::localize(a, &view)).collect()
+    }
+
+    /// Starts it, its output appended to its log.
+    fn start(&self) -> std::io::Result<tokio::process::Child> {
+        if let Some(parent) = self.log.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let err = log.try_clone()?;
+        tokio::process::Command::new(&self.binary)
+            .args(self.localized())
+            .env_clear()
+            .envs(&self.env)
+            .current_dir(&self.working)
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+    }
+}
+
+/// Runs an init container until it exits successfully (again with backoff after each
+/// failure, as under `restartPolicy: Always`); `false` when the pod was stopped first.
+async fn complete(
+    process: &Process,
+    index: usize,
+    states: &Mutex<Vec<ContainerState>>,
+    changed: &watch::Sender<()>,
+    stopping: &Stopping,
+) -> bool {
+    let stop = &stopping.stop;
+    let mut backoff = Backoff::new();
+    loop {
+        let exited = match process.start() {
+            Ok(mut child) => {
+                set(states, changed, |all| {
+                    all[index].state = State::Running(now());
+                });
+                tokio::select! {
+                    status = child.wait() => status.ok(),
+                    () = stop.cancelled() => {
+                        terminate(&mut child, process, true).await;
+                        return false;
+                    }
+                }
+            }
+            Err(e) => {
+                set(states, changed, |all| {
+                    all[index].state = State::Waiting("RunContainerError".into(), e.to_string());
+                });
+                None
+            }
+        };
+        if exited.is_some_and(|s| s.success()) {
+            set(states, changed, |all| all[index].state = State::Completed);
+            return true;
+        }
+        let code = exited.and_then(|s| s.code()).unwrap_or(-1);
+        let delay = backoff.next();
+        tracing::warn!(container = %process.log.display(), exit_code = code, restart_in_s = delay.as_secs_f64(), "an init container failed; running it again (its log: the file named)");
+        set(states, changed, |all| {
+            let c = &mut all[index];
+            c.restarts += 1;
+            c.last_exit = Some((code, "Error".into()));
+            c.state = State::Waiting(
+                "Init:CrashLoopBackOff".into(),
+                format!(
+                    "back-off {}s restarting a failed init container",
+                    delay.as_secs()
+                ),
+            );
+        });
+        tokio::select! {
+            () = stop.cancelled() => return false,
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
 /// Runs one container until `stop`, restarting it with backoff when it exits.
 async fn supervise(
     process: Process,
@@ -453,27 +619,7 @@ async fn supervise(
         .build()
         .expect("a plain HTTP client builds");
     loop {
-        if let Some(parent) = process.log.parent() {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&process.log);
-        let spawned = log.and_then(|log| {
-            let err = log.try_clone()?;
-            tokio::process::Command::new(&process.binary)
-                .args(&process.args)
-                .env_clear()
-                .envs(&process.env)
-                .current_dir(&process.working)
-                .stdin(std::process::Stdio::null())
-                .stdout(log)
-                .stderr(err)
-                .kill_on_drop(true)
-                .spawn()
-        });
-        let mut child = match spawned {
+        let mut child = match process.start() {
             Ok(child) => child,
             Err(e) => {
                 set(&states, &changed, |all| {

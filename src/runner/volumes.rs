@@ -1,8 +1,9 @@
 //! A pod's volumes on this machine, as the kubelet keeps them: ConfigMaps and Secrets
 //! written into `<pod>/volumes/<name>` (published together behind a `..data` link, so a
 //! reader sees the old set or the new one, and files are replaced, not edited, when the
-//! object changes), emptyDirs as plain directories; and each container's view of them, a
-//! directory tree of its own whose mount points link to the volumes.
+//! object changes), emptyDirs as plain directories, PersistentVolumeClaims as a directory
+//! of their own that outlives the pod (once the claim is bound); and each container's view
+//! of them, a directory tree of its own whose mount points link to the volumes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ enum Source {
         items: Vec<(String, String)>,
     },
     EmptyDir,
+    Claim(String),
     Unsupported(String),
 }
 
@@ -93,6 +95,8 @@ fn sources(pod_spec: &Value) -> Vec<(String, Source)> {
                 }
             } else if v.get("emptyDir").is_some() {
                 Source::EmptyDir
+            } else if let Some(claim) = v.get("persistentVolumeClaim") {
+                Source::Claim(claim["claimName"].as_str()?.to_owned())
             } else {
                 let kind = v
                     .as_object()
@@ -130,6 +134,7 @@ fn select(
 /// The volumes of one pod, kept current by [`Volumes::refresh`].
 pub struct Volumes {
     root: PathBuf,
+    claims: PathBuf,
     namespace: String,
     sources: Vec<(String, Source)>,
     /// What was last published per volume, to write only changes.
@@ -137,10 +142,12 @@ pub struct Volumes {
 }
 
 impl Volumes {
-    /// The volumes of `pod_spec` in the namespace `namespace`, under `root/volumes`.
-    pub fn new(root: &Path, namespace: &str, pod_spec: &Value) -> Self {
+    /// The volumes of `pod_spec` in the namespace `namespace`, under `root/volumes`; the
+    /// directories of its claims under `claims` ([`claim_dir`]).
+    pub fn new(root: &Path, claims: &Path, namespace: &str, pod_spec: &Value) -> Self {
         Self {
             root: root.join("volumes"),
+            claims: claims.to_owned(),
             namespace: namespace.to_owned(),
             sources: sources(pod_spec),
             published: BTreeMap::new(),
@@ -149,7 +156,10 @@ impl Volumes {
 
     /// The directory of volume `name`.
     pub fn dir(&self, name: &str) -> PathBuf {
-        self.root.join(name)
+        match self.sources.iter().find(|(n, _)| n == name) {
+            Some((_, Source::Claim(claim))) => claim_dir(&self.claims, &self.namespace, claim),
+            _ => self.root.join(name),
+        }
     }
 
     /// The kinds of volume that are not made here (said once by the caller).
@@ -214,6 +224,20 @@ impl Volumes {
         std::fs::create_dir_all(&dir).map_err(io)?;
         let (files, mode): (BTreeMap<String, Vec<u8>>, u32) = match source {
             Source::EmptyDir | Source::Unsupported(_) => return Ok(()),
+            Source::Claim(claim) => {
+                // Its files are the pod's; the runner binds the claim first.
+                let pvc: k8s_openapi::api::core::v1::PersistentVolumeClaim =
+                    self.fetch(client, "PersistentVolumeClaim", claim).await?;
+                let bound = pvc.status.and_then(|s| s.phase).as_deref() == Some("Bound");
+                return if bound {
+                    Ok(())
+                } else {
+                    Err(VolumeError::Missing(format!(
+                        "a bound PersistentVolumeClaim {}/{claim}",
+                        self.namespace
+                    )))
+                };
+            }
             Source::ConfigMap {
                 name: object,
                 mode,
@@ -274,6 +298,12 @@ impl Volumes {
         self.published.insert(name.to_owned(), files);
         Ok(())
     }
+}
+
+/// The directory standing in for the volume of claim `claim` in `namespace`, under
+/// `claims`: it outlives the pods that mount it.
+pub fn claim_dir(claims: &Path, namespace: &str, claim: &str) -> PathBuf {
+    claims.join(format!("{namespace}_{claim}"))
 }
 
 /// A container's file tree under `root/containers/<name>`: each of its `volumeMounts`
@@ -366,6 +396,7 @@ mod tests {
             {"name": "tls", "secret": {"secretName": "s", "defaultMode": 0o440}},
             {"name": "run", "emptyDir": {}},
             {"name": "disk", "persistentVolumeClaim": {"claimName": "c"}},
+            {"name": "nfs", "nfs": {"server": "x", "path": "/"}},
         ]});
         assert_eq!(
             sources(&spec)[1],
@@ -379,8 +410,13 @@ mod tests {
             )
         );
         let dir = tempfile::tempdir().unwrap();
-        let volumes = Volumes::new(dir.path(), "ns", &spec);
-        assert_eq!(volumes.unsupported(), ["disk (persistentVolumeClaim)"]);
+        let volumes = Volumes::new(dir.path(), &dir.path().join("claims"), "ns", &spec);
+        assert_eq!(volumes.unsupported(), ["nfs (nfs)"]);
+        assert_eq!(
+            volumes.dir("disk"),
+            dir.path().join("claims/ns_c"),
+            "a claim's directory is the claim's, not the pod's"
+        );
         let container = json!({"name": "proxy", "workingDir": "/etc/fairlead", "volumeMounts": [
             {"name": "bootstrap", "mountPath": "/etc/fairlead/bootstrap"},
             {"name": "run", "mountPath": "/var/run/fairlead"}]});

@@ -153,6 +153,10 @@ pub struct ControllerArgs {
     /// How often a geoproxy asks MaxMind (or its mirror) about each edition, in seconds.
     #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..))]
     pub geoproxy_interval: u64,
+    /// How often the proxies' GeoIP downloaders ask the geoproxy (or the mirror) again, in
+    /// seconds.
+    #[arg(long, default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(10..))]
+    pub geo_downloader_interval: u64,
 }
 
 impl ControllerArgs {
@@ -169,6 +173,7 @@ impl ControllerArgs {
                     replicas: self.geoproxy_replicas,
                     storage_class: self.geoproxy_storage_class.clone(),
                     interval: self.geoproxy_interval,
+                    downloader_interval: self.geo_downloader_interval,
                 },
             },
             lifetime: Some(std::time::Duration::from_secs(self.certificate_lifetime)),

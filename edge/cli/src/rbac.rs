@@ -34,6 +34,16 @@ const HOOK: &[(&str, &str)] = &[
     ),
 ];
 
+/// The ClusterRoles the controller binds its workloads' ServiceAccounts to: the
+/// geoproxies' (their Lease). `fairlead up` applies them whether or not its components run
+/// under RBAC: the pods it runs always do.
+pub fn workload_roles() -> Vec<Value> {
+    vec![MODULE.cluster_role(
+        fairlead_edge_controller::geoproxy::LEASE_ROLE,
+        controller::geoproxy_rules(),
+    )]
+}
+
 /// Everything the alb components need in the module's namespace (which the chart makes),
 /// the xDS status writer's Lease being in `lease_namespace` (the gateway controller's is in
 /// the module's namespace).
@@ -56,6 +66,7 @@ pub fn objects(lease_namespace: &str) -> Vec<Value> {
         MODULE.binding(XDS.1, XDS.1, XDS.0, Some(lease_namespace)),
         MODULE.cluster_role(RBAC_PROXY, rbac_proxy_rules()),
     ];
+    objects.extend(workload_roles());
     // The proxies' binding, its subjects the controller's to keep.
     objects.push(serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",

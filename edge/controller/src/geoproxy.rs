@@ -205,7 +205,7 @@ impl Licence {
     }
 }
 
-/// How geoproxies are made (the controller's flags).
+/// How geoproxies and the proxies' downloaders run (the controller's flags).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     /// Replicas of each geoproxy.
@@ -214,6 +214,8 @@ pub struct Settings {
     pub storage_class: Option<String>,
     /// How often each edition is asked about, in seconds.
     pub interval: u64,
+    /// How often the proxies' downloaders ask again, in seconds.
+    pub downloader_interval: u64,
 }
 
 impl Default for Settings {
@@ -222,6 +224,7 @@ impl Default for Settings {
             replicas: 1,
             storage_class: None,
             interval: 86_400,
+            downloader_interval: 3_600,
         }
     }
 }

@@ -185,6 +185,18 @@ pub fn controller_namespace_rules() -> Vec<Value> {
     rules
 }
 
+/// What a geoproxy may do in its namespace (the chart's ClusterRole
+/// [`crate::geoproxy::LEASE_ROLE`], which the controller binds there): hold its Lease.
+/// RBAC cannot name a Lease that each geoproxy names after its Gateway, so the binding's
+/// namespace is the bound.
+pub fn geoproxy_rules() -> Vec<Value> {
+    vec![rule(
+        &["coordination.k8s.io"],
+        &["leases"],
+        &["create", "get", "update"],
+    )]
+}
+
 /// The cleanup waiter's cluster-wide rules: it lists what the controller made and the
 /// instances holding its finalizer.
 pub fn cleanup_rules() -> Vec<Value> {
