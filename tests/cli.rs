@@ -1654,3 +1654,337 @@ spec: {{gatewayName: rotating, inlet: {{type: LoadBalancer, loadBalancer: {{http
         .unwrap();
     assert!(output.status.success(), "{output:?}");
 }
+
+/// A City database as MaxMind's GeoIP2-City is laid out (what Envoy's provider reads),
+/// written here: 81.2.69.0/24 in `city`, `country`, `region`, built at `epoch`.
+fn city_database(epoch: u64, city: &str, country: &str, region: &str) -> Vec<u8> {
+    let mut writer = mmdb_writer::Writer::builder("GeoIP2-City")
+        .build_epoch(std::time::UNIX_EPOCH + Duration::from_secs(epoch))
+        .build();
+    let record = serde_json::json!({
+        "city": {"names": {"en": city}},
+        "country": {"iso_code": country},
+        "subdivisions": [{"iso_code": region}],
+    });
+    writer
+        .insert("81.2.69.0/24".parse::<ipnet::IpNet>().unwrap(), &record)
+        .unwrap();
+    writer.to_bytes().unwrap()
+}
+
+/// A mirror of MaxMind's tarballs (`/<Edition>.tar.gz`) on 127.0.0.2 (not 127.0.0.1, which
+/// a pod of `fairlead up` reads as its own address), whose databases a test replaces.
+struct Mirror {
+    url: String,
+    tarballs: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Vec<u8>>>>,
+}
+
+impl Mirror {
+    async fn start() -> Self {
+        let tarballs = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::<
+            String,
+            Vec<u8>,
+        >::new()));
+        let served = tarballs.clone();
+        let router = axum::Router::new().route(
+            "/{file}",
+            axum::routing::get(
+                move |axum::extract::Path(file): axum::extract::Path<String>| {
+                    let served = served.clone();
+                    async move {
+                        match served.lock().unwrap().get(&file) {
+                            Some(bytes) => Ok(bytes.clone()),
+                            None => Err(axum::http::StatusCode::NOT_FOUND),
+                        }
+                    }
+                },
+            ),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Self { url, tarballs }
+    }
+
+    /// Serves `mmdb` (checked as `edition`) from now on.
+    fn publish(&self, edition: &str, mmdb: Vec<u8>) {
+        let edition: fairlead_edge_geoip::Edition = edition.parse().unwrap();
+        let database = fairlead_edge_geoip::archive::check(edition, mmdb, None).unwrap();
+        let tarball = fairlead_edge_geoip::archive::pack(&database).unwrap();
+        self.tarballs
+            .lock()
+            .unwrap()
+            .insert(edition.tarball(), tarball);
+    }
+}
+
+/// A backend answering every request with its request headers, as a JSON object.
+async fn echo_backend() -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16384];
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let headers: serde_json::Map<String, serde_json::Value> = request
+                    .lines()
+                    .skip(1)
+                    .take_while(|l| !l.is_empty())
+                    .filter_map(|l| l.split_once(':'))
+                    .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().into()))
+                    .collect();
+                let body = serde_json::Value::Object(headers).to_string();
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+/// GeoIP end to end, through real Envoys: an instance with a licence gets a geoproxy (a
+/// StatefulSet whose claim is bound, holding the licence copied into d8-alb, elected on its
+/// Lease) that downloads from the instance's mirror; its proxies' init container fetches
+/// from the geoproxy before Envoy starts, and Envoy's GeoIP filter sets the configured
+/// headers from the address X-Real-IP carries from a trusted peer — a client's own
+/// geolocation header is replaced, and removed for an address the database does not know.
+/// A second instance downloads from the mirror directly: a newer database published there
+/// reaches its proxy through the sidecar (a rename Envoy watches), and the new values
+/// appear under traffic with no failed request and no restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn geoip_headers_reach_backends_through_a_real_envoy() {
+    let up = Up::start_with(&["--geo-downloader-interval", "10"], &[]);
+    up.wait_ready().await;
+    let mirror = Mirror::start().await;
+    let asn = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/edge/geoip/tests/data/GeoLite2-ASN-Test.mmdb"
+    ))
+    .unwrap();
+    mirror.publish("GeoLite2-ASN", asn);
+    mirror.publish(
+        "GeoIP2-City",
+        city_database(1_770_000_000, "London", "GB", "ENG"),
+    );
+    let echo = echo_backend().await;
+    let (geo_port, lite_port) = (free_port(), free_port());
+    let url = &mirror.url;
+    let mut yaml = format!(
+        "apiVersion: v1
+kind: Secret
+metadata: {{name: maxmind, namespace: d8-alb}}
+stringData: {{licenseKey: test-licence}}
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {{name: geo}}
+spec:
+  gatewayName: geo
+  inlet: {{type: LoadBalancer, loadBalancer: {{httpPort: {geo_port}}}}}
+  originalIPDetection: {{realIPHeader: X-Real-IP, setRealIPFrom: [127.0.0.0/8]}}
+  geoIP:
+    licenseKeySecretRef: {{name: maxmind, namespace: d8-alb}}
+    maxmindMirror: {{url: '{url}'}}
+    maxmindEditionIDs: [GeoIP2-City, GeoLite2-ASN]
+    headers: {{country: X-Geo-Country, city: x-geo-city, region: x-geo-region, asn: x-geo-asn}}
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {{name: lite}}
+spec:
+  gatewayName: lite
+  inlet: {{type: LoadBalancer, loadBalancer: {{httpPort: {lite_port}}}}}
+  originalIPDetection: {{realIPHeader: X-Real-IP, setRealIPFrom: [127.0.0.0/8]}}
+  geoIP:
+    maxmindMirror: {{url: '{url}'}}
+    maxmindEditionIDs: [GeoIP2-City]
+    headers: {{city: x-geo-city}}
+---
+"
+    );
+    yaml.push_str(&route_to("echo", "geo", "d8-alb", echo));
+    yaml.push_str(
+        &route_to("lite", "lite", "d8-alb", echo)
+            .replace("name: lite, port: 80", "name: echo, port: 80")
+            .split("---\napiVersion: v1\nkind: Service")
+            .next()
+            .unwrap(),
+    );
+    yaml.push_str("---\n");
+    kubectl_apply(&up, &yaml);
+    let client = up.client().await;
+    let instances = cluster_instances(&client);
+    for name in ["geo", "lite"] {
+        until(&format!("ClusterALBInstance {name} Ready"), async || {
+            let i = instances.get(name).await.ok()?;
+            let conditions = i.data["status"]["conditions"].as_array()?.clone();
+            let is = |kind: &str| {
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == kind && c["status"] == "True")
+            };
+            (is("Ready") && is("GeoIP")).then_some(())
+        })
+        .await;
+    }
+    let geoip = instances.get("geo").await.unwrap().data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "GeoIP")
+        .cloned()
+        .unwrap();
+    assert_eq!(geoip["reason"], "GeoproxyReady", "{geoip}");
+    let lite = instances.get("lite").await.unwrap().data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "GeoIP")
+        .cloned()
+        .unwrap();
+    assert_eq!(lite["reason"], "Mirror", "{lite}");
+
+    // The geoproxy: its claim bound, the licence beside it, its Lease held.
+    let claims: kube::Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        kube::Api::namespaced(client.clone(), "d8-alb");
+    let claim = claims.get("data-d8-alb-geo-geoproxy-0").await.unwrap();
+    assert_eq!(claim.status.and_then(|s| s.phase).as_deref(), Some("Bound"));
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), "d8-alb");
+    let copy = secrets.get("d8-alb-geo-geoproxy-license").await.unwrap();
+    assert_eq!(
+        copy.data.unwrap()["licenseKey"].0,
+        b"test-licence",
+        "the licence, copied (stringData merged into data)"
+    );
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), "d8-alb");
+    let lease = leases.get("d8-alb-geo-geoproxy").await.unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("d8-alb-geo-geoproxy-0"),
+        "the geoproxy's own ServiceAccount holds its Lease"
+    );
+
+    let lb = async |name: &str| {
+        let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+            kube::Api::namespaced(client.clone(), "d8-alb");
+        let name = format!("d8-alb-{name}-loadbalancer");
+        until(&format!("the address of {name}"), async || {
+            let s = services.get_opt(&name).await.ok()??;
+            s.status?.load_balancer?.ingress?.first()?.ip.clone()
+        })
+        .await
+    };
+    let (geo, lite) = (lb("geo").await, lb("lite").await);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let headers = async |url: String, extra: &[(&str, &str)]| -> serde_json::Value {
+        let mut request = http.get(&url);
+        for (k, v) in extra {
+            request = request.header(*k, *v);
+        }
+        let r = request.send().await.unwrap();
+        assert!(r.status().is_success(), "{url}: {}", r.status());
+        r.json().await.unwrap()
+    };
+    let geo_url = format!("http://{geo}:{geo_port}/");
+    let seen = headers(
+        geo_url.clone(),
+        &[("x-real-ip", "81.2.69.142"), ("x-geo-country", "XX")],
+    )
+    .await;
+    assert_eq!(seen["x-geo-country"], "GB", "{seen}");
+    assert_eq!(seen["x-geo-city"], "London");
+    assert_eq!(seen["x-geo-region"], "ENG");
+    let seen = headers(geo_url.clone(), &[("x-real-ip", "1.128.0.1")]).await;
+    assert_eq!(
+        seen["x-geo-asn"], "1221",
+        "MaxMind's GeoLite2-ASN test database"
+    );
+    let seen = headers(
+        geo_url.clone(),
+        &[
+            ("x-real-ip", "10.1.1.1"),
+            ("x-geo-country", "XX"),
+            ("x-geo-city", "Spoof"),
+        ],
+    )
+    .await;
+    assert!(
+        seen.get("x-geo-country").is_none() && seen.get("x-geo-city").is_none(),
+        "an address the database does not know: the client's headers are gone: {seen}"
+    );
+
+    // The second instance's sidecar replaces its database under traffic.
+    let lite_url = format!("http://{lite}:{lite_port}/");
+    let city = async || {
+        headers(lite_url.clone(), &[("x-real-ip", "81.2.69.142")]).await["x-geo-city"].clone()
+    };
+    assert_eq!(city().await, "London");
+    let failures = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let load = tokio::spawn({
+        let (failures, sent, url) = (failures.clone(), sent.clone(), lite_url.clone());
+        let http = http.clone();
+        async move {
+            loop {
+                let ok = http
+                    .get(&url)
+                    .header("x-real-ip", "81.2.69.142")
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if !ok {
+                    failures.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    });
+    mirror.publish(
+        "GeoIP2-City",
+        city_database(1_770_100_000, "Paris", "FR", "IDF"),
+    );
+    until("the newer database's values", async || {
+        (city().await == "Paris").then_some(())
+    })
+    .await;
+    load.abort();
+    assert!(sent.load(std::sync::atomic::Ordering::SeqCst) > 10);
+    assert_eq!(
+        failures.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no request failed while the database was replaced"
+    );
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), "d8-alb");
+    let proxies = pods
+        .list(
+            &kube::api::ListParams::default()
+                .labels("alb.deckhouse.io/gateway=lite,app.kubernetes.io/name=alb-proxy"),
+        )
+        .await
+        .unwrap();
+    let statuses = proxies.items[0]
+        .status
+        .clone()
+        .unwrap()
+        .container_statuses
+        .unwrap();
+    let proxy = statuses.iter().find(|c| c.name == "proxy").unwrap();
+    assert_eq!(proxy.restart_count, 0, "Envoy reloaded, not restarted");
+    let output = tokio::task::spawn_blocking(move || up.stop())
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+}

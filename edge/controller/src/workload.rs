@@ -309,14 +309,30 @@ pub(crate) fn rbac_proxy(image: &str, port: u16, upstream: u16, paths: &str) -> 
 const GEOIP_MOUNT: &str = "/etc/fairlead/geoip";
 
 /// The GeoIP downloader container (`init`: before Envoy starts; else the sidecar).
-fn downloader(image: &str, downloads: &crate::geoproxy::Downloads, init: bool) -> Value {
+fn downloader(settings: &Settings, downloads: &crate::geoproxy::Downloads, init: bool) -> Value {
     let editions: Vec<&str> = downloads.editions.iter().map(|e| e.id()).collect();
+    let mut args = vec![
+        "edge".to_owned(),
+        "geo-downloader".into(),
+        "--mode".into(),
+        if init { "init" } else { "sidecar" }.into(),
+        "--source".into(),
+        downloads.source.clone(),
+        "--editions".into(),
+        editions.join(","),
+        "--dir".into(),
+        GEOIP_MOUNT.into(),
+    ];
+    if !init {
+        args.extend([
+            "--interval".into(),
+            settings.geoproxy.downloader_interval.to_string(),
+        ]);
+    }
     json!({
         "name": if init { "geo-downloader-init" } else { "geo-downloader" },
-        "image": image,
-        "args": ["edge", "geo-downloader", "--mode", if init { "init" } else { "sidecar" },
-            "--source", downloads.source, "--editions", editions.join(","),
-            "--dir", GEOIP_MOUNT],
+        "image": settings.proxy_image,
+        "args": args,
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
             "limits": {"memory": "256Mi"}},
         "securityContext": hardened(),
@@ -574,9 +590,9 @@ fn pod_template(
     if let Some(downloads) = crate::geoproxy::plan(instance, gateway).downloads {
         // The databases before Envoy starts, kept fresh beside it; Envoy learns from the
         // proxy which ones it holds.
-        spec["initContainers"] = json!([downloader(&settings.proxy_image, &downloads, true)]);
+        spec["initContainers"] = json!([downloader(settings, &downloads, true)]);
         let containers = spec["containers"].as_array_mut().expect("containers");
-        containers.push(downloader(&settings.proxy_image, &downloads, false));
+        containers.push(downloader(settings, &downloads, false));
         let proxy = &mut containers[0];
         let args = proxy["args"].as_array_mut().expect("args");
         args.extend([
@@ -959,7 +975,11 @@ mod tests {
         );
         let sidecar = &pod["containers"][2];
         assert_eq!(sidecar["name"], "geo-downloader");
-        assert!(args(sidecar).contains(&"sidecar".to_owned()));
+        assert!(
+            args(sidecar).ends_with(&["--interval".into(), "3600".into()]),
+            "{:?}",
+            args(sidecar)
+        );
         let proxy = &pod["containers"][0];
         assert!(
             args(proxy).ends_with(&["--geoip-dir".into(), "geoip".into()]),
