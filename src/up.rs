@@ -75,6 +75,12 @@ pub struct UpArgs {
     #[arg(long)]
     http01_bridging_ingress_class: Option<String>,
 
+    /// The loopback block `127.B.0.0/16` whose addresses the local runner gives pods,
+    /// Gateways and Services (B.3.N, B.1.N, B.2.N); by default the first one no other
+    /// `fairlead up` on this machine holds, 0 when it is alone.
+    #[arg(long)]
+    loopback_block: Option<u8>,
+
     /// How often the proxies' GeoIP downloaders ask the geoproxy (or the mirror) again, in
     /// seconds (as the gateway controller's flag).
     #[arg(long, default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(10..))]
@@ -526,11 +532,19 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
             );
         }
         let fairlead = std::env::current_exe().context("locating the fairlead binary")?;
+        let block =
+            crate::runner::Block::take(args.loopback_block).map_err(|e| anyhow::anyhow!(e))?;
+        tracing::info!(
+            block = block.number,
+            "the local runner's loopback addresses: 127.{0}.3.N pods, 127.{0}.1.N Gateways, 127.{0}.2.N Services",
+            block.number
+        );
         let mut runner = crate::runner::Config::new(
             &args.node_name,
             std::path::absolute(&pods_dir)?,
             fairlead,
             envoy,
+            block,
         );
         runner.api = Some(crate::runner::ApiAccess {
             url: server.url(),

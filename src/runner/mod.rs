@@ -5,18 +5,18 @@
 //!
 //! - runs the pods each workload wants here ([`pod::wanted`]: its replicas; one for a
 //!   DaemonSet whose node selector the local Node matches), each on a loopback address of its
-//!   own (`127.0.3.N`, the Pod's `podIP`) — see [`running`] for what running one means; a
+//!   own (`127.B.3.N`, the Pod's `podIP`; `B` the runner's block, see [`addresses`]) — see [`running`] for what running one means; a
 //!   changed template gets new pods, and the old ones stop once the new ones are ready (a
 //!   StatefulSet's pod, whose name is stable, is stopped first and started again);
 //! - makes a StatefulSet pod's PersistentVolumeClaims from its claim templates and binds
 //!   them: a directory of the runner's ([`running::CLAIMS_DIR`]) stands in for each volume,
 //!   and outlives the pod;
-//! - gives each Gateway whose proxies it runs a loopback address of its own (`127.0.1.N`, the
+//! - gives each Gateway whose proxies it runs a loopback address of its own (`127.B.1.N`, the
 //!   Gateway's `fairlead.io/listen-address` annotation): the Gateway's proxies bind its
 //!   listeners there, sharing the ports (SO_REUSEPORT), as pods of one Service share its
 //!   address;
 //! - writes the workloads' status (ready replicas, scheduled pods) as their controllers do;
-//! - gives each Service selecting its pods a loopback address of its own (`127.0.2.N`; a
+//! - gives each Service selecting its pods a loopback address of its own (`127.B.2.N`; a
 //!   LoadBalancer's in `status.loadBalancer.ingress`, where its pods' arguments name
 //!   `<service>.<namespace>.svc` otherwise) and forwards its ports to the ready pods'
 //!   `targetPort` ([`forward`]), and forwards each host port on `127.0.0.1` to its pod. A
@@ -38,7 +38,7 @@ pub use account::ApiAccess;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
-use addresses::{GATEWAYS, PODS, SERVICES};
+pub use addresses::Block;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -76,13 +76,21 @@ pub struct Config {
     /// Where pods reach the API server with their ServiceAccount's token (none: they get
     /// no token).
     pub api: Option<ApiAccess>,
+    /// The block of loopback addresses given out, held while the runner lives.
+    pub block: Block,
     /// Images whose containers were said to be skipped.
     skipped: Mutex<BTreeSet<String>>,
 }
 
 impl Config {
-    /// A runner for `node`, its files under `dir`.
-    pub fn new(node: &str, dir: PathBuf, fairlead: PathBuf, envoy: Option<PathBuf>) -> Self {
+    /// A runner for `node`, its files under `dir`, giving out the addresses of `block`.
+    pub fn new(
+        node: &str,
+        dir: PathBuf,
+        fairlead: PathBuf,
+        envoy: Option<PathBuf>,
+        block: Block,
+    ) -> Self {
         Self {
             node: node.to_owned(),
             dir,
@@ -94,6 +102,7 @@ impl Config {
             ),
             refresh: Duration::from_secs(2),
             api: None,
+            block,
             skipped: Mutex::new(BTreeSet::new()),
         }
     }
@@ -249,7 +258,7 @@ async fn round(
             (value["metadata"]["deletionTimestamp"].is_null()).then_some(value)
         }));
     }
-    let addresses = gateway_addresses(client, &workloads).await?;
+    let addresses = gateway_addresses(client, &config.block, &workloads).await?;
     // Which pods are wanted, and by whom.
     let mut wanted: BTreeMap<ObjectKey, (usize, pod::Wanted)> = BTreeMap::new();
     for (i, workload) in workloads.iter().enumerate() {
@@ -304,8 +313,8 @@ async fn round(
             tracing::warn!(pod = %key, error = %e, "the pod's claims are not bound yet");
             continue;
         }
-        let Some(ip) = PODS.free(&taken) else {
-            tracing::error!(pod = %key, "no loopback address left for a pod (127.0.3.1-254)");
+        let Some(ip) = config.block.pods().free(&taken) else {
+            tracing::error!(pod = %key, block = config.block.number, "no loopback address left for a pod (127.B.3.1-254)");
             continue;
         };
         taken.insert(ip);
@@ -369,7 +378,7 @@ async fn round(
     }
     world.stopping.retain(|h| !h.done.is_finished());
     write_workload_statuses(client, &workloads, &wanted, world).await;
-    services(client, world).await?;
+    services(client, &config.block, world).await?;
     host_port_forwarders(client, world).await;
     Ok(())
 }
@@ -432,6 +441,7 @@ async fn bind_claims(
 /// round reads back.
 async fn gateway_addresses(
     client: &kube::Client,
+    block: &Block,
     workloads: &[Value],
 ) -> Result<BTreeMap<ObjectKey, IpAddr>, kube::Error> {
     let resource = fairlead_edge_controller::crds::resource("Gateway");
@@ -448,10 +458,10 @@ async fn gateway_addresses(
             .as_ref()
             .and_then(|a| a.get(LISTEN_ADDRESS))
             .and_then(|a| a.parse::<IpAddr>().ok())
-            .filter(|ip| GATEWAYS.contains(*ip));
+            .filter(|ip| block.gateways().contains(*ip));
         held.insert(gateway, address);
     }
-    let assigned = GATEWAYS.assign(&held);
+    let assigned = block.gateways().assign(&held);
     let mut out = BTreeMap::new();
     for (gateway, address) in assigned {
         if held.get(&gateway).copied().flatten() == Some(address) {
@@ -561,7 +571,11 @@ async fn write_workload_statuses(
 
 /// The Services selecting the runner's pods: an address each, forwarders to the ready pods,
 /// and a LoadBalancer's status.
-async fn services(client: &kube::Client, world: &mut World) -> Result<(), kube::Error> {
+async fn services(
+    client: &kube::Client,
+    block: &Block,
+    world: &mut World,
+) -> Result<(), kube::Error> {
     let api: Api<k8s_openapi::api::core::v1::Service> = Api::all(client.clone());
     let mut seen = BTreeSet::new();
     for service in api.list(&ListParams::default()).await?.items {
@@ -596,10 +610,10 @@ async fn services(client: &kube::Client, world: &mut World) -> Result<(), kube::
             .and_then(|i| i.first())
             .and_then(|i| i.ip.as_deref())
             .and_then(|ip| ip.parse::<IpAddr>().ok())
-            .filter(|ip| SERVICES.contains(*ip) && !taken.contains(ip));
+            .filter(|ip| block.services().contains(*ip) && !taken.contains(ip));
         let address = match world.services.get(&key) {
             Some((ip, _)) => *ip,
-            None => match held.or_else(|| SERVICES.free(&taken)) {
+            None => match held.or_else(|| block.services().free(&taken)) {
                 Some(ip) => ip,
                 None => continue,
             },
