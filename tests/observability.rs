@@ -1,6 +1,7 @@
 //! The shipped dashboards and alert rules, checked against real tools: `promtool` checks and
 //! unit-tests the rules, and a real Prometheus scraping `fairlead up` (with the health module
-//! probing a backend) parses every PromQL expression and knows every metric they name.
+//! probing a backend, a proxy's Envoy with the GeoIP filter, and a geoproxy) parses every
+//! PromQL expression and knows every metric they name.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use fairlead_kit::testing::free_port;
 use fairlead_kit::testing::prometheus::{Prometheus, tool};
+
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_fairlead");
 
@@ -164,6 +167,13 @@ async fn every_expression_parses_and_names_metrics_a_real_prometheus_scraped() {
     let echo = echo().await;
     let listener = free_port();
     let dir = tempfile::tempdir().unwrap();
+    // GeoIP: a geoproxy (its databases from a mirror) and the filter on the proxy.
+    let mirror = common::Mirror::start().await;
+    mirror.publish(
+        "GeoIP2-City",
+        common::city_database(1_770_000_000, "London", "GB", "ENG"),
+    );
+    let mirror_url = &mirror.url;
     std::fs::write(dir.path().join("world.yaml"), format!(r#"
 apiVersion: v1
 kind: Pod
@@ -179,10 +189,27 @@ spec:
   ports: [{{name: web, port: 80, targetPort: {port}}}]
   healthcheck: {{initialDelaySeconds: 0, periodSeconds: 1, probes: [{{mode: TCP, tcp: {{targetPort: {port}}}}}]}}
 ---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: d8-alb}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: maxmind, namespace: d8-alb}}
+stringData: {{licenseKey: test-licence}}
+---
 apiVersion: network.deckhouse.io/v1alpha1
 kind: ClusterALBInstance
 metadata: {{name: gw, annotations: {{fairlead.io/route-statistics: "true"}}}}
-spec: {{gatewayName: gw, inlet: {{type: LoadBalancer, loadBalancer: {{httpPort: {listener}}}}}}}
+spec:
+  gatewayName: gw
+  inlet: {{type: LoadBalancer, loadBalancer: {{httpPort: {listener}}}}}
+  originalIPDetection: {{realIPHeader: X-Real-IP, setRealIPFrom: [127.0.0.0/8]}}
+  geoIP:
+    licenseKeySecretRef: {{name: maxmind, namespace: d8-alb}}
+    maxmindMirror: {{url: "{mirror_url}"}}
+    maxmindEditionIDs: [GeoIP2-City]
+    headers: {{country: x-geo-country}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -285,6 +312,24 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         (ready == "True").then_some((pod, lb))
     })
     .await;
+    let geoproxy_ip = until("the geoproxy's pod", || {
+        let out = Command::new("kubectl")
+            .env("KUBECONFIG", &kubeconfig)
+            .args([
+                "get",
+                "pod",
+                "-n",
+                "d8-alb",
+                "d8-alb-gw-geoproxy-0",
+                "-o",
+                "jsonpath={.status.podIP}",
+            ])
+            .output()
+            .ok()?;
+        let ip = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+        (out.status.success() && !ip.is_empty()).then_some(ip)
+    })
+    .await;
     use fairlead_kit::testing::prometheus::Job;
     let prometheus = Prometheus::start_jobs(&[
         Job {
@@ -299,6 +344,12 @@ spec: {{ports: [{{name: http, port: 80}}]}}
             targets: vec![format!("{pod_ip}:19001").parse().unwrap()],
             labels: vec![("gateway".into(), "d8-alb/gw".into())],
         },
+        Job {
+            name: "geoproxy".into(),
+            path: "/metrics".into(),
+            targets: vec![format!("{geoproxy_ip}:9090").parse().unwrap()],
+            labels: vec![("namespace".into(), "d8-alb".into())],
+        },
     ])
     .await
     .unwrap();
@@ -310,6 +361,8 @@ spec: {{ports: [{{name: http, port: 80}}]}}
                 let _ = http
                     .get(format!("http://{lb_ip}:{listener}{path}"))
                     .header("host", "echo.example.com")
+                    // An address the GeoIP database knows.
+                    .header("x-real-ip", "81.2.69.142")
                     .send()
                     .await;
             }
@@ -338,6 +391,13 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         "envoy_http_downstream_rq_total",
         "envoy_vhost_route_upstream_rq_completed",
         "envoy_cluster_upstream_rq_xx",
+        "envoy_http_maxmind_total",
+        "envoy_http_maxmind_hit",
+        "envoy_maxmind_db_build_epoch",
+        "alb_geoproxy_downloads_total",
+        "alb_geoproxy_download_error",
+        "alb_geoproxy_database_build_timestamp_seconds",
+        "alb_geoproxy_served_bytes_total",
     ];
     loop {
         let names = prometheus.metric_names().await.unwrap();

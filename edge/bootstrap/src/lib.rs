@@ -304,17 +304,31 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
 /// route's `stat_prefix`.
 pub const ROUTE_TAG: &str = "route";
 
+/// The Prometheus label of the GeoIP filter's statistics naming the database kind it looked
+/// up or loaded (`city_db`, `isp_db`, `anon_db`, …).
+pub const MAXMIND_DB_TAG: &str = "maxmind_db";
+
+/// The Prometheus label of a MaxMind database's load statistics naming its file
+/// (`geoip/GeoIP2-City.mmdb`).
+pub const MAXMIND_FILE_TAG: &str = "maxmind_file";
+
 /// Tags Envoy's default extractors miss: the route of `vhost.<host>.route.<rule>.…`
-/// statistics (Envoy tags the virtual host itself).
+/// statistics (Envoy tags the virtual host itself); the database kind of the GeoIP filter's
+/// `http.<prefix>.maxmind.<kind>.…` lookups and of `maxmind.<kind>.<file>.…` loads, and the
+/// file of the latter — so `envoy_maxmind_db_build_epoch{maxmind_db, maxmind_file}` is one
+/// series family whatever the database.
 fn stats_config() -> envoy_types::pb::envoy::config::metrics::v3::StatsConfig {
     use envoy_types::pb::envoy::config::metrics::v3 as metrics;
+    let tag = |name: &str, regex: &str| metrics::TagSpecifier {
+        tag_name: name.into(),
+        tag_value: Some(metrics::tag_specifier::TagValue::Regex(regex.into())),
+    };
     metrics::StatsConfig {
-        stats_tags: vec![metrics::TagSpecifier {
-            tag_name: ROUTE_TAG.into(),
-            tag_value: Some(metrics::tag_specifier::TagValue::Regex(
-                r"^vhost\.[^.]+\.route\.((\w+route/[\w\-/]+)\.)".into(),
-            )),
-        }],
+        stats_tags: vec![
+            tag(ROUTE_TAG, r"^vhost\.[^.]+\.route\.((\w+route/[\w\-/]+)\.)"),
+            tag(MAXMIND_DB_TAG, r"^(?:http\.[^.]+\.)?maxmind\.((\w+_db)\.)"),
+            tag(MAXMIND_FILE_TAG, r"^maxmind\.\w+_db\.((.+)\.)db_\w+$"),
+        ],
         ..Default::default()
     }
 }
