@@ -341,10 +341,19 @@ fn the_rules_and_dashboards_are_the_repositorys() {
     let alerts = root().join("alerts");
     let dashboards = root().join("dashboards");
     for (chart, files, boards) in [
-        ("service-with-healthchecks", &["health"][..], &["health"][..]),
+        (
+            "service-with-healthchecks",
+            &["health"][..],
+            &["health"][..],
+        ),
         (
             "alb",
-            &["alb-controller", "alb-control-plane", "alb-proxy", "alb-geoip"][..],
+            &[
+                "alb-controller",
+                "alb-control-plane",
+                "alb-proxy",
+                "alb-geoip",
+            ][..],
             &["alb-controller", "alb-control-plane", "alb-proxy"][..],
         ),
     ] {

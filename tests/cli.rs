@@ -1792,14 +1792,16 @@ spec:
 "
     );
     yaml.push_str(&route_to("echo", "geo", "d8-alb", echo));
+    // The second Gateway's route to the same Service.
     yaml.push_str(
-        &route_to("lite", "lite", "d8-alb", echo)
-            .replace("name: lite, port: 80", "name: echo, port: 80")
-            .split("---\napiVersion: v1\nkind: Service")
-            .next()
-            .unwrap(),
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: lite, namespace: default}
+spec:
+  parentRefs: [{name: lite, namespace: d8-alb}]
+  rules: [{backendRefs: [{name: echo, port: 80}]}]
+",
     );
-    yaml.push_str("---\n");
     kubectl_apply(up, &yaml);
     let client = up.client().await;
     let instances = cluster_instances(&client);

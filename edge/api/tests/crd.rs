@@ -254,7 +254,8 @@ async fn instances_are_checked_as_the_schema_says() {
         .await;
     match strict {
         Err(kube::Error::Api(e)) => assert!(
-            e.message.contains("unknown field \"spec.geoIP.headers.continent\""),
+            e.message
+                .contains("unknown field \"spec.geoIP.headers.continent\""),
             "{}",
             e.message
         ),

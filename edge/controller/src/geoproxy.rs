@@ -608,21 +608,18 @@ mod tests {
             condition(&plan, Some(&missing), (0, 1)).unwrap().1,
             "LicenseSecretInvalid"
         );
-        let licence = Ok(Licence {
+        let read = Licence {
             key: b"k".to_vec(),
             account_id: None,
-        });
+        };
+        let licence = Ok(read.clone());
         assert_eq!(
             condition(&plan, Some(&licence), (0, 1)).unwrap().1,
             "GeoproxyNotReady"
         );
         assert!(condition(&plan, Some(&licence), (1, 1)).unwrap().0);
         assert_eq!(condition(&Plan::default(), None, (0, 0)), None);
-        assert_eq!(
-            format!("{:?}", licence.unwrap()),
-            "Licence(<redacted>)",
-            "never shown"
-        );
+        assert_eq!(format!("{read:?}"), "Licence(<redacted>)", "never shown");
         let read = Licence::read(&ObjectKey::new("d8-alb", "maxmind"), None).unwrap_err();
         assert_eq!(read, "Secret d8-alb/maxmind has no licenseKey");
     }

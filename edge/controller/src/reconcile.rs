@@ -414,13 +414,13 @@ async fn round(
     let accounts = plans.iter().flat_map(|p| {
         let proxies = ObjectKey::new(
             p.gateway.namespace(),
-            &crate::workload::workload_name(&p.gateway),
+            crate::workload::workload_name(&p.gateway),
         );
         let geoproxy = p
             .geoip
             .geoproxy
             .as_ref()
-            .map(|_| ObjectKey::new(p.gateway.namespace(), &crate::geoproxy::name(&p.gateway)));
+            .map(|_| ObjectKey::new(p.gateway.namespace(), crate::geoproxy::name(&p.gateway)));
         std::iter::once(proxies).chain(geoproxy)
     });
     let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding =

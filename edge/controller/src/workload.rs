@@ -639,7 +639,7 @@ mod tests {
         let binding = rbac_proxy_binding(
             gateways
                 .iter()
-                .map(|g| ObjectKey::new(g.namespace(), &workload_name(g))),
+                .map(|g| ObjectKey::new(g.namespace(), workload_name(g))),
         );
         assert_eq!(binding["roleRef"]["name"], RBAC_PROXY_ROLE);
         assert_eq!(
