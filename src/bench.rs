@@ -25,6 +25,12 @@ pub struct EdgeArgs {
     /// Route changes per size for the Envoy figure.
     #[arg(long, default_value_t = 50)]
     envoy_changes: usize,
+    /// Rounds per side of the GeoIP figure (interleaved, after a warm-up round each).
+    #[arg(long, default_value_t = 5)]
+    geoip_rounds: usize,
+    /// Seconds of load per round of the GeoIP figure.
+    #[arg(long, default_value_t = 5)]
+    geoip_seconds: u64,
     /// Which figures to measure (all when not given).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<EdgePart>,
@@ -42,6 +48,9 @@ enum EdgePart {
     /// Route change (API write) to the first request a real Envoy serves under it, at 10 and
     /// 1,000 routes, beside Envoy's file-based RDS.
     Envoy,
+    /// Requests/s and latency of a real Envoy with an instance's GeoIP filter, beside the
+    /// same listeners without it (wrk, interleaved rounds).
+    Geoip,
 }
 
 /// Bytes allocated by this thread so far (jemalloc's counter).
@@ -224,6 +233,48 @@ pub struct ApiserverArgs {
 }
 
 /// Runs a benchmark and prints its table.
+/// The rows of the GeoIP figure: each side's requests/s (median and spread) and latency,
+/// and the ratio of the medians.
+async fn geoip_rows(rounds: usize, seconds: u64) -> anyhow::Result<Vec<fairlead_bench::Row>> {
+    let figures =
+        fairlead_bench::geoip::filter_cost(&std::env::current_exe()?, rounds, seconds).await?;
+    let median = |values: &[f64]| {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    };
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let describe = |side: &fairlead_bench::geoip::Side| {
+        let lowest = side.rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let highest = side.rates.iter().copied().fold(0.0, f64::max);
+        let p50: Vec<f64> = side.latency.iter().map(|(p, _)| ms(*p)).collect();
+        let p99: Vec<f64> = side.latency.iter().map(|(_, p)| ms(*p)).collect();
+        format!(
+            "{:.0} req/s (rounds {lowest:.0}–{highest:.0}), p50 {:.3} ms, p99 {:.3} ms",
+            median(&side.rates),
+            median(&p50),
+            median(&p99)
+        )
+    };
+    let ratio = median(&figures.with.rates) / median(&figures.without.rates);
+    Ok(vec![
+        fairlead_bench::Row {
+            metric: format!(
+                "Envoy with the GeoIP filter (City: country, city, region), {rounds} × {seconds} s"
+            ),
+            value: describe(&figures.with),
+        },
+        fairlead_bench::Row {
+            metric: "the same listeners without it, interleaved".into(),
+            value: describe(&figures.without),
+        },
+        fairlead_bench::Row {
+            metric: "with / without (goal ≥ 0.95)".into(),
+            value: format!("{ratio:.3}"),
+        },
+    ])
+}
+
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Apiserver(args) => {
@@ -265,6 +316,9 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
             if wanted(EdgePart::Rss) {
                 rows.push(edge_rss(1_000).await?);
+            }
+            if wanted(EdgePart::Geoip) {
+                rows.extend(geoip_rows(args.geoip_rounds, args.geoip_seconds).await?);
             }
             if wanted(EdgePart::Envoy) {
                 let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;

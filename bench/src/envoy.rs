@@ -24,11 +24,11 @@ pub enum EnvoyBenchError {
     Failed(String),
 }
 
-fn failed(what: &str) -> impl FnOnce(String) -> EnvoyBenchError + '_ {
+pub(crate) fn failed(what: &str) -> impl FnOnce(String) -> EnvoyBenchError + '_ {
     move |e| EnvoyBenchError::Failed(format!("{what}: {e}"))
 }
 
-fn free_port() -> Result<u16, EnvoyBenchError> {
+pub(crate) fn free_port() -> Result<u16, EnvoyBenchError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

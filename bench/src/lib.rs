@@ -1,11 +1,13 @@
 //! `fairlead bench …`: the benchmarks of every component, kept out of the production crates.
 //! Each module measures one (the embedded API server, the health module, the edge control
-//! plane) and returns rows of a Markdown table; the figures go to BENCHMARKS.md with the
+//! plane, a real Envoy taking route changes, Envoy's GeoIP filter) and returns rows of a
+//! Markdown table or figures; the figures go to BENCHMARKS.md with the
 //! machine and the command.
 
 pub mod apiserver;
 pub mod edge;
 pub mod envoy;
+pub mod geoip;
 pub mod health;
 
 use std::time::Duration;

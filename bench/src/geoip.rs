@@ -1,0 +1,366 @@
+//! `fairlead bench edge --only geoip`: what Envoy's GeoIP filter costs a proxy — requests/s
+//! and latency of one real Envoy carrying an instance's Gateway with GeoIP headers, beside
+//! the same Envoy build given the same Gateway's listeners without the filter, in the same
+//! run, interleaved (A B A B …). Both configurations are fairlead's own, served by
+//! `fairlead edge xds` from one translation: a proxy that says in its node metadata that it
+//! holds the City database gets the filter, one that does not gets the listeners without it
+//! (only the client-sent headers' removal). Every request carries `X-Real-IP` of an address
+//! the database holds (believed from loopback), so each is a lookup that finds a city.
+//!
+//! The database is written here (`mmdb-writer`): 65,536 /24 networks with City records of a
+//! thousand cities, about the depth of MaxMind's; Envoy runs with one worker on one core,
+//! `wrk` on the other (`taskset`), and a route that answers itself (a redirect), so the
+//! figure is the proxy's own work.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::envoy::{EnvoyBenchError, failed, free_port};
+
+/// How one side did over its rounds.
+#[derive(Clone, Debug)]
+pub struct Side {
+    /// Requests/s of each round.
+    pub rates: Vec<f64>,
+    /// p50 and p99 latency of each round (wrk's).
+    pub latency: Vec<(Duration, Duration)>,
+}
+
+/// Both sides.
+#[derive(Clone, Debug)]
+pub struct Figures {
+    /// With the GeoIP filter.
+    pub with: Side,
+    /// Without.
+    pub without: Side,
+}
+
+/// The address every request comes from (its `X-Real-IP`): in the written database.
+const CLIENT: &str = "81.2.69.142";
+
+/// A City database of 65,536 /24 networks (1.0.0.0/8 and 81.2.69.0/24), built now.
+fn database() -> Result<Vec<u8>, EnvoyBenchError> {
+    let mut writer = mmdb_writer::Writer::new("GeoIP2-City");
+    const COUNTRIES: [&str; 5] = ["GB", "FR", "DE", "NL", "US"];
+    let city = |i: u32| {
+        let country = COUNTRIES[(i % 5) as usize];
+        serde_json::json!({
+            "city": {"names": {"en": format!("City {}", i % 1_000)}},
+            "country": {"iso_code": country},
+            "subdivisions": [{"iso_code": format!("S{}", i % 50)}],
+        })
+    };
+    for i in 0..65_536u32 {
+        let network: ipnet::IpNet = format!("1.{}.{}.0/24", i >> 8, i & 0xff)
+            .parse()
+            .map_err(|e| failed("a network")(format!("{e}")))?;
+        writer
+            .insert(network, &city(i))
+            .map_err(|e| failed("the database")(e.to_string()))?;
+    }
+    let network: ipnet::IpNet = "81.2.69.0/24".parse().expect("a network");
+    writer
+        .insert(network, &city(7))
+        .map_err(|e| failed("the database")(e.to_string()))?;
+    writer
+        .to_bytes()
+        .map_err(|e| failed("the database")(e.to_string()))
+}
+
+/// The world: a ClusterALBInstance with GeoIP headers, its Gateway on `port`, a route
+/// answering with a redirect.
+fn world(port: u16) -> String {
+    format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: d8-alb}}
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {{name: geo}}
+spec:
+  gatewayName: gw
+  originalIPDetection: {{realIPHeader: X-Real-IP, setRealIPFrom: [127.0.0.0/8]}}
+  geoIP:
+    maxmindMirror: {{url: 'http://mirror.invalid'}}
+    maxmindEditionIDs: [GeoIP2-City]
+    headers: {{country: x-geo-country, city: x-geo-city, region: x-geo-region}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: d8-alb, labels: {{alb.deckhouse.io/instance: ClusterALBInstance.geo}}}}
+spec:
+  gatewayClassName: d8-alb
+  listeners: [{{name: http, port: {port}, protocol: HTTP, allowedRoutes: {{namespaces: {{from: All}}}}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r, namespace: d8-alb}}
+spec:
+  parentRefs: [{{name: gw}}]
+  rules: [{{filters: [{{type: RequestRedirect, requestRedirect: {{hostname: example.org}}}}]}}]
+"
+    )
+}
+
+/// Runs `wrk` for `seconds` against `url` on core 0; requests/s, p50 and p99.
+async fn wrk(url: &str, seconds: u64) -> Result<(f64, Duration, Duration), EnvoyBenchError> {
+    let out = tokio::process::Command::new("taskset")
+        .args(["-c", "0", "wrk", "-t1", "-c32", "--latency"])
+        .arg(format!("-d{seconds}s"))
+        .args(["-H", &format!("X-Real-IP: {CLIENT}")])
+        .arg(url)
+        .output()
+        .await
+        .map_err(|e| failed("wrk (Debian wrk) under taskset")(e.to_string()))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() || text.contains("Non-2xx or 3xx") && !text.contains("Requests/sec") {
+        return Err(EnvoyBenchError::Failed(format!("wrk: {text}")));
+    }
+    let rate = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .ok_or_else(|| EnvoyBenchError::Failed(format!("wrk said no rate: {text}")))?;
+    let percentile = |p: &str| {
+        text.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(p))
+            .and_then(|v| duration(v.trim()))
+            .ok_or_else(|| EnvoyBenchError::Failed(format!("wrk said no {p}: {text}")))
+    };
+    Ok((rate, percentile("50%")?, percentile("99%")?))
+}
+
+/// wrk's `123.45us`, `1.20ms`, `2.00s`.
+fn duration(text: &str) -> Option<Duration> {
+    let (number, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic())?);
+    let value: f64 = number.parse().ok()?;
+    let seconds = match unit {
+        "us" => value / 1e6,
+        "ms" => value / 1e3,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(seconds))
+}
+
+/// An Envoy on core 1 with one worker, in `cwd`, its node saying it holds `editions`.
+fn start_envoy(
+    envoy: &Path,
+    bootstrap: &Path,
+    cwd: &Path,
+    editions: &[&str],
+) -> Result<tokio::process::Child, EnvoyBenchError> {
+    let node = serde_json::json!({"node": {"metadata": {"geoip_editions": editions}}});
+    tokio::process::Command::new("taskset")
+        .args(["-c", "1"])
+        .arg(envoy)
+        .arg("--config-path")
+        .arg(bootstrap)
+        .args(["--config-yaml", &node.to_string()])
+        .args([
+            "--concurrency",
+            "1",
+            "--log-level",
+            "error",
+            "--use-dynamic-base-id",
+        ])
+        .current_dir(cwd)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed("starting Envoy")(e.to_string()))
+}
+
+/// Waits until Envoy at `admin` serves `url`, with the GeoIP filter running (`geoip`) or
+/// not: its lookups counted in its stats, or none.
+async fn serving(url: &str, admin: u16, geoip: bool) -> Result<(), EnvoyBenchError> {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(1))
+        .build()
+        .map_err(|e| failed("an HTTP client")(e.to_string()))?;
+    for _ in 0..300 {
+        let answered = http
+            .get(url)
+            .header("x-real-ip", CLIENT)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_redirection());
+        if answered {
+            let stats = http
+                .get(format!("http://127.0.0.1:{admin}/stats?filter=geoip.total"))
+                .send()
+                .await
+                .ok();
+            let text = match stats {
+                Some(r) => r.text().await.unwrap_or_default(),
+                None => String::new(),
+            };
+            let counted = text
+                .lines()
+                .any(|l| l.rsplit_once(' ').is_some_and(|(_, v)| v != "0"));
+            if counted == geoip {
+                return Ok(());
+            }
+            return Err(EnvoyBenchError::Failed(format!(
+                "Envoy {} the GeoIP filter: {text}",
+                if geoip { "lacks" } else { "runs" }
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(EnvoyBenchError::Failed(format!("Envoy never served {url}")))
+}
+
+/// `rounds` interleaved rounds of `seconds` each side; `fairlead` runs `edge xds`.
+pub async fn filter_cost(
+    fairlead: &Path,
+    rounds: usize,
+    seconds: u64,
+) -> Result<Figures, EnvoyBenchError> {
+    let envoy = fairlead_kit::executables::find("envoy", "FAIRLEAD_ENVOY")
+        .ok_or(EnvoyBenchError::NoEnvoy)?;
+    let dir = std::env::temp_dir().join(format!("fairlead-bench-geoip-{}", std::process::id()));
+    let (with_dir, without_dir) = (dir.join("with"), dir.join("without"));
+    let geoip_dir = with_dir.join(fairlead_edge_api::geoip::PROXY_DIR);
+    for d in [&geoip_dir, &without_dir] {
+        std::fs::create_dir_all(d).map_err(|e| failed("a work directory")(e.to_string()))?;
+    }
+    let city = fairlead_edge_api::geoip::Edition::City;
+    std::fs::write(geoip_dir.join(city.mmdb()), database()?)
+        .map_err(|e| failed("the database")(e.to_string()))?;
+    let result = run(
+        fairlead,
+        &envoy,
+        &dir,
+        &with_dir,
+        &without_dir,
+        rounds,
+        seconds,
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    fairlead: &Path,
+    envoy: &Path,
+    dir: &Path,
+    with_dir: &Path,
+    without_dir: &Path,
+    rounds: usize,
+    seconds: u64,
+) -> Result<Figures, EnvoyBenchError> {
+    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
+        .await
+        .map_err(|e| failed("the API server")(e.to_string()))?;
+    let client = server
+        .client()
+        .await
+        .map_err(|e| failed("a client")(e.to_string()))?;
+    fairlead_edge_controller::crds::install(
+        &client,
+        fairlead_edge_translate::CONTROLLER_NAME,
+        fairlead_edge_controller::crds::Channel::Standard,
+    )
+    .await
+    .map_err(|e| failed("the CRDs")(e.to_string()))?;
+    let port = free_port()?;
+    let world_dir = dir.join("world");
+    std::fs::create_dir_all(&world_dir).map_err(|e| failed("a directory")(e.to_string()))?;
+    std::fs::write(world_dir.join("objects.yaml"), world(port))
+        .map_err(|e| failed("the objects")(e.to_string()))?;
+    fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &world_dir)
+        .await
+        .map_err(|e| failed("applying the objects")(e.to_string()))?;
+    let kubeconfig = dir.join("kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig)
+        .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
+    let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
+    let mut xds = tokio::process::Command::new(fairlead)
+        .args(["--log-level", "error", "edge", "xds", "--insecure"])
+        .args(["--lease-namespace", "default"])
+        .arg("--xds-addr")
+        .arg(format!("127.0.0.1:{xds_port}"))
+        .arg("--admin-addr")
+        .arg(format!("127.0.0.1:{admin_port}"))
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed("fairlead edge xds")(e.to_string()))?;
+    let bootstrap = dir.join("envoy.yaml");
+    let spec = fairlead_edge_bootstrap::Spec {
+        gateway: fairlead_edge_translate::ObjectKey::new("d8-alb", "gw"),
+        node_id: Some("bench".into()),
+        xds_host: "127.0.0.1".into(),
+        xds_port,
+        admin_port: envoy_admin,
+        tls: None,
+        otlp: None,
+    };
+    std::fs::write(
+        &bootstrap,
+        fairlead_edge_bootstrap::yaml(&spec).map_err(|e| failed("the bootstrap")(e.to_string()))?,
+    )
+    .map_err(|e| failed("the bootstrap")(e.to_string()))?;
+    let url = format!("http://127.0.0.1:{port}/");
+    let empty = || Side {
+        rates: Vec::new(),
+        latency: Vec::new(),
+    };
+    let mut figures = Figures {
+        with: empty(),
+        without: empty(),
+    };
+    // A warm-up round each, not counted, then A B A B ….
+    for round in 0..=rounds {
+        for geoip in [true, false] {
+            let (cwd, editions): (&Path, &[&str]) = if geoip {
+                (with_dir, &["GeoIP2-City"])
+            } else {
+                (without_dir, &[])
+            };
+            let mut child = start_envoy(envoy, &bootstrap, cwd, editions)?;
+            serving(&url, envoy_admin, geoip).await?;
+            let measured = wrk(&url, if round == 0 { 2 } else { seconds }).await;
+            let _ = child.kill().await;
+            let _ = child.wait().await;
+            let (rate, p50, p99) = measured?;
+            if round > 0 {
+                let side = if geoip {
+                    &mut figures.with
+                } else {
+                    &mut figures.without
+                };
+                side.rates.push(rate);
+                side.latency.push((p50, p99));
+            }
+        }
+    }
+    let _ = xds.kill().await;
+    server.shutdown();
+    Ok(figures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrk_durations_read() {
+        assert_eq!(duration("123.45us"), Some(Duration::from_nanos(123_450)));
+        assert_eq!(duration("1.50ms"), Some(Duration::from_micros(1_500)));
+        assert_eq!(duration("2.00s"), Some(Duration::from_secs(2)));
+        assert_eq!(duration("7"), None);
+    }
+}
