@@ -236,7 +236,7 @@ pub struct ApiserverArgs {
 /// The rows of the GeoIP figure: each side's requests/s (median and spread) and latency,
 /// and the ratio of the medians.
 async fn geoip_rows(rounds: usize, seconds: u64) -> anyhow::Result<Vec<fairlead_bench::Row>> {
-    let figures =
+    let shapes =
         fairlead_bench::geoip::filter_cost(&std::env::current_exe()?, rounds, seconds).await?;
     let median = |values: &[f64]| {
         let mut sorted = values.to_vec();
@@ -256,23 +256,31 @@ async fn geoip_rows(rounds: usize, seconds: u64) -> anyhow::Result<Vec<fairlead_
             median(&p99)
         )
     };
-    let ratio = median(&figures.with.rates) / median(&figures.without.rates);
-    Ok(vec![
-        fairlead_bench::Row {
-            metric: format!(
-                "Envoy with the GeoIP filter (City: country, city, region), {rounds} × {seconds} s"
-            ),
-            value: describe(&figures.with),
-        },
-        fairlead_bench::Row {
-            metric: "the same listeners without it, interleaved".into(),
-            value: describe(&figures.without),
-        },
-        fairlead_bench::Row {
-            metric: "with / without (goal ≥ 0.95)".into(),
-            value: format!("{ratio:.3}"),
-        },
-    ])
+    let mut rows = Vec::new();
+    for figures in shapes {
+        let shape = match figures.shape {
+            fairlead_bench::geoip::Shape::Redirect => "a redirect the proxy answers",
+            fairlead_bench::geoip::Shape::Proxied => "proxied to a backend",
+        };
+        let ratio = median(&figures.with.rates) / median(&figures.without.rates);
+        rows.extend([
+            fairlead_bench::Row {
+                metric: format!(
+                    "{shape}: Envoy with the GeoIP filter (City: country, city, region), {rounds} × {seconds} s"
+                ),
+                value: describe(&figures.with),
+            },
+            fairlead_bench::Row {
+                metric: format!("{shape}: the same listeners without it, interleaved"),
+                value: describe(&figures.without),
+            },
+            fairlead_bench::Row {
+                metric: format!("{shape}: with / without (goal ≥ 0.95)"),
+                value: format!("{ratio:.3}"),
+            },
+        ]);
+    }
+    Ok(rows)
 }
 
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {

@@ -1989,4 +1989,54 @@ spec:
         .unwrap();
     let proxy = statuses.iter().find(|c| c.name == "proxy").unwrap();
     assert_eq!(proxy.restart_count, 0, "Envoy reloaded, not restarted");
+
+    // Without its licence the instance's geoproxy goes, and its proxies take the mirror.
+    kubectl_apply(
+        up,
+        &format!(
+            "apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {{name: geo}}
+spec:
+  gatewayName: geo
+  inlet: {{type: LoadBalancer, loadBalancer: {{httpPort: {geo_port}}}}}
+  originalIPDetection: {{realIPHeader: X-Real-IP, setRealIPFrom: [127.0.0.0/8]}}
+  geoIP:
+    maxmindMirror: {{url: '{url}'}}
+    maxmindEditionIDs: [GeoIP2-City, GeoLite2-ASN]
+    headers: {{country: X-Geo-Country, city: x-geo-city, region: x-geo-region, asn: x-geo-asn}}
+"
+        ),
+    );
+    let sets: kube::Api<k8s_openapi::api::apps::v1::StatefulSet> =
+        kube::Api::namespaced(client.clone(), "d8-alb");
+    until("the geoproxy removed", async || {
+        let gone = sets.get_opt("d8-alb-geo-geoproxy").await.ok()?.is_none()
+            && secrets
+                .get_opt("d8-alb-geo-geoproxy-license")
+                .await
+                .ok()?
+                .is_none();
+        gone.then_some(())
+    })
+    .await;
+    until("the instance's databases from the mirror", async || {
+        let i = instances.get("geo").await.ok()?;
+        let from_mirror = i.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "GeoIP" && c["reason"] == "Mirror");
+        let seen = http
+            .get(&geo_url)
+            .header("x-real-ip", "81.2.69.142")
+            .send()
+            .await
+            .ok()?
+            .json::<serde_json::Value>()
+            .await
+            .ok()?;
+        // The mirror's City database is Paris's by now.
+        (from_mirror && seen["x-geo-city"] == "Paris").then_some(())
+    })
+    .await;
 }

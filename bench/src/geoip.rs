@@ -9,14 +9,33 @@
 //!
 //! The database is written here (`mmdb-writer`): 65,536 /24 networks with City records of a
 //! thousand cities, about the depth of MaxMind's; Envoy runs with one worker on one core,
-//! `wrk` on the other (`taskset`), and a route that answers itself (a redirect), so the
-//! figure is the proxy's own work.
+//! `wrk` on the other (`taskset`). Two shapes of request: a redirect the proxy answers
+//! itself (the least work a request can be, so the filter's largest share), and a request
+//! proxied to a backend (an Envoy answering directly, on wrk's core).
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use crate::envoy::{EnvoyBenchError, failed, free_port};
+
+/// What the measured requests ask of the proxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// A redirect the proxy answers itself: the proxy's least work per request.
+    Redirect,
+    /// Proxied to a backend (another Envoy answering directly, on the load generator's core).
+    Proxied,
+}
+
+impl Shape {
+    fn host(self) -> &'static str {
+        match self {
+            Shape::Redirect => "redirect.example.com",
+            Shape::Proxied => "proxied.example.com",
+        }
+    }
+}
 
 /// How one side did over its rounds.
 #[derive(Clone, Debug)]
@@ -27,9 +46,11 @@ pub struct Side {
     pub latency: Vec<(Duration, Duration)>,
 }
 
-/// Both sides.
+/// Both sides of one shape.
 #[derive(Clone, Debug)]
 pub struct Figures {
+    /// What the requests asked.
+    pub shape: Shape,
     /// With the GeoIP filter.
     pub with: Side,
     /// Without.
@@ -69,8 +90,8 @@ fn database() -> Result<Vec<u8>, EnvoyBenchError> {
 }
 
 /// The world: a ClusterALBInstance with GeoIP headers, its Gateway on `port`, a route
-/// answering with a redirect.
-fn world(port: u16) -> String {
+/// answering with a redirect and one to a backend on `backend`.
+fn world(port: u16, backend: u16) -> String {
     format!(
         "apiVersion: v1
 kind: Namespace
@@ -96,20 +117,92 @@ spec:
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
-metadata: {{name: r, namespace: d8-alb}}
+metadata: {{name: redirect, namespace: d8-alb}}
 spec:
   parentRefs: [{{name: gw}}]
+  hostnames: [redirect.example.com]
   rules: [{{filters: [{{type: RequestRedirect, requestRedirect: {{hostname: example.org}}}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: proxied, namespace: d8-alb}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [proxied.example.com]
+  rules: [{{backendRefs: [{{name: backend, port: 80}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: backend, namespace: d8-alb}}
+spec: {{ports: [{{name: http, port: 80, targetPort: {backend}}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: backend, namespace: d8-alb, labels: {{kubernetes.io/service-name: backend}}}}
+addressType: IPv4
+ports: [{{name: http, port: {backend}}}]
+endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
 "
     )
 }
 
-/// Runs `wrk` for `seconds` against `url` on core 0; requests/s, p50 and p99.
-async fn wrk(url: &str, seconds: u64) -> Result<(f64, Duration, Duration), EnvoyBenchError> {
+/// The backend: an Envoy answering every request itself (a small body), on core 0 beside
+/// the load generator, so both sides share it alike.
+fn start_backend(
+    envoy: &Path,
+    dir: &Path,
+    port: u16,
+) -> Result<tokio::process::Child, EnvoyBenchError> {
+    let config = serde_json::json!({
+        "static_resources": {"listeners": [{
+            "name": "backend",
+            "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+            "filter_chains": [{"filters": [{
+                "name": "envoy.filters.network.http_connection_manager",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                    "stat_prefix": "backend",
+                    "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"],
+                        "routes": [{"match": {"prefix": "/"},
+                            "direct_response": {"status": 200, "body": {"inline_string": "ok"}}}]}]},
+                    "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]
+                }}]}]
+        }]}
+    });
+    let path = dir.join("backend.json");
+    std::fs::write(&path, config.to_string()).map_err(|e| failed("the backend")(e.to_string()))?;
+    tokio::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(envoy)
+        .arg("--config-path")
+        .arg(&path)
+        .args([
+            "--concurrency",
+            "1",
+            "--log-level",
+            "error",
+            "--use-dynamic-base-id",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed("starting the backend")(e.to_string()))
+}
+
+/// Runs `wrk` for `seconds` against `url` (Host `host`) on core 0; requests/s, p50 and
+/// p99.
+async fn wrk(
+    url: &str,
+    host: &str,
+    seconds: u64,
+) -> Result<(f64, Duration, Duration), EnvoyBenchError> {
     let out = tokio::process::Command::new("taskset")
         .args(["-c", "0", "wrk", "-t1", "-c32", "--latency"])
         .arg(format!("-d{seconds}s"))
         .args(["-H", &format!("X-Real-IP: {CLIENT}")])
+        .args(["-H", &format!("Host: {host}")])
         .arg(url)
         .output()
         .await
@@ -176,21 +269,31 @@ fn start_envoy(
         .map_err(|e| failed("starting Envoy")(e.to_string()))
 }
 
-/// Waits until Envoy at `admin` serves `url`, with the GeoIP filter running (`geoip`) or
-/// not: its lookups counted in its stats, or none.
+/// Waits until Envoy at `admin` serves `url` for both shapes, with the GeoIP filter running
+/// (`geoip`) or not: its lookups counted in its stats, or none.
 async fn serving(url: &str, admin: u16, geoip: bool) -> Result<(), EnvoyBenchError> {
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(1))
         .build()
         .map_err(|e| failed("an HTTP client")(e.to_string()))?;
-    for _ in 0..300 {
-        let answered = http
-            .get(url)
+    let answers = async |host: &str, redirect: bool| {
+        http.get(url)
             .header("x-real-ip", CLIENT)
+            .header("host", host)
             .send()
             .await
-            .is_ok_and(|r| r.status().is_redirection());
+            .is_ok_and(|r| {
+                if redirect {
+                    r.status().is_redirection()
+                } else {
+                    r.status().is_success()
+                }
+            })
+    };
+    for _ in 0..300 {
+        let answered = answers(Shape::Redirect.host(), true).await
+            && answers(Shape::Proxied.host(), false).await;
         if answered {
             let stats = http
                 .get(format!("http://127.0.0.1:{admin}/stats?filter=geoip.total"))
@@ -217,12 +320,13 @@ async fn serving(url: &str, admin: u16, geoip: bool) -> Result<(), EnvoyBenchErr
     Err(EnvoyBenchError::Failed(format!("Envoy never served {url}")))
 }
 
-/// `rounds` interleaved rounds of `seconds` each side; `fairlead` runs `edge xds`.
+/// `rounds` interleaved rounds of `seconds` each side, for each shape; `fairlead` runs
+/// `edge xds`.
 pub async fn filter_cost(
     fairlead: &Path,
     rounds: usize,
     seconds: u64,
-) -> Result<Figures, EnvoyBenchError> {
+) -> Result<Vec<Figures>, EnvoyBenchError> {
     let envoy = fairlead_kit::executables::find("envoy", "FAIRLEAD_ENVOY")
         .ok_or(EnvoyBenchError::NoEnvoy)?;
     let dir = std::env::temp_dir().join(format!("fairlead-bench-geoip-{}", std::process::id()));
@@ -257,10 +361,14 @@ async fn run(
     without_dir: &Path,
     rounds: usize,
     seconds: u64,
-) -> Result<Figures, EnvoyBenchError> {
-    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
-        .await
-        .map_err(|e| failed("the API server")(e.to_string()))?;
+) -> Result<Vec<Figures>, EnvoyBenchError> {
+    // The backend is a local process: its EndpointSlice carries a loopback address.
+    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config {
+        allow_loopback_endpoints: true,
+        ..fairlead_apiserver::Config::default()
+    })
+    .await
+    .map_err(|e| failed("the API server")(e.to_string()))?;
     let client = server
         .client()
         .await
@@ -272,10 +380,11 @@ async fn run(
     )
     .await
     .map_err(|e| failed("the CRDs")(e.to_string()))?;
-    let port = free_port()?;
+    let (port, backend_port) = (free_port()?, free_port()?);
+    let _backend = start_backend(envoy, dir, backend_port)?;
     let world_dir = dir.join("world");
     std::fs::create_dir_all(&world_dir).map_err(|e| failed("a directory")(e.to_string()))?;
-    std::fs::write(world_dir.join("objects.yaml"), world(port))
+    std::fs::write(world_dir.join("objects.yaml"), world(port, backend_port))
         .map_err(|e| failed("the objects")(e.to_string()))?;
     fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &world_dir)
         .await
@@ -318,38 +427,43 @@ async fn run(
         rates: Vec::new(),
         latency: Vec::new(),
     };
-    let mut figures = Figures {
-        with: empty(),
-        without: empty(),
-    };
-    // A warm-up round each, not counted, then A B A B ….
-    for round in 0..=rounds {
-        for geoip in [true, false] {
-            let (cwd, editions): (&Path, &[&str]) = if geoip {
-                (with_dir, &["GeoIP2-City"])
-            } else {
-                (without_dir, &[])
-            };
-            let mut child = start_envoy(envoy, &bootstrap, cwd, editions)?;
-            serving(&url, envoy_admin, geoip).await?;
-            let measured = wrk(&url, if round == 0 { 2 } else { seconds }).await;
-            let _ = child.kill().await;
-            let _ = child.wait().await;
-            let (rate, p50, p99) = measured?;
-            if round > 0 {
-                let side = if geoip {
-                    &mut figures.with
+    let mut all = Vec::new();
+    for shape in [Shape::Redirect, Shape::Proxied] {
+        let mut figures = Figures {
+            shape,
+            with: empty(),
+            without: empty(),
+        };
+        // A warm-up round each, not counted, then A B A B ….
+        for round in 0..=rounds {
+            for geoip in [true, false] {
+                let (cwd, editions): (&Path, &[&str]) = if geoip {
+                    (with_dir, &["GeoIP2-City"])
                 } else {
-                    &mut figures.without
+                    (without_dir, &[])
                 };
-                side.rates.push(rate);
-                side.latency.push((p50, p99));
+                let mut child = start_envoy(envoy, &bootstrap, cwd, editions)?;
+                serving(&url, envoy_admin, geoip).await?;
+                let measured = wrk(&url, shape.host(), if round == 0 { 2 } else { seconds }).await;
+                let _ = child.kill().await;
+                let _ = child.wait().await;
+                let (rate, p50, p99) = measured?;
+                if round > 0 {
+                    let side = if geoip {
+                        &mut figures.with
+                    } else {
+                        &mut figures.without
+                    };
+                    side.rates.push(rate);
+                    side.latency.push((p50, p99));
+                }
             }
         }
+        all.push(figures);
     }
     let _ = xds.kill().await;
     server.shutdown();
-    Ok(figures)
+    Ok(all)
 }
 
 #[cfg(test)]

@@ -68,7 +68,7 @@ pub fn spawn(
     let done = tokio::spawn(run(
         client,
         config,
-        object.clone(),
+        object,
         ip,
         services,
         Stopping {

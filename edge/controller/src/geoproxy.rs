@@ -91,6 +91,22 @@ pub struct Geoproxy {
     pub editions: Vec<Edition>,
 }
 
+/// The objects of `gateway`'s geoproxy, by kind and name: what [`objects`] makes, and
+/// what goes when its instance no longer asks for one.
+pub fn made(gateway: &ObjectKey) -> [(&'static str, String); 5] {
+    [
+        ("StatefulSet", name(gateway)),
+        ("Service", name(gateway)),
+        ("RoleBinding", name(gateway)),
+        ("ServiceAccount", name(gateway)),
+        ("Secret", licence_secret(gateway)),
+    ]
+}
+
+/// The label selector of every geoproxy StatefulSet the controller made.
+pub const SELECTOR: &str =
+    "app.kubernetes.io/name=alb-geoproxy,app.kubernetes.io/managed-by=alb-gateway-controller";
+
 /// What `instance`'s `spec.geoIP` asks for its Gateway `gateway`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -491,6 +507,28 @@ mod tests {
                 "StatefulSet"
             ]
         );
+        // What goes when the instance no longer asks for it is exactly what was made.
+        let mut made: Vec<(String, String)> = made(&gateway)
+            .into_iter()
+            .map(|(k, n)| (k.to_owned(), n))
+            .collect();
+        let mut applied: Vec<(String, String)> = objects
+            .iter()
+            .map(|o| {
+                (
+                    o["kind"].as_str().unwrap().to_owned(),
+                    o["metadata"]["name"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        made.sort();
+        applied.sort();
+        assert_eq!(made, applied);
+        let selected = SELECTOR.split(',').all(|pair| {
+            let (k, v) = pair.split_once('=').unwrap();
+            objects[4]["metadata"]["labels"][k] == v
+        });
+        assert!(selected, "the selector finds the StatefulSet");
         for o in &objects {
             assert_eq!(o["metadata"]["namespace"], "d8-alb");
             assert_eq!(o["metadata"]["ownerReferences"], json!(owners));

@@ -529,6 +529,10 @@ async fn round(
             first_error.get_or_insert(e.into());
         }
     }
+    if let Err(e) = prune_geoproxies(client, &plans).await {
+        tracing::warn!(error = %e, "removing geoproxies no instance asks for failed");
+        first_error.get_or_insert(e.into());
+    }
     crate::unmanaged::mark(client, &plans).await?;
     if let Some(class) = &config.http01_ingress_class {
         crate::http01::sync(client, class).await?;
@@ -647,6 +651,46 @@ async fn realize_geoproxy(
         Some(&licence),
         replicas,
     ))
+}
+
+/// Removes the geoproxy of every Gateway whose controlling instance no longer asks for one
+/// (its licence or its editions taken out of `spec.geoIP`): the objects it was made of, by
+/// name. A deleted instance's go with it (owner references).
+async fn prune_geoproxies(client: &kube::Client, plans: &[Plan]) -> Result<(), kube::Error> {
+    let sets: Api<DynamicObject> =
+        Api::all_with(client.clone(), &crate::apply::resource("StatefulSet"));
+    let found = sets
+        .list(&kube::api::ListParams::default().labels(crate::geoproxy::SELECTOR))
+        .await?;
+    for set in found.items {
+        let (Some(namespace), Some(name)) = (
+            set.metadata.namespace.as_deref(),
+            set.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(crate::workload::GATEWAY_LABEL)),
+        ) else {
+            continue;
+        };
+        let gateway = ObjectKey::new(namespace, name);
+        let wanted = plans
+            .iter()
+            .any(|p| p.gateway == gateway && p.geoip.geoproxy.is_some());
+        if wanted {
+            continue;
+        }
+        tracing::info!(%gateway, "removing the geoproxy its instance no longer asks for");
+        for (kind, name) in crate::geoproxy::made(&gateway) {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), namespace, &crate::apply::resource(kind));
+            match api.delete(&name, &kube::api::DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Applies a plan's Gateway, the proxies' client certificate, the geoproxy and the
