@@ -60,7 +60,32 @@ struct Up {
     kubeconfig: std::path::PathBuf,
     /// Its loopback block: `127.<block>.2.N` are its Services.
     block: u8,
+    /// What it wrote to stdout and stderr so far, read as it goes (a pipe nobody reads
+    /// fills, and then blocks its logging).
+    output: [Drained; 2],
     _dir: tempfile::TempDir,
+}
+
+/// A child's pipe, read to its end by a thread of its own.
+type Drained = (
+    std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    std::thread::JoinHandle<()>,
+);
+
+/// Reads `pipe` into a buffer until it closes.
+fn drain(mut pipe: impl std::io::Read + Send + 'static) -> Drained {
+    let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let filled = buffer.clone();
+    let reader = std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = pipe.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            filled.lock().unwrap().extend_from_slice(&chunk[..n]);
+        }
+    });
+    (buffer, reader)
 }
 
 /// The next loopback block a test's `fairlead up` takes (this binary's tests run side by
@@ -77,8 +102,14 @@ impl Up {
         let xds_port = free_port();
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
-        let block = BLOCKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let child = Command::new(BIN)
+        // The next block no `fairlead up` holds (one of an earlier run may still be draining).
+        let block = loop {
+            let n = BLOCKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if std::net::TcpListener::bind(format!("127.{n}.0.1:47474")).is_ok() {
+                break n;
+            }
+        };
+        let mut child = Command::new(BIN)
             .args([
                 "--log-format",
                 "json",
@@ -104,12 +135,17 @@ impl Up {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let output = [
+            drain(child.stdout.take().unwrap()),
+            drain(child.stderr.take().unwrap()),
+        ];
         Self {
             child,
             admin: format!("http://127.0.0.1:{port}"),
             xds_port,
             kubeconfig,
             block,
+            output,
             _dir: dir,
         }
     }
@@ -150,6 +186,33 @@ impl Up {
         panic!("fairlead up did not serve /healthz within 10 s");
     }
 
+    /// Waits (at most `limit`) for it to exit by itself; what it did, or `None`.
+    fn exited(mut self, limit: Duration) -> Option<Output> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(self.output(status));
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Its exit `status` and everything it wrote.
+    fn output(self, status: std::process::ExitStatus) -> Output {
+        let [stdout, stderr] = self.output.map(|(buffer, reader)| {
+            let _ = reader.join();
+            std::mem::take(&mut *buffer.lock().unwrap())
+        });
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+
     /// Sends SIGTERM and waits (bounded) for the exit.
     fn stop(mut self) -> Output {
         Command::new("kill")
@@ -157,11 +220,23 @@ impl Up {
             .status()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "fairlead up ignored SIGTERM");
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                std::thread::sleep(Duration::from_millis(200));
+                let log = String::from_utf8_lossy(&self.output[1].0.lock().unwrap()).into_owned();
+                let last: Vec<&str> = log.lines().rev().take(60).collect();
+                panic!(
+                    "fairlead up ignored SIGTERM for 10 s; its last lines:\n{}",
+                    last.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
             std::thread::sleep(Duration::from_millis(20));
-        }
-        self.child.wait_with_output().unwrap()
+        };
+        self.output(status)
     }
 }
 
@@ -306,32 +381,15 @@ async fn strict_endpoints_refuse_loopback_in_manifests() {
         ],
         &[],
     );
-    let mut child = up.child;
-    let status = tokio::task::spawn_blocking(move || {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                let mut stderr = String::new();
-                use std::io::Read;
-                child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut stderr)
-                    .unwrap();
-                return (status, stderr);
-            }
-            assert!(Instant::now() < deadline, "fairlead up should fail");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    })
-    .await
-    .unwrap();
-    assert!(!status.0.success());
+    let out = tokio::task::spawn_blocking(move || up.exited(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("fairlead up should fail");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
     assert!(
-        status.1.contains("endpoints[0].addresses[0]") && status.1.contains("loopback"),
-        "names the field: {}",
-        status.1
+        stderr.contains("endpoints[0].addresses[0]") && stderr.contains("loopback"),
+        "names the field: {stderr}"
     );
 }
 
@@ -964,16 +1022,19 @@ spec:
     .await;
     // Take a rule away from each, and the refusal names what it no longer may do.
     let mut objects = fairlead_edge_cli::rbac::objects("kube-system");
-    // The geoproxy's binding, which the controller writes (so it was allowed to bind the
-    // role), names whose requests use the geoproxies' role.
-    let bindings =
-        kube::Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), "d8-alb");
-    let geoproxy_binding = bindings.get("d8-alb-geo-geoproxy").await.unwrap();
-    assert_eq!(
-        geoproxy_binding.role_ref.name,
-        fairlead_edge_controller::geoproxy::LEASE_ROLE
+    // The geoproxy's binding, which the controller wrote (so it was allowed to bind the
+    // role; the audit log shows it below) and removed with the geoproxy, names whose
+    // requests use the geoproxies' role.
+    let geoproxy = fairlead_edge_controller::geoproxy::name(
+        &fairlead_edge_translate::ObjectKey::new("d8-alb", "geo"),
     );
-    objects.push(serde_json::to_value(&geoproxy_binding).unwrap());
+    objects.push(serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": geoproxy, "namespace": "d8-alb"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+            "name": fairlead_edge_controller::geoproxy::LEASE_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": geoproxy, "namespace": "d8-alb"}],
+    }));
     let without = |kind: &str, name: &str, resource: &str| {
         let mut role = objects
             .iter()
@@ -1093,6 +1154,16 @@ spec:
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    let bound = events.iter().any(|e| {
+        e["user"]["username"] == "system:serviceaccount:d8-alb:alb-gateway-controller"
+            && e["objectRef"]["resource"] == "rolebindings"
+            && e["objectRef"]["name"] == geoproxy.as_str()
+            && e["verb"] == "patch"
+            && e["responseStatus"]["code"]
+                .as_u64()
+                .is_some_and(|c| c < 300)
+    });
+    assert!(bound, "the controller bound the geoproxies' role");
     let unused = fairlead_kit::testing::rbac::unused_rules(
         &objects,
         &events,
@@ -1957,6 +2028,8 @@ spec:
             }
         }
     });
+    let sent_now = || sent.load(std::sync::atomic::Ordering::SeqCst);
+    until("traffic flowing", async || (sent_now() >= 20).then_some(())).await;
     mirror.publish(
         "GeoIP2-City",
         city_database(1_770_100_000, "Paris", "FR", "IDF"),
@@ -1965,8 +2038,13 @@ spec:
         (city().await == "Paris").then_some(())
     })
     .await;
+    // Traffic goes on a while after the replacement, too.
+    let replaced = sent_now();
+    until("traffic after the replacement", async || {
+        (sent_now() >= replaced + 20).then_some(())
+    })
+    .await;
     load.abort();
-    assert!(sent.load(std::sync::atomic::Ordering::SeqCst) > 10);
     assert_eq!(
         failures.load(std::sync::atomic::Ordering::SeqCst),
         0,

@@ -179,11 +179,13 @@ async fn run(client: kube::Client, config: Arc<Config>, stop: CancellationToken)
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
-    // Stopping: every pod gets SIGTERM and a short grace, as on a node shutting down.
+    // Stopping: every pod gets SIGTERM and a short grace, as on a node shutting down, those
+    // already stopping (a replaced template's, draining) too.
+    for handle in &world.stopping {
+        handle.hurry.cancel();
+    }
     for (_, pod) in std::mem::take(&mut world.pods) {
-        pod.handle
-            .hurry
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        pod.handle.hurry.cancel();
         pod.handle.stop.cancel();
         world.stopping.push(pod.handle);
     }

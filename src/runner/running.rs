@@ -37,9 +37,10 @@ pub struct Handle {
     pub ready: watch::Receiver<bool>,
     /// Stops it (preStop, SIGTERM, the grace period).
     pub stop: CancellationToken,
-    /// Set before `stop` when the node itself is going (`fairlead up` stopping): no preStop
-    /// pause, and [`HURRIED_GRACE`] instead of the pod's grace period.
-    pub hurry: Arc<std::sync::atomic::AtomicBool>,
+    /// Cancelled when the node itself is going (`fairlead up` stopping), before `stop` or
+    /// while the pod is already stopping: no (more) preStop pause, and at most
+    /// [`HURRIED_GRACE`] of the pod's grace period.
+    pub hurry: CancellationToken,
     /// Ends once it has stopped and its Pod object is gone.
     pub done: tokio::task::JoinHandle<()>,
 }
@@ -63,7 +64,7 @@ pub fn spawn(
         .unwrap_or("default")
         .to_owned();
     let stop = CancellationToken::new();
-    let hurry = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hurry = CancellationToken::new();
     let (ready_tx, ready) = watch::channel(false);
     let done = tokio::spawn(run(
         client,
@@ -95,7 +96,7 @@ pub const HURRIED_GRACE: Duration = Duration::from_secs(3);
 #[derive(Clone)]
 struct Stopping {
     stop: CancellationToken,
-    hurry: Arc<std::sync::atomic::AtomicBool>,
+    hurry: CancellationToken,
 }
 
 fn now() -> String {
@@ -566,7 +567,7 @@ async fn complete(
                 tokio::select! {
                     status = child.wait() => status.ok(),
                     () = stop.cancelled() => {
-                        terminate(&mut child, process, true).await;
+                        terminate(&mut child, process, &stopping.hurry).await;
                         return false;
                     }
                 }
@@ -646,8 +647,7 @@ async fn supervise(
             tokio::select! {
                 status = child.wait() => break status,
                 () = stop.cancelled() => {
-                    let hurried = stopping.hurry.load(std::sync::atomic::Ordering::SeqCst);
-                    terminate(&mut child, &process, hurried).await;
+                    terminate(&mut child, &process, &stopping.hurry).await;
                     return;
                 }
                 () = tokio::time::sleep(period) => {}
@@ -699,12 +699,20 @@ async fn supervise(
 }
 
 /// Stops a container as the kubelet does: the preStop pause, SIGTERM, then SIGKILL when
-/// the grace period is over (`hurried`: no pause, [`HURRIED_GRACE`]).
-async fn terminate(child: &mut tokio::process::Child, process: &Process, hurried: bool) {
-    let deadline = if hurried {
+/// the grace period is over — or, once `hurry` is cancelled (the node going, now or while
+/// it waits), no more pause and at most [`HURRIED_GRACE`].
+async fn terminate(
+    child: &mut tokio::process::Child,
+    process: &Process,
+    hurry: &CancellationToken,
+) {
+    tokio::select! {
+        () = tokio::time::sleep(process.pre_stop) => {}
+        () = hurry.cancelled() => {}
+    }
+    let grace = if hurry.is_cancelled() {
         HURRIED_GRACE
     } else {
-        tokio::time::sleep(process.pre_stop).await;
         process.grace.saturating_sub(process.pre_stop)
     };
     if let Some(pid) = child
@@ -714,7 +722,19 @@ async fn terminate(child: &mut tokio::process::Child, process: &Process, hurried
     {
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
     }
-    if tokio::time::timeout(deadline, child.wait()).await.is_err() {
+    let mut deadline = tokio::time::Instant::now() + grace;
+    let mut hurried = hurry.is_cancelled();
+    let exited = loop {
+        tokio::select! {
+            status = child.wait() => break status.is_ok(),
+            () = tokio::time::sleep_until(deadline) => break false,
+            () = hurry.cancelled(), if !hurried => {
+                hurried = true;
+                deadline = deadline.min(tokio::time::Instant::now() + HURRIED_GRACE);
+            }
+        }
+    };
+    if !exited {
         tracing::warn!(container = %process.log.display(), "a container outlived its grace period; killing it");
         let _ = child.kill().await;
     }
