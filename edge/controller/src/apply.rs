@@ -54,7 +54,7 @@ pub async fn node_addresses(
     gateway: &ObjectKey,
 ) -> Result<Vec<String>, kube::Error> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), gateway.namespace());
-    let selector = format!("{}={}", crate::workload::GATEWAY_LABEL, gateway.name());
+    let selector = format!("{}={}", crate::pods::GATEWAY_LABEL, gateway.name());
     let mut addresses: Vec<String> = pods
         .list(&ListParams::default().labels(&selector))
         .await?

@@ -134,7 +134,7 @@ async fn remains(client: &kube::Client, gateway: &ObjectKey) -> Result<Vec<Strin
     }
     let selector = format!(
         "{}={},app.kubernetes.io/managed-by={MANAGER}",
-        crate::workload::GATEWAY_LABEL,
+        crate::pods::GATEWAY_LABEL,
         gateway.name()
     );
     for kind in crate::apply::MADE_KINDS

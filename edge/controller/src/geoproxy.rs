@@ -4,7 +4,8 @@
 //!   when it names a licence Secret, else from its `maxmindMirror`. The proxies fetch only
 //!   the editions Envoy's GeoIP filter opens (those serving a header; see
 //!   [`fairlead_edge_translate::instance::GeoIp`]), with an init container before Envoy
-//!   starts and a sidecar that replaces newer ones in place ([`crate::workload`] adds them).
+//!   starts and a sidecar that replaces newer ones in place (the proxies' workload adds
+//!   them).
 //! - With a licence Secret, the geoproxy ([`objects`]), in the Gateway's namespace: a
 //!   StatefulSet `d8-alb-<gateway>-geoproxy` (one replica by default; the Lease holder
 //!   downloads every edition the instance names, the others fetch from the Service), its
@@ -247,21 +248,31 @@ impl Default for Settings {
 
 /// The labels of everything made for `gateway`'s geoproxy.
 fn labels(instance: &Instance, gateway: &ObjectKey) -> Value {
-    crate::workload::labels_of(instance, gateway, "alb-geoproxy")
+    crate::pods::labels(instance, gateway, "alb-geoproxy")
 }
 
-/// The geoproxy's objects for `gateway` with `licence`, owned by `owners`: its licence
-/// copy, ServiceAccount, RoleBinding, Service and StatefulSet.
+/// The images a geoproxy's pod runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Images<'a> {
+    /// The geoproxy's (the proxies' image: `fairlead` is in it).
+    pub geoproxy: &'a str,
+    /// kube-rbac-proxy's, in front of its metrics.
+    pub rbac_proxy: &'a str,
+}
+
+/// The geoproxy's objects for `gateway` with `licence`, owned by `owners`, made as
+/// `settings` say with `images`: its licence copy, ServiceAccount, RoleBinding, Service
+/// and StatefulSet.
 pub fn objects(
     instance: &Instance,
     gateway: &ObjectKey,
     owners: &[Value],
     geoproxy: &Geoproxy,
     licence: &Licence,
-    workload: &crate::workload::Settings,
+    settings: &Settings,
+    images: Images<'_>,
 ) -> Vec<Value> {
     use base64::Engine as _;
-    let settings = &workload.geoproxy;
     let name = name(gateway);
     let metadata = |name: &str| {
         json!({"name": name, "namespace": gateway.namespace(),
@@ -272,7 +283,7 @@ pub fn objects(
     if let Some(account) = &licence.account_id {
         data[ACCOUNT_ID] = json!(encode(account));
     }
-    let selector = json!({crate::workload::GATEWAY_LABEL: gateway.name(),
+    let selector = json!({crate::pods::GATEWAY_LABEL: gateway.name(),
         "app.kubernetes.io/name": "alb-geoproxy"});
     let editions: Vec<&str> = geoproxy.editions.iter().map(|e| e.id()).collect();
     let mut args = vec![
@@ -302,10 +313,10 @@ pub fn objects(
         json!({"name": env, "valueFrom": {"secretKeyRef": {"name": licence_secret(gateway),
             "key": key, "optional": optional}}})
     };
-    let hardened = crate::workload::hardened();
+    let hardened = crate::pods::hardened();
     let container = json!({
         "name": "geoproxy",
-        "image": workload.proxy_image,
+        "image": images.geoproxy,
         "args": args,
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -329,12 +340,8 @@ pub fn objects(
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     });
-    let rbac_proxy = crate::workload::rbac_proxy(
-        &workload.rbac_proxy_image,
-        RBAC_PROXY_PORT,
-        ADMIN_PORT,
-        "/metrics",
-    );
+    let rbac_proxy =
+        crate::pods::rbac_proxy(images.rbac_proxy, RBAC_PROXY_PORT, ADMIN_PORT, "/metrics");
     let mut volumes =
         vec![json!({"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})];
     let mut spec = json!({
@@ -347,7 +354,7 @@ pub fn objects(
                 "annotations": {"alb.deckhouse.io/license-checksum": licence.checksum()}},
             "spec": {
                 "serviceAccountName": name,
-                "securityContext": crate::workload::pod_security(),
+                "securityContext": crate::pods::security(),
                 "containers": [container, rbac_proxy],
             },
         },
@@ -432,6 +439,11 @@ mod tests {
     use super::*;
     use fairlead_edge_api::InstanceSpec;
 
+    const IMAGES: Images<'static> = Images {
+        geoproxy: "proxy:test",
+        rbac_proxy: "kube-rbac-proxy:test",
+    };
+
     fn instance(kind: &'static str, geo: Value) -> Instance {
         Instance {
             kind,
@@ -491,7 +503,8 @@ mod tests {
             &owners,
             plan.geoproxy.as_ref().unwrap(),
             &licence,
-            &crate::workload::Settings::default(),
+            &Settings::default(),
+            IMAGES,
         );
         let kinds: Vec<&str> = objects
             .iter()
@@ -566,8 +579,10 @@ mod tests {
         );
         assert_eq!(set["template"]["spec"]["volumes"][1]["name"], "data");
         // A storage class: a claim per replica; another licence: another checksum.
-        let mut settings = crate::workload::Settings::default();
-        settings.geoproxy.storage_class = Some("local".into());
+        let settings = Settings {
+            storage_class: Some("local".into()),
+            ..Settings::default()
+        };
         let other = Licence {
             key: b"k2".to_vec(),
             account_id: Some(b"42".to_vec()),
@@ -579,6 +594,7 @@ mod tests {
             plan.geoproxy.as_ref().unwrap(),
             &other,
             &settings,
+            IMAGES,
         );
         let set2 = &with_claims[4]["spec"];
         assert_eq!(

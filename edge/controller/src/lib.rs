@@ -1,12 +1,13 @@
-//! The ALB's gateway controller: what turns ALB instances into Gateways and running Envoy proxies.
-//! The Gateway API CRDs and the `d8-alb` GatewayClass ([`crds`]); one instance ([`instance`]) and
-//! what instances decide — the Gateway each controls ([`instances`]), its proxy workload
-//! ([`workload`]) and GeoIP's geoproxy and downloads ([`geoproxy`]); the CA and what it issues ([`certificates`]); Gateways no instance names
-//! ([`unmanaged`]); cert-manager's HTTP-01 bridges ([`http01`]); the module's cleanup
-//! ([`cleanup`]); the finalizer on instances ([`finalizer`]); the loop that applies it all
-//! ([`reconcile`], over [`apply`]) and its metrics ([`metrics`]); the admission webhooks: what they
-//! decide ([`admission`]) and their server and registration ([`webhook`]); what the controller and the
-//! cleanup waiter may do ([`rbac`]).
+//! The ALB's gateway controller: what turns ALB instances into Gateways and running Envoy
+//! proxies. The Gateway API CRDs and the `d8-alb` GatewayClass ([`crds`]); one instance
+//! ([`instance`]) and what instances decide — the Gateway each controls ([`instances`]), its
+//! proxy workload ([`workload`]) and GeoIP's geoproxy and downloads ([`geoproxy`]), from the
+//! parts every pod shares ([`pods`]); the CA and what it issues ([`certificates`]); Gateways
+//! no instance names ([`unmanaged`]); cert-manager's HTTP-01 bridges ([`http01`]); the
+//! module's cleanup ([`cleanup`]); the finalizer on instances ([`finalizer`]); the loop that
+//! applies it all ([`reconcile`], over [`apply`]) and its metrics ([`metrics`]); the
+//! admission webhooks: what they decide ([`admission`]) and their server and registration
+//! ([`webhook`]); what the controller and the cleanup waiter may do ([`rbac`]).
 
 pub mod admission;
 pub mod apply;
@@ -19,6 +20,7 @@ pub mod http01;
 pub mod instance;
 pub mod instances;
 pub mod metrics;
+pub mod pods;
 pub mod rbac;
 pub mod reconcile;
 pub mod unmanaged;

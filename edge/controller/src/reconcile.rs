@@ -108,7 +108,7 @@ pub async fn run(
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::apply::resource(kind));
         tokio::spawn(wake_on(
             api,
-            watcher::Config::default().labels(crate::workload::GATEWAY_LABEL),
+            watcher::Config::default().labels(crate::pods::GATEWAY_LABEL),
             changes.clone(),
             stop.clone(),
         ));
@@ -626,13 +626,18 @@ async fn realize_geoproxy(
     let mut replicas = (0, i64::from(config.workload.geoproxy.replicas));
     match &licence {
         Ok(read) => {
+            let images = crate::geoproxy::Images {
+                geoproxy: &config.workload.proxy_image,
+                rbac_proxy: &config.workload.rbac_proxy_image,
+            };
             for object in crate::geoproxy::objects(
                 instance,
                 &plan.gateway,
                 &plan.owners,
                 geoproxy,
                 read,
-                &config.workload,
+                &config.workload.geoproxy,
+                images,
             ) {
                 let applied = apply_object(client, plan.gateway.namespace(), &object).await?;
                 if object["kind"] == "StatefulSet" {
@@ -668,7 +673,7 @@ async fn prune_geoproxies(client: &kube::Client, plans: &[Plan]) -> Result<(), k
             set.metadata
                 .labels
                 .as_ref()
-                .and_then(|l| l.get(crate::workload::GATEWAY_LABEL)),
+                .and_then(|l| l.get(crate::pods::GATEWAY_LABEL)),
         ) else {
             continue;
         };
@@ -718,7 +723,7 @@ async fn realize(
                 ),
                 owners: &plan.owners,
                 labels: json!({"app.kubernetes.io/managed-by": MANAGER,
-                crate::workload::GATEWAY_LABEL: plan.gateway.name()}),
+                crate::pods::GATEWAY_LABEL: plan.gateway.name()}),
                 names: crate::certificates::Names::Identity(&identity),
             },
             metrics,

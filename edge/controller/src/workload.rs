@@ -25,10 +25,9 @@ use fairlead_edge_translate::instance::{COLLECTOR_CA_KEY, Collector};
 use fairlead_key::ObjectKey;
 use serde_json::{Value, json};
 
-use crate::instance::{INSTANCE_LABEL, Instance, MANAGER};
+use crate::instance::Instance;
 
-/// The label of a Gateway's proxy pods (and of everything made for them).
-pub const GATEWAY_LABEL: &str = "alb.deckhouse.io/gateway";
+pub use crate::pods::GATEWAY_LABEL;
 
 /// The proxy container's working directory; the files the bootstrap names are relative to
 /// it (so the bootstrap reads the same wherever the volumes are mounted).
@@ -60,9 +59,6 @@ const DRAIN_SECONDS: u64 = 60;
 
 /// The pause before the drain, in seconds: load balancers take the pod out first.
 const PRE_STOP_SECONDS: u64 = 5;
-
-/// The user the containers run as.
-const USER: i64 = 64535;
 
 /// How the workloads are made (the controller's flags).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -248,59 +244,7 @@ pub fn ports(spec: &InstanceSpec, has_certificate: bool) -> Vec<InletPort> {
 
 /// The labels of everything made for `gateway`'s proxies.
 fn labels(instance: &Instance, gateway: &ObjectKey) -> Value {
-    labels_of(instance, gateway, "alb-proxy")
-}
-
-/// The labels of what is made for `gateway` as the application `app` (`alb-proxy`,
-/// `alb-geoproxy`).
-pub(crate) fn labels_of(instance: &Instance, gateway: &ObjectKey, app: &str) -> Value {
-    json!({
-        GATEWAY_LABEL: gateway.name(),
-        INSTANCE_LABEL: format!("{}.{}", instance.kind, instance.key.name()),
-        "app.kubernetes.io/name": app,
-        "app.kubernetes.io/instance": gateway.name(),
-        "app.kubernetes.io/managed-by": MANAGER,
-    })
-}
-
-/// Every container's security context: non-root, nothing escalated, a read-only root
-/// filesystem, no capability, seccomp `RuntimeDefault`.
-pub(crate) fn hardened() -> Value {
-    json!({
-        "runAsNonRoot": true,
-        "runAsUser": USER,
-        "runAsGroup": USER,
-        "allowPrivilegeEscalation": false,
-        "readOnlyRootFilesystem": true,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    })
-}
-
-/// Every pod's security context.
-pub(crate) fn pod_security() -> Value {
-    json!({"runAsNonRoot": true, "runAsUser": USER, "runAsGroup": USER,
-        "fsGroup": USER, "seccompProfile": {"type": "RuntimeDefault"}})
-}
-
-/// kube-rbac-proxy (`image`) on the pod's address at `port`, in front of the loopback
-/// `upstream` port, letting through `paths` (comma-separated) of callers allowed to get
-/// them.
-pub(crate) fn rbac_proxy(image: &str, port: u16, upstream: u16, paths: &str) -> Value {
-    json!({
-        "name": "kube-rbac-proxy",
-        "image": image,
-        "args": [
-            format!("--secure-listen-address=$(POD_IP):{port}"),
-            format!("--upstream=http://127.0.0.1:{upstream}/"),
-            "--auth-header-fields-enabled",
-            format!("--allow-paths={paths}"),
-        ],
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "ports": [{"name": "https-metrics", "containerPort": port, "protocol": "TCP"}],
-        "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}, "limits": {"memory": "64Mi"}},
-        "securityContext": hardened(),
-    })
+    crate::pods::labels(instance, gateway, "alb-proxy")
 }
 
 /// Where the proxy container mounts the GeoIP databases, under [`WORKING_DIR`]: Envoy
@@ -335,7 +279,7 @@ fn downloader(settings: &Settings, downloads: &crate::geoproxy::Downloads, init:
         "args": args,
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
             "limits": {"memory": "256Mi"}},
-        "securityContext": hardened(),
+        "securityContext": crate::pods::hardened(),
         "volumeMounts": [{"name": "geoip", "mountPath": GEOIP_MOUNT},
             {"name": "tmp", "mountPath": "/tmp"}],
     })
@@ -507,7 +451,7 @@ fn pod_template(
     host_ports: bool,
     settings: &Settings,
 ) -> Value {
-    let hardened = hardened();
+    let hardened = crate::pods::hardened();
     let container_ports: Vec<Value> = ports
         .iter()
         .map(|p| {
@@ -554,7 +498,7 @@ fn pod_template(
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     });
-    let rbac_proxy = rbac_proxy(
+    let rbac_proxy = crate::pods::rbac_proxy(
         &settings.rbac_proxy_image,
         RBAC_PROXY_PORT,
         METRICS_PORT,
@@ -563,7 +507,7 @@ fn pod_template(
     let mut spec = json!({
         "serviceAccountName": workload_name(gateway),
         "terminationGracePeriodSeconds": PRE_STOP_SECONDS + DRAIN_SECONDS + 15,
-        "securityContext": pod_security(),
+        "securityContext": crate::pods::security(),
         "containers": [proxy, rbac_proxy],
         "volumes": [
             {"name": "bootstrap", "configMap": {"name": bootstrap_config_map(gateway)}},
