@@ -552,10 +552,10 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         });
         Some(runner)
     };
-    // The roles of the pods the runner runs (their ServiceAccounts' tokens are subject to
-    // RBAC whether or not the components are).
-    for role in fairlead_edge_cli::rbac::workload_roles() {
-        fairlead_apiserver::manifests::apply_value(&client, server.registry(), &role)
+    // What the pods the runner runs are bound to (their ServiceAccounts' tokens are subject
+    // to RBAC whether or not the components are).
+    for object in fairlead_edge_cli::rbac::workload_objects() {
+        fairlead_apiserver::manifests::apply_value(&client, server.registry(), &object)
             .await
             .context("applying the workloads' roles")?;
     }

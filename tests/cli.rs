@@ -1025,12 +1025,12 @@ spec:
     // The geoproxy's binding, which the controller wrote (so it was allowed to bind the
     // role; the audit log shows it below) and removed with the geoproxy, names whose
     // requests use the geoproxies' role.
-    let geoproxy = fairlead_edge_controller::geoproxy::name(
-        &fairlead_edge_translate::ObjectKey::new("d8-alb", "geo"),
-    );
+    let gateway = fairlead_edge_translate::ObjectKey::new("d8-alb", "geo");
+    let geoproxy = fairlead_edge_controller::geoproxy::name(&gateway);
+    let lease = fairlead_edge_controller::geoproxy::lease(&gateway);
     objects.push(serde_json::json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": geoproxy, "namespace": "d8-alb"},
+        "metadata": {"name": lease.name(), "namespace": lease.namespace()},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
             "name": fairlead_edge_controller::geoproxy::LEASE_ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": geoproxy, "namespace": "d8-alb"}],
@@ -1157,7 +1157,8 @@ spec:
     let bound = events.iter().any(|e| {
         e["user"]["username"] == "system:serviceaccount:d8-alb:alb-gateway-controller"
             && e["objectRef"]["resource"] == "rolebindings"
-            && e["objectRef"]["name"] == geoproxy.as_str()
+            && e["objectRef"]["name"] == lease.name()
+            && e["objectRef"]["namespace"] == lease.namespace()
             && e["verb"] == "patch"
             && e["responseStatus"]["code"]
                 .as_u64()
@@ -1919,9 +1920,10 @@ spec:
         b"test-licence",
         "the licence, copied (stringData merged into data)"
     );
+    // Its Lease, in the namespace of geoproxies' Leases only.
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-        kube::Api::namespaced(client.clone(), "d8-alb");
-    let lease = leases.get("d8-alb-geo-geoproxy").await.unwrap();
+        kube::Api::namespaced(client.clone(), "d8-alb-geoip");
+    let lease = leases.get("d8-alb.geo").await.unwrap();
     assert_eq!(
         lease.spec.unwrap().holder_identity.as_deref(),
         Some("d8-alb-geo-geoproxy-0"),
@@ -2088,13 +2090,16 @@ spec:
     );
     let sets: kube::Api<k8s_openapi::api::apps::v1::StatefulSet> =
         kube::Api::namespaced(client.clone(), "d8-alb");
+    let bindings: kube::Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        kube::Api::namespaced(client.clone(), "d8-alb-geoip");
     until("the geoproxy removed", async || {
         let gone = sets.get_opt("d8-alb-geo-geoproxy").await.ok()?.is_none()
             && secrets
                 .get_opt("d8-alb-geo-geoproxy-license")
                 .await
                 .ok()?
-                .is_none();
+                .is_none()
+            && bindings.get_opt("d8-alb.geo").await.ok()?.is_none();
         gone.then_some(())
     })
     .await;

@@ -149,10 +149,16 @@ fn geoip(geoip: &mut Value) {
     for (_, fields) in groups {
         let editions: Vec<&str> = fields[0].editions().into_iter().map(Edition::id).collect();
         let keys: Vec<&str> = fields.iter().map(|f| f.key()).collect();
+        // `headers` is an object of fixed properties: `has()` each (CEL's `in` is for
+        // lists and maps only).
+        let named: Vec<String> = keys
+            .iter()
+            .map(|k| format!("has(self.headers.{k})"))
+            .collect();
         rules.push(rule(
             &format!(
-                "!has(self.headers) || !{keys}.exists(k, k in self.headers) || (has(self.maxmindEditionIDs) && self.maxmindEditionIDs.exists(e, e in {editions}))",
-                keys = cel_list(keys.iter().copied()),
+                "!has(self.headers) || !({named}) || (has(self.maxmindEditionIDs) && self.maxmindEditionIDs.exists(e, e in {editions}))",
+                named = named.join(" || "),
                 editions = cel_list(editions.iter().copied()),
             ),
             &format!(

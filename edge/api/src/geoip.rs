@@ -260,6 +260,67 @@ impl FromStr for Field {
     }
 }
 
+/// Request headers GeoIP may not name: what frames or routes a request, what Envoy and the
+/// backends rely on to know the client and the request (removed from every request before
+/// anything reads it, and set from a database, each would break them).
+pub const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "keep-alive",
+    "proxy-connection",
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-real-ip",
+    "x-request-id",
+    "traceparent",
+    "tracestate",
+    "authorization",
+    "cookie",
+];
+
+/// What is wrong with `headers` (`spec.geoIP.headers`) of an instance whose client address
+/// comes from `real_ip_header` (`originalIPDetection.realIPHeader`): each problem with the
+/// field it is about (`spec.geoIP.headers.<field>`). A name reserved ([`RESERVED_HEADERS`],
+/// `x-envoy-*`, a pseudo-header), the client-address header itself, or a header two fields
+/// name.
+pub fn header_problems(
+    headers: &std::collections::BTreeMap<String, String>,
+    real_ip_header: Option<&str>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut seen: std::collections::BTreeMap<String, &str> = Default::default();
+    let real_ip = real_ip_header.map(|h| h.trim().to_ascii_lowercase());
+    for (field, header) in headers {
+        let name = header.trim().to_ascii_lowercase();
+        let path = format!("spec.geoIP.headers.{field}");
+        if RESERVED_HEADERS.contains(&name.as_str())
+            || name.starts_with("x-envoy-")
+            || name.starts_with(':')
+        {
+            problems.push(format!(
+                "{path}: {header:?} is a header requests and proxies rely on; name another"
+            ));
+        } else if real_ip.as_deref() == Some(name.as_str()) {
+            problems.push(format!(
+                "{path}: {header:?} is spec.originalIPDetection.realIPHeader, the client's address; name another"
+            ));
+        } else if let Some(other) = seen.insert(name, field) {
+            problems.push(format!(
+                "{path}: {header:?} is also spec.geoIP.headers.{other}; one header per field"
+            ));
+        }
+    }
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +346,40 @@ mod tests {
         );
         let slots = by_slot(&[Edition::City, Edition::LiteCity]);
         assert_eq!(slots, [(Slot::City, Edition::City)]);
+    }
+
+    #[test]
+    fn headers_that_would_break_requests_are_named() {
+        let headers = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert!(
+            header_problems(
+                &headers(&[("country", "x-geo-country"), ("city", "X-Geo-City")]),
+                Some("X-Real-IP")
+            )
+            .is_empty()
+        );
+        let problems = header_problems(
+            &headers(&[
+                ("asn", "X-Forwarded-For"),
+                ("city", "X-Client"),
+                ("country", "x-geo"),
+                ("region", "X-GEO"),
+                ("isp", "x-envoy-original-path"),
+            ]),
+            Some("x-client"),
+        );
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+        assert!(problems[0].starts_with("spec.geoIP.headers.asn: \"X-Forwarded-For\""));
+        assert!(problems[1].contains("realIPHeader"));
+        assert!(problems[2].starts_with("spec.geoIP.headers.isp"));
+        assert!(
+            problems[3].starts_with("spec.geoIP.headers.region") && problems[3].contains("country")
+        );
     }
 
     #[test]

@@ -34,14 +34,18 @@ const HOOK: &[(&str, &str)] = &[
     ),
 ];
 
-/// The ClusterRoles the controller binds its workloads' ServiceAccounts to: the
-/// geoproxies' (their Lease). `fairlead up` applies them whether or not its components run
-/// under RBAC: the pods it runs always do.
-pub fn workload_roles() -> Vec<Value> {
-    vec![MODULE.cluster_role(
-        fairlead_edge_controller::geoproxy::LEASE_ROLE,
-        controller::geoproxy_rules(),
-    )]
+/// What the controller's workloads are bound to: the geoproxies' ClusterRole (their Lease),
+/// and the namespace of their Leases (the chart makes it, as it makes the module's).
+/// `fairlead up` applies them whether or not its components run under RBAC: the pods it
+/// runs always do.
+pub fn workload_objects() -> Vec<Value> {
+    use fairlead_edge_controller::geoproxy::{LEASE_NAMESPACE, LEASE_ROLE};
+    vec![
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": LEASE_NAMESPACE,
+                "labels": {"heritage": "deckhouse", "module": MODULE.name}}}),
+        MODULE.cluster_role(LEASE_ROLE, controller::geoproxy_rules()),
+    ]
 }
 
 /// Everything the alb components need in the module's namespace (which the chart makes),
@@ -65,8 +69,22 @@ pub fn objects(lease_namespace: &str) -> Vec<Value> {
         ),
         MODULE.binding(XDS.1, XDS.1, XDS.0, Some(lease_namespace)),
         MODULE.cluster_role(RBAC_PROXY, rbac_proxy_rules()),
+        MODULE.cluster_role(
+            fairlead_edge_controller::geoproxy::LEASE_ROLE,
+            controller::geoproxy_rules(),
+        ),
+        MODULE.role(
+            CONTROLLER.1,
+            fairlead_edge_controller::geoproxy::LEASE_NAMESPACE,
+            controller::controller_geoip_rules(),
+        ),
+        MODULE.binding(
+            CONTROLLER.1,
+            CONTROLLER.1,
+            CONTROLLER.0,
+            Some(fairlead_edge_controller::geoproxy::LEASE_NAMESPACE),
+        ),
     ];
-    objects.extend(workload_roles());
     // The proxies' binding, its subjects the controller's to keep.
     objects.push(serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",

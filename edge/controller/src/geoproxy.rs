@@ -9,8 +9,10 @@
 //! - With a licence Secret, the geoproxy ([`objects`]), in the Gateway's namespace: a
 //!   StatefulSet `d8-alb-<gateway>-geoproxy` (one replica by default; the Lease holder
 //!   downloads every edition the instance names, the others fetch from the Service), its
-//!   Service (port 8080, `/download/<Edition>.tar.gz`), ServiceAccount, a RoleBinding to the
-//!   chart's ClusterRole [`LEASE_ROLE`] for its Lease, and a copy of the licence
+//!   Service (port 8080, `/download/<Edition>.tar.gz`), ServiceAccount, its Lease in the
+//!   namespace [`LEASE_NAMESPACE`] that holds geoproxies' Leases and nothing else (a
+//!   RoleBinding there to the chart's ClusterRole [`LEASE_ROLE`]: RBAC cannot name a Lease
+//!   per Gateway, so the namespace bounds what a geoproxy may touch), and a copy of the licence
 //!   ([`licence_secret`]) that its pod reads through `secretKeyRef` — the instance's
 //!   Secret may be in another namespace (a ClusterALBInstance's), and a changed licence
 //!   restarts the geoproxy (its checksum is on the pod template). Its data directory is a
@@ -42,8 +44,17 @@ pub const RBAC_PROXY_PORT: u16 = 9190;
 /// Where the geoproxy keeps its databases.
 const DATA_DIR: &str = "/data";
 
-/// The chart's ClusterRole a geoproxy's RoleBinding names: its Lease, in its namespace.
+/// The chart's ClusterRole a geoproxy's RoleBinding names: Leases, in [`LEASE_NAMESPACE`].
 pub const LEASE_ROLE: &str = "d8:alb:geoproxy";
+
+/// The namespace of the geoproxies' Leases (and of the RoleBindings that let them hold
+/// them), which holds nothing else: a geoproxy may hold any Lease there, and so only other
+/// geoproxies' are in its reach — not the controllers' of `d8-alb`, nor a team's.
+pub const LEASE_NAMESPACE: &str = "d8-alb-geoip";
+
+/// The label naming the namespace of the Gateway a geoproxy's RoleBinding is for (the
+/// binding lives in [`LEASE_NAMESPACE`]).
+pub const GATEWAY_NAMESPACE_LABEL: &str = "alb.deckhouse.io/gateway-namespace";
 
 /// The key of MaxMind's licence in the instance's Secret (and in the copy).
 pub const LICENSE_KEY: &str = "licenseKey";
@@ -55,6 +66,15 @@ pub const ACCOUNT_ID: &str = "accountID";
 /// Lease.
 pub fn name(gateway: &ObjectKey) -> String {
     format!("d8-alb-{}-geoproxy", gateway.name())
+}
+
+/// A Gateway's geoproxy's Lease (and the RoleBinding that lets it hold it), in
+/// [`LEASE_NAMESPACE`]: `<namespace>.<gateway>`, unique as both are DNS labels.
+pub fn lease(gateway: &ObjectKey) -> ObjectKey {
+    ObjectKey::new(
+        LEASE_NAMESPACE,
+        format!("{}.{}", gateway.namespace(), gateway.name()),
+    )
 }
 
 /// The Secret the controller copies the instance's licence into, in the Gateway's
@@ -92,19 +112,21 @@ pub struct Geoproxy {
     pub editions: Vec<Edition>,
 }
 
-/// The objects of `gateway`'s geoproxy, by kind and name: what [`objects`] makes, and
-/// what goes when its instance no longer asks for one.
-pub fn made(gateway: &ObjectKey) -> [(&'static str, String); 5] {
+/// The objects of `gateway`'s geoproxy, by kind and key: what [`objects`] makes, and what
+/// goes when its instance no longer asks for one — the StatefulSet last, since finding it
+/// is how a geoproxy left behind is found again after a failed removal.
+pub fn made(gateway: &ObjectKey) -> [(&'static str, ObjectKey); 5] {
+    let own = |name: String| ObjectKey::new(gateway.namespace(), &name);
     [
-        ("StatefulSet", name(gateway)),
-        ("Service", name(gateway)),
-        ("RoleBinding", name(gateway)),
-        ("ServiceAccount", name(gateway)),
-        ("Secret", licence_secret(gateway)),
+        ("Service", own(name(gateway))),
+        ("RoleBinding", lease(gateway)),
+        ("ServiceAccount", own(name(gateway))),
+        ("Secret", own(licence_secret(gateway))),
+        ("StatefulSet", own(name(gateway))),
     ]
 }
 
-/// The label selector of every geoproxy StatefulSet the controller made.
+/// The label selector of every geoproxy object the controller made.
 pub const SELECTOR: &str =
     "app.kubernetes.io/name=alb-geoproxy,app.kubernetes.io/managed-by=alb-gateway-controller";
 
@@ -155,7 +177,12 @@ pub fn plan(instance: &Instance, gateway: &ObjectKey) -> Plan {
             mirror: mirror.clone(),
             editions: named.clone(),
         });
-    let editions = fairlead_edge_translate::instance::GeoIp::of(spec)
+    let real_ip = instance
+        .spec
+        .original_ip_detection
+        .as_ref()
+        .and_then(|d| d.real_ip_header.as_deref());
+    let editions = fairlead_edge_translate::instance::GeoIp::of(spec, real_ip)
         .map(|g| g.editions())
         .unwrap_or_default();
     let source = match (&geoproxy, &mirror) {
@@ -283,9 +310,12 @@ pub fn objects(
     if let Some(account) = &licence.account_id {
         data[ACCOUNT_ID] = json!(encode(account));
     }
+    let mut binding_labels = labels(instance, gateway);
+    binding_labels[GATEWAY_NAMESPACE_LABEL] = json!(gateway.namespace());
     let selector = json!({crate::pods::GATEWAY_LABEL: gateway.name(),
         "app.kubernetes.io/name": "alb-geoproxy"});
     let editions: Vec<&str> = geoproxy.editions.iter().map(|e| e.id()).collect();
+    let lease = lease(gateway);
     let mut args = vec![
         "edge".to_owned(),
         "geoproxy".into(),
@@ -302,7 +332,9 @@ pub fn objects(
         "--health-addr".into(),
         format!("0.0.0.0:{HEALTH_PORT}"),
         "--lease".into(),
-        name.clone(),
+        lease.name().to_owned(),
+        "--lease-namespace".into(),
+        LEASE_NAMESPACE.into(),
         "--peers".into(),
         url(gateway),
     ];
@@ -372,8 +404,11 @@ pub fn objects(
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata(&licence_secret(gateway)),
             "type": "Opaque", "data": data}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(&name)}),
+        // In the Leases' namespace: no owner (an ALBInstance cannot own what is in another
+        // namespace); it goes with the geoproxy, by name.
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": metadata(&name),
+            "metadata": {"name": lease.name(), "namespace": LEASE_NAMESPACE,
+                "labels": binding_labels},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LEASE_ROLE},
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": gateway.namespace()}]}),
         json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata(&name),
@@ -521,16 +556,19 @@ mod tests {
             ]
         );
         // What goes when the instance no longer asks for it is exactly what was made.
-        let mut made: Vec<(String, String)> = made(&gateway)
+        let mut made: Vec<(String, ObjectKey)> = made(&gateway)
             .into_iter()
-            .map(|(k, n)| (k.to_owned(), n))
+            .map(|(k, key)| (k.to_owned(), key))
             .collect();
-        let mut applied: Vec<(String, String)> = objects
+        let mut applied: Vec<(String, ObjectKey)> = objects
             .iter()
             .map(|o| {
                 (
                     o["kind"].as_str().unwrap().to_owned(),
-                    o["metadata"]["name"].as_str().unwrap().to_owned(),
+                    ObjectKey::new(
+                        o["metadata"]["namespace"].as_str().unwrap(),
+                        o["metadata"]["name"].as_str().unwrap(),
+                    ),
                 )
             })
             .collect();
@@ -542,10 +580,22 @@ mod tests {
             objects[4]["metadata"]["labels"][k] == v
         });
         assert!(selected, "the selector finds the StatefulSet");
-        for o in &objects {
+        for o in objects.iter().filter(|o| o["kind"] != "RoleBinding") {
             assert_eq!(o["metadata"]["namespace"], "d8-alb");
             assert_eq!(o["metadata"]["ownerReferences"], json!(owners));
         }
+        // Its Lease's binding is in the Leases' namespace, for its own ServiceAccount.
+        let binding = &objects[2];
+        assert_eq!(binding["metadata"]["namespace"], LEASE_NAMESPACE);
+        assert_eq!(binding["metadata"]["name"], "d8-alb.public");
+        assert_eq!(
+            binding["metadata"]["labels"][GATEWAY_NAMESPACE_LABEL],
+            "d8-alb"
+        );
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "d8-alb-public-geoproxy", "namespace": "d8-alb"}])
+        );
         assert_eq!(
             objects[0]["metadata"]["name"],
             "d8-alb-public-geoproxy-license"
@@ -564,9 +614,10 @@ mod tests {
             args.windows(2)
                 .any(|w| w == ["--editions", "GeoLite2-City,GeoIP2-City,GeoLite2-ASN"])
         );
+        assert!(args.windows(2).any(|w| w == ["--lease", "d8-alb.public"]));
         assert!(
             args.windows(2)
-                .any(|w| w == ["--lease", "d8-alb-public-geoproxy"])
+                .any(|w| w == ["--lease-namespace", LEASE_NAMESPACE])
         );
         assert!(!args.contains(&"--mirror"));
         assert_eq!(

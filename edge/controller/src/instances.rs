@@ -96,6 +96,7 @@ pub fn plan(
                 .map(|(n, i)| i.reference(n == 0))
                 .collect();
             let certificate = has_certificate(&gateway);
+            let geoip = crate::geoproxy::plan(controlling, &gateway);
             Plan {
                 object: gateway_object(controlling, &gateway, owners.clone(), certificate),
                 workload: crate::workload::objects(
@@ -103,9 +104,10 @@ pub fn plan(
                     &gateway,
                     &owners,
                     certificate,
+                    geoip.downloads.as_ref(),
                     settings,
                 ),
-                geoip: crate::geoproxy::plan(controlling, &gateway),
+                geoip,
                 owners,
                 gateway,
                 controller: controlling.key.clone(),

@@ -134,13 +134,10 @@ pub fn controller_rules() -> Vec<Value> {
             &["daemonsets", "deployments", "statefulsets"],
             &every,
         ),
-        // A geoproxy's Lease, through the chart's ClusterRole: bound in the geoproxy's
-        // namespace, and no other role.
-        rule(
-            &["rbac.authorization.k8s.io"],
-            &["rolebindings"],
-            &["list", "create", "patch", "delete"],
-        ),
+        // Geoproxies' Lease bindings: listed (the cleanup finds what it made), written in
+        // the Leases' namespace only (`controller_geoip_rules`), naming the chart's role and
+        // no other.
+        rule(&["rbac.authorization.k8s.io"], &["rolebindings"], &["list"]),
         named_rule(
             &["rbac.authorization.k8s.io"],
             &["clusterroles"],
@@ -185,10 +182,20 @@ pub fn controller_namespace_rules() -> Vec<Value> {
     rules
 }
 
-/// What a geoproxy may do in its namespace (the chart's ClusterRole
-/// [`crate::geoproxy::LEASE_ROLE`], which the controller binds there): hold its Lease.
-/// RBAC cannot name a Lease that each geoproxy names after its Gateway, so the binding's
-/// namespace is the bound.
+/// The gateway controller's rules in the geoproxies' Leases' namespace
+/// ([`crate::geoproxy::LEASE_NAMESPACE`]): each geoproxy's binding there.
+pub fn controller_geoip_rules() -> Vec<Value> {
+    vec![rule(
+        &["rbac.authorization.k8s.io"],
+        &["rolebindings"],
+        &["create", "patch", "delete"],
+    )]
+}
+
+/// What a geoproxy may do (the chart's ClusterRole [`crate::geoproxy::LEASE_ROLE`], which
+/// the controller binds in [`crate::geoproxy::LEASE_NAMESPACE`] only): hold its Lease. RBAC
+/// cannot name a Lease that each geoproxy names after its Gateway, so the namespace, which
+/// holds geoproxies' Leases and nothing else, is the bound.
 pub fn geoproxy_rules() -> Vec<Value> {
     vec![rule(
         &["coordination.k8s.io"],

@@ -639,7 +639,10 @@ async fn realize_geoproxy(
                 &config.workload.geoproxy,
                 images,
             ) {
-                let applied = apply_object(client, plan.gateway.namespace(), &object).await?;
+                let namespace = object["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or(plan.gateway.namespace());
+                let applied = apply_object(client, namespace, &object).await?;
                 if object["kind"] == "StatefulSet" {
                     replicas.0 = applied.data["status"]["readyReplicas"]
                         .as_i64()
@@ -659,25 +662,45 @@ async fn realize_geoproxy(
 }
 
 /// Removes the geoproxy of every Gateway whose controlling instance no longer asks for one
-/// (its licence or its editions taken out of `spec.geoIP`): the objects it was made of, by
-/// name. A deleted instance's go with it (owner references).
+/// (its licence or its editions taken out of `spec.geoIP`, or the instance gone): the
+/// objects it was made of, by name — found by its StatefulSet, or by its Lease's binding,
+/// which no owner reference takes away.
 async fn prune_geoproxies(client: &kube::Client, plans: &[Plan]) -> Result<(), kube::Error> {
+    use crate::geoproxy::{GATEWAY_NAMESPACE_LABEL, LEASE_NAMESPACE, SELECTOR};
+    let params = kube::api::ListParams::default().labels(SELECTOR);
+    let label = |object: &DynamicObject, key: &str| {
+        object
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(key))
+            .cloned()
+    };
+    let mut found = std::collections::BTreeSet::new();
     let sets: Api<DynamicObject> =
         Api::all_with(client.clone(), &crate::apply::resource("StatefulSet"));
-    let found = sets
-        .list(&kube::api::ListParams::default().labels(crate::geoproxy::SELECTOR))
-        .await?;
-    for set in found.items {
-        let (Some(namespace), Some(name)) = (
-            set.metadata.namespace.as_deref(),
-            set.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(crate::pods::GATEWAY_LABEL)),
-        ) else {
-            continue;
-        };
-        let gateway = ObjectKey::new(namespace, name);
+    for set in sets.list(&params).await?.items {
+        if let (Some(namespace), Some(name)) = (
+            set.metadata.namespace.clone(),
+            label(&set, crate::pods::GATEWAY_LABEL),
+        ) {
+            found.insert(ObjectKey::new(&namespace, &name));
+        }
+    }
+    let bindings: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        LEASE_NAMESPACE,
+        &crate::apply::resource("RoleBinding"),
+    );
+    for binding in bindings.list(&params).await?.items {
+        if let (Some(namespace), Some(name)) = (
+            label(&binding, GATEWAY_NAMESPACE_LABEL),
+            label(&binding, crate::pods::GATEWAY_LABEL),
+        ) {
+            found.insert(ObjectKey::new(&namespace, &name));
+        }
+    }
+    for gateway in found {
         let wanted = plans
             .iter()
             .any(|p| p.gateway == gateway && p.geoip.geoproxy.is_some());
@@ -685,10 +708,16 @@ async fn prune_geoproxies(client: &kube::Client, plans: &[Plan]) -> Result<(), k
             continue;
         }
         tracing::info!(%gateway, "removing the geoproxy its instance no longer asks for");
-        for (kind, name) in crate::geoproxy::made(&gateway) {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), namespace, &crate::apply::resource(kind));
-            match api.delete(&name, &kube::api::DeleteParams::default()).await {
+        for (kind, key) in crate::geoproxy::made(&gateway) {
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                key.namespace(),
+                &crate::apply::resource(kind),
+            );
+            match api
+                .delete(key.name(), &kube::api::DeleteParams::default())
+                .await
+            {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => return Err(e),

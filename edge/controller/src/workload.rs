@@ -345,12 +345,14 @@ pub struct RenderError {
 }
 
 /// The objects of `instance`'s proxy workload for `gateway` (ports as [`ports`] says),
-/// owned by `owners`.
+/// owned by `owners`, its pods downloading the GeoIP databases of `downloads` beside Envoy
+/// ([`crate::geoproxy::Plan::downloads`]).
 pub fn objects(
     instance: &Instance,
     gateway: &ObjectKey,
     owners: &[Value],
     has_certificate: bool,
+    downloads: Option<&crate::geoproxy::Downloads>,
     settings: &Settings,
 ) -> Result<Vec<Value>, RenderError> {
     let error = |source| RenderError {
@@ -379,7 +381,7 @@ pub fn objects(
             "metadata": metadata(&bootstrap_config_map(gateway), instance, gateway, owners),
             "data": {"envoy.yaml": bootstrap, "xds-client-sds.json": sds}}),
     ];
-    let template = pod_template(instance, gateway, &ports, host_ports, settings);
+    let template = pod_template(instance, gateway, &ports, host_ports, downloads, settings);
     let selector = json!({"matchLabels": {GATEWAY_LABEL: gateway.name(),
         "app.kubernetes.io/name": "alb-proxy"}});
     if instance.kind == "ClusterALBInstance" {
@@ -449,6 +451,7 @@ fn pod_template(
     gateway: &ObjectKey,
     ports: &[InletPort],
     host_ports: bool,
+    downloads: Option<&crate::geoproxy::Downloads>,
     settings: &Settings,
 ) -> Value {
     let hardened = crate::pods::hardened();
@@ -531,12 +534,12 @@ fn pod_template(
             .expect("mounts")
             .push(json!({"name": "otlp-ca", "mountPath": format!("{WORKING_DIR}/{OTLP_CA_DIR}"), "readOnly": true}));
     }
-    if let Some(downloads) = crate::geoproxy::plan(instance, gateway).downloads {
+    if let Some(downloads) = downloads {
         // The databases before Envoy starts, kept fresh beside it; Envoy learns from the
         // proxy which ones it holds.
-        spec["initContainers"] = json!([downloader(settings, &downloads, true)]);
+        spec["initContainers"] = json!([downloader(settings, downloads, true)]);
         let containers = spec["containers"].as_array_mut().expect("containers");
-        containers.push(downloader(settings, &downloads, false));
+        containers.push(downloader(settings, downloads, false));
         let proxy = &mut containers[0];
         let args = proxy["args"].as_array_mut().expect("args");
         args.extend([
@@ -643,7 +646,7 @@ mod tests {
         i.spec.enable_http3 = Some(true);
         let gateway = ObjectKey::new("d8-alb", "public");
         let owners = [json!({"kind": "ClusterALBInstance", "name": "main"})];
-        let objects = objects(&i, &gateway, &owners, true, &Settings::default()).unwrap();
+        let objects = objects(&i, &gateway, &owners, true, None, &Settings::default()).unwrap();
         let kinds: Vec<&str> = objects
             .iter()
             .map(|o| o["kind"].as_str().unwrap())
@@ -753,7 +756,7 @@ mod tests {
             },
         );
         let gateway = ObjectKey::new("d8-alb", "public");
-        let objects = objects(&i, &gateway, &[], true, &Settings::default()).unwrap();
+        let objects = objects(&i, &gateway, &[], true, None, &Settings::default()).unwrap();
         assert!(
             find(&objects, "Service").is_none(),
             "no Service for host ports"
@@ -790,7 +793,7 @@ mod tests {
             }),
         });
         let gateway = ObjectKey::new("team", "public");
-        let objects = objects(&i, &gateway, &[], false, &Settings::default()).unwrap();
+        let objects = objects(&i, &gateway, &[], false, None, &Settings::default()).unwrap();
         let kinds: Vec<&str> = objects
             .iter()
             .map(|o| o["kind"].as_str().unwrap())
@@ -852,7 +855,7 @@ mod tests {
             .otlp
             .unwrap();
         assert_eq!(otlp.ca_file.as_deref(), Some("otlp-ca/cacert"));
-        let with_ca = super::objects(&i, &gateway, &[], false, &Settings::default()).unwrap();
+        let with_ca = super::objects(&i, &gateway, &[], false, None, &Settings::default()).unwrap();
         let pod = &find(&with_ca, "Deployment").unwrap()["spec"]["template"]["spec"];
         let volume = pod["volumes"]
             .as_array()
@@ -881,7 +884,7 @@ mod tests {
             },
         );
         let gateway = ObjectKey::new("d8-alb", "public");
-        let plain = objects(&i, &gateway, &[], false, &Settings::default()).unwrap();
+        let plain = objects(&i, &gateway, &[], false, None, &Settings::default()).unwrap();
         let pod = &find(&plain, "DaemonSet").unwrap()["spec"]["template"]["spec"];
         assert!(
             pod.get("initContainers").is_none(),
@@ -892,7 +895,16 @@ mod tests {
                 "maxmindEditionIDs": ["GeoLite2-City"], "headers": {"country": "x-country"}}))
             .unwrap(),
         );
-        let geo = objects(&i, &gateway, &[], false, &Settings::default()).unwrap();
+        let plan = crate::geoproxy::plan(&i, &gateway);
+        let geo = objects(
+            &i,
+            &gateway,
+            &[],
+            false,
+            plan.downloads.as_ref(),
+            &Settings::default(),
+        )
+        .unwrap();
         let pod = &find(&geo, "DaemonSet").unwrap()["spec"]["template"]["spec"];
         let args = |c: &Value| -> Vec<String> {
             c["args"]

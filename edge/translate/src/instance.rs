@@ -127,12 +127,24 @@ pub struct GeoIp {
 }
 
 impl GeoIp {
-    /// What `spec` asks, when it names headers: the databases serving them (no other: Envoy
-    /// opens every one it is given). A field no named edition serves is left out (the CRD
-    /// refuses such a spec; Envoy would look up a database it does not have), and so are
-    /// unknown editions and fields.
-    pub fn of(spec: &fairlead_edge_api::types::GeoIp) -> Option<Self> {
-        let named = spec.headers.as_ref().filter(|h| !h.is_empty())?;
+    /// What `spec` asks, when it names headers, of an instance whose client address comes
+    /// from `real_ip_header`: the databases serving them (no other: Envoy opens every one
+    /// it is given). A field no named edition serves is left out (the CRD refuses such a
+    /// spec; Envoy would look up a database it does not have), and so are unknown editions
+    /// and fields, and headers the admission webhook refuses
+    /// ([`fairlead_edge_api::geoip::header_problems`]: removing them would break requests).
+    pub fn of(
+        spec: &fairlead_edge_api::types::GeoIp,
+        real_ip_header: Option<&str>,
+    ) -> Option<Self> {
+        let given = spec.headers.as_ref().filter(|h| !h.is_empty())?;
+        let named: BTreeMap<&String, &String> = given
+            .iter()
+            .filter(|(field, header)| {
+                let one = BTreeMap::from([((*field).clone(), (*header).clone())]);
+                fairlead_edge_api::geoip::header_problems(&one, real_ip_header).is_empty()
+            })
+            .collect();
         let editions: Vec<Edition> = spec
             .maxmind_edition_ids
             .iter()
@@ -412,7 +424,13 @@ pub fn of(gateway: &Gateway, input: &Input) -> Settings {
             .ok()
             .flatten()
             .and_then(|c| c.http_uri()),
-        geoip: spec.geo_ip.as_ref().and_then(GeoIp::of),
+        geoip: spec.geo_ip.as_ref().and_then(|g| {
+            let real_ip = spec
+                .original_ip_detection
+                .as_ref()
+                .and_then(|d| d.real_ip_header.as_deref());
+            GeoIp::of(g, real_ip)
+        }),
     }
 }
 
@@ -519,7 +537,7 @@ mod tests {
             "headers": {"country": " X-Country ", "asn": "x-asn", "anon": "x-anon", "moon": "x-moon"}
         }))
         .unwrap();
-        let geoip = GeoIp::of(&spec).unwrap();
+        let geoip = GeoIp::of(&spec, None).unwrap();
         assert_eq!(
             geoip.databases,
             BTreeMap::from([(Slot::City, Edition::City), (Slot::Isp, Edition::Isp)])
@@ -540,7 +558,15 @@ mod tests {
         let none: fairlead_edge_api::types::GeoIp =
             serde_json::from_value(serde_json::json!({"maxmindEditionIDs": ["GeoIP2-City"]}))
                 .unwrap();
-        assert_eq!(GeoIp::of(&none), None, "no headers, nothing to do");
+        assert_eq!(GeoIp::of(&none, None), None, "no headers, nothing to do");
+        // A header that would break requests is neither removed nor set.
+        let unsafe_header: fairlead_edge_api::types::GeoIp =
+            serde_json::from_value(serde_json::json!({"maxmindEditionIDs": ["GeoIP2-City"],
+                "headers": {"country": "x-country", "city": "X-Forwarded-For", "region": "x-client"}}))
+            .unwrap();
+        let kept = GeoIp::of(&unsafe_header, Some("X-Client")).unwrap();
+        assert_eq!(kept.removed, ["x-country"]);
+        assert_eq!(kept.headers.len(), 1);
     }
 
     #[test]
