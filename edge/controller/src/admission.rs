@@ -3,7 +3,9 @@
 //!
 //! - **Instances** ([`instance`]): `spec.gatewayName` may not name a Gateway that exists and
 //!   is not managed by an ALB instance (the controller would otherwise take over a user's
-//!   Gateway). Immutable fields are the CRD's `oldSelf` rules.
+//!   Gateway). `spec.geoIP.headers` may not name a header requests and proxies rely on
+//!   ([`fairlead_edge_api::geoip::header_problems`]) when they or `realIPHeader` change.
+//!   Immutable fields are the CRD's `oldSelf` rules.
 //! - **Managed Gateways** ([`gateway`]): created, changed or deleted only by the controller
 //!   and the editors configured beside it (and by the cluster's garbage collector and
 //!   namespace controller, or deletions deadlock); the status subresource is not reviewed; a change of finalizers alone is
@@ -131,11 +133,38 @@ pub fn instance_gateway(request: &Request<'_>) -> Option<ObjectKey> {
     Some(ObjectKey::new(namespace, name))
 }
 
-/// An instance may not name a Gateway that exists and is no instance's; `existing` is the
-/// Gateway [`instance_gateway`] names, if there is one.
+/// What an instance's GeoIP headers hang on: the headers and the client-address header.
+fn header_inputs(instance: &Value) -> (&Value, &Value) {
+    let spec = &instance["spec"];
+    (
+        &spec["geoIP"]["headers"],
+        &spec["originalIPDetection"]["realIPHeader"],
+    )
+}
+
+/// What is wrong with the GeoIP headers `instance` names, when they are new or changed
+/// (an instance admitted before a rule existed still loses its finalizer).
+fn header_problems(instance: &Value, old: Option<&Value>) -> Vec<String> {
+    let inputs = header_inputs(instance);
+    if old.is_some_and(|old| header_inputs(old) == inputs) {
+        return Vec::new();
+    }
+    let headers = serde_json::from_value(inputs.0.clone()).unwrap_or_default();
+    fairlead_edge_api::geoip::header_problems(&headers, inputs.1.as_str())
+}
+
+/// An instance may not name a Gateway that exists and is no instance's, nor GeoIP headers
+/// that would break requests; `existing` is the Gateway [`instance_gateway`] names, if
+/// there is one.
 pub fn instance(request: &Request<'_>, existing: Option<&Value>) -> Verdict {
     if request.operation == Operation::Delete || !request.sub_resource.is_empty() {
         return Verdict::allow();
+    }
+    if let Some(object) = request.object {
+        let problems = header_problems(object, request.old_object);
+        if !problems.is_empty() {
+            return Verdict::invalid(problems.join("; "));
+        }
     }
     let Some(gateway) = instance_gateway(request) else {
         return Verdict::allow();
@@ -484,6 +513,65 @@ mod tests {
             Some(&instance),
         );
         assert_eq!(super::instance(&update, Some(&users)), Verdict::allow());
+    }
+
+    #[test]
+    fn geoip_headers_that_would_break_requests_are_refused_by_field() {
+        let instance = json!({"spec": {"gatewayName": "shop",
+            "originalIPDetection": {"realIPHeader": "X-Client-IP"},
+            "geoIP": {"headers": {"city": "x-city", "country": "x-client-ip"}}}});
+        let create = request(
+            Operation::Create,
+            "ALBInstance",
+            "team",
+            "alice",
+            Some(&instance),
+            None,
+        );
+        let Verdict::Deny(422, message) = super::instance(&create, None) else {
+            panic!("the client's address header is not overwritten");
+        };
+        assert!(
+            message.starts_with(
+                "spec.geoIP.headers.country: \"x-client-ip\" is spec.originalIPDetection.realIPHeader"
+            ),
+            "{message}"
+        );
+        let fine = json!({"spec": {"gatewayName": "shop",
+            "geoIP": {"headers": {"city": "x-city"}}}});
+        let create = request(
+            Operation::Create,
+            "ALBInstance",
+            "team",
+            "alice",
+            Some(&fine),
+            None,
+        );
+        assert_eq!(super::instance(&create, None), Verdict::allow());
+        // Admitted before the rule: updates that leave the headers alone still go through.
+        let mut finalized = instance.clone();
+        finalized["metadata"] = json!({"finalizers": []});
+        let update = request(
+            Operation::Update,
+            "ALBInstance",
+            "team",
+            "alice",
+            Some(&finalized),
+            Some(&instance),
+        );
+        assert_eq!(super::instance(&update, None), Verdict::allow());
+        let renamed = request(
+            Operation::Update,
+            "ALBInstance",
+            "team",
+            "alice",
+            Some(&instance),
+            Some(&fine),
+        );
+        assert!(matches!(
+            super::instance(&renamed, None),
+            Verdict::Deny(422, _)
+        ));
     }
 
     #[test]

@@ -138,8 +138,9 @@ pub struct Plan {
     pub downloads: Option<Downloads>,
     /// The geoproxy (with a licence Secret).
     pub geoproxy: Option<Geoproxy>,
-    /// Why what it asks cannot be done as asked (`spec.geoIP…: …`).
-    pub problem: Option<String>,
+    /// Why what it asks cannot be done as asked: the condition's reason and the message
+    /// (`spec.geoIP…: …`), most pressing first.
+    pub problems: Vec<(&'static str, String)>,
 }
 
 /// What `instance` asks of GeoIP for `gateway`.
@@ -158,13 +159,16 @@ pub fn plan(instance: &Instance, gateway: &ObjectKey) -> Plan {
         .as_ref()
         .map(|m| m.url.trim_end_matches('/').to_owned())
         .filter(|u| !u.is_empty());
-    let mut problem = None;
+    let mut problems = Vec::new();
     let licence = spec.license_key_secret_ref.as_ref().and_then(|r| {
         let own = gateway.namespace();
         let namespace = r.namespace.as_deref().unwrap_or(own);
         if instance.kind == "ALBInstance" && namespace != own {
-            problem = Some(format!(
-                "spec.geoIP.licenseKeySecretRef.namespace: an ALBInstance's licence Secret must be in its own namespace {own}, not {namespace}"
+            problems.push((
+                "LicenseSecretNotPermitted",
+                format!(
+                    "spec.geoIP.licenseKeySecretRef.namespace: an ALBInstance's licence Secret must be in its own namespace {own}, not {namespace}"
+                ),
             ));
             return None;
         }
@@ -182,6 +186,18 @@ pub fn plan(instance: &Instance, gateway: &ObjectKey) -> Plan {
         .original_ip_detection
         .as_ref()
         .and_then(|d| d.real_ip_header.as_deref());
+    if let Some(headers) = &spec.headers {
+        problems.extend(
+            fairlead_edge_api::geoip::header_problems(headers, real_ip)
+                .into_iter()
+                .map(|p| {
+                    (
+                        "HeaderNotPermitted",
+                        format!("{p}; the proxies do not set it"),
+                    )
+                }),
+        );
+    }
     let editions = fairlead_edge_translate::instance::GeoIp::of(spec, real_ip)
         .map(|g| g.editions())
         .unwrap_or_default();
@@ -196,7 +212,7 @@ pub fn plan(instance: &Instance, gateway: &ObjectKey) -> Plan {
     Plan {
         downloads,
         geoproxy,
-        problem,
+        problems,
     }
 }
 
@@ -427,8 +443,9 @@ pub fn condition(
     licence: Option<&Result<Licence, String>>,
     replicas: (i64, i64),
 ) -> Option<(bool, &'static str, String)> {
-    if let Some(problem) = &plan.problem {
-        return Some((false, "LicenseSecretNotPermitted", problem.clone()));
+    if let Some((reason, _)) = plan.problems.first() {
+        let messages: Vec<&str> = plan.problems.iter().map(|(_, m)| m.as_str()).collect();
+        return Some((false, reason, messages.join("; ")));
     }
     match (&plan.geoproxy, licence) {
         (Some(_), Some(Err(why))) => Some((
@@ -509,7 +526,7 @@ mod tests {
         );
         let gateway = ObjectKey::new("d8-alb", "public");
         let plan = plan(&i, &gateway);
-        assert_eq!(plan.problem, None);
+        assert_eq!(plan.problems, []);
         assert_eq!(
             plan.geoproxy,
             Some(Geoproxy {
@@ -698,6 +715,27 @@ mod tests {
         assert!(!ready);
         assert_eq!(reason, "LicenseSecretNotPermitted");
         assert!(message.starts_with("spec.geoIP.licenseKeySecretRef.namespace"));
+    }
+
+    #[test]
+    fn a_header_the_proxies_cannot_set_is_in_the_condition() {
+        let i = instance(
+            "ClusterALBInstance",
+            json!({"maxmindMirror": {"url": "http://mirror"},
+                "maxmindEditionIDs": ["GeoLite2-City"],
+                "headers": {"city": "x-city", "country": "X-Forwarded-For"}}),
+        );
+        let plan = plan(&i, &ObjectKey::new("d8-alb", "public"));
+        let downloads = plan.downloads.as_ref().expect("the city is still set");
+        assert_eq!(downloads.editions, [Edition::LiteCity]);
+        let (ready, reason, message) = condition(&plan, None, (0, 0)).unwrap();
+        assert!(!ready);
+        assert_eq!(reason, "HeaderNotPermitted");
+        assert!(
+            message.starts_with("spec.geoIP.headers.country: \"X-Forwarded-For\"")
+                && message.ends_with("the proxies do not set it"),
+            "{message}"
+        );
     }
 
     #[test]

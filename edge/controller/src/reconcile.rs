@@ -436,7 +436,10 @@ async fn round(
             .iter()
             .find(|i| i.key == plan.controller && i.kind == plan.controller_kind);
         match realize(client, &ca, plan, controller, config, metrics, &mut due).await {
-            Ok(state) => {
+            Ok(mut state) => {
+                if let Some(e) = state.geoproxy_failed.take() {
+                    first_error.get_or_insert(e.into());
+                }
                 let ready = state.programmed && state.proxies.0 > 0;
                 readiness.push((plan.controller_kind, plan.controller.to_string(), ready));
                 *counts
@@ -562,7 +565,7 @@ impl Due {
 }
 
 /// How a realized Gateway is doing.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 struct State {
     /// The control plane has programmed it.
     programmed: bool,
@@ -572,6 +575,9 @@ struct State {
     addresses: Vec<String>,
     /// The instance's `GeoIP` condition ([`crate::geoproxy::condition`]).
     geoip: Option<(bool, &'static str, String)>,
+    /// Why applying the geoproxy failed: the proxies were applied all the same (those
+    /// holding their databases keep serving), and the round is retried.
+    geoproxy_failed: Option<kube::Error>,
 }
 
 /// Reads the licence Secret of `geoproxy` (why there is none).
@@ -764,15 +770,24 @@ async fn realize(
         .workload
         .as_ref()
         .map_err(|e| RoundError::Render(e.to_string()))?;
-    let geoip = match instance {
-        Some(instance) => realize_geoproxy(client, plan, instance, config).await?,
-        None => None,
-    };
     let mut state = State {
         programmed,
-        geoip,
         ..State::default()
     };
+    if let Some(instance) = instance {
+        match realize_geoproxy(client, plan, instance, config).await {
+            Ok(geoip) => state.geoip = geoip,
+            Err(e) => {
+                tracing::warn!(gateway = %plan.gateway, error = %e, "applying the geoproxy failed; applying the proxies all the same");
+                state.geoip = Some((
+                    false,
+                    "GeoproxyNotApplied",
+                    format!("applying the geoproxy failed: {e}"),
+                ));
+                state.geoproxy_failed = Some(e);
+            }
+        }
+    }
     let mut host_ports = false;
     for object in objects {
         let kind = object["kind"].as_str().unwrap_or_default();

@@ -3,7 +3,8 @@
 //! Service) owned by it and gone with it; its CA kept across a restart of the controller; the
 //! xDS server's and the proxy's certificates with their names and identity; a Gateway no
 //! instance names told why; cert-manager's HTTP-01 solver routes bridged through Ingresses
-//! that go with their route.
+//! that go with their route; a geoproxy the controller may not apply holds up neither the
+//! proxies nor the instance's status, and is applied once it may.
 
 mod common;
 
@@ -351,5 +352,166 @@ async fn cleanup_wait_returns_once_the_controller_removed_what_it_made() {
     // The controller makes nothing again while the module is going.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(cleanup::leftovers(&client).await.unwrap().is_empty());
+    stop.cancel();
+}
+
+/// The rules of `role` (a Role in `namespace`, or a ClusterRole) bound to the controller's
+/// ServiceAccount.
+async fn grant(client: &kube::Client, namespace: Option<&str>, name: &str, rules: Vec<Value>) {
+    let (role_kind, binding_kind, plural, binding_plural) = match namespace {
+        Some(_) => ("Role", "RoleBinding", "roles", "rolebindings"),
+        None => (
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "clusterroles",
+            "clusterrolebindings",
+        ),
+    };
+    let api_version = "rbac.authorization.k8s.io/v1";
+    create(
+        &dynamic(client, namespace, api_version, role_kind, plural),
+        json!({"apiVersion": api_version, "kind": role_kind,
+            "metadata": {"name": name}, "rules": rules}),
+    )
+    .await;
+    create(
+        &dynamic(client, namespace, api_version, binding_kind, binding_plural),
+        json!({"apiVersion": api_version, "kind": binding_kind, "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": "alb-gateway-controller",
+                "namespace": "d8-alb"}]}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_geoproxy_that_cannot_be_applied_holds_up_neither_the_proxies_nor_the_status() {
+    use fairlead_edge_controller::rbac;
+    let (server, admin) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
+    create(
+        &dynamic(&admin, None, "v1", "Namespace", "namespaces"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d8-alb"}}),
+    )
+    .await;
+    grant(&admin, None, "controller", rbac::controller_rules()).await;
+    grant(
+        &admin,
+        Some("d8-alb"),
+        "controller",
+        rbac::controller_namespace_rules(),
+    )
+    .await;
+    // What the chart binds besides: the kube-rbac-proxy role the controller grants the
+    // proxies (holding it itself), and the role it binds to geoproxies.
+    grant(
+        &admin,
+        None,
+        fairlead_edge_controller::workload::RBAC_PROXY_ROLE,
+        fairlead_kit::rbac::rbac_proxy_rules(),
+    )
+    .await;
+    let rbac = "rbac.authorization.k8s.io/v1";
+    create(
+        &dynamic(
+            &admin,
+            None,
+            rbac,
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+        ),
+        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding",
+            "metadata": {"name": fairlead_edge_controller::workload::RBAC_PROXY_BINDING},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                "name": fairlead_edge_controller::workload::RBAC_PROXY_ROLE}}),
+    )
+    .await;
+    create(
+        &dynamic(&admin, None, rbac, "ClusterRole", "clusterroles"),
+        json!({"apiVersion": rbac, "kind": "ClusterRole",
+            "metadata": {"name": fairlead_edge_controller::geoproxy::LEASE_ROLE},
+            "rules": rbac::geoproxy_rules()}),
+    )
+    .await;
+    // The chart's Role in the geoproxies' Lease namespace is missing.
+    let controller = server
+        .client_as(
+            "system:serviceaccount:d8-alb:alb-gateway-controller",
+            &["system:serviceaccounts", "system:authenticated"],
+        )
+        .await
+        .unwrap();
+    let stop = start(&controller, Config::default());
+    create(
+        &dynamic(&admin, Some("d8-alb"), "v1", "Secret", "secrets"),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "maxmind"},
+            "stringData": {"licenseKey": "k"}}),
+    )
+    .await;
+    let instances = dynamic(
+        &admin,
+        None,
+        "network.deckhouse.io/v1alpha1",
+        "ClusterALBInstance",
+        "clusteralbinstances",
+    );
+    create(
+        &instances,
+        json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": "ClusterALBInstance",
+        "metadata": {"name": "main"},
+        "spec": {"gatewayName": "public", "geoIP": {
+            "licenseKeySecretRef": {"name": "maxmind"},
+            "maxmindEditionIDs": ["GeoLite2-City"], "headers": {"city": "x-city"}}}}),
+    )
+    .await;
+    let geoip = async |reason: &str| {
+        eventually(&format!("the GeoIP condition {reason}"), async || {
+            let status = instances.get_status("main").await.ok()?.data["status"].clone();
+            status["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "GeoIP" && c["reason"] == reason)
+                .cloned()
+        })
+        .await
+    };
+    let failed = geoip("GeoproxyNotApplied").await;
+    assert_eq!(failed["status"], "False");
+    let message = failed["message"].as_str().unwrap();
+    assert!(message.contains("forbidden"), "{message}");
+    let daemons = dynamic(&admin, Some("d8-alb"), "apps/v1", "DaemonSet", "daemonsets");
+    let daemon = daemons.get_opt("d8-alb-public").await.unwrap();
+    assert!(daemon.is_some(), "the proxies are applied all the same");
+    let sets = dynamic(
+        &admin,
+        Some("d8-alb"),
+        "apps/v1",
+        "StatefulSet",
+        "statefulsets",
+    );
+    assert!(
+        sets.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    // The Role appears: the retried round applies the geoproxy.
+    create(
+        &dynamic(&admin, None, "v1", "Namespace", "namespaces"),
+        json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": fairlead_edge_controller::geoproxy::LEASE_NAMESPACE}}),
+    )
+    .await;
+    grant(
+        &admin,
+        Some(fairlead_edge_controller::geoproxy::LEASE_NAMESPACE),
+        "controller",
+        rbac::controller_geoip_rules(),
+    )
+    .await;
+    geoip("GeoproxyNotReady").await;
+    let set = sets.get_opt("d8-alb-public-geoproxy").await.unwrap();
+    assert!(set.is_some(), "{:?}", sets.list(&Default::default()).await);
     stop.cancel();
 }
