@@ -380,8 +380,10 @@ pub fn objects(
             "periodSeconds": 5, "failureThreshold": 2},
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": HEALTH_PORT},
             "periodSeconds": 10, "failureThreshold": 3},
+        // Editions are refreshed one at a time; the largest (GeoIP2-City) is a download of
+        // about 70 MB and a database of about 130 MB in hand at once, besides what serves.
         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
-            "limits": {"memory": "512Mi"}},
+            "limits": {"memory": "1Gi"}},
         "securityContext": hardened,
         "volumeMounts": [
             {"name": "data", "mountPath": DATA_DIR},

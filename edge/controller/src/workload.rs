@@ -277,8 +277,10 @@ fn downloader(settings: &Settings, downloads: &crate::geoproxy::Downloads, init:
         "name": if init { "geo-downloader-init" } else { "geo-downloader" },
         "image": settings.proxy_image,
         "args": args,
+        // A City download in hand (about 70 MB) and the database it unpacks to (about
+        // 130 MB) at once.
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-            "limits": {"memory": "256Mi"}},
+            "limits": {"memory": "512Mi"}},
         "securityContext": crate::pods::hardened(),
         "volumeMounts": [{"name": "geoip", "mountPath": GEOIP_MOUNT},
             {"name": "tmp", "mountPath": "/tmp"}],

@@ -213,8 +213,9 @@ impl Http {
                     transport(&e)
                 }
             })?
-            .to_bytes()
-            .to_vec();
+            .to_bytes();
+        // No copy: the collected body's only owner gives its buffer up.
+        let body = Vec::from(body);
         Ok(Response {
             status: parts.status,
             headers: parts.headers,
