@@ -26,10 +26,10 @@ pub struct EdgeArgs {
     #[arg(long, default_value_t = 50)]
     envoy_changes: usize,
     /// Rounds per side of the GeoIP figure (interleaved, after a warm-up round each).
-    #[arg(long, default_value_t = 5)]
-    geoip_rounds: usize,
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    geoip_rounds: u64,
     /// Seconds of load per round of the GeoIP figure.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     geoip_seconds: u64,
     /// Which figures to measure (all when not given).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -232,10 +232,10 @@ pub struct ApiserverArgs {
     rounds: usize,
 }
 
-/// Runs a benchmark and prints its table.
 /// The rows of the GeoIP figure: each side's requests/s (median and spread) and latency,
 /// and the ratio of the medians.
-async fn geoip_rows(rounds: usize, seconds: u64) -> anyhow::Result<Vec<fairlead_bench::Row>> {
+async fn geoip_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_bench::Row>> {
+    let rounds = usize::try_from(rounds)?;
     let shapes =
         fairlead_bench::geoip::filter_cost(&std::env::current_exe()?, rounds, seconds).await?;
     let median = |values: &[f64]| {
@@ -283,6 +283,7 @@ async fn geoip_rows(rounds: usize, seconds: u64) -> anyhow::Result<Vec<fairlead_
     Ok(rows)
 }
 
+/// Runs a benchmark and prints its table.
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Apiserver(args) => {

@@ -1799,9 +1799,12 @@ async fn echo_backend() -> u16 {
 /// from the geoproxy before Envoy starts, and Envoy's GeoIP filter sets the configured
 /// headers from the address X-Real-IP carries from a trusted peer — a client's own
 /// geolocation header is replaced, and removed for an address the database does not know.
-/// A second instance downloads from the mirror directly: a newer database published there
-/// reaches its proxy through the sidecar (a rename Envoy watches), and the new values
-/// appear under traffic with no failed request and no restart.
+/// A second instance downloads from its mirror directly: while the mirror has nothing, its
+/// proxy's init container fails and is run again (`CrashLoopBackOff`), Envoy waits and the
+/// instance is not ready; once published the database arrives, and a newer one published
+/// later reaches the proxy through the sidecar (a rename Envoy watches), the new values
+/// appearing under traffic with no failed request and no restart. Without its licence the
+/// first instance's geoproxy goes and its proxies take the mirror.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn geoip_headers_reach_backends_through_a_real_envoy() {
     let up = Up::start_with(&["--geo-downloader-interval", "10"], &[]);
@@ -1827,6 +1830,9 @@ async fn geoip_world(up: &Up) {
         "GeoIP2-City",
         city_database(1_770_000_000, "London", "GB", "ENG"),
     );
+    // The second instance's own mirror, empty until its proxy has been seen waiting.
+    let lite_mirror = Mirror::start().await;
+    let lite_source = &lite_mirror.url;
     let echo = echo_backend().await;
     let (geo_port, lite_port) = (free_port(), free_port());
     let url = &mirror.url;
@@ -1857,7 +1863,7 @@ spec:
   inlet: {{type: LoadBalancer, loadBalancer: {{httpPort: {lite_port}}}}}
   originalIPDetection: {{realIPHeader: X-Real-IP, setRealIPFrom: [127.0.0.0/8]}}
   geoIP:
-    maxmindMirror: {{url: '{url}'}}
+    maxmindMirror: {{url: '{lite_source}'}}
     maxmindEditionIDs: [GeoIP2-City]
     headers: {{city: x-geo-city}}
 ---
@@ -1877,6 +1883,44 @@ spec:
     kubectl_apply(up, &yaml);
     let client = up.client().await;
     let instances = cluster_instances(&client);
+    // Nothing to download: the proxy's init container fails, is run again with a growing
+    // wait, and holds Envoy back (its GeoIP filter would not load); the instance is not
+    // ready.
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), "d8-alb");
+    let lite_proxies = kube::api::ListParams::default()
+        .labels("alb.deckhouse.io/gateway=lite,app.kubernetes.io/name=alb-proxy");
+    let waiting = until("lite's proxy waiting for its databases", async || {
+        let pod = pods.list(&lite_proxies).await.ok()?.items.pop()?;
+        let status = pod.status?;
+        let init = status.init_container_statuses?.pop()?;
+        let reason = init.state?.waiting?.reason?;
+        (init.restart_count >= 1).then_some((reason, status.container_statuses))
+    })
+    .await;
+    assert_eq!(
+        waiting.0, "CrashLoopBackOff",
+        "as the kubelet says it (kubectl shows Init:CrashLoopBackOff)"
+    );
+    assert!(
+        waiting
+            .1
+            .iter()
+            .flatten()
+            .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_none())),
+        "Envoy waits for its databases: {:?}",
+        waiting.1
+    );
+    let lite_ready = instances.get("lite").await.unwrap().data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    assert!(!lite_ready, "no proxy of lite is ready");
+    lite_mirror.publish(
+        "GeoIP2-City",
+        city_database(1_770_000_000, "London", "GB", "ENG"),
+    );
     for name in ["geo", "lite"] {
         until(&format!("ClusterALBInstance {name} Ready"), async || {
             let i = instances.get(name).await.ok()?;
@@ -2032,10 +2076,12 @@ spec:
     });
     let sent_now = || sent.load(std::sync::atomic::Ordering::SeqCst);
     until("traffic flowing", async || (sent_now() >= 20).then_some(())).await;
-    mirror.publish(
-        "GeoIP2-City",
-        city_database(1_770_100_000, "Paris", "FR", "IDF"),
-    );
+    for mirror in [&mirror, &lite_mirror] {
+        mirror.publish(
+            "GeoIP2-City",
+            city_database(1_770_100_000, "Paris", "FR", "IDF"),
+        );
+    }
     until("the newer database's values", async || {
         (city().await == "Paris").then_some(())
     })
@@ -2052,15 +2098,7 @@ spec:
         0,
         "no request failed while the database was replaced"
     );
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-        kube::Api::namespaced(client.clone(), "d8-alb");
-    let proxies = pods
-        .list(
-            &kube::api::ListParams::default()
-                .labels("alb.deckhouse.io/gateway=lite,app.kubernetes.io/name=alb-proxy"),
-        )
-        .await
-        .unwrap();
+    let proxies = pods.list(&lite_proxies).await.unwrap();
     let statuses = proxies.items[0]
         .status
         .clone()

@@ -591,7 +591,8 @@ async fn complete(
             c.restarts += 1;
             c.last_exit = Some((code, "Error".into()));
             c.state = State::Waiting(
-                "Init:CrashLoopBackOff".into(),
+                // kubectl shows `Init:CrashLoopBackOff`, composing it from this.
+                "CrashLoopBackOff".into(),
                 format!(
                     "back-off {}s restarting a failed init container",
                     delay.as_secs()
