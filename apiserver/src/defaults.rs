@@ -62,11 +62,17 @@ pub fn on_write(kind: &str, object: &mut Value) {
                 object["type"] = json!("Opaque");
             }
             // `stringData` is write-only: merged into `data` (over the same keys) as the
-            // real server's conversion does, and never stored.
-            if let Some(Value::Object(strings)) =
-                object.as_object_mut().and_then(|o| o.remove("stringData"))
-            {
+            // real server's conversion does, and never stored. One that is not all strings
+            // stays for validation to refuse.
+            let strings = object["stringData"]
+                .as_object()
+                .filter(|s| s.values().all(Value::is_string))
+                .cloned();
+            if let Some(strings) = strings {
                 use base64::Engine as _;
+                if let Some(o) = object.as_object_mut() {
+                    o.remove("stringData");
+                }
                 if !object["data"].is_object() {
                     object["data"] = json!({});
                 }

@@ -1,5 +1,5 @@
-//! Validation of the built-in kinds that fairlead's components write and depend on: Services
-//! and EndpointSlices, as the real server validates them.
+//! Validation of the built-in kinds that fairlead's components write and depend on: Services,
+//! EndpointSlices and Secrets, as the real server validates (or decodes) them.
 
 use std::net::IpAddr;
 
@@ -20,8 +20,43 @@ pub fn validate(kind: &str, object: &Value, options: ValidationOptions) -> Vec<F
     match kind {
         "Service" => service(object),
         "EndpointSlice" => endpoint_slice(object, options),
+        "Secret" => secret(object),
         _ => Vec::new(),
     }
+}
+
+/// A Secret's `data` is base64 and its `stringData` (left when not all strings) text, as
+/// the real server's decoding demands.
+fn secret(object: &Value) -> Vec<FieldCause> {
+    use base64::Engine as _;
+    // Go's decoder, as lenient: line breaks skipped, trailing bits allowed.
+    let go = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+    );
+    let mut causes = Vec::new();
+    for (key, value) in object["data"].as_object().into_iter().flatten() {
+        let decodes = value
+            .as_str()
+            .is_some_and(|v| go.decode(v.replace(['\r', '\n'], "")).is_ok());
+        if !decodes {
+            causes.push(FieldCause::new(
+                "FieldValueInvalid",
+                format!("data.{key}"),
+                format!("Invalid value: {value}: must be base64-encoded bytes"),
+            ));
+        }
+    }
+    for (key, value) in object["stringData"].as_object().into_iter().flatten() {
+        if !value.is_string() {
+            causes.push(FieldCause::new(
+                "FieldValueInvalid",
+                format!("stringData.{key}"),
+                format!("Invalid value: {value}: must be a string"),
+            ));
+        }
+    }
+    causes
 }
 
 fn port_in_range(value: &Value) -> bool {
@@ -212,6 +247,33 @@ mod tests {
         assert!(
             service(&json!({"spec": {"ports": [{"port": 80, "targetPort": 8080}]}})).is_empty()
         );
+    }
+
+    #[test]
+    fn secrets_hold_base64_data_and_string_strings() {
+        let mut written = json!({"data": {"a": "eA==\n", "b": "not base64!"},
+            "stringData": {"c": "text", "d": 5}});
+        crate::defaults::on_write("Secret", &mut written);
+        let causes: Vec<(String, String)> = secret(&written)
+            .into_iter()
+            .map(|c| (c.field, c.message))
+            .collect();
+        assert_eq!(
+            causes,
+            [
+                (
+                    "data.b".to_owned(),
+                    "Invalid value: \"not base64!\": must be base64-encoded bytes".to_owned()
+                ),
+                (
+                    "stringData.d".to_owned(),
+                    "Invalid value: 5: must be a string".to_owned()
+                ),
+            ]
+        );
+        let mut fine = json!({"data": {"a": "eA=="}, "stringData": {"c": "text"}});
+        crate::defaults::on_write("Secret", &mut fine);
+        assert!(secret(&fine).is_empty(), "{fine}");
     }
 
     #[test]

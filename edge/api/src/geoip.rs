@@ -244,19 +244,19 @@ impl fmt::Display for Field {
     }
 }
 
+/// A header field no [`Field`] is.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown GeoIP header field {0:?} (one of {fields})", fields = Field::ALL.map(Field::key).join(", "))]
+pub struct UnknownField(pub String);
+
 impl FromStr for Field {
-    type Err = String;
+    type Err = UnknownField;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         Field::ALL
             .into_iter()
             .find(|f| f.key() == text)
-            .ok_or_else(|| {
-                format!(
-                    "unknown GeoIP header field {text:?} (one of {})",
-                    Field::ALL.map(Field::key).join(", ")
-                )
-            })
+            .ok_or_else(|| UnknownField(text.to_owned()))
     }
 }
 
@@ -334,7 +334,12 @@ mod tests {
         for field in Field::ALL {
             assert_eq!(field.key().parse::<Field>().unwrap(), field);
         }
-        assert!("continent".parse::<Field>().is_err());
+        let unknown = "continent".parse::<Field>().unwrap_err().to_string();
+        assert!(
+            unknown.starts_with("unknown GeoIP header field \"continent\" (one of ")
+                && unknown.contains("country"),
+            "{unknown}"
+        );
     }
 
     #[test]

@@ -216,6 +216,17 @@ pub fn plan(instance: &Instance, gateway: &ObjectKey) -> Plan {
     }
 }
 
+/// Why an instance's licence cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LicenceError {
+    /// The Secret is not there.
+    #[error("Secret {0} not found")]
+    NotFound(ObjectKey),
+    /// It has no (or an empty) `licenseKey`.
+    #[error("Secret {0} has no {LICENSE_KEY}")]
+    NoKey(ObjectKey),
+}
+
 /// MaxMind's licence as read from the instance's Secret.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Licence {
@@ -236,11 +247,11 @@ impl Licence {
     pub fn read(
         secret: &ObjectKey,
         data: Option<&std::collections::BTreeMap<String, Vec<u8>>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, LicenceError> {
         let key = data
             .and_then(|d| d.get(LICENSE_KEY))
             .filter(|k| !String::from_utf8_lossy(k).trim().is_empty())
-            .ok_or_else(|| format!("Secret {secret} has no {LICENSE_KEY}"))?;
+            .ok_or_else(|| LicenceError::NoKey(secret.clone()))?;
         Ok(Self {
             key: key.clone(),
             account_id: data
@@ -442,7 +453,7 @@ pub fn objects(
 /// the geoproxy's ready and wanted replicas.
 pub fn condition(
     plan: &Plan,
-    licence: Option<&Result<Licence, String>>,
+    licence: Option<&Result<Licence, LicenceError>>,
     replicas: (i64, i64),
 ) -> Option<(bool, &'static str, String)> {
     if let Some((reason, _)) = plan.problems.first() {
@@ -748,7 +759,7 @@ mod tests {
                 "maxmindEditionIDs": ["GeoLite2-City"], "headers": {"city": "x-city"}}),
         );
         let plan = plan(&i, &ObjectKey::new("d8-alb", "public"));
-        let missing = Err("Secret d8-alb/maxmind not found".to_owned());
+        let missing = Err(LicenceError::NotFound(ObjectKey::new("d8-alb", "maxmind")));
         assert_eq!(
             condition(&plan, Some(&missing), (0, 1)).unwrap().1,
             "LicenseSecretInvalid"
@@ -766,6 +777,11 @@ mod tests {
         assert_eq!(condition(&Plan::default(), None, (0, 0)), None);
         assert_eq!(format!("{read:?}"), "Licence(<redacted>)", "never shown");
         let read = Licence::read(&ObjectKey::new("d8-alb", "maxmind"), None).unwrap_err();
-        assert_eq!(read, "Secret d8-alb/maxmind has no licenseKey");
+        assert_eq!(read.to_string(), "Secret d8-alb/maxmind has no licenseKey");
+        let (_, _, message) = condition(&plan, Some(&missing), (0, 1)).unwrap();
+        assert!(
+            message.starts_with("Secret d8-alb/maxmind not found; "),
+            "{message}"
+        );
     }
 }

@@ -584,11 +584,13 @@ struct State {
 async fn licence(
     client: &kube::Client,
     geoproxy: &crate::geoproxy::Geoproxy,
-) -> Result<Result<crate::geoproxy::Licence, String>, kube::Error> {
+) -> Result<Result<crate::geoproxy::Licence, crate::geoproxy::LicenceError>, kube::Error> {
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(client.clone(), geoproxy.licence.namespace());
     let Some(secret) = secrets.get_opt(geoproxy.licence.name()).await? else {
-        return Ok(Err(format!("Secret {} not found", geoproxy.licence)));
+        return Ok(Err(crate::geoproxy::LicenceError::NotFound(
+            geoproxy.licence.clone(),
+        )));
     };
     let data: Option<std::collections::BTreeMap<String, Vec<u8>>> = secret
         .data
