@@ -382,6 +382,7 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         "alb_xds_push_latency_seconds_bucket",
         "alb_xds_snapshot_resources",
         "alb_xds_streams_refused_total",
+        "alb_xds_proxies_without_geoip",
         "alb_controller_reconciles_total",
         "alb_controller_instance_ready",
         "alb_controller_certificate_expiry_timestamp_seconds",

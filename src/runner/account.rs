@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use fairlead_key::ObjectKey;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
@@ -26,6 +27,30 @@ const VALID: i64 = 3600;
 
 /// How old a token gets before it is renewed.
 const RENEW: Duration = Duration::from_secs(40 * 60);
+
+/// Why a pod's token could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    /// The API refused the TokenRequest (the ServiceAccount does not exist yet, say).
+    #[error("a token of ServiceAccount {account}: {source}")]
+    Request {
+        /// The ServiceAccount.
+        account: ObjectKey,
+        /// The API's answer.
+        source: kube::Error,
+    },
+    /// The API answered without a token.
+    #[error("no token for ServiceAccount {0}")]
+    Empty(ObjectKey),
+    /// The files could not be written.
+    #[error("writing {path}: {source}")]
+    Write {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
 
 /// One pod's ServiceAccount token and kubeconfig.
 pub struct Account {
@@ -55,6 +80,11 @@ impl Account {
         })
     }
 
+    /// The ServiceAccount.
+    fn account(&self) -> ObjectKey {
+        ObjectKey::new(&self.namespace, &self.name)
+    }
+
     /// The kubeconfig the containers are given.
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.join("kubeconfig")
@@ -62,7 +92,7 @@ impl Account {
 
     /// Writes the token (and the kubeconfig) when there is none or it is due for renewal;
     /// why it could not (the ServiceAccount does not exist yet, say).
-    pub async fn refresh(&mut self, client: &kube::Client) -> Result<(), String> {
+    pub async fn refresh(&mut self, client: &kube::Client) -> Result<(), AccountError> {
         if self.renewed.is_some_and(|at| at.elapsed() < RENEW) {
             return Ok(());
         }
@@ -77,23 +107,19 @@ impl Account {
         let answer = accounts
             .create_token_request(&self.name, &PostParams::default(), &request)
             .await
-            .map_err(|e| {
-                format!(
-                    "a token of ServiceAccount {}/{}: {e}",
-                    self.namespace, self.name
-                )
+            .map_err(|source| AccountError::Request {
+                account: self.account(),
+                source,
             })?;
         let token = answer
             .status
             .and_then(|s| s.token)
             .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "no token for ServiceAccount {}/{}",
-                    self.namespace, self.name
-                )
-            })?;
-        let io = |e: std::io::Error| format!("writing {}: {e}", self.dir.display());
+            .ok_or_else(|| AccountError::Empty(self.account()))?;
+        let io = |source| AccountError::Write {
+            path: self.dir.clone(),
+            source,
+        };
         std::fs::create_dir_all(&self.dir).map_err(io)?;
         let token_file = self.dir.join("token");
         fairlead_kit::files::write_atomically(&token_file, token.as_bytes(), 0o600).map_err(io)?;

@@ -185,7 +185,7 @@ async fn run(
     loop {
         let refreshed = match volumes.refresh(&client).await {
             Ok(()) => match account.as_mut() {
-                Some(account) => account.refresh(&client).await,
+                Some(account) => account.refresh(&client).await.map_err(|e| e.to_string()),
                 None => Ok(()),
             },
             Err(e) => Err(e.to_string()),

@@ -181,6 +181,16 @@ impl Snapshot {
         }
     }
 
+    /// The databases of this snapshot's GeoIP filter a proxy holding `held` lacks (none
+    /// when it holds them all or the snapshot has no such filter): what
+    /// [`Snapshot::for_node`] serves it without.
+    pub fn lacking(&self, held: &BTreeSet<String>) -> BTreeSet<String> {
+        match &self.without_geoip {
+            Some((needed, _)) => needed.difference(held).cloned().collect(),
+            None => BTreeSet::new(),
+        }
+    }
+
     /// When the cache published this snapshot.
     pub fn published(&self) -> Option<std::time::Instant> {
         self.published
@@ -422,6 +432,15 @@ mod tests {
         assert!(
             Arc::ptr_eq(&full, &snapshot),
             "a proxy holding every database"
+        );
+        assert!(
+            snapshot
+                .lacking(&held(&["GeoIP2-City", "GeoLite2-ASN"]))
+                .is_empty()
+        );
+        assert_eq!(
+            snapshot.lacking(&held(&["GeoIP2-City"])),
+            held(&["GeoLite2-ASN"])
         );
         for lacking in [held(&["GeoIP2-City"]), held(&[])] {
             let without = snapshot.for_node(&lacking);

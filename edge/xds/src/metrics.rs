@@ -29,6 +29,7 @@ pub struct XdsMetrics {
     /// Status writes by result.
     pub status_writes: IntCounterVec,
     refused: IntCounterVec,
+    without_geoip: IntGaugeVec,
 }
 
 impl XdsMetrics {
@@ -83,6 +84,11 @@ impl XdsMetrics {
                 "xDS streams refused because the client certificate names another Gateway than the one asked for.",
                 &["gateway"],
             )?,
+            without_geoip: metrics.gauge_vec(
+                "alb_xds_proxies_without_geoip",
+                "Proxies served their Gateway's listeners without the GeoIP filter, lacking one of its databases, by Gateway.",
+                &["gateway"],
+            )?,
         };
         for stage in ["read", "status"] {
             this.errors.with_label_values(&[stage]);
@@ -101,6 +107,8 @@ impl XdsMetrics {
 impl Observer for XdsMetrics {
     fn connected(&self, group: &ObjectKey) {
         self.connected.with_label_values(&[group.as_str()]).inc();
+        // Present at 0 for every Gateway with proxies, for alerts and dashboards.
+        self.without_geoip.with_label_values(&[group.as_str()]);
     }
 
     fn disconnected(&self, group: &ObjectKey) {
@@ -125,6 +133,15 @@ impl Observer for XdsMetrics {
 
     fn refused(&self, group: &ObjectKey, _reason: &str) {
         self.refused.with_label_values(&[group.as_str()]).inc();
+    }
+
+    fn without_geoip(&self, group: &ObjectKey, without: bool) {
+        let gauge = self.without_geoip.with_label_values(&[group.as_str()]);
+        if without {
+            gauge.inc();
+        } else {
+            gauge.dec();
+        }
     }
 
     fn verdict(&self, group: &ObjectKey, verdict: &Verdict) {

@@ -17,7 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Snapshot};
 use crate::delta::Delta;
 use crate::sotw::{Sotw, Verdict};
 use fairlead_key::ObjectKey;
@@ -43,6 +43,9 @@ pub trait Observer: Send + Sync + 'static {
     /// A stream asking for `group` was refused: its client certificate names another
     /// Gateway.
     fn refused(&self, _group: &ObjectKey, _reason: &str) {}
+    /// A proxy of `group` started (`true`) or stopped (`false`) being served its Gateway's
+    /// listeners without the GeoIP filter, lacking one of the filter's databases.
+    fn without_geoip(&self, _group: &ObjectKey, _without: bool) {}
 }
 
 /// An observer that reports nothing.
@@ -76,6 +79,9 @@ impl Observer for Observers {
     }
     fn refused(&self, group: &ObjectKey, reason: &str) {
         self.0.iter().for_each(|o| o.refused(group, reason));
+    }
+    fn without_geoip(&self, group: &ObjectKey, without: bool) {
+        self.0.iter().for_each(|o| o.without_geoip(group, without));
     }
 }
 
@@ -248,6 +254,21 @@ pub(crate) async fn serve<P, S>(
     // Which form of a GeoIP Gateway's listeners this proxy can load (see
     // [`crate::cache::Snapshot::for_node`]).
     let held = crate::node::geoip_editions(P::node(&first));
+    // Whether it is served the form without the filter, reported as it changes.
+    let mut without = false;
+    let mut form = |snapshot: &Arc<Snapshot>| {
+        let lacking = snapshot.lacking(&held);
+        if lacking.is_empty() == without {
+            without = !without;
+            if without {
+                tracing::warn!(gateway = %group, lacking = ?lacking, "a proxy lacks GeoIP databases: it is served its listeners without the GeoIP filter, and requests pass without geolocation headers");
+            } else {
+                tracing::info!(gateway = %group, "a proxy is served its listeners with the GeoIP filter again");
+            }
+            observer.without_geoip(&group, without);
+        }
+        snapshot.for_node(&held)
+    };
     let mut snapshots = cache.subscribe(&group);
     let mut pending = Some(first);
     // One span per response: a push after a change (`change = true`, with the time since
@@ -273,7 +294,7 @@ pub(crate) async fn serve<P, S>(
     };
     loop {
         if let Some(request) = pending.take() {
-            let snapshot = snapshots.borrow_and_update().for_node(&held);
+            let snapshot = form(&snapshots.borrow_and_update());
             let (response, verdict) = protocol.on_request(&request, &snapshot);
             if let Some(verdict) = verdict {
                 if let Verdict::Nack {
@@ -308,7 +329,7 @@ pub(crate) async fn serve<P, S>(
                 if changed.is_err() {
                     break;
                 }
-                let snapshot = snapshots.borrow_and_update().for_node(&held);
+                let snapshot = form(&snapshots.borrow_and_update());
                 let mut closed = false;
                 for response in protocol.on_snapshot(&snapshot) {
                     if send(response, snapshot.published()).await.is_err() {
@@ -321,6 +342,9 @@ pub(crate) async fn serve<P, S>(
                 }
             }
         }
+    }
+    if without {
+        observer.without_geoip(&group, false);
     }
     observer.disconnected(&group);
 }

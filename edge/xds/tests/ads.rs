@@ -31,6 +31,24 @@ impl Observer for Recorder {
         };
         self.0.lock().unwrap().push(format!("{what} {group}"));
     }
+    fn without_geoip(&self, group: &fairlead_edge_translate::ObjectKey, without: bool) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("without_geoip {group} {without}"));
+    }
+}
+
+impl Recorder {
+    /// The `without_geoip` reports so far.
+    fn without_geoip(&self) -> Vec<String> {
+        let events = self.0.lock().unwrap();
+        events
+            .iter()
+            .filter(|e| e.starts_with("without_geoip"))
+            .cloned()
+            .collect()
+    }
 }
 
 async fn serve(cache: Arc<Cache>, observer: Arc<Recorder>) -> String {
@@ -272,7 +290,8 @@ fn gw() -> fairlead_edge_translate::ObjectKey {
 
 /// A Gateway whose instance asks for GeoIP headers: a proxy that says it holds the City
 /// database gets listeners with Envoy's GeoIP filter, one that says nothing gets them
-/// without (both remove client-sent geolocation headers).
+/// without (both remove client-sent geolocation headers), reported to the observer while
+/// its stream lasts.
 #[tokio::test]
 async fn only_proxies_holding_the_databases_get_the_geoip_filter() {
     use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
@@ -295,7 +314,8 @@ spec:
     assert!(resources.without_geoip.is_some());
     let cache = Arc::new(Cache::new());
     cache.set(&gw(), fairlead_edge_xds::cache::Snapshot::new(resources));
-    let url = serve(cache, Arc::new(Recorder::default())).await;
+    let recorder = Arc::new(Recorder::default());
+    let url = serve(cache, recorder.clone()).await;
     let listeners = |held: Option<&str>| {
         let url = url.clone();
         let held = held.map(str::to_owned);
@@ -340,10 +360,29 @@ spec:
         listeners(Some("GeoLite2-City,GeoLite2-ASN")).await,
         (true, true)
     );
+    assert_eq!(recorder.without_geoip(), Vec::<String>::new());
     assert_eq!(
         listeners(None).await,
         (false, true),
         "no filter, the header still removed"
     );
     assert_eq!(listeners(Some("GeoIP2-City")).await, (false, true));
+    // Each proxy served without the filter is reported, and reported gone with its stream.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut reports = recorder.without_geoip();
+        reports.sort();
+        if reports
+            == [
+                "without_geoip default/gw false",
+                "without_geoip default/gw false",
+                "without_geoip default/gw true",
+                "without_geoip default/gw true",
+            ]
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{reports:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
