@@ -2,7 +2,7 @@
 //! real xDS server: not ready until the control plane's listeners arrive, then serving them;
 //! a stop waits for open connections (up to the deadline) and stops Envoy; Envoy's stats are
 //! served on the supervisor's router; an Envoy that dies ends the supervisor with its last
-//! lines.
+//! lines; a proxy's GeoIP databases decide which form of its listeners it is served.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,7 +38,39 @@ async fn xds(cache: Arc<Cache>) -> u16 {
 /// The translated resources of Gateway `default/gw` with an HTTP listener on `port` that
 /// redirects everything.
 fn world(port: u16) -> Snapshot {
-    let input = fairlead_edge_translate::model::Input::from_yaml(&format!(
+    translated(&world_yaml(port))
+}
+
+/// [`world`], its Gateway an instance's that asks for a header from GeoLite2-City.
+fn geoip_world(port: u16) -> Snapshot {
+    let yaml = world_yaml(port).replace(
+        "metadata: {name: gw, namespace: default}",
+        "metadata: {name: gw, namespace: default, labels: {alb.deckhouse.io/instance: ClusterALBInstance.main}}",
+    ) + "---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {name: main}
+spec:
+  gatewayName: gw
+  geoIP: {maxmindMirror: {url: 'http://mirror'}, maxmindEditionIDs: [GeoLite2-City], headers: {country: x-country}}
+";
+    translated(&yaml)
+}
+
+fn translated(yaml: &str) -> Snapshot {
+    let input = fairlead_edge_translate::model::Input::from_yaml(yaml).unwrap();
+    let mut translation =
+        fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
+    Snapshot::new(
+        translation
+            .gateways
+            .remove(&ObjectKey::new("default", "gw"))
+            .expect("the Gateway is translated"),
+    )
+}
+
+fn world_yaml(port: u16) -> String {
+    format!(
         "apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {{name: d8-alb}}
@@ -59,15 +91,6 @@ spec:
   rules: [{{filters: [{{type: RequestRedirect, requestRedirect: {{hostname: example.org}}}}]}}]
 ",
         controller = fairlead_edge_translate::CONTROLLER_NAME
-    ))
-    .unwrap();
-    let mut translation =
-        fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
-    Snapshot::new(
-        translation
-            .gateways
-            .remove(&ObjectKey::new("default", "gw"))
-            .expect("the Gateway is translated"),
     )
 }
 
@@ -235,5 +258,70 @@ async fn an_envoy_that_dies_ends_the_supervisor_with_its_last_lines() {
             );
         }
         other => panic!("{other:?}"),
+    }
+}
+
+/// A proxy with no database beside it (its downloader found none) is served the listeners
+/// without Envoy's GeoIP filter, and Envoy takes them; one with the City database beside it
+/// gets the filter, which Envoy loads from the path the translator names (relative to
+/// Envoy's working directory, as in the proxy's pod).
+#[tokio::test]
+async fn the_databases_beside_envoy_decide_whether_it_gets_the_geoip_filter() {
+    let cache = Arc::new(Cache::new());
+    let xds_port = xds(cache.clone()).await;
+    let listener_port = free_port();
+    cache.set(&ObjectKey::new("default", "gw"), geoip_world(listener_port));
+    let city = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../geoip/tests/data/GeoLite2-City-Test.mmdb"
+    );
+    for held in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let geoip = dir.path().join(fairlead_edge_api::geoip::PROXY_DIR);
+        std::fs::create_dir(&geoip).unwrap();
+        if held {
+            std::fs::copy(city, geoip.join("GeoLite2-City.mmdb")).unwrap();
+        }
+        let admin_port = free_port();
+        let ready = Arc::new(AtomicBool::new(false));
+        let stop = CancellationToken::new();
+        let mut settings = settings(xds_port, admin_port, dir.path(), Drain::default());
+        settings.geoip_dir = Some(geoip);
+        // Envoy in the directory the databases' relative paths start from.
+        settings.launcher = Some(vec![
+            "env".into(),
+            "-C".into(),
+            dir.path().as_os_str().to_owned(),
+        ]);
+        let supervisor = tokio::spawn(run(settings, stop.clone(), {
+            let ready = ready.clone();
+            move |now| ready.store(now, Ordering::SeqCst)
+        }));
+        until("ready", async || ready.load(Ordering::SeqCst)).await;
+        let admin = fairlead_edge_proxy::admin::Admin::new(([127, 0, 0, 1], admin_port).into());
+        let dump = admin.get("/config_dump").await.unwrap();
+        assert!(
+            dump.contains(&format!("\"port_value\": {listener_port}")),
+            "{dump:.400}"
+        );
+        // The filter's configuration in a listener (the bootstrap's list of extensions
+        // names the filter too).
+        let at = dump.find("type.googleapis.com/envoy.extensions.filters.http.geoip.v3.Geoip");
+        assert_eq!(
+            at.is_some(),
+            held,
+            "held {held}: {}",
+            at.map_or("", |at| &dump[at.saturating_sub(1500)..at + 200])
+        );
+        assert!(
+            dump.contains("x-country"),
+            "the client's header is removed either way"
+        );
+        stop.cancel();
+        let outcome = tokio::time::timeout(Duration::from_secs(20), supervisor)
+            .await
+            .expect("the supervisor stops")
+            .unwrap();
+        assert!(outcome.is_ok(), "{outcome:?}");
     }
 }
