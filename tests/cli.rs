@@ -1794,8 +1794,9 @@ async fn echo_backend() -> u16 {
 }
 
 /// GeoIP end to end, through real Envoys: an instance with a licence gets a geoproxy (a
-/// StatefulSet whose claim is bound, holding the licence copied into d8-alb, elected on its
-/// Lease) that downloads from the instance's mirror; its proxies' init container fetches
+/// StatefulSet whose claim is bound to an emptied directory, holding the licence copied
+/// into d8-alb, elected on its Lease in d8-alb-geoip) that downloads from the instance's
+/// mirror; its proxies' init container fetches
 /// from the geoproxy before Envoy starts, and Envoy's GeoIP filter sets the configured
 /// headers from the address X-Real-IP carries from a trusted peer — a client's own
 /// geolocation header is replaced, and removed for an address the database does not know.
@@ -1880,6 +1881,14 @@ spec:
   rules: [{backendRefs: [{name: echo, port: 80}]}]
 ",
     );
+    // What an earlier claim of the geoproxy's name left: a new claim is an empty volume.
+    let claim_dir = up
+        .kubeconfig
+        .parent()
+        .unwrap()
+        .join("pods/claims/d8-alb_data-d8-alb-geo-geoproxy-0");
+    std::fs::create_dir_all(&claim_dir).unwrap();
+    std::fs::write(claim_dir.join("left-over"), b"an earlier volume's").unwrap();
     kubectl_apply(up, &yaml);
     let client = up.client().await;
     let instances = cluster_instances(&client);
@@ -1956,6 +1965,10 @@ spec:
         kube::Api::namespaced(client.clone(), "d8-alb");
     let claim = claims.get("data-d8-alb-geo-geoproxy-0").await.unwrap();
     assert_eq!(claim.status.and_then(|s| s.phase).as_deref(), Some("Bound"));
+    assert!(
+        !claim_dir.join("left-over").exists(),
+        "the directory standing for the new claim was emptied"
+    );
     let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
         kube::Api::namespaced(client.clone(), "d8-alb");
     let copy = secrets.get("d8-alb-geo-geoproxy-license").await.unwrap();

@@ -7,7 +7,8 @@
 //!   DaemonSet whose node selector the local Node matches), each on a loopback address of its
 //!   own (`127.B.3.N`, the Pod's `podIP`; `B` the runner's block, see [`addresses`]) — see [`running`] for what running one means; a
 //!   changed template gets new pods, and the old ones stop once the new ones are ready (a
-//!   StatefulSet's pod, whose name is stable, is stopped first and started again);
+//!   StatefulSet's pods, whose names are stable, are each stopped first and started again,
+//!   one at a time from the highest ordinal, each once the others are ready);
 //! - makes a StatefulSet pod's PersistentVolumeClaims from its claim templates and binds
 //!   them: a directory of the runner's ([`running::CLAIMS_DIR`]) stands in for each volume,
 //!   and outlives the pod;
@@ -277,16 +278,40 @@ async fn round(
             );
         }
     }
-    // A StatefulSet's pod of an older template goes first (its name is the new one's).
-    let outdated: Vec<ObjectKey> = world
+    // A StatefulSet's pod of an older template stops before its successor starts (its name
+    // is the new one's), one at a time from the highest ordinal.
+    let outdated: Vec<pod::Outdated> = world
         .pods
         .iter()
-        .filter(|(key, p)| {
-            p.kind == "StatefulSet" && wanted.get(*key).is_some_and(|(_, w)| w.hash != p.hash)
+        .filter(|(_, p)| p.kind == "StatefulSet")
+        .filter_map(|(key, p)| {
+            let (_, w) = wanted.get(key).filter(|(_, w)| w.hash != p.hash)?;
+            Some(pod::Outdated {
+                workload: p.workload.clone(),
+                pod: key.clone(),
+                ordinal: w.ordinal,
+            })
         })
-        .map(|(k, _)| k.clone())
         .collect();
-    for key in outdated {
+    let settled = |set: &ObjectKey| {
+        wanted
+            .iter()
+            .filter(|(_, (i, _))| {
+                workloads[*i]["kind"] == "StatefulSet" && &key_of(&workloads[*i]) == set
+            })
+            .all(|(key, (_, w))| {
+                let stopping = world
+                    .stopping
+                    .iter()
+                    .any(|h| h.name == w.name && h.namespace == key.namespace());
+                let current = world
+                    .pods
+                    .get(key)
+                    .map(|p| p.hash != w.hash || *p.handle.ready.borrow());
+                !stopping && current == Some(true)
+            })
+    };
+    for key in pod::replacements(&outdated, settled) {
         if let Some(pod) = world.pods.remove(&key) {
             tracing::info!(pod = %key, "replacing a pod of an older template");
             pod.handle.stop.cancel();
@@ -389,7 +414,7 @@ async fn round(
 /// label; a geoproxy's pods carry it too, but serve on their own address).
 fn gateway_of(workload: &Value) -> Option<ObjectKey> {
     let labels = &workload["spec"]["template"]["metadata"]["labels"];
-    if labels["app.kubernetes.io/name"] != "alb-proxy" {
+    if labels["app.kubernetes.io/name"] != fairlead_edge_controller::pods::PROXY_APP {
         return None;
     }
     let gateway = labels[GATEWAY_LABEL].as_str()?;
@@ -397,7 +422,7 @@ fn gateway_of(workload: &Value) -> Option<ObjectKey> {
 }
 
 /// Makes and binds the PersistentVolumeClaims of a StatefulSet's pod `wanted` (each stands
-/// for a directory of the runner's, [`running::CLAIMS_DIR`]).
+/// for a directory of the runner's, [`running::CLAIMS_DIR`], empty when bound).
 async fn bind_claims(
     client: &kube::Client,
     config: &Config,
@@ -425,6 +450,13 @@ async fn bind_claims(
             key.namespace(),
             key.name(),
         );
+        // A new claim is a new, empty volume: what an earlier claim of its name left goes.
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| {
+                kube::Error::Service(format!("emptying {}: {e}", dir.display()).into())
+            })?;
+            tracing::info!(claim = %key, dir = %dir.display(), "an earlier claim's directory emptied for a new claim of its name");
+        }
         std::fs::create_dir_all(&dir)
             .map_err(|e| kube::Error::Service(format!("making {}: {e}", dir.display()).into()))?;
         let spec = existing.spec.unwrap_or_default();

@@ -12,6 +12,8 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+
+use fairlead_key::ObjectKey;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -33,6 +35,36 @@ pub struct Wanted {
     pub hash: String,
     /// Its ordinal.
     pub ordinal: usize,
+}
+
+/// A StatefulSet's pod running an older template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outdated {
+    /// Its StatefulSet.
+    pub workload: ObjectKey,
+    /// The pod.
+    pub pod: ObjectKey,
+    /// Its ordinal.
+    pub ordinal: usize,
+}
+
+/// Which of `outdated` to stop this round, as the StatefulSet controller's rolling update
+/// does: one pod per StatefulSet at a time, the highest ordinal first, and only once
+/// `settled(statefulset)` (none of its pods stopping, and each already on the new template
+/// running and ready).
+pub fn replacements(outdated: &[Outdated], settled: impl Fn(&ObjectKey) -> bool) -> Vec<ObjectKey> {
+    let mut highest: BTreeMap<&ObjectKey, &Outdated> = BTreeMap::new();
+    for pod in outdated {
+        let entry = highest.entry(&pod.workload).or_insert(pod);
+        if pod.ordinal > entry.ordinal {
+            *entry = pod;
+        }
+    }
+    highest
+        .into_iter()
+        .filter(|(workload, _)| settled(workload))
+        .map(|(_, pod)| pod.pod.clone())
+        .collect()
 }
 
 /// A short stable hash of `value` (its JSON text), for names.
@@ -540,5 +572,38 @@ mod tests {
             object["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"],
             "geo-1"
         );
+    }
+
+    #[test]
+    fn a_stateful_set_is_replaced_from_its_highest_ordinal_one_pod_at_a_time() {
+        let geo = ObjectKey::new("d8-alb", "geo");
+        let other = ObjectKey::new("team", "other");
+        let outdated = |workload: &ObjectKey, ordinal: usize| Outdated {
+            workload: workload.clone(),
+            pod: ObjectKey::new(
+                workload.namespace(),
+                format!("{}-{ordinal}", workload.name()),
+            ),
+            ordinal,
+        };
+        let all = [
+            outdated(&geo, 0),
+            outdated(&geo, 2),
+            outdated(&geo, 1),
+            outdated(&other, 0),
+        ];
+        assert_eq!(
+            replacements(&all, |_| true),
+            [
+                ObjectKey::new("d8-alb", "geo-2"),
+                ObjectKey::new("team", "other-0")
+            ]
+        );
+        assert_eq!(
+            replacements(&all, |w| w != &geo),
+            [ObjectKey::new("team", "other-0")],
+            "a StatefulSet still rolling waits"
+        );
+        assert!(replacements(&[], |_| true).is_empty());
     }
 }

@@ -302,7 +302,7 @@ impl Default for Settings {
 
 /// The labels of everything made for `gateway`'s geoproxy.
 fn labels(instance: &Instance, gateway: &ObjectKey) -> Value {
-    crate::pods::labels(instance, gateway, "alb-geoproxy")
+    crate::pods::labels(instance, gateway, crate::pods::GEOPROXY_APP)
 }
 
 /// The images a geoproxy's pod runs.
@@ -340,7 +340,7 @@ pub fn objects(
     let mut binding_labels = labels(instance, gateway);
     binding_labels[GATEWAY_NAMESPACE_LABEL] = json!(gateway.namespace());
     let selector = json!({crate::pods::GATEWAY_LABEL: gateway.name(),
-        "app.kubernetes.io/name": "alb-geoproxy"});
+        "app.kubernetes.io/name": crate::pods::GEOPROXY_APP});
     let editions: Vec<&str> = geoproxy.editions.iter().map(|e| e.id()).collect();
     let lease = lease(gateway);
     let mut args = vec![

@@ -11,6 +11,12 @@ use crate::instance::{INSTANCE_LABEL, Instance, MANAGER};
 /// The label of a Gateway's pods (proxies, geoproxy) and of everything made for them.
 pub const GATEWAY_LABEL: &str = "alb.deckhouse.io/gateway";
 
+/// `app.kubernetes.io/name` of the proxies' pods.
+pub const PROXY_APP: &str = "alb-proxy";
+
+/// `app.kubernetes.io/name` of the geoproxies' pods (and everything made for them).
+pub const GEOPROXY_APP: &str = "alb-geoproxy";
+
 /// The user the containers run as.
 const USER: i64 = 64535;
 

@@ -244,7 +244,7 @@ pub fn ports(spec: &InstanceSpec, has_certificate: bool) -> Vec<InletPort> {
 
 /// The labels of everything made for `gateway`'s proxies.
 fn labels(instance: &Instance, gateway: &ObjectKey) -> Value {
-    crate::pods::labels(instance, gateway, "alb-proxy")
+    crate::pods::labels(instance, gateway, crate::pods::PROXY_APP)
 }
 
 /// Where the proxy container mounts the GeoIP databases, under [`WORKING_DIR`]: Envoy
@@ -385,7 +385,7 @@ pub fn objects(
     ];
     let template = pod_template(instance, gateway, &ports, host_ports, downloads, settings);
     let selector = json!({"matchLabels": {GATEWAY_LABEL: gateway.name(),
-        "app.kubernetes.io/name": "alb-proxy"}});
+        "app.kubernetes.io/name": crate::pods::PROXY_APP}});
     if instance.kind == "ClusterALBInstance" {
         out.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": metadata(&name, instance, gateway, owners),
@@ -430,7 +430,7 @@ fn service(
         "type": "LoadBalancer",
         // The client's own address reaches Envoy (acceptRequestsFrom, access logs).
         "externalTrafficPolicy": "Local",
-        "selector": {GATEWAY_LABEL: gateway.name(), "app.kubernetes.io/name": "alb-proxy"},
+        "selector": {GATEWAY_LABEL: gateway.name(), "app.kubernetes.io/name": crate::pods::PROXY_APP},
         "ports": ports.iter().map(|p| json!({
             "name": p.name,
             "port": p.exposed,
