@@ -1,0 +1,27 @@
+//! The Gateway API relationship graph: a pure function from the edge's published index
+//! (the translator's input) and the world beside it (statuses, ServiceWithHealthchecks,
+//! proxy workloads) to typed nodes and named edges with their health, and the pure
+//! operations the service and the CLI serve it with — per-user views and filters, diffs,
+//! renderings, the traffic overlay's merge.
+//!
+//! - `id`: node ids (`group/kind/namespace/name[/section]`);
+//! - `model`: nodes, edges, health, traffic;
+//! - `world` and `certificate`: what is read besides the input;
+//! - `build` (with `health`, its rules): the graph;
+//! - `filter`, `diff`, `render`, `traffic`: views, changes, JSON/DOT/Mermaid, Prometheus's
+//!   numbers on routes and backends.
+
+mod build;
+pub mod certificate;
+pub mod diff;
+pub mod filter;
+pub mod health;
+pub mod id;
+pub mod model;
+pub mod render;
+pub mod world;
+
+pub use build::build;
+pub use id::NodeId;
+pub use model::{Edge, Graph, Health, Node, Relation};
+pub use world::World;

@@ -1,0 +1,224 @@
+//! What the graph reads beside the translator's input: the statuses controllers wrote (the
+//! index keeps them apart from the specs), ServiceWithHealthchecks with their probe results,
+//! and the proxy workloads of the ALB instances. [`read`] sorts any object given as JSON
+//! into the input or the world, so a file, a cluster listing and the service's watches
+//! all build the same thing.
+
+use std::collections::HashMap;
+
+use fairlead_edge_translate::model::{GATEWAY_GROUP, Input, InputError};
+use fairlead_health_api::{ServicePort, ServiceWithHealthchecksStatus};
+use fairlead_key::ObjectKey;
+use serde::Deserialize;
+
+use crate::id::NodeId;
+
+/// The group of the Deckhouse network resources (ALB instances, ServiceWithHealthchecks).
+pub const NETWORK_GROUP: &str = "network.deckhouse.io";
+
+/// The label naming the Gateway a proxy workload serves.
+pub const GATEWAY_LABEL: &str = "alb.deckhouse.io/gateway";
+
+/// A ServiceWithHealthchecks: its ports and what its agents report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Check {
+    /// Namespace and name (its child Service has the same).
+    pub key: ObjectKey,
+    /// Ports.
+    pub ports: Vec<ServicePort>,
+    /// Status.
+    pub status: Option<ServiceWithHealthchecksStatus>,
+}
+
+/// A proxy workload (Deployment or DaemonSet labelled with its Gateway).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Workload {
+    /// `Deployment` or `DaemonSet`.
+    pub kind: String,
+    /// Namespace and name.
+    pub key: ObjectKey,
+    /// The Gateway's name (in the workload's namespace).
+    pub gateway: String,
+    /// Replicas wanted (pods scheduled, for a DaemonSet).
+    pub desired: i32,
+    /// Replicas ready.
+    pub ready: i32,
+}
+
+/// Everything the graph reads besides the translator's input.
+#[derive(Clone, Debug, Default)]
+pub struct World {
+    /// The `status` of Gateway API objects and ALB instances, by node id.
+    pub statuses: HashMap<NodeId, serde_json::Value>,
+    /// ServiceWithHealthchecks.
+    pub checks: Vec<Check>,
+    /// Proxy workloads.
+    pub workloads: Vec<Workload>,
+}
+
+/// The group a kind's node ids use (ListenerSets are drawn as the standard kind whichever
+/// group served them).
+pub fn group_of(kind: &str) -> &'static str {
+    match kind {
+        "Service" | "Secret" | "ConfigMap" => "",
+        "EndpointSlice" => "discovery.k8s.io",
+        "Deployment" | "DaemonSet" => "apps",
+        "ClusterALBInstance" | "ALBInstance" | "ServiceWithHealthchecks" => NETWORK_GROUP,
+        _ => GATEWAY_GROUP,
+    }
+}
+
+/// The node id of an object of `kind`.
+pub fn object_id(kind: &str, key: &ObjectKey) -> NodeId {
+    let kind = if kind == "XListenerSet" {
+        "ListenerSet"
+    } else {
+        kind
+    };
+    NodeId::new(group_of(kind), kind, key.namespace(), key.name())
+}
+
+/// Kinds whose `status` the graph reads from the object itself.
+fn status_read(kind: &str) -> bool {
+    matches!(
+        kind,
+        "GatewayClass"
+            | "Gateway"
+            | "ListenerSet"
+            | "XListenerSet"
+            | "HTTPRoute"
+            | "GRPCRoute"
+            | "TLSRoute"
+            | "TCPRoute"
+            | "UDPRoute"
+            | "BackendTLSPolicy"
+            | "ClusterALBInstance"
+            | "ALBInstance"
+    )
+}
+
+/// An object the graph cannot read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// Not YAML.
+    #[error("document {index}: {source}")]
+    Parse {
+        /// Position in the stream.
+        index: usize,
+        /// Why.
+        source: serde_yaml_ng::Error,
+    },
+    /// The translator's input refused it.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A ServiceWithHealthchecks or workload that is not one.
+    #[error("{kind} {name}: {source}")]
+    Object {
+        /// Kind.
+        kind: String,
+        /// Name.
+        name: String,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
+/// Sorts `object` (a whole object with its `kind`) into `input` or `world`; `Ok(false)` for
+/// kinds the graph does not draw.
+pub fn read(
+    input: &mut Input,
+    world: &mut World,
+    object: serde_json::Value,
+) -> Result<bool, ReadError> {
+    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+    let meta = &object["metadata"];
+    let key = ObjectKey::new(
+        meta["namespace"].as_str().unwrap_or_default(),
+        meta["name"].as_str().unwrap_or_default(),
+    );
+    let invalid = |source| ReadError::Object {
+        kind: kind.clone(),
+        name: key.to_string(),
+        source,
+    };
+    match kind.as_str() {
+        "ServiceWithHealthchecks" => {
+            #[derive(Deserialize)]
+            struct Spec {
+                #[serde(default)]
+                ports: Vec<ServicePort>,
+            }
+            let spec = Spec::deserialize(&object["spec"]).map_err(invalid)?;
+            let status = match object.get("status") {
+                Some(s) if !s.is_null() => {
+                    Some(ServiceWithHealthchecksStatus::deserialize(s).map_err(invalid)?)
+                }
+                _ => None,
+            };
+            world.checks.push(Check {
+                key,
+                ports: spec.ports,
+                status,
+            });
+            Ok(true)
+        }
+        "Deployment" | "DaemonSet" => {
+            let Some(gateway) = meta["labels"][GATEWAY_LABEL].as_str() else {
+                return Ok(false);
+            };
+            let int = |pointer: &str| {
+                object
+                    .pointer(pointer)
+                    .and_then(serde_json::Value::as_i64)
+                    .and_then(|n| i32::try_from(n).ok())
+            };
+            let (desired, ready) = if kind == "Deployment" {
+                (
+                    int("/spec/replicas").unwrap_or(1),
+                    int("/status/readyReplicas").unwrap_or(0),
+                )
+            } else {
+                (
+                    int("/status/desiredNumberScheduled").unwrap_or(0),
+                    int("/status/numberReady").unwrap_or(0),
+                )
+            };
+            world.workloads.push(Workload {
+                kind,
+                key,
+                gateway: gateway.to_owned(),
+                desired,
+                ready,
+            });
+            Ok(true)
+        }
+        _ => {
+            if status_read(&kind)
+                && let Some(status) = object.get("status").filter(|s| !s.is_null())
+            {
+                world
+                    .statuses
+                    .insert(object_id(&kind, &key), status.clone());
+            }
+            Ok(input.add(object)?)
+        }
+    }
+}
+
+/// Reads a stream of YAML documents into an input and a world.
+pub fn from_yaml(text: &str) -> Result<(Input, World), ReadError> {
+    let mut input = Input::default();
+    let mut world = World::default();
+    for (index, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let value = serde_json::Value::deserialize(document)
+            .map_err(|source| ReadError::Parse { index, source })?;
+        if value.is_null() {
+            continue;
+        }
+        read(&mut input, &mut world, value)?;
+    }
+    Ok((input, world))
+}
+
+/// The namespace of a ClusterALBInstance's Gateway and proxies.
+pub const CLUSTER_NAMESPACE: &str = "d8-alb";
