@@ -19,6 +19,7 @@ pub mod health;
 pub mod id;
 pub mod model;
 pub mod render;
+pub mod traffic;
 pub mod world;
 
 pub use build::build;

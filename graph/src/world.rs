@@ -193,15 +193,27 @@ pub fn read(
             Ok(true)
         }
         _ => {
-            if status_read(&kind)
-                && let Some(status) = object.get("status").filter(|s| !s.is_null())
-            {
-                world
-                    .statuses
-                    .insert(object_id(&kind, &key), status.clone());
-            }
+            read_status(world, &object);
             Ok(input.add(object)?)
         }
+    }
+}
+
+/// Takes the `status` of a Gateway API object or ALB instance given as JSON (its `kind`,
+/// `metadata` and `status`; the spec is not read); whether it was one with a status.
+pub fn read_status(world: &mut World, object: &serde_json::Value) -> bool {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let meta = &object["metadata"];
+    let key = ObjectKey::new(
+        meta["namespace"].as_str().unwrap_or_default(),
+        meta["name"].as_str().unwrap_or_default(),
+    );
+    match object.get("status").filter(|s| !s.is_null()) {
+        Some(status) if status_read(kind) => {
+            world.statuses.insert(object_id(kind, &key), status.clone());
+            true
+        }
+        _ => false,
     }
 }
 

@@ -1,0 +1,198 @@
+//! The graph's publisher: rebuilds the graph after each settled change of the index or of
+//! the world's watches (and each minute, so certificate expiry moves on; and after each
+//! traffic sample), and publishes it with a sequence number when it differs from the last.
+//! The last [`HISTORY`] graphs are kept, so a watch that reconnects with `Last-Event-ID`
+//! gets the diff from the graph it last saw.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use fairlead_edge_index::Index;
+use fairlead_graph::Graph;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::GraphMetrics;
+use crate::sources::Sources;
+use crate::traffic::Traffic;
+
+/// How many published graphs are kept for resuming watches.
+pub const HISTORY: usize = 64;
+
+/// How long changes arriving together are collected into one graph.
+const SETTLE: Duration = Duration::from_millis(5);
+
+/// How often the graph is rebuilt without a change (certificate expiry is judged at build).
+const REBUILD: Duration = Duration::from_secs(60);
+
+/// One published graph.
+#[derive(Debug, Default)]
+pub struct Published {
+    /// Its sequence number (1 for the first; 0 before any).
+    pub seq: u64,
+    /// The graph.
+    pub graph: Arc<Graph>,
+}
+
+/// The published graphs: the current one, and the last few.
+pub struct Feed {
+    current: watch::Sender<Arc<Published>>,
+    history: Mutex<VecDeque<Arc<Published>>>,
+}
+
+impl Default for Feed {
+    fn default() -> Self {
+        Self {
+            current: watch::Sender::new(Arc::new(Published::default())),
+            history: Mutex::new(VecDeque::new()),
+        }
+    }
+}
+
+impl Feed {
+    /// The current graph, and each next one.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
+        self.current.subscribe()
+    }
+
+    /// The current graph.
+    pub fn current(&self) -> Arc<Published> {
+        self.current.borrow().clone()
+    }
+
+    /// The graph published as `seq`, while it is kept.
+    pub fn at(&self, seq: u64) -> Option<Arc<Published>> {
+        self.history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|p| p.seq == seq)
+            .cloned()
+    }
+
+    /// Publishes `graph` when it differs from the current one; whether it did.
+    pub fn publish(&self, graph: Graph) -> bool {
+        let current = self.current();
+        if current.seq > 0 && *current.graph == graph {
+            return false;
+        }
+        let next = Arc::new(Published {
+            seq: current.seq + 1,
+            graph: Arc::new(graph),
+        });
+        {
+            let mut history = self
+                .history
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            history.push_back(next.clone());
+            while history.len() > HISTORY {
+                history.pop_front();
+            }
+        }
+        self.current.send_replace(next);
+        true
+    }
+}
+
+/// Unix seconds now.
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}
+
+/// Rebuilds and publishes until `stop`.
+pub async fn run(
+    index: Arc<Index>,
+    sources: Sources,
+    traffic: Option<Traffic>,
+    feed: Arc<Feed>,
+    metrics: GraphMetrics,
+    stop: CancellationToken,
+) {
+    let mut snapshots = index.subscribe();
+    let mut samples = traffic.as_ref().map(Traffic::subscribe);
+    loop {
+        let snapshot = snapshots.borrow_and_update().clone();
+        let started = Instant::now();
+        let world = sources.world(&index);
+        let mut graph = fairlead_graph::build(&snapshot.input, &world, now());
+        if let Some(samples) = samples.as_mut() {
+            fairlead_graph::traffic::overlay(&mut graph, &samples.borrow_and_update());
+        }
+        metrics
+            .build_seconds
+            .observe(started.elapsed().as_secs_f64());
+        metrics
+            .elements
+            .set(i64::try_from(graph.len()).unwrap_or(i64::MAX));
+        if feed.publish(graph) {
+            metrics.versions.inc();
+        }
+        let traffic_changed = async {
+            match samples.as_mut() {
+                Some(s) => s.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            changed = snapshots.changed() => if changed.is_err() { return },
+            () = sources.changed.notified() => {}
+            _ = traffic_changed => {}
+            () = tokio::time::sleep(REBUILD) => {}
+        }
+        tokio::time::sleep(SETTLE).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_different_graph_is_published_and_the_last_are_kept() {
+        let feed = Feed::default();
+        assert_eq!(feed.current().seq, 0);
+        assert!(
+            feed.publish(Graph::default()),
+            "the first is always published"
+        );
+        assert!(
+            !feed.publish(Graph::default()),
+            "the same graph again is not"
+        );
+        for i in 0..(HISTORY + 5) {
+            let mut g = Graph::default();
+            let id = fairlead_graph::NodeId::new("", "Service", "ns", &format!("s{i}"));
+            g.nodes.insert(
+                id.clone(),
+                fairlead_graph::Node {
+                    id,
+                    group: String::new(),
+                    kind: "Service".into(),
+                    namespace: Some("ns".into()),
+                    name: format!("s{i}"),
+                    parent: None,
+                    missing: false,
+                    health: fairlead_graph::Health::Healthy,
+                    reasons: Vec::new(),
+                    status: serde_json::Map::new(),
+                    traffic: None,
+                },
+            );
+            assert!(feed.publish(g));
+        }
+        let last = feed.current().seq;
+        assert_eq!(last, 1 + HISTORY as u64 + 5);
+        assert!(feed.at(last).is_some());
+        assert!(feed.at(last - HISTORY as u64 + 1).is_some());
+        assert!(
+            feed.at(last - HISTORY as u64).is_none(),
+            "older ones are dropped"
+        );
+    }
+}
