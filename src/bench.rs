@@ -151,6 +151,8 @@ async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_bench::Row> {
         .args([
             "--xds-addr",
             &xds.to_string(),
+            "--graph-addr",
+            "127.0.0.1:0",
             "--admin-addr",
             &admin.to_string(),
         ])

@@ -38,6 +38,9 @@ enum Command {
     /// The ALB: the xDS control plane and Envoy bootstraps.
     #[command(subcommand)]
     Edge(fairlead_edge_cli::EdgeCommand),
+    /// Print the Gateway API relationship graph of the cluster a kubeconfig reaches (JSON,
+    /// DOT or Mermaid).
+    Graph(fairlead_graph_service::cli::GraphArgs),
     /// Measure speed and memory; prints a table.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -83,6 +86,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Up(args) => up::run(&cli.global, args).await,
         Command::Health(command) => fairlead_health::cli::run(&cli.global, command).await,
         Command::Edge(command) => fairlead_edge_cli::run(&cli.global, command).await,
+        Command::Graph(args) => fairlead_graph_service::cli::run(args).await,
         Command::Bench(command) => bench::run(command).await,
     }
 }

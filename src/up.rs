@@ -104,6 +104,16 @@ pub struct UpArgs {
     #[arg(long, default_value = "127.0.0.1:0")]
     webhook_addr: SocketAddr,
 
+    /// Address of the relationship graph's API and viewer (`/graph/`). Requests without
+    /// kube-rbac-proxy's user headers are served as the embedded API server's admin: keep it
+    /// on loopback.
+    #[arg(long, default_value = "127.0.0.1:9810", env = "FAIRLEAD_GRAPH_ADDR")]
+    graph_addr: SocketAddr,
+
+    /// Prometheus, for the graph's traffic overlay (none without).
+    #[arg(long, env = "FAIRLEAD_PROMETHEUS_URL")]
+    prometheus_url: Option<String>,
+
     /// Apply the manifests (.yaml, .yml, .json) of this directory after start.
     #[arg(short = 'f', long = "filename")]
     manifests: Option<PathBuf>,
@@ -278,6 +288,9 @@ async fn start_health(
     Ok(())
 }
 
+/// Who the graph serves a request without user headers as (loopback only).
+const GRAPH_USER: &str = "fairlead-up:graph-viewer";
+
 /// Installs the ALB instance and Gateway API CRDs and the `d8-alb` GatewayClass, and starts
 /// the xDS control plane (its serving certificate from the Secret the gateway controller
 /// issues), the gateway controller (its proxies dial the xDS server where it listens) and,
@@ -313,6 +326,26 @@ async fn start_edge(
         tracing::warn!(error = %e, "the Gateway API CRDs in the data dir are not the ones fairlead needs; objects may be read wrong");
     }
     let index = fairlead_edge_index::Index::start(xds_client.clone(), runtime.shutdown.token());
+    // The graph, as in the gateway controller's pod in a cluster: an index of its own, read
+    // with the controller's identity.
+    let graph_metrics = fairlead_graph_service::metrics::GraphMetrics::new(&runtime.metrics)?;
+    let (graph_addr, _) = fairlead_graph_service::start(
+        controller_client.clone(),
+        fairlead_edge_index::Index::start(controller_client.clone(), runtime.shutdown.token()),
+        fairlead_graph_service::Settings {
+            addr: args.graph_addr,
+            prometheus_url: args.prometheus_url.clone(),
+            anonymous: Some(fairlead_graph_service::authz::User {
+                name: GRAPH_USER.into(),
+                groups: vec!["system:masters".into(), "system:authenticated".into()],
+            }),
+            reviews: true,
+        },
+        graph_metrics,
+        runtime.shutdown.token(),
+    )
+    .await?;
+    tracing::info!(url = %format!("http://{graph_addr}/graph/"), "relationship graph");
     let tls = fairlead_kit::tls::watch_secret(
         xds_client.clone(),
         fairlead_key::ObjectKey::new(

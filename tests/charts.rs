@@ -517,6 +517,7 @@ impl Up {
             .args(["up", "--api-addr", "127.0.0.1:0", "--no-local-proxies"])
             .arg("--xds-addr")
             .arg(format!("127.0.0.1:{}", fairlead_kit::testing::free_port()))
+            .args(["--graph-addr", "127.0.0.1:0"])
             .arg("--webhook-addr")
             .arg(format!("127.0.0.1:{}", fairlead_kit::testing::free_port()))
             .arg("--admin-addr")

@@ -118,6 +118,8 @@ impl Up {
                 "127.0.0.1:0",
                 "--loopback-block",
                 &block.to_string(),
+                "--graph-addr",
+                "127.0.0.1:0",
                 "--xds-addr",
             ])
             .arg(format!("127.0.0.1:{xds_port}"))
@@ -201,6 +203,29 @@ impl Up {
     }
 
     /// Its exit `status` and everything it wrote.
+    /// Where its relationship graph is served (`http://host:port`), from its log.
+    fn graph_base(&self) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            for (buffer, _) in &self.output {
+                let text = String::from_utf8_lossy(&buffer.lock().unwrap()).into_owned();
+                if let Some(line) = text.lines().find(|l| l.contains("relationship graph")) {
+                    let log: serde_json::Value = serde_json::from_str(line).unwrap();
+                    let url = log["fields"]["url"]
+                        .as_str()
+                        .or(log["url"].as_str())
+                        .unwrap();
+                    return url.trim_end_matches("/graph/").to_owned();
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "fairlead up logged no graph address"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn output(self, status: std::process::ExitStatus) -> Output {
         let [stdout, stderr] = self.output.map(|(buffer, reader)| {
             let _ = reader.join();
@@ -1144,6 +1169,24 @@ spec:
             .unwrap()
             .is_some(),
         "the users' instances stay"
+    );
+    // The graph, served with the controller's identity under exactly its rules, draws the
+    // world and reviews its users' access.
+    let graph: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/api/v1/graph?kinds=Gateway", up.graph_base()))
+        .header("x-remote-user", "ops")
+        .header("x-remote-groups", "system:masters")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        graph
+            .to_string()
+            .contains("gateway.networking.k8s.io/Gateway/d8-alb/public"),
+        "{graph}"
     );
     let output = tokio::task::spawn_blocking(move || up.stop())
         .await

@@ -75,6 +75,8 @@ impl Cluster {
                 "127.0.0.1:0",
                 "--xds-addr",
                 "127.0.0.1:0",
+                "--graph-addr",
+                "127.0.0.1:0",
                 "--admin-addr",
             ])
             .arg(format!("127.0.0.1:{}", free_port()))

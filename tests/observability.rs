@@ -257,6 +257,7 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         .arg(format!("127.0.0.1:{admin}"))
         .arg("--xds-addr")
         .arg(format!("127.0.0.1:{xds}"))
+        .args(["--graph-addr", "127.0.0.1:0"])
         .arg("--kubeconfig")
         .arg(dir.path().join("kubeconfig"))
         .arg("-f")

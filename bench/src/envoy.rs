@@ -200,6 +200,7 @@ async fn through_fairlead(
         .args(["--lease-namespace", "default"])
         .arg("--xds-addr")
         .arg(format!("127.0.0.1:{xds_port}"))
+        .args(["--graph-addr", "127.0.0.1:0"])
         .arg("--admin-addr")
         .arg(format!("127.0.0.1:{admin_port}"))
         .env("KUBECONFIG", &kubeconfig)

@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 
 use fairlead_edge_translate::model::{GATEWAY_GROUP, Input, InputError};
-use fairlead_health_api::{ServicePort, ServiceWithHealthchecksStatus};
 use fairlead_key::ObjectKey;
 use serde::Deserialize;
 
@@ -19,15 +18,71 @@ pub const NETWORK_GROUP: &str = "network.deckhouse.io";
 /// The label naming the Gateway a proxy workload serves.
 pub const GATEWAY_LABEL: &str = "alb.deckhouse.io/gateway";
 
+/// A port of a ServiceWithHealthchecks.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckPort {
+    /// Name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Port.
+    pub port: i32,
+    /// The pods' port (a number; the port when absent).
+    #[serde(default)]
+    pub target_port: Option<i32>,
+}
+
+/// What a ServiceWithHealthchecks' controller and agents report (the fields the graph reads
+/// of the health module's status).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckStatus {
+    /// Conditions.
+    #[serde(default)]
+    pub conditions: Vec<serde_json::Value>,
+    /// One entry per pod.
+    #[serde(default)]
+    pub endpoint_statuses: Vec<PodProbes>,
+    /// Counts.
+    #[serde(default)]
+    pub healthcheck_condition: Option<CheckCounts>,
+}
+
+/// The probe results of one pod.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodProbes {
+    /// The pod.
+    pub pod_name: String,
+    /// The failing probes, `<mode>:<podIP>:<port>`.
+    #[serde(default)]
+    pub failed_probes: Vec<String>,
+    /// Why they fail.
+    #[serde(default)]
+    pub failure_reasons: Vec<String>,
+}
+
+/// Pods probed and ready.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckCounts {
+    /// Pods probed.
+    #[serde(default)]
+    pub endpoints: i32,
+    /// Pods passing every probe.
+    #[serde(default)]
+    pub ready_endpoints: i32,
+}
+
 /// A ServiceWithHealthchecks: its ports and what its agents report.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Check {
     /// Namespace and name (its child Service has the same).
     pub key: ObjectKey,
     /// Ports.
-    pub ports: Vec<ServicePort>,
+    pub ports: Vec<CheckPort>,
     /// Status.
-    pub status: Option<ServiceWithHealthchecksStatus>,
+    pub status: Option<CheckStatus>,
 }
 
 /// A proxy workload (Deployment or DaemonSet labelled with its Gateway).
@@ -146,13 +201,11 @@ pub fn read(
             #[derive(Deserialize)]
             struct Spec {
                 #[serde(default)]
-                ports: Vec<ServicePort>,
+                ports: Vec<CheckPort>,
             }
             let spec = Spec::deserialize(&object["spec"]).map_err(invalid)?;
             let status = match object.get("status") {
-                Some(s) if !s.is_null() => {
-                    Some(ServiceWithHealthchecksStatus::deserialize(s).map_err(invalid)?)
-                }
+                Some(s) if !s.is_null() => Some(CheckStatus::deserialize(s).map_err(invalid)?),
                 _ => None,
             };
             world.checks.push(Check {

@@ -157,6 +157,13 @@ pub struct ControllerArgs {
     /// seconds.
     #[arg(long, default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(10..))]
     pub geo_downloader_interval: u64,
+    /// Where the relationship graph's API listens: loopback, behind the pod's
+    /// kube-rbac-proxy, which alone passes the user headers it trusts.
+    #[arg(long, default_value = "127.0.0.1:9446")]
+    pub graph_addr: SocketAddr,
+    /// Prometheus, for the graph's traffic overlay (none without).
+    #[arg(long, env = "FAIRLEAD_PROMETHEUS_URL")]
+    pub prometheus_url: Option<String>,
 }
 
 impl ControllerArgs {
@@ -574,6 +581,22 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
         client.clone(),
         args.managed_gateway_editors.clone(),
         metrics.clone(),
+        runtime.shutdown.token(),
+    )
+    .await?;
+    // The relationship graph: its own index of the world, every replica serving it.
+    let index = fairlead_edge_index::Index::start(client.clone(), runtime.shutdown.token());
+    let graph_metrics = fairlead_graph_service::metrics::GraphMetrics::new(&runtime.metrics)?;
+    fairlead_graph_service::start(
+        client.clone(),
+        index,
+        fairlead_graph_service::Settings {
+            addr: args.graph_addr,
+            prometheus_url: args.prometheus_url.clone(),
+            anonymous: None,
+            reviews: true,
+        },
+        graph_metrics,
         runtime.shutdown.token(),
     )
     .await?;

@@ -69,6 +69,17 @@ pub fn objects(lease_namespace: &str) -> Vec<Value> {
         ),
         MODULE.binding(XDS.1, XDS.1, XDS.0, Some(lease_namespace)),
         MODULE.cluster_role(RBAC_PROXY, rbac_proxy_rules()),
+        // The relationship graph, served from the controller's pod.
+        MODULE.cluster_role(
+            fairlead_graph_service::rbac::ROLE,
+            fairlead_graph_service::rbac::rules(),
+        ),
+        MODULE.binding(
+            &format!("{}:graph", CONTROLLER.1),
+            fairlead_graph_service::rbac::ROLE,
+            CONTROLLER.0,
+            None,
+        ),
         MODULE.cluster_role(
             fairlead_edge_controller::geoproxy::LEASE_ROLE,
             controller::geoproxy_rules(),

@@ -6,8 +6,10 @@
 
 pub mod api;
 pub mod authz;
+pub mod cli;
 pub mod metrics;
 pub mod publish;
+pub mod rbac;
 pub mod sources;
 pub mod traffic;
 pub mod viewer;

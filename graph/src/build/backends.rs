@@ -231,7 +231,7 @@ impl Builder<'_> {
                                 .push(json!({"pod": e.pod_name, "probe": probe, "reason": why}));
                         }
                     }
-                    let counts = status.healthcheck_condition.clone().unwrap_or_default();
+                    let counts = status.healthcheck_condition.unwrap_or_default();
                     if counts.ready_endpoints == 0 {
                         let reason = if counts.endpoints == 0 {
                             "NoEndpoints: no pod is selected".to_owned()
@@ -257,15 +257,15 @@ impl Builder<'_> {
                 .collect();
             node.status.insert("ports".into(), ports.into());
             if let Some(status) = &check.status {
-                let counts = status.healthcheck_condition.clone().unwrap_or_default();
+                let counts = status.healthcheck_condition.unwrap_or_default();
                 node.status
                     .insert("endpoints".into(), counts.endpoints.into());
                 node.status
                     .insert("readyEndpoints".into(), counts.ready_endpoints.into());
-                let conditions = serde_json::to_value(&status.conditions).ok();
+                let conditions = serde_json::Value::from(status.conditions.clone());
                 node.status.insert(
                     "conditions".into(),
-                    health::summarize(conditions.as_ref()).into(),
+                    health::summarize(Some(&conditions)).into(),
                 );
             }
             self.judge(&id, verdict);
