@@ -611,8 +611,9 @@ fn prometheus_operator_crds() -> String {
     stream
 }
 
-/// The resource attributes of the kube-rbac-proxy configuration `name` in `objects`.
-fn resource_attributes(objects: &[Value], workload: &str) -> Value {
+/// The resource attributes of `workload`'s kube-rbac-proxy configuration for `upstream`
+/// (`metrics`, `graph`) in `objects`.
+fn resource_attributes(objects: &[Value], workload: &str, upstream: &str) -> Value {
     let map = objects
         .iter()
         .find(|o| {
@@ -620,16 +621,34 @@ fn resource_attributes(objects: &[Value], workload: &str) -> Value {
                 && o["metadata"]["name"] == format!("{workload}-kube-rbac-proxy")
         })
         .unwrap_or_else(|| panic!("no kube-rbac-proxy configuration for {workload}"));
-    let config = map["data"]
-        .as_object()
-        .unwrap()
-        .values()
-        .next()
-        .unwrap()
+    let config = map["data"][format!("{upstream}.yaml")]
         .as_str()
-        .unwrap();
+        .unwrap_or_else(|| panic!("{workload}: no kube-rbac-proxy configuration {upstream}"));
     let config: Value = serde_yaml_ng::from_str(config).unwrap();
     config["authorization"]["resourceAttributes"].clone()
+}
+
+/// What kube-rbac-proxy does with its pod's ServiceAccount (`proxy`): review the caller's
+/// token, then ask whether that user may `get` what its configuration names; the answer.
+fn proxy_review(up: &Up, proxy: &str, caller: &str, attributes: &Value) -> Value {
+    let review = up.create_as(
+        proxy,
+        &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": caller}}),
+    );
+    assert_eq!(review["status"]["authenticated"], true, "{review}");
+    let user = &review["status"]["user"];
+    // kube-rbac-proxy's `apiGroup`/`apiVersion` are the review's `group`/`version`.
+    let attributes = json!({"verb": "get", "group": attributes["apiGroup"],
+        "version": attributes["apiVersion"], "resource": attributes["resource"],
+        "subresource": attributes["subresource"], "namespace": attributes["namespace"],
+        "name": attributes["name"]});
+    up.create_as(
+        proxy,
+        &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": user["username"], "groups": user["groups"],
+                "resourceAttributes": attributes}}),
+    )
 }
 
 #[test]
@@ -679,37 +698,48 @@ fn both_charts_apply_to_fairlead_up_and_let_only_the_scraper_read_metrics() {
             // What kube-rbac-proxy does, with its pod's ServiceAccount: review the caller's
             // token, then ask whether that user may read what the configuration names.
             let proxy = up.token(namespace, account);
-            let attributes = resource_attributes(objects, workload);
+            let attributes = resource_attributes(objects, workload, "metrics");
             assert_eq!(
                 attributes["subresource"], "prometheus-metrics",
                 "{workload}"
             );
             for (caller, allowed) in [(&scraper, true), (&stranger, false)] {
-                let review = up.create_as(
-                    &proxy,
-                    &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                        "spec": {"token": caller}}),
-                );
-                assert_eq!(review["status"]["authenticated"], true, "{workload}");
-                let user = &review["status"]["user"];
-                // kube-rbac-proxy's `apiGroup`/`apiVersion` are the review's `group`/`version`.
-                let attributes = json!({"verb": "get", "group": attributes["apiGroup"],
-                    "version": attributes["apiVersion"], "resource": attributes["resource"],
-                    "subresource": attributes["subresource"], "namespace": attributes["namespace"],
-                    "name": attributes["name"]});
-                let access = up.create_as(
-                    &proxy,
-                    &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                        "spec": {"user": user["username"], "groups": user["groups"],
-                            "resourceAttributes": attributes}}),
-                );
+                let access = proxy_review(&up, &proxy, caller, &attributes);
                 assert_eq!(
                     access["status"]["allowed"], allowed,
-                    "{workload}: {} reading its metrics: {access}",
-                    user["username"]
+                    "{workload}: reading its metrics: {access}"
                 );
             }
         }
+    }
+    // The graph's kube-rbac-proxy asks about a subresource of its own: a console bound to the
+    // chart's d8:alb:graph-viewer passes, the metrics scraper and a stranger do not.
+    let alb_objects = &rendered.iter().find(|(c, _)| *c == "alb").unwrap().1;
+    let graph = resource_attributes(alb_objects, "alb-gateway-controller", "graph");
+    assert_eq!(graph["subresource"], "graph");
+    up.apply(
+        "a console allowed to open the graph",
+        &[
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "console", "namespace": "d8-monitoring"}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "console-graph", "namespace": "d8-alb"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "d8:alb:graph-viewer"},
+                "subjects": [{"kind": "ServiceAccount", "name": "console", "namespace": "d8-monitoring"}]}),
+        ]
+        .iter()
+        .map(|o| format!("---\n{o}\n"))
+        .collect::<String>(),
+    );
+    let console = up.token("d8-monitoring", "console");
+    let proxy = up.token("d8-alb", "alb-gateway-controller");
+    for (caller, allowed) in [(&console, true), (&scraper, false), (&stranger, false)] {
+        let access = proxy_review(&up, &proxy, caller, &graph);
+        assert_eq!(
+            access["status"]["allowed"], allowed,
+            "opening the graph: {access}"
+        );
     }
     // The pre-delete hook's command, as rendered, as its ServiceAccount: it returns once the
     // controller has removed what it made (the HostPort instance's Gateway and workload).
@@ -872,13 +902,29 @@ fn the_deckhouse_flavour_authorizes_as_the_upstream_one() {
                 .find(|e| e["name"] == "KUBE_RBAC_PROXY_CONFIG")
                 .unwrap_or_else(|| panic!("{workload}: no KUBE_RBAC_PROXY_CONFIG"));
             let config: Value = serde_yaml_ng::from_str(config["value"].as_str().unwrap()).unwrap();
+            // One upstream per path; each authorizes as the upstream flavour's configuration
+            // of the same name (the graph's API and its viewer are both the graph).
             let upstreams = config["upstreams"].as_array().unwrap();
-            assert_eq!(upstreams.len(), 1, "{workload}: {config}");
-            assert_eq!(
-                upstreams[0]["authorization"]["resourceAttributes"],
-                resource_attributes(&upstream, workload),
-                "{workload}"
-            );
+            let mut names = Vec::new();
+            for entry in upstreams {
+                let name = match entry["path"].as_str().unwrap() {
+                    "/metrics" => "metrics",
+                    "/api/v1/graph" | "/graph/" => "graph",
+                    other => panic!("{workload}: an upstream for {other}"),
+                };
+                names.push(name);
+                assert_eq!(
+                    entry["authorization"]["resourceAttributes"],
+                    resource_attributes(&upstream, workload, name),
+                    "{workload} {name}"
+                );
+            }
+            let expected: &[&str] = if *workload == "alb-gateway-controller" {
+                &["metrics", "graph", "graph"]
+            } else {
+                &["metrics"]
+            };
+            assert_eq!(names, expected, "{workload}: {config}");
         }
     }
 }

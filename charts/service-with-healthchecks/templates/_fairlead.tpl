@@ -197,12 +197,14 @@ securityContext:
     - name: KUBE_RBAC_PROXY_CONFIG
       value: |
         upstreams:
-        {{- range .upstreams }}
-          - upstream: {{ trimSuffix "/" .upstream }}{{ .path }}
-            path: {{ .path }}
+        {{- range $u := .upstreams }}
+        {{- range ($u.paths | default (list $u.path)) }}
+          - upstream: {{ trimSuffix "/" $u.upstream }}{{ . }}
+            path: {{ . }}
             authorization:
               resourceAttributes:
-                {{- include "fairlead.kubeRbacProxy.attributes" (dict "root" $root "upstream" .) | nindent 16 }}
+                {{- include "fairlead.kubeRbacProxy.attributes" (dict "root" $root "upstream" $u) | nindent 16 }}
+        {{- end }}
         {{- end }}
   ports:
     - name: {{ $first.portName }}
