@@ -11,6 +11,23 @@ pub enum BenchCommand {
     Health(HealthArgs),
     /// The edge control plane: translation time and memory, push latency.
     Edge(EdgeArgs),
+    /// The relationship graph: build and JSON time, memory per object, change-to-watch latency.
+    Graph(GraphArgs),
+}
+
+/// Options of `fairlead bench graph`.
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// HTTPRoutes of the synthetic world (with half as many Services, each with an
+    /// EndpointSlice: 5,000 make about 10,000 objects).
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
+    routes: u64,
+    /// Timings per figure (the median and maximum are reported).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: u64,
+    /// Changes for the change-to-watch latency.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    changes: u64,
 }
 
 /// Options of `fairlead bench edge`.
@@ -51,6 +68,74 @@ enum EdgePart {
     /// Requests/s and latency of a real Envoy with an instance's GeoIP filter, beside the
     /// same listeners without it (wrk, interleaved rounds).
     Geoip,
+}
+
+/// Bytes this thread has allocated and not freed (jemalloc's counters).
+fn held() -> u64 {
+    let freed = tikv_jemalloc_ctl::thread::deallocatedp::read()
+        .map(|p| p.get())
+        .unwrap_or_default();
+    allocated().saturating_sub(freed)
+}
+
+/// The rows of `fairlead bench graph`.
+async fn graph_rows(args: &GraphArgs) -> anyhow::Result<Vec<fairlead_bench::Row>> {
+    let routes = usize::try_from(args.routes)?;
+    let runs = usize::try_from(args.runs)?;
+    let figures =
+        tokio::task::spawn_blocking(move || fairlead_bench::graph::figures(routes, runs, &held))
+            .await?;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let timing = |(median, max): (std::time::Duration, std::time::Duration)| {
+        format!("median {:.2} ms, max {:.2} ms", ms(median), ms(max))
+    };
+    let world = format!(
+        "{} objects, {} nodes and edges",
+        figures.objects, figures.elements
+    );
+    let mut rows = vec![
+        fairlead_bench::Row {
+            metric: format!("graph build ({world})"),
+            value: timing(figures.build),
+        },
+        fairlead_bench::Row {
+            metric: format!("graph JSON, whole ({world})"),
+            value: timing(figures.json),
+        },
+        fairlead_bench::Row {
+            metric: "a user's view and its JSON (one namespace)".into(),
+            value: timing(figures.view),
+        },
+        fairlead_bench::Row {
+            metric: "graph state held per object".into(),
+            value: format!(
+                "{:.0} bytes ({:.1} MiB for {} objects)",
+                figures.bytes as f64 / figures.objects as f64,
+                figures.bytes as f64 / 1_048_576.0,
+                figures.objects
+            ),
+        },
+    ];
+    let changes = usize::try_from(args.changes)?;
+    let (graph, watch, objects) = fairlead_bench::graph::change_latency(routes, changes).await?;
+    let p = |sorted: &[std::time::Duration], q| ms(fairlead_bench::percentile(sorted, q));
+    rows.push(fairlead_bench::Row {
+        metric: format!("change -> diff at a graph watch ({objects} objects, {changes} changes)"),
+        value: format!(
+            "p50 {:.2} ms, p99 {:.2} ms",
+            p(&graph, 0.5),
+            p(&graph, 0.99)
+        ),
+    });
+    rows.push(fairlead_bench::Row {
+        metric: "same change -> event at a plain Kubernetes watch (the floor)".into(),
+        value: format!(
+            "p50 {:.2} ms, p99 {:.2} ms",
+            p(&watch, 0.5),
+            p(&watch, 0.99)
+        ),
+    });
+    Ok(rows)
 }
 
 /// Bytes allocated by this thread so far (jemalloc's counter).
@@ -297,6 +382,9 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             })
             .await?;
             print!("{}", fairlead_bench::table(&rows));
+        }
+        BenchCommand::Graph(args) => {
+            print!("{}", fairlead_bench::table(&graph_rows(&args).await?));
         }
         BenchCommand::Edge(args) => {
             let wanted = |part| args.only.is_empty() || args.only.contains(&part);

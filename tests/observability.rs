@@ -245,6 +245,8 @@ spec: {{ports: [{{name: http, port: 80}}]}}
 "#)).unwrap();
     let admin = free_port();
     let xds = free_port();
+    // The graph's traffic overlay asks the Prometheus started below.
+    let (graph, prometheus_port) = (free_port(), free_port());
     let mut up = Command::new(BIN)
         .args([
             "--log-format",
@@ -257,7 +259,10 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         .arg(format!("127.0.0.1:{admin}"))
         .arg("--xds-addr")
         .arg(format!("127.0.0.1:{xds}"))
-        .args(["--graph-addr", "127.0.0.1:0"])
+        .arg("--graph-addr")
+        .arg(format!("127.0.0.1:{graph}"))
+        .arg("--prometheus-url")
+        .arg(format!("http://127.0.0.1:{prometheus_port}"))
         .arg("--kubeconfig")
         .arg(dir.path().join("kubeconfig"))
         .arg("-f")
@@ -332,7 +337,7 @@ spec: {{ports: [{{name: http, port: 80}}]}}
     })
     .await;
     use fairlead_kit::testing::prometheus::Job;
-    let prometheus = Prometheus::start_jobs(&[
+    let prometheus = Prometheus::start_jobs_on(prometheus_port, &[
         Job {
             name: "fairlead".into(),
             path: "/metrics".into(),
@@ -457,6 +462,32 @@ spec: {{ports: [{{name: http, port: 80}}]}}
             .any(|r| r["metric"]["route"] == "httproute/default/echo/rule/0"),
         "route statistics name their Gateway API rule: {routes:?}"
     );
+    // The graph's traffic overlay: the route and its backend carry the proxy's numbers.
+    let overlaid = until("the graph's traffic overlay", || {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("http://127.0.0.1:{graph}/api/v1/graph?namespace=default")])
+            .output()
+            .ok()?;
+        let graph: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let route = graph["elements"]["nodes"]
+            .as_array()?
+            .iter()
+            .map(|n| &n["data"])
+            .find(|n| n["id"] == "gateway.networking.k8s.io/HTTPRoute/default/echo")?
+            .clone();
+        let backend = graph["elements"]["edges"]
+            .as_array()?
+            .iter()
+            .map(|e| &e["data"])
+            .find(|e| e["relation"] == "backendRef" && e["target"] == "/Service/default/echo")?
+            .clone();
+        let busy = |t: &serde_json::Value| t["requestsPerSecond"].as_f64().is_some_and(|r| r > 0.0);
+        (busy(&route["traffic"]) && busy(&backend["traffic"])).then_some((route, backend))
+    })
+    .await;
+    let (route, backend) = overlaid;
+    assert!(route["traffic"]["p99Ms"].as_f64().is_some(), "{route}");
+    assert!(backend["traffic"]["errorRatio"].as_f64().is_some(), "{backend}");
     traffic.abort();
     let ready = prometheus
         .query("sum by (swh, port) (swh_endpoints{state=\"ready\"})")

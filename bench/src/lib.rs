@@ -8,6 +8,7 @@ pub mod apiserver;
 pub mod edge;
 pub mod envoy;
 pub mod geoip;
+pub mod graph;
 pub mod health;
 
 use std::time::Duration;

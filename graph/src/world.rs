@@ -287,3 +287,45 @@ pub fn from_yaml(text: &str) -> Result<(Input, World), ReadError> {
 
 /// The namespace of a ClusterALBInstance's Gateway and proxies.
 pub const CLUSTER_NAMESPACE: &str = "d8-alb";
+
+/// Fills in, for every object of `input` that `world` has no status for, the status
+/// fairlead's translator decides for it — what its control plane would write. For fixtures
+/// and benchmarks, whose objects carry no statuses of their own.
+pub fn decided_statuses(input: &Input, world: &mut World) {
+    let statuses =
+        fairlead_edge_translate::translate(input, fairlead_edge_translate::CONTROLLER_NAME)
+            .statuses;
+    let mut put = |id: NodeId, status: serde_json::Value| {
+        world.statuses.entry(id).or_insert(status);
+    };
+    for (name, conditions) in statuses.gateway_classes {
+        put(
+            object_id("GatewayClass", &ObjectKey::cluster(name)),
+            serde_json::json!({"conditions": conditions}),
+        );
+    }
+    for (key, status) in statuses.gateways {
+        put(
+            object_id("Gateway", &key),
+            serde_json::to_value(status).unwrap_or_default(),
+        );
+    }
+    for (key, status) in statuses.listener_sets {
+        put(
+            object_id("ListenerSet", &key),
+            serde_json::to_value(status).unwrap_or_default(),
+        );
+    }
+    for (route, parents) in statuses.routes {
+        put(
+            object_id(route.kind, &route.key),
+            serde_json::json!({"parents": parents}),
+        );
+    }
+    for (key, ancestors) in statuses.backend_tls_policies {
+        put(
+            object_id("BackendTLSPolicy", &key),
+            serde_json::json!({"ancestors": ancestors}),
+        );
+    }
+}

@@ -11,11 +11,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use fairlead_edge_translate::{CONTROLLER_NAME, translate};
 use fairlead_graph::filter::{Filter, view};
-use fairlead_graph::world::{World, from_yaml};
+use fairlead_graph::world::{decided_statuses, from_yaml};
 use fairlead_graph::{Health, NodeId, build, render};
-use fairlead_key::ObjectKey;
 use serde::Deserialize;
 
 /// 2027-01-15T08:00:00Z.
@@ -39,45 +37,6 @@ struct View {
     health: Vec<String>,
 }
 
-/// The statuses the translator decides, where the case's objects carry none.
-fn translated_statuses(input: &fairlead_edge_translate::model::Input, world: &mut World) {
-    use fairlead_graph::world::object_id;
-    let statuses = translate(input, CONTROLLER_NAME).statuses;
-    let mut put = |id: NodeId, status: serde_json::Value| {
-        world.statuses.entry(id).or_insert(status);
-    };
-    for (name, conditions) in statuses.gateway_classes {
-        put(
-            object_id("GatewayClass", &ObjectKey::cluster(name)),
-            serde_json::json!({"conditions": conditions}),
-        );
-    }
-    for (key, status) in statuses.gateways {
-        put(
-            object_id("Gateway", &key),
-            serde_json::to_value(status).unwrap(),
-        );
-    }
-    for (key, status) in statuses.listener_sets {
-        put(
-            object_id("ListenerSet", &key),
-            serde_json::to_value(status).unwrap(),
-        );
-    }
-    for (route, parents) in statuses.routes {
-        put(
-            object_id(route.kind, &route.key),
-            serde_json::json!({"parents": parents}),
-        );
-    }
-    for (key, ancestors) in statuses.backend_tls_policies {
-        put(
-            object_id("BackendTLSPolicy", &key),
-            serde_json::json!({"ancestors": ancestors}),
-        );
-    }
-}
-
 fn schema() -> (boon::Schemas, boon::SchemaIndex) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/graph.schema.json");
     let document: serde_json::Value =
@@ -94,7 +53,7 @@ fn schema() -> (boon::Schemas, boon::SchemaIndex) {
 fn outputs(case: &Path) -> (String, String) {
     let text = std::fs::read_to_string(case.join("in.yaml")).expect("in.yaml");
     let (input, mut world) = from_yaml(&text).unwrap_or_else(|e| panic!("{}: {e}", case.display()));
-    translated_statuses(&input, &mut world);
+    decided_statuses(&input, &mut world);
     let graph = build(&input, &world, NOW);
     let v: View = std::fs::read_to_string(case.join("view.yaml"))
         .map(|t| serde_yaml_ng::from_str(&t).expect("view.yaml"))

@@ -84,6 +84,12 @@ impl Prometheus {
     /// Starts Prometheus scraping each of `jobs` every second, and waits until it reports
     /// ready.
     pub async fn start_jobs(jobs: &[Job]) -> Result<Self, PrometheusError> {
+        Self::start_jobs_on(super::free_port(), jobs).await
+    }
+
+    /// [`Self::start_jobs`] on loopback port `port` (for a component told where Prometheus
+    /// will be before it starts).
+    pub async fn start_jobs_on(port: u16, jobs: &[Job]) -> Result<Self, PrometheusError> {
         let binary = tool("prometheus")?;
         let dir = tempfile::tempdir()?;
         let mut config = String::from(
@@ -106,7 +112,6 @@ impl Prometheus {
         }
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config)?;
-        let port = super::free_port();
         let log = std::fs::File::create(dir.path().join("prometheus.log"))?;
         let child = Command::new(binary)
             .arg(format!("--config.file={}", config_path.display()))
