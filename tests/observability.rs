@@ -337,26 +337,29 @@ spec: {{ports: [{{name: http, port: 80}}]}}
     })
     .await;
     use fairlead_kit::testing::prometheus::Job;
-    let prometheus = Prometheus::start_jobs_on(prometheus_port, &[
-        Job {
-            name: "fairlead".into(),
-            path: "/metrics".into(),
-            targets: vec![format!("127.0.0.1:{admin}").parse().unwrap()],
-            labels: Vec::new(),
-        },
-        Job {
-            name: "envoy".into(),
-            path: "/stats/prometheus".into(),
-            targets: vec![format!("{pod_ip}:19001").parse().unwrap()],
-            labels: vec![("gateway".into(), "d8-alb/gw".into())],
-        },
-        Job {
-            name: "geoproxy".into(),
-            path: "/metrics".into(),
-            targets: vec![format!("{geoproxy_ip}:9090").parse().unwrap()],
-            labels: vec![("namespace".into(), "d8-alb".into())],
-        },
-    ])
+    let prometheus = Prometheus::start_jobs_on(
+        prometheus_port,
+        &[
+            Job {
+                name: "fairlead".into(),
+                path: "/metrics".into(),
+                targets: vec![format!("127.0.0.1:{admin}").parse().unwrap()],
+                labels: Vec::new(),
+            },
+            Job {
+                name: "envoy".into(),
+                path: "/stats/prometheus".into(),
+                targets: vec![format!("{pod_ip}:19001").parse().unwrap()],
+                labels: vec![("gateway".into(), "d8-alb/gw".into())],
+            },
+            Job {
+                name: "geoproxy".into(),
+                path: "/metrics".into(),
+                targets: vec![format!("{geoproxy_ip}:9090").parse().unwrap()],
+                labels: vec![("namespace".into(), "d8-alb".into())],
+            },
+        ],
+    )
     .await
     .unwrap();
     // Traffic through the proxy: successes, and server errors from the backend.
@@ -465,7 +468,10 @@ spec: {{ports: [{{name: http, port: 80}}]}}
     // The graph's traffic overlay: the route and its backend carry the proxy's numbers.
     let overlaid = until("the graph's traffic overlay", || {
         let out = Command::new("curl")
-            .args(["-sf", &format!("http://127.0.0.1:{graph}/api/v1/graph?namespace=default")])
+            .args([
+                "-sf",
+                &format!("http://127.0.0.1:{graph}/api/v1/graph?namespace=default"),
+            ])
             .output()
             .ok()?;
         let graph: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
@@ -487,7 +493,10 @@ spec: {{ports: [{{name: http, port: 80}}]}}
     .await;
     let (route, backend) = overlaid;
     assert!(route["traffic"]["p99Ms"].as_f64().is_some(), "{route}");
-    assert!(backend["traffic"]["errorRatio"].as_f64().is_some(), "{backend}");
+    assert!(
+        backend["traffic"]["errorRatio"].as_f64().is_some(),
+        "{backend}"
+    );
     traffic.abort();
     let ready = prometheus
         .query("sum by (swh, port) (swh_endpoints{state=\"ready\"})")

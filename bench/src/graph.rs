@@ -140,7 +140,7 @@ pub async fn change_latency(
     let yaml = crate::edge::yaml(routes, 0, (routes / 2).max(1));
     let documents: Vec<serde_json::Value> = yaml
         .split("\n---\n")
-        .map(|d| serde_yaml_ng::from_str(d))
+        .map(serde_yaml_ng::from_str)
         .collect::<Result<_, _>>()?;
     let objects = documents.len();
     futures::stream::iter(documents)

@@ -2,6 +2,8 @@
 //! edges added, changed and removed — what a watch sends, so a console patches its drawing
 //! instead of redrawing it.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::id::NodeId;
@@ -37,36 +39,69 @@ impl Diff {
     }
 }
 
-/// The diff from `before` to `after`.
+/// The diff from `before` to `after` (both maps walked once, in order; shared elements
+/// compared by pointer).
 pub fn diff(before: &Graph, after: &Graph) -> Diff {
     let mut d = Diff::default();
-    for (id, node) in &after.nodes {
-        match before.nodes.get(id) {
-            None => d.added_nodes.push(node.clone()),
-            Some(old) if old != node => d.changed_nodes.push(node.clone()),
-            Some(_) => {}
+    for step in merge(&before.nodes, &after.nodes) {
+        match step {
+            Step::Removed(id) => d.removed_nodes.push(id.clone()),
+            Step::Added(node) => d.added_nodes.push((**node).clone()),
+            Step::Both(old, new) => {
+                if !Arc::ptr_eq(old, new) && old != new {
+                    d.changed_nodes.push((**new).clone());
+                }
+            }
         }
     }
-    d.removed_nodes = before
-        .nodes
-        .keys()
-        .filter(|id| !after.nodes.contains_key(*id))
-        .cloned()
-        .collect();
-    for (id, edge) in &after.edges {
-        match before.edges.get(id) {
-            None => d.added_edges.push(edge.clone()),
-            Some(old) if old != edge => d.changed_edges.push(edge.clone()),
-            Some(_) => {}
+    for step in merge(&before.edges, &after.edges) {
+        match step {
+            Step::Removed(id) => d.removed_edges.push(id.clone()),
+            Step::Added(edge) => d.added_edges.push((**edge).clone()),
+            Step::Both(old, new) => {
+                if !Arc::ptr_eq(old, new) && old != new {
+                    d.changed_edges.push((**new).clone());
+                }
+            }
         }
     }
-    d.removed_edges = before
-        .edges
-        .keys()
-        .filter(|id| !after.edges.contains_key(*id))
-        .cloned()
-        .collect();
     d
+}
+
+/// One key of two sorted maps.
+enum Step<'a, K, V> {
+    Removed(&'a K),
+    Added(&'a V),
+    Both(&'a V, &'a V),
+}
+
+/// The keys of `before` and `after` in order, each once.
+fn merge<'a, K: Ord, V>(
+    before: &'a std::collections::BTreeMap<K, V>,
+    after: &'a std::collections::BTreeMap<K, V>,
+) -> Vec<Step<'a, K, V>> {
+    let mut out = Vec::with_capacity(after.len());
+    let (mut a, mut b) = (before.iter().peekable(), after.iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (None, None) => return out,
+            (Some(_), None) => {
+                out.push(Step::Removed(a.next().expect("peeked").0));
+            }
+            (None, Some(_)) => out.push(Step::Added(b.next().expect("peeked").1)),
+            (Some((ka, _)), Some((kb, _))) => match ka.cmp(kb) {
+                std::cmp::Ordering::Less => {
+                    out.push(Step::Removed(a.next().expect("peeked").0));
+                }
+                std::cmp::Ordering::Greater => out.push(Step::Added(b.next().expect("peeked").1)),
+                std::cmp::Ordering::Equal => {
+                    let (_, old) = a.next().expect("peeked");
+                    let (_, new) = b.next().expect("peeked");
+                    out.push(Step::Both(old, new));
+                }
+            },
+        }
+    }
 }
 
 /// `graph` with `diff` applied (what a client holds after it).
@@ -78,9 +113,9 @@ pub fn apply(graph: &mut Graph, diff: &Diff) {
         graph.edges.remove(id);
     }
     for node in diff.added_nodes.iter().chain(&diff.changed_nodes) {
-        graph.nodes.insert(node.id.clone(), node.clone());
+        graph.nodes.insert(node.id.clone(), Arc::new(node.clone()));
     }
     for edge in diff.added_edges.iter().chain(&diff.changed_edges) {
-        graph.edges.insert(edge.id.clone(), edge.clone());
+        graph.edges.insert(edge.id.clone(), Arc::new(edge.clone()));
     }
 }

@@ -4,6 +4,7 @@
 //! byte for byte.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -261,13 +262,15 @@ impl Edge {
     }
 }
 
-/// The graph.
+/// The graph. Nodes and edges are shared (`Arc`): a view, a version kept for resuming
+/// watches and the next build reuse the same elements, so holding many costs little and
+/// comparing them is mostly comparing pointers.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Graph {
     /// Nodes by id.
-    pub nodes: BTreeMap<NodeId, Node>,
+    pub nodes: BTreeMap<NodeId, Arc<Node>>,
     /// Edges by id.
-    pub edges: BTreeMap<String, Edge>,
+    pub edges: BTreeMap<String, Arc<Edge>>,
 }
 
 impl Graph {
@@ -279,5 +282,26 @@ impl Graph {
     /// Whether it has nothing.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
+    }
+
+    /// Takes `previous`'s element wherever this graph's is equal to it, so unchanged elements
+    /// are shared across versions.
+    pub fn share(&mut self, previous: &Graph) {
+        for (id, node) in &mut self.nodes {
+            if let Some(old) = previous.nodes.get(id)
+                && !Arc::ptr_eq(old, node)
+                && old == node
+            {
+                *node = old.clone();
+            }
+        }
+        for (id, edge) in &mut self.edges {
+            if let Some(old) = previous.edges.get(id)
+                && !Arc::ptr_eq(old, edge)
+                && old == edge
+            {
+                *edge = old.clone();
+            }
+        }
     }
 }

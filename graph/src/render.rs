@@ -2,32 +2,155 @@
 //! describes), Graphviz DOT (as gwctl prints) and Mermaid; and its version, a digest of the
 //! JSON, so it changes exactly when what a client would draw does.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::model::{Graph, Health};
+use crate::id::NodeId;
+use crate::model::{Edge, Graph, Health, Node};
 
-/// The elements, Cytoscape's shape: `{nodes: [{data}], edges: [{data}]}`.
-pub fn elements(graph: &Graph) -> Value {
-    let nodes: Vec<Value> = graph.nodes.values().map(|n| json!({"data": n})).collect();
-    let edges: Vec<Value> = graph.edges.values().map(|e| json!({"data": e})).collect();
-    json!({"nodes": nodes, "edges": edges})
+/// One element rendered: `{"data": …}`, and the SHA-256 of that text.
+#[derive(Debug)]
+pub struct Fragment {
+    json: Box<str>,
+    digest: [u8; 32],
 }
 
-/// The version of `graph`: the first 16 hex digits of the SHA-256 of its elements.
+#[derive(Serialize)]
+struct Data<'a, T> {
+    data: &'a T,
+}
+
+impl Fragment {
+    fn of<T: Serialize>(element: &T) -> Self {
+        let json = serde_json::to_string(&Data { data: element })
+            .unwrap_or_default()
+            .into_boxed_str();
+        let digest = Sha256::digest(json.as_bytes()).into();
+        Self { json, digest }
+    }
+}
+
+/// The rendered elements of a published graph, kept beside it: the next version renders
+/// only the elements that changed (an element is the same when it is the same `Arc`), and
+/// every view of every user is assembled from them, so a request costs copying text.
+#[derive(Debug, Default)]
+pub struct Fragments {
+    nodes: HashMap<NodeId, (Arc<Node>, Arc<Fragment>)>,
+    edges: HashMap<String, (Arc<Edge>, Arc<Fragment>)>,
+}
+
+impl Fragments {
+    /// The fragments of `graph`, reusing `previous`'s for the elements it shares.
+    pub fn of(graph: &Graph, previous: Option<&Fragments>) -> Self {
+        let mut out = Self::default();
+        for (id, node) in &graph.nodes {
+            let fragment = previous
+                .and_then(|p| p.nodes.get(id))
+                .filter(|(kept, _)| Arc::ptr_eq(kept, node))
+                .map(|(_, f)| f.clone())
+                .unwrap_or_else(|| Arc::new(Fragment::of(&**node)));
+            out.nodes.insert(id.clone(), (node.clone(), fragment));
+        }
+        for (id, edge) in &graph.edges {
+            let fragment = previous
+                .and_then(|p| p.edges.get(id))
+                .filter(|(kept, _)| Arc::ptr_eq(kept, edge))
+                .map(|(_, f)| f.clone())
+                .unwrap_or_else(|| Arc::new(Fragment::of(&**edge)));
+            out.edges.insert(id.clone(), (edge.clone(), fragment));
+        }
+        out
+    }
+
+    fn node(&self, node: &Arc<Node>) -> Arc<Fragment> {
+        self.nodes
+            .get(&node.id)
+            .filter(|(kept, _)| Arc::ptr_eq(kept, node))
+            .map(|(_, f)| f.clone())
+            .unwrap_or_else(|| Arc::new(Fragment::of(&**node)))
+    }
+
+    fn edge(&self, edge: &Arc<Edge>) -> Arc<Fragment> {
+        self.edges
+            .get(&edge.id)
+            .filter(|(kept, _)| Arc::ptr_eq(kept, edge))
+            .map(|(_, f)| f.clone())
+            .unwrap_or_else(|| Arc::new(Fragment::of(&**edge)))
+    }
+}
+
+/// The fragments of `graph`'s nodes, then its edges, from `fragments` where they are kept.
+fn parts(graph: &Graph, fragments: &Fragments) -> (Vec<Arc<Fragment>>, Vec<Arc<Fragment>>) {
+    (
+        graph.nodes.values().map(|n| fragments.node(n)).collect(),
+        graph.edges.values().map(|e| fragments.edge(e)).collect(),
+    )
+}
+
+fn version_of(nodes: &[Arc<Fragment>], edges: &[Arc<Fragment>]) -> String {
+    let mut hasher = Sha256::new();
+    for f in nodes.iter().chain(edges) {
+        hasher.update(f.digest);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .take(8)
+        .fold(String::new(), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// The version of `graph`: 16 hex digits of a SHA-256 over its elements' renderings, so it
+/// changes exactly when what a client would draw does.
 pub fn version(graph: &Graph) -> String {
-    let digest = Sha256::digest(elements(graph).to_string().as_bytes());
-    digest.iter().take(8).fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    version_with(graph, &Fragments::default())
 }
 
-/// The API's document: `{version, elements}`.
+/// [`version`], from kept fragments.
+pub fn version_with(graph: &Graph, fragments: &Fragments) -> String {
+    let (nodes, edges) = parts(graph, fragments);
+    version_of(&nodes, &edges)
+}
+
+/// The API's document as text, `{"version":…,"elements":{"nodes":[{"data":…}],"edges":[…]}}`,
+/// assembled from kept fragments; and its version.
+pub fn document(graph: &Graph, fragments: &Fragments) -> (String, String) {
+    let (nodes, edges) = parts(graph, fragments);
+    let version = version_of(&nodes, &edges);
+    let size: usize = nodes.iter().chain(&edges).map(|f| f.json.len() + 1).sum();
+    let mut out = String::with_capacity(size + 64);
+    let _ = write!(
+        out,
+        "{{\"version\":\"{version}\",\"elements\":{{\"nodes\":["
+    );
+    for (i, f) in nodes.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&f.json);
+    }
+    out.push_str("],\"edges\":[");
+    for (i, f) in edges.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&f.json);
+    }
+    out.push_str("]}}");
+    (out, version)
+}
+
+/// The API's document: `{version, elements}` (Cytoscape's shape: `{nodes: [{data}], edges:
+/// [{data}]}`).
 pub fn json(graph: &Graph) -> Value {
-    json!({"version": version(graph), "elements": elements(graph)})
+    serde_json::from_str(&document(graph, &Fragments::default()).0).unwrap_or_default()
 }
 
 /// The colour a health is drawn in (the viewer uses the same).

@@ -6,6 +6,7 @@
 //! never zero.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::model::{Graph, Relation, Traffic};
 
@@ -53,7 +54,11 @@ pub fn overlay(graph: &mut Graph, samples: &Samples) {
                 node.namespace.as_deref().unwrap_or_default(),
                 &node.name,
             );
-            node.traffic = samples.routes.get(&key).cloned();
+            let traffic = samples.routes.get(&key).cloned();
+            // Elements are shared with other versions: copied only where numbers differ.
+            if node.traffic != traffic {
+                Arc::make_mut(node).traffic = traffic;
+            }
         }
     }
     let mut services = std::collections::BTreeSet::new();
@@ -61,7 +66,7 @@ pub fn overlay(graph: &mut Graph, samples: &Samples) {
         if edge.relation != Relation::BackendRef {
             continue;
         }
-        let (Some(port), target) = (edge.port, &edge.target) else {
+        let (Some(port), target) = (edge.port, edge.target.clone()) else {
             continue;
         };
         let key = backend_key(
@@ -69,9 +74,12 @@ pub fn overlay(graph: &mut Graph, samples: &Samples) {
             target.as_str().rsplit('/').next().unwrap_or_default(),
             port,
         );
-        edge.traffic = samples.backends.get(&key).cloned();
+        let traffic = samples.backends.get(&key).cloned();
+        if edge.traffic != traffic {
+            Arc::make_mut(edge).traffic = traffic;
+        }
         if edge.traffic.is_some() {
-            services.insert(target.clone());
+            services.insert(target);
         }
     }
     for service in &services {
@@ -93,11 +101,14 @@ pub fn overlay(graph: &mut Graph, samples: &Samples) {
                 };
             }
         }
-        node.traffic = Some(Traffic {
+        let traffic = Some(Traffic {
             requests_per_second: round(total),
             error_ratio: (total > 0.0).then(|| round(errors / total)),
             p99_ms: p99,
         });
+        if node.traffic != traffic {
+            Arc::make_mut(node).traffic = traffic;
+        }
     }
 }
 

@@ -36,11 +36,24 @@ fn without_samples_there_are_no_traffic_fields() {
 fn samples_land_on_routes_backends_and_services() {
     let mut g = graph();
     let samples = Samples {
-        routes: [("httproute/team-a/shop".to_owned(), traffic(12.5, Some(0.04), Some(87.0)))].into(),
+        routes: [(
+            "httproute/team-a/shop".to_owned(),
+            traffic(12.5, Some(0.04), Some(87.0)),
+        )]
+        .into(),
         backends: [
-            ("backend/team-a/web/80".to_owned(), traffic(9.0, Some(0.0), Some(40.0))),
-            ("backend/team-a/web/443".to_owned(), traffic(1.0, Some(1.0), Some(900.0))),
-            ("backend/team-a/web-v2/80".to_owned(), traffic(1.0, Some(0.5), Some(60.0))),
+            (
+                "backend/team-a/web/80".to_owned(),
+                traffic(9.0, Some(0.0), Some(40.0)),
+            ),
+            (
+                "backend/team-a/web/443".to_owned(),
+                traffic(1.0, Some(1.0), Some(900.0)),
+            ),
+            (
+                "backend/team-a/web-v2/80".to_owned(),
+                traffic(1.0, Some(0.5), Some(60.0)),
+            ),
         ]
         .into(),
     };
@@ -51,22 +64,34 @@ fn samples_land_on_routes_backends_and_services() {
         Some(traffic(12.5, Some(0.04), Some(87.0)))
     );
     // A route without samples (no route statistics on its Gateway) has none.
-    assert_eq!(node("gateway.networking.k8s.io/HTTPRoute/team-a/admin").traffic, None);
+    assert_eq!(
+        node("gateway.networking.k8s.io/HTTPRoute/team-a/admin").traffic,
+        None
+    );
     let edge = &g.edges["gateway.networking.k8s.io/HTTPRoute/team-a/shop>backendRef>/Service/team-a/web-v2#0"];
     assert_eq!(edge.traffic, Some(traffic(1.0, Some(0.5), Some(60.0))));
     // The Service: both ports' clusters, the error share weighted by their rates, the
     // slowest p99.
-    assert_eq!(node("/Service/team-a/web").traffic, Some(traffic(10.0, Some(0.1), Some(900.0))));
+    assert_eq!(
+        node("/Service/team-a/web").traffic,
+        Some(traffic(10.0, Some(0.1), Some(900.0)))
+    );
     // The mirror carries no backend share.
-    let mirror = &g.edges["gateway.networking.k8s.io/HTTPRoute/team-a/shop>mirror>/Service/team-a/shadow#0"];
+    let mirror =
+        &g.edges["gateway.networking.k8s.io/HTTPRoute/team-a/shop>mirror>/Service/team-a/shadow#0"];
     assert_eq!(mirror.traffic, None);
     let schema: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/graph.schema.json")).unwrap(),
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/graph.schema.json"),
+        )
+        .unwrap(),
     )
     .unwrap();
     let mut schemas = boon::Schemas::new();
     let mut compiler = boon::Compiler::new();
     compiler.add_resource("graph.schema.json", schema).unwrap();
     let index = compiler.compile("graph.schema.json", &mut schemas).unwrap();
-    schemas.validate(&render::json(&g), index).expect("the overlaid graph fits the schema");
+    schemas
+        .validate(&render::json(&g), index)
+        .expect("the overlaid graph fits the schema");
 }

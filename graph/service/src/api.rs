@@ -227,7 +227,8 @@ async fn answer(
     let format = params.format()?;
     let published = shared.feed.current();
     let graph = user_view(shared, &user, &published.graph, &filter).await?;
-    let version = render::version(&graph);
+    // The JSON document is assembled from the published fragments (its version with it).
+    let (document, version) = render::document(&graph, &published.fragments);
     let etag = match format {
         Format::Json => format!("\"{version}\""),
         Format::Dot => format!("\"{version}.dot\""),
@@ -260,7 +261,7 @@ async fn answer(
         return Ok((StatusCode::NOT_MODIFIED, cache).into_response());
     }
     let (content_type, body) = match format {
-        Format::Json => ("application/json", render::json(&graph).to_string()),
+        Format::Json => ("application/json", document),
         Format::Dot => ("text/vnd.graphviz; charset=utf-8", render::dot(&graph)),
         Format::Mermaid => ("text/plain; charset=utf-8", render::mermaid(&graph)),
     };
@@ -333,12 +334,12 @@ async fn watch(
         let first = match resume.and_then(|seq| shared.feed.at(seq)) {
             Some(before) => {
                 let before_view = see(&before.graph).await;
-                diff_event(&before_view, &seen, current.seq)
+                diff_event(&before_view, &seen, &current)
             }
-            None => Event::default()
+            None => Ok(Event::default()
                 .event("graph")
                 .id(current.seq.to_string())
-                .json_data(render::json(&seen)),
+                .data(render::document(&seen, &current.fragments).0)),
         };
         if let Ok(event) = first
             && tx.send(event).await.is_err()
@@ -357,7 +358,7 @@ async fn watch(
             if changes.is_empty() {
                 continue;
             }
-            let Ok(event) = diff_event(&seen, &next, current.seq) else {
+            let Ok(event) = diff_event(&seen, &next, &current) else {
                 continue;
             };
             seen = next;
@@ -374,13 +375,17 @@ async fn watch(
 
 use futures::StreamExt as _;
 
-/// A `diff` event from `before` to `after`, published as `seq`.
-fn diff_event(before: &Graph, after: &Graph, seq: u64) -> Result<Event, axum::Error> {
+/// A `diff` event from `before` to `after`, a view of `published`.
+fn diff_event(
+    before: &Graph,
+    after: &Graph,
+    published: &crate::publish::Published,
+) -> Result<Event, axum::Error> {
     let changes = diff::diff(before, after);
     let mut data = serde_json::to_value(&changes).unwrap_or_default();
-    data["version"] = render::version(after).into();
+    data["version"] = render::version_with(after, &published.fragments).into();
     Event::default()
         .event("diff")
-        .id(seq.to_string())
+        .id(published.seq.to_string())
         .json_data(data)
 }

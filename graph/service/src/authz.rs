@@ -132,7 +132,7 @@ impl Access {
         graph: &Graph,
         metrics: &GraphMetrics,
     ) -> BTreeSet<Attributes> {
-        let needed: BTreeSet<Attributes> = graph.nodes.values().map(attributes).collect();
+        let needed: BTreeSet<Attributes> = graph.nodes.values().map(|n| attributes(n)).collect();
         let Self::Reviews { client, cache } = self else {
             return needed;
         };

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use fairlead_edge_index::Index;
+use fairlead_graph::render::Fragments;
 use fairlead_graph::{Graph, diff};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +36,8 @@ pub struct Published {
     pub seq: u64,
     /// The graph.
     pub graph: Arc<Graph>,
+    /// Its elements rendered (every view is assembled from them).
+    pub fragments: Arc<Fragments>,
 }
 
 /// The published graphs: the current one, and the way back to the last few.
@@ -88,18 +91,23 @@ impl Feed {
         Some(Arc::new(Published {
             seq,
             graph: Arc::new(graph),
+            fragments: current.fragments.clone(),
         }))
     }
 
-    /// Publishes `graph` when it differs from the current one; whether it did.
-    pub fn publish(&self, graph: Graph) -> bool {
+    /// Publishes `graph` when it differs from the current one (sharing the elements it
+    /// has in common with it); whether it did.
+    pub fn publish(&self, mut graph: Graph) -> bool {
         let current = self.current();
+        graph.share(&current.graph);
         if current.seq > 0 && *current.graph == graph {
             return false;
         }
+        let fragments = Fragments::of(&graph, Some(&current.fragments));
         let next = Arc::new(Published {
             seq: current.seq + 1,
             graph: Arc::new(graph),
+            fragments: Arc::new(fragments),
         });
         if current.seq > 0 {
             let back = diff::diff(&next.graph, &current.graph);
@@ -191,7 +199,7 @@ mod tests {
             let id = fairlead_graph::NodeId::new("", "Service", "ns", &format!("s{i}"));
             g.nodes.insert(
                 id.clone(),
-                fairlead_graph::Node {
+                Arc::new(fairlead_graph::Node {
                     id,
                     group: String::new(),
                     kind: "Service".into(),
@@ -203,7 +211,7 @@ mod tests {
                     reasons: Vec::new(),
                     status: serde_json::Map::new(),
                     traffic: None,
-                },
+                }),
             );
             assert!(feed.publish(g));
         }

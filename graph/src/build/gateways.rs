@@ -15,7 +15,7 @@ impl Builder<'_> {
         for instance in &self.input.instances {
             let key = key(&instance.metadata);
             let id = object_id(&instance.kind, &key);
-            let conditions = health::summarize(self.status(&id).map(|s| &s["conditions"]));
+            let conditions = health::summarize(self.status(&id).get("conditions"));
             let verdict = health::conditions(&conditions);
             let node = self.node(&id, &instance.kind, key.name());
             node.status.insert("conditions".into(), conditions.into());
@@ -59,7 +59,7 @@ impl Builder<'_> {
         for class in &self.input.gateway_classes {
             let name = class.metadata.name.clone().unwrap_or_default();
             let id = NodeId::new(GATEWAY_GROUP, "GatewayClass", "", &name);
-            let conditions = health::summarize(self.status(&id).map(|s| &s["conditions"]));
+            let conditions = health::summarize(self.status(&id).get("conditions"));
             let verdict = health::conditions(&conditions);
             let node = self.node(&id, "GatewayClass", &name);
             node.status.insert(
@@ -75,7 +75,7 @@ impl Builder<'_> {
         for gateway in &self.input.gateways {
             let key = key(&gateway.metadata);
             let id = object_id("Gateway", &key);
-            let status = self.status(&id).cloned().unwrap_or(Value::Null);
+            let status = self.status(&id);
             let conditions = health::summarize(status.get("conditions"));
             let mut verdict = health::conditions(&conditions);
             let node = self.node(&id, "Gateway", key.name());
@@ -98,7 +98,7 @@ impl Builder<'_> {
                 edge = edge.judged(Verdict::of(Health::Failing, reason));
             }
             self.edge(edge);
-            let listeners = self.listeners(&id, &gateway.spec.listeners, &status, key.namespace());
+            let listeners = self.listeners(&id, &gateway.spec.listeners, status, key.namespace());
             verdict.worsen(listeners);
             self.judge(&id, verdict);
         }
@@ -108,7 +108,7 @@ impl Builder<'_> {
         for set in &self.input.listener_sets {
             let key = key(&set.metadata);
             let id = object_id("ListenerSet", &key);
-            let status = self.status(&id).cloned().unwrap_or(Value::Null);
+            let status = self.status(&id);
             let conditions = health::summarize(status.get("conditions"));
             let mut verdict = health::conditions(&conditions);
             self.node(&id, "ListenerSet", key.name())
@@ -132,7 +132,7 @@ impl Builder<'_> {
                 edge = edge.judged(health::conditions(&conditions));
             }
             self.edge(edge);
-            let listeners = self.listeners(&id, &set.spec.listeners, &status, key.namespace());
+            let listeners = self.listeners(&id, &set.spec.listeners, status, key.namespace());
             verdict.worsen(listeners);
             self.judge(&id, verdict);
         }

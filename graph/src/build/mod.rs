@@ -19,6 +19,8 @@ use fairlead_edge_translate::refs::Grants;
 use crate::id::NodeId;
 use crate::model::{Edge, Graph, Health, Node, Verdict};
 use crate::world::World;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Builds the graph of `input` and `world`, judging certificate expiry at `now` (Unix
 /// seconds).
@@ -28,7 +30,7 @@ pub fn build(input: &Input, world: &World, now: i64) -> Graph {
         world,
         now,
         grants: Grants::new(input),
-        graph: Graph::default(),
+        graph: Draft::default(),
     };
     builder.instances();
     builder.classes();
@@ -38,7 +40,27 @@ pub fn build(input: &Input, world: &World, now: i64) -> Graph {
     builder.checks();
     builder.policies();
     builder.grants();
-    builder.graph
+    Graph {
+        nodes: builder
+            .graph
+            .nodes
+            .into_iter()
+            .map(|(id, node)| (id, Arc::new(node)))
+            .collect(),
+        edges: builder
+            .graph
+            .edges
+            .into_iter()
+            .map(|(id, edge)| (id, Arc::new(edge)))
+            .collect(),
+    }
+}
+
+/// The graph while it is built: its elements owned, changed in place.
+#[derive(Default)]
+struct Draft {
+    nodes: BTreeMap<NodeId, Node>,
+    edges: BTreeMap<String, Edge>,
 }
 
 struct Builder<'a> {
@@ -46,10 +68,10 @@ struct Builder<'a> {
     world: &'a World,
     now: i64,
     grants: Grants<'a>,
-    graph: Graph,
+    graph: Draft,
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
     /// Adds (or returns) the node `id`.
     fn node(&mut self, id: &NodeId, kind: &str, name: &str) -> &mut Node {
         self.graph.nodes.entry(id.clone()).or_insert_with(|| {
@@ -98,8 +120,9 @@ impl Builder<'_> {
         self.graph.edges.insert(edge.id.clone(), edge);
     }
 
-    /// The status a controller wrote for `id`.
-    fn status(&self, id: &NodeId) -> Option<&serde_json::Value> {
-        self.world.statuses.get(id)
+    /// The status a controller wrote for `id` (borrowed from the world, not the builder).
+    fn status(&self, id: &NodeId) -> &'a serde_json::Value {
+        static NONE: serde_json::Value = serde_json::Value::Null;
+        self.world.statuses.get(id).unwrap_or(&NONE)
     }
 }

@@ -107,7 +107,7 @@ impl Builder<'_> {
         for policy in &self.input.backend_tls_policies {
             let key = key(&policy.metadata);
             let id = object_id("BackendTLSPolicy", &key);
-            let status = self.status(&id).cloned().unwrap_or_default();
+            let status = self.status(&id);
             let conditions: Vec<serde_json::Value> = status["ancestors"]
                 .as_array()
                 .into_iter()

@@ -106,7 +106,7 @@ impl Builder<'_> {
     fn route(&mut self, route: &Route<'_>) {
         let key = key(route.meta);
         let id = object_id(route.kind, &key);
-        let status = self.status(&id).cloned().unwrap_or(Value::Null);
+        let status = self.status(&id);
         let node = self.node(&id, route.kind, key.name());
         if !route.hostnames.is_empty() {
             node.status
@@ -115,7 +115,7 @@ impl Builder<'_> {
         let mut parents = Vec::new();
         let mut parent_statuses = Vec::new();
         for parent in route.parents {
-            let entry = parent_entry(&status, parent, key.namespace());
+            let entry = parent_entry(status, parent, key.namespace());
             let conditions = health::summarize(entry.and_then(|e| e.get("conditions")));
             parent_statuses.push(serde_json::json!({
                 "parentRef": parent,
@@ -294,19 +294,19 @@ fn admits(
 
 /// This route's status entry for `parent` (defaults filled in before comparing).
 fn parent_entry<'a>(status: &'a Value, parent: &ParentRef, namespace: &str) -> Option<&'a Value> {
-    let normalized = |p: &ParentRef| {
-        (
-            p.group.clone().unwrap_or_else(|| GATEWAY_GROUP.into()),
-            p.kind.clone().unwrap_or_else(|| "Gateway".into()),
-            p.namespace.clone().unwrap_or_else(|| namespace.into()),
-            p.name.clone(),
-            p.section_name.clone(),
-            p.port,
-        )
+    let text = |v: &Value, field: &str, default: &str| -> String {
+        v.get(field)
+            .and_then(Value::as_str)
+            .unwrap_or(default)
+            .to_owned()
     };
-    let wanted = normalized(parent);
     status["parents"].as_array()?.iter().find(|entry| {
-        serde_json::from_value::<ParentRef>(entry["parentRef"].clone())
-            .is_ok_and(|p| normalized(&p) == wanted)
+        let p = &entry["parentRef"];
+        p["name"] == parent.name.as_str()
+            && text(p, "group", GATEWAY_GROUP) == parent.group.as_deref().unwrap_or(GATEWAY_GROUP)
+            && text(p, "kind", "Gateway") == parent.kind.as_deref().unwrap_or("Gateway")
+            && text(p, "namespace", namespace) == parent.namespace.as_deref().unwrap_or(namespace)
+            && p.get("sectionName").and_then(Value::as_str) == parent.section_name.as_deref()
+            && p.get("port").and_then(Value::as_i64) == parent.port.map(i64::from)
     })
 }
