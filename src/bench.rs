@@ -204,15 +204,8 @@ fn edge_rows(runs: usize) -> Vec<fairlead_bench::Row> {
 /// is ready, a proxy holds its configuration, and 15 s have passed (statuses written, freed
 /// memory returned).
 async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_bench::Row> {
-    let server =
-        fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default()).await?;
-    let client = server.client().await?;
-    fairlead_edge_controller::crds::install(
-        &client,
-        fairlead_edge_translate::CONTROLLER_NAME,
-        fairlead_edge_controller::crds::Channel::Standard,
-    )
-    .await?;
+    let (server, client) =
+        fairlead_bench::edge_cluster(fairlead_apiserver::Config::default()).await?;
     let dir = std::env::temp_dir().join(format!("fairlead-bench-edge-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     std::fs::write(

@@ -150,20 +150,9 @@ async fn through_fairlead(
     route_statistics: bool,
 ) -> Result<(Duration, Duration), EnvoyBenchError> {
     use kube::api::{Api, DynamicObject, Patch, PatchParams};
-    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default())
+    let (server, client) = crate::edge_cluster(fairlead_apiserver::Config::default())
         .await
-        .map_err(|e| failed("the API server")(e.to_string()))?;
-    let client = server
-        .client()
-        .await
-        .map_err(|e| failed("a client")(e.to_string()))?;
-    fairlead_edge_controller::crds::install(
-        &client,
-        fairlead_edge_translate::CONTROLLER_NAME,
-        fairlead_edge_controller::crds::Channel::Standard,
-    )
-    .await
-    .map_err(|e| failed("the CRDs")(e.to_string()))?;
+        .map_err(|e| failed("the API server with the CRDs")(format!("{e:#}")))?;
     let port = free_port()?;
     let world = dir.join("world");
     std::fs::create_dir_all(&world).map_err(|e| failed("a directory")(e.to_string()))?;

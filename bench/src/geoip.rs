@@ -363,23 +363,12 @@ async fn run(
     seconds: u64,
 ) -> Result<Vec<Figures>, EnvoyBenchError> {
     // The backend is a local process: its EndpointSlice carries a loopback address.
-    let server = fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config {
+    let (server, client) = crate::edge_cluster(fairlead_apiserver::Config {
         allow_loopback_endpoints: true,
         ..fairlead_apiserver::Config::default()
     })
     .await
-    .map_err(|e| failed("the API server")(e.to_string()))?;
-    let client = server
-        .client()
-        .await
-        .map_err(|e| failed("a client")(e.to_string()))?;
-    fairlead_edge_controller::crds::install(
-        &client,
-        fairlead_edge_translate::CONTROLLER_NAME,
-        fairlead_edge_controller::crds::Channel::Standard,
-    )
-    .await
-    .map_err(|e| failed("the CRDs")(e.to_string()))?;
+    .map_err(|e| failed("the API server with the CRDs")(format!("{e:#}")))?;
     let (port, backend_port) = (free_port()?, free_port()?);
     let _backend = start_backend(envoy, dir, backend_port)?;
     let world_dir = dir.join("world");

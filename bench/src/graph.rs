@@ -134,15 +134,7 @@ pub async fn change_latency(
     use k8s_openapi::api::discovery::v1::EndpointSlice;
     use kube::api::{Api, Patch, PatchParams};
 
-    let server =
-        fairlead_apiserver::ApiServer::start(fairlead_apiserver::Config::default()).await?;
-    let client = server.client().await?;
-    fairlead_edge_controller::crds::install(
-        &client,
-        fairlead_edge_translate::CONTROLLER_NAME,
-        fairlead_edge_controller::crds::Channel::Standard,
-    )
-    .await?;
+    let (server, client) = crate::edge_cluster(fairlead_apiserver::Config::default()).await?;
     let namespace =
         serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}});
     fairlead_apiserver::manifests::apply_value(&client, server.registry(), &namespace).await?;

@@ -13,6 +13,22 @@ pub mod health;
 
 use std::time::Duration;
 
+/// An embedded API server started with `config`, the ALB's CRDs and the Gateway API bundle
+/// installed, and an admin client of it: the world every edge figure starts from.
+pub async fn edge_cluster(
+    config: fairlead_apiserver::Config,
+) -> anyhow::Result<(fairlead_apiserver::ApiServer, kube::Client)> {
+    let server = fairlead_apiserver::ApiServer::start(config).await?;
+    let client = server.client().await?;
+    fairlead_edge_controller::crds::install(
+        &client,
+        fairlead_edge_translate::CONTROLLER_NAME,
+        fairlead_edge_controller::crds::Channel::Standard,
+    )
+    .await?;
+    Ok((server, client))
+}
+
 /// One line of the report.
 #[derive(Clone, Debug)]
 pub struct Row {

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use fairlead_graph::filter::{DEFAULT_DEPTH, Filter, FilterError, view};
 use fairlead_graph::{Graph, Health, NodeId, diff, render};
+use futures::StreamExt as _;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
@@ -372,8 +373,6 @@ async fn watch(
         .keep_alive(KeepAlive::default())
         .into_response()
 }
-
-use futures::StreamExt as _;
 
 /// A `diff` event from `before` to `after`, a view of `published`.
 fn diff_event(
