@@ -488,7 +488,9 @@ spec: {{ports: [{{name: http, port: 80}}]}}
             .find(|e| e["relation"] == "backendRef" && e["target"] == "/Service/default/echo")?
             .clone();
         let busy = |t: &serde_json::Value| t["requestsPerSecond"].as_f64().is_some_and(|r| r > 0.0);
-        (busy(&route["traffic"]) && busy(&backend["traffic"])).then_some((route, backend))
+        // A p99 needs two samples of the histogram in the window; the rate may come first.
+        let timed = route["traffic"]["p99Ms"].as_f64().is_some();
+        (busy(&route["traffic"]) && busy(&backend["traffic"]) && timed).then_some((route, backend))
     })
     .await;
     let (route, backend) = overlaid;
