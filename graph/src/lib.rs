@@ -22,7 +22,7 @@ pub mod render;
 pub mod traffic;
 pub mod world;
 
-pub use build::build;
+pub use build::{Memo, build, build_with};
 pub use id::NodeId;
 pub use model::{Edge, Graph, Health, Node, Relation};
 pub use world::World;

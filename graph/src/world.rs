@@ -5,6 +5,7 @@
 //! all build the same thing.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use fairlead_edge_translate::model::{GATEWAY_GROUP, Input, InputError};
 use fairlead_key::ObjectKey;
@@ -103,8 +104,9 @@ pub struct Workload {
 /// Everything the graph reads besides the translator's input.
 #[derive(Clone, Debug, Default)]
 pub struct World {
-    /// The `status` of Gateway API objects and ALB instances, by node id.
-    pub statuses: HashMap<NodeId, serde_json::Value>,
+    /// The `status` of Gateway API objects and ALB instances, by node id (shared: a reader
+    /// that keeps them between worlds lets the builder see an unchanged one at a glance).
+    pub statuses: HashMap<NodeId, Arc<serde_json::Value>>,
     /// ServiceWithHealthchecks.
     pub checks: Vec<Check>,
     /// Proxy workloads.
@@ -256,18 +258,25 @@ pub fn read(
 /// `metadata` and `status`; the spec is not read); whether it was one with a status.
 pub fn read_status(world: &mut World, object: &serde_json::Value) -> bool {
     let kind = object["kind"].as_str().unwrap_or_default();
+    match status_of(kind, object) {
+        Some((id, status)) => {
+            world.statuses.insert(id, Arc::new(status));
+            true
+        }
+        None => false,
+    }
+}
+
+/// The node id and `status` of a Gateway API object or ALB instance of `kind` given as JSON,
+/// when it has one.
+pub fn status_of(kind: &str, object: &serde_json::Value) -> Option<(NodeId, serde_json::Value)> {
     let meta = &object["metadata"];
     let key = ObjectKey::new(
         meta["namespace"].as_str().unwrap_or_default(),
         meta["name"].as_str().unwrap_or_default(),
     );
-    match object.get("status").filter(|s| !s.is_null()) {
-        Some(status) if status_read(kind) => {
-            world.statuses.insert(object_id(kind, &key), status.clone());
-            true
-        }
-        _ => false,
-    }
+    let status = object.get("status").filter(|s| !s.is_null())?;
+    status_read(kind).then(|| (object_id(kind, &key), status.clone()))
 }
 
 /// Reads a stream of YAML documents into an input and a world.
@@ -296,7 +305,7 @@ pub fn decided_statuses(input: &Input, world: &mut World) {
         fairlead_edge_translate::translate(input, fairlead_edge_translate::CONTROLLER_NAME)
             .statuses;
     let mut put = |id: NodeId, status: serde_json::Value| {
-        world.statuses.entry(id).or_insert(status);
+        world.statuses.entry(id).or_insert_with(|| Arc::new(status));
     };
     for (name, conditions) in statuses.gateway_classes {
         put(

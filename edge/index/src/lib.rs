@@ -158,6 +158,20 @@ impl Index {
             .collect()
     }
 
+    /// What [`Self::objects`] reads, as the index keeps it: JSON text, shared with the
+    /// index for as long as the object does not change (so a reader can keep what it read
+    /// of it by the text's address).
+    pub fn object_texts(&self, kind: &str) -> Vec<Arc<str>> {
+        self.watched()
+            .into_iter()
+            .find(|w| w.resource.kind == kind)
+            .map(|w| w.objects.state())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|stored| stored.status.clone())
+            .collect()
+    }
+
     /// Kinds watched.
     pub fn kinds(&self) -> BTreeSet<String> {
         self.watched()

@@ -918,8 +918,13 @@ impl Input {
 
     /// The Service `namespace/name`.
     pub fn service(&self, namespace: &str, name: &str) -> Option<&Service> {
+        self.shared_service(namespace, name).map(AsRef::as_ref)
+    }
+
+    /// The Service `namespace/name`, as the input shares it.
+    pub fn shared_service(&self, namespace: &str, name: &str) -> Option<&Arc<Service>> {
         let i = self.lookup().services.get(namespace)?.get(name)?;
-        self.services.get(*i).map(AsRef::as_ref)
+        self.services.get(*i)
     }
 
     /// The EndpointSlices of Service `namespace/name`.

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use fairlead_edge_index::Index;
 use fairlead_graph::render::Fragments;
-use fairlead_graph::{Graph, diff};
+use fairlead_graph::{Graph, Memo, diff};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::GraphMetrics;
-use crate::sources::Sources;
+use crate::sources::{Sources, Statuses};
 use crate::traffic::Traffic;
 
 /// How many published graphs are kept for resuming watches.
@@ -144,11 +144,13 @@ pub async fn run(
 ) {
     let mut snapshots = index.subscribe();
     let mut samples = traffic.as_ref().map(Traffic::subscribe);
+    let mut statuses = Statuses::default();
+    let mut memo = Memo::default();
     loop {
         let snapshot = snapshots.borrow_and_update().clone();
         let started = Instant::now();
-        let world = sources.world(&index);
-        let mut graph = fairlead_graph::build(&snapshot.input, &world, now());
+        let world = sources.world(&index, &mut statuses);
+        let mut graph = fairlead_graph::build_with(&snapshot.input, &world, now(), &mut memo);
         if let Some(samples) = samples.as_mut() {
             fairlead_graph::traffic::overlay(&mut graph, &samples.borrow_and_update());
         }

@@ -4,12 +4,14 @@
 //! Gateway API objects, which the index already keeps. A kind the cluster does not serve
 //! (no health module, say) is retried with backoff by its watch and simply absent here.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use fairlead_edge_index::Index;
 use fairlead_edge_translate::kinds;
 use fairlead_edge_translate::model::Input;
-use fairlead_graph::world::{GATEWAY_LABEL, World, read, read_status};
+use fairlead_graph::NodeId;
+use fairlead_graph::world::{GATEWAY_LABEL, World, read, read_status, status_of};
 use fairlead_kit::watch::{Projection, project};
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -95,8 +97,9 @@ impl Sources {
         Self { watched, changed }
     }
 
-    /// The world now, with the statuses `index` keeps.
-    pub fn world(&self, index: &Index) -> World {
+    /// The world now, with the statuses `index` keeps (each read once while it does not
+    /// change: `statuses` keeps what was read).
+    pub fn world(&self, index: &Index, statuses: &mut Statuses) -> World {
         let mut world = World::default();
         // The reader sorts objects into an input too; the index has those already.
         let mut scratch = Input::default();
@@ -110,15 +113,35 @@ impl Sources {
                 }
             }
         }
+        let mut next = HashMap::new();
         for kind in kinds::KINDS
             .iter()
             .filter(|k| kinds::status_written(k.kind))
         {
-            for mut object in index.objects(kind.kind).into_iter().map(|o| (*o).clone()) {
-                object["kind"] = kind.kind.into();
-                read_status(&mut world, &object);
+            for text in index.object_texts(kind.kind) {
+                let at = text.as_ptr() as usize;
+                let read = statuses.0.remove(&at).unwrap_or_else(|| {
+                    let status = serde_json::from_str(&text)
+                        .ok()
+                        .and_then(|object| status_of(kind.kind, &object))
+                        .map(|(id, status)| (id, Arc::new(status)));
+                    (text, status)
+                });
+                if let Some((id, status)) = &read.1 {
+                    world.statuses.insert(id.clone(), status.clone());
+                }
+                next.insert(at, read);
             }
         }
+        statuses.0 = next;
         world
     }
 }
+
+/// The statuses read from the index's texts, by the text's address (each entry keeps its
+/// text, so the address is not reused while it is here).
+#[derive(Default)]
+pub struct Statuses(HashMap<usize, StatusRead>);
+
+/// A status text, and what was read of it.
+type StatusRead = (Arc<str>, Option<(NodeId, Arc<serde_json::Value>)>);

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::ServicePort;
 use serde_json::json;
 
 use super::Builder;
+use super::memo::{Dep, Op, Table};
 use crate::health::{self, Counts};
 use crate::id::NodeId;
 use crate::model::{Edge, Health, Relation, Verdict};
@@ -102,16 +103,50 @@ impl Builder<'_> {
         }
     }
 
+    /// What drawing Service `namespace/name` reads: the Service and its EndpointSlices
+    /// (added to `deps`).
+    pub(super) fn service_deps(&self, namespace: &str, name: &str, deps: &mut Vec<Dep>) {
+        deps.push(Dep::at(self.input.shared_service(namespace, name)));
+        deps.extend(
+            self.input
+                .slices_of(namespace, name)
+                .map(|s| Dep::at(Some(s))),
+        );
+    }
+
     /// Draws Service `namespace/name` with its ports' EndpointSlices, once; whether it
     /// exists.
     pub(super) fn service(&mut self, namespace: &str, name: &str) -> bool {
         let Some(service) = self.input.service(namespace, name) else {
             return false;
         };
+        if let Some(recording) = self.recording.last_mut() {
+            recording.ops.push(Op::Service {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            });
+        }
         let id = object_id("Service", &ObjectKey::new(namespace, name));
         if self.graph.nodes.get(&id).is_some_and(|n| !n.missing) {
             return true;
         }
+        let mut deps = Vec::new();
+        self.service_deps(namespace, name, &mut deps);
+        self.memoized(Table::Services, &id, deps, |b| {
+            b.draw_service(&id, namespace, name, service);
+        });
+        true
+    }
+
+    /// Draws Service `namespace/name` (node `id`) with its ports' EndpointSlices.
+    fn draw_service(
+        &mut self,
+        id: &NodeId,
+        namespace: &str,
+        name: &str,
+        service: &k8s_openapi::api::core::v1::Service,
+    ) {
+        let id = id.clone();
         let external = is_external(service);
         let ports = ports(service);
         let mut verdicts = Vec::new();
@@ -153,7 +188,6 @@ impl Builder<'_> {
             }
         }
         self.judge(&id, health::of_parts(&verdicts, "ports"));
-        true
     }
 
     /// Endpoint counts of Service `namespace/name`'s port named `port` (unnamed: `None`).

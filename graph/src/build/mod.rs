@@ -7,11 +7,17 @@
 //!
 //! Services, Secrets and ConfigMaps are drawn when something in the graph refers to them
 //! (and a ServiceWithHealthchecks' child always), not every one the cluster has.
+//!
+//! [`build_with`] keeps a [`Memo`] between builds: a route or a Service whose inputs are the
+//! objects they were last time is not drawn again, its elements are taken as they were.
 
 mod backends;
 mod gateways;
+mod memo;
 mod refs;
 mod routes;
+
+pub use memo::Memo;
 
 use fairlead_edge_translate::model::Input;
 use fairlead_edge_translate::refs::Grants;
@@ -25,12 +31,21 @@ use std::sync::Arc;
 /// Builds the graph of `input` and `world`, judging certificate expiry at `now` (Unix
 /// seconds).
 pub fn build(input: &Input, world: &World, now: i64) -> Graph {
+    build_with(input, world, now, &mut Memo::default())
+}
+
+/// [`build`], reusing what `memo` kept of the last build wherever its inputs did not change,
+/// and keeping this build's for the next.
+pub fn build_with(input: &Input, world: &World, now: i64, memo: &mut Memo) -> Graph {
+    memo.begin(input);
     let mut builder = Builder {
         input,
         world,
         now,
         grants: Grants::new(input),
         graph: Draft::default(),
+        memo,
+        recording: Vec::new(),
     };
     builder.instances();
     builder.classes();
@@ -40,27 +55,20 @@ pub fn build(input: &Input, world: &World, now: i64) -> Graph {
     builder.checks();
     builder.policies();
     builder.grants();
+    let graph = builder.graph;
+    memo.end(input);
     Graph {
-        nodes: builder
-            .graph
-            .nodes
-            .into_iter()
-            .map(|(id, node)| (id, Arc::new(node)))
-            .collect(),
-        edges: builder
-            .graph
-            .edges
-            .into_iter()
-            .map(|(id, edge)| (id, Arc::new(edge)))
-            .collect(),
+        nodes: graph.nodes,
+        edges: graph.edges,
     }
 }
 
-/// The graph while it is built: its elements owned, changed in place.
+/// The graph while it is built. Elements are shared with the memo; one is copied only when
+/// it is changed while shared.
 #[derive(Default)]
 struct Draft {
-    nodes: BTreeMap<NodeId, Node>,
-    edges: BTreeMap<String, Edge>,
+    nodes: BTreeMap<NodeId, Arc<Node>>,
+    edges: BTreeMap<String, Arc<Edge>>,
 }
 
 struct Builder<'a> {
@@ -69,15 +77,28 @@ struct Builder<'a> {
     now: i64,
     grants: Grants<'a>,
     graph: Draft,
+    memo: &'a mut Memo,
+    /// What the routes and Services being drawn add, innermost last.
+    recording: Vec<memo::Recording>,
 }
 
 impl<'a> Builder<'a> {
     /// Adds (or returns) the node `id`.
     fn node(&mut self, id: &NodeId, kind: &str, name: &str) -> &mut Node {
-        self.graph.nodes.entry(id.clone()).or_insert_with(|| {
+        if !self.graph.nodes.contains_key(id)
+            && let Some(recording) = self.recording.last_mut()
+        {
+            recording.nodes.push(id.clone());
+        }
+        self.entry(id, kind, name)
+    }
+
+    /// The node `id`, added when absent, without recording it as drawn here.
+    fn entry(&mut self, id: &NodeId, kind: &str, name: &str) -> &mut Node {
+        let node = self.graph.nodes.entry(id.clone()).or_insert_with(|| {
             let group = id.as_str().split('/').next().unwrap_or_default().to_owned();
             let namespace = id.namespace();
-            Node {
+            Arc::new(Node {
                 id: id.clone(),
                 group,
                 kind: kind.to_owned(),
@@ -89,27 +110,49 @@ impl<'a> Builder<'a> {
                 reasons: Vec::new(),
                 status: serde_json::Map::new(),
                 traffic: None,
-            }
-        })
+            })
+        });
+        Arc::make_mut(node)
     }
 
     /// Marks `id` (of `kind`, named `name`) as referred to but absent, for `reason`; nothing
     /// when it exists.
     fn placeholder(&mut self, id: &NodeId, kind: &str, name: &str, reason: String) {
+        if let Some(recording) = self.recording.last_mut() {
+            recording.ops.push(memo::Op::Placeholder {
+                id: id.clone(),
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                reason: reason.clone(),
+            });
+        }
+        self.mark_missing(id, kind, name, reason);
+    }
+
+    /// [`Self::placeholder`], unrecorded.
+    fn mark_missing(&mut self, id: &NodeId, kind: &str, name: &str, reason: String) {
+        // A node that is there is left as it is (and shared).
+        if self
+            .graph
+            .nodes
+            .get(id)
+            .is_some_and(|n| !n.missing || n.reasons.contains(&reason))
+        {
+            return;
+        }
         let fresh = !self.graph.nodes.contains_key(id);
-        let node = self.node(id, kind, name);
+        let node = self.entry(id, kind, name);
         if fresh {
             node.missing = true;
             node.health = Health::Failing;
         }
-        if node.missing && !node.reasons.contains(&reason) {
-            node.reasons.push(reason);
-        }
+        node.reasons.push(reason);
     }
 
     /// Sets a node's verdict.
     fn judge(&mut self, id: &NodeId, verdict: Verdict) {
         if let Some(node) = self.graph.nodes.get_mut(id) {
+            let node = Arc::make_mut(node);
             node.health = verdict.health;
             node.reasons = verdict.reasons;
         }
@@ -117,12 +160,75 @@ impl<'a> Builder<'a> {
 
     /// Adds an edge.
     fn edge(&mut self, edge: Edge) {
+        let edge = Arc::new(edge);
+        if let Some(recording) = self.recording.last_mut() {
+            recording.edges.push(edge.clone());
+        }
         self.graph.edges.insert(edge.id.clone(), edge);
     }
 
     /// The status a controller wrote for `id` (borrowed from the world, not the builder).
     fn status(&self, id: &NodeId) -> &'a serde_json::Value {
         static NONE: serde_json::Value = serde_json::Value::Null;
-        self.world.statuses.get(id).unwrap_or(&NONE)
+        self.world.statuses.get(id).map_or(&NONE, |s| &**s)
+    }
+
+    /// Draws unit `id` of `table` with `draw`, or replays its last drawing when it read
+    /// what `deps` says it reads now.
+    fn memoized(
+        &mut self,
+        table: memo::Table,
+        id: &NodeId,
+        deps: Vec<memo::Dep>,
+        draw: impl FnOnce(&mut Self),
+    ) {
+        // Only a unit whose node nothing else drew first is its own (and can be replayed).
+        let own = !self.graph.nodes.contains_key(id);
+        if own
+            && let Some(entry) = self.memo.reusable(table, id, &deps)
+            && entry
+                .nodes
+                .iter()
+                .all(|n| !self.graph.nodes.contains_key(&n.id))
+        {
+            self.replay(&entry);
+            self.memo.keep(table, id.clone(), entry, true);
+            return;
+        }
+        self.recording.push(memo::Recording::default());
+        draw(self);
+        let recording = self.recording.pop().unwrap_or_default();
+        if own {
+            let nodes = recording
+                .nodes
+                .iter()
+                .filter_map(|n| self.graph.nodes.get(n).cloned())
+                .collect();
+            let entry = memo::Entry::new(deps, nodes, recording);
+            self.memo.keep(table, id.clone(), Arc::new(entry), false);
+        }
+    }
+
+    /// Adds what a unit added when it was last drawn, and makes its requests again.
+    fn replay(&mut self, entry: &memo::Entry) {
+        for node in &entry.nodes {
+            self.graph.nodes.insert(node.id.clone(), node.clone());
+        }
+        for op in &entry.ops {
+            match op {
+                memo::Op::Placeholder {
+                    id,
+                    kind,
+                    name,
+                    reason,
+                } => self.mark_missing(id, kind, name, reason.clone()),
+                memo::Op::Service { namespace, name } => {
+                    self.service(namespace, name);
+                }
+            }
+        }
+        for edge in &entry.edges {
+            self.graph.edges.insert(edge.id.clone(), edge.clone());
+        }
     }
 }

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use super::Builder;
 use super::gateways::parent_id;
+use super::memo::{Dep, Table};
 use crate::health;
 use crate::id::NodeId;
 use crate::model::{Edge, Health, Relation, Verdict};
@@ -27,6 +28,8 @@ use crate::world::object_id;
 
 /// What the graph reads of a route of any kind.
 struct Route<'a> {
+    /// The object's address (what the memo knows it by).
+    at: Dep,
     kind: &'static str,
     meta: &'a ObjectMeta,
     parents: &'a [ParentRef],
@@ -52,6 +55,7 @@ impl Builder<'_> {
         let mut all: Vec<Route<'_>> = Vec::new();
         for r in &input.http_routes {
             all.push(Route {
+                at: Dep::at(Some(r)),
                 kind: "HTTPRoute",
                 meta: &r.metadata,
                 parents: &r.spec.parent_refs,
@@ -66,6 +70,7 @@ impl Builder<'_> {
         }
         for r in &input.grpc_routes {
             all.push(Route {
+                at: Dep::at(Some(r)),
                 kind: "GRPCRoute",
                 meta: &r.metadata,
                 parents: &r.spec.parent_refs,
@@ -83,8 +88,9 @@ impl Builder<'_> {
             ("TCPRoute", &input.tcp_routes),
             ("UDPRoute", &input.udp_routes),
         ] {
-            for r in routes.iter().map(Arc::as_ref) {
+            for r in routes {
                 all.push(Route {
+                    at: Dep::at(Some(r)),
                     kind,
                     meta: &r.metadata,
                     parents: &r.spec.parent_refs,
@@ -99,8 +105,59 @@ impl Builder<'_> {
             }
         }
         for route in &all {
-            self.route(route);
+            let id = object_id(route.kind, &key(route.meta));
+            let deps = self.route_deps(route, &id);
+            self.memoized(Table::Routes, &id, deps, |b| b.route(route));
         }
+    }
+
+    /// What drawing `route` reads: the route, its status, its parents' listeners, and each
+    /// backend's Service with its EndpointSlices.
+    fn route_deps(&self, route: &Route<'_>, id: &NodeId) -> Vec<Dep> {
+        let namespace = route.meta.namespace.as_deref().unwrap_or_default();
+        let mut deps = vec![
+            route.at.clone(),
+            Dep::Status(self.world.statuses.get(id).cloned()),
+        ];
+        for parent in route.parents {
+            let name = parent.name.as_str();
+            let parent_namespace = parent.namespace.as_deref().unwrap_or(namespace);
+            let named = |m: &ObjectMeta| {
+                m.namespace.as_deref() == Some(parent_namespace) && m.name.as_deref() == Some(name)
+            };
+            deps.push(
+                match (
+                    parent.group.as_deref().unwrap_or(GATEWAY_GROUP),
+                    parent.kind.as_deref().unwrap_or("Gateway"),
+                ) {
+                    (GATEWAY_GROUP, "Gateway") => Dep::Gateway(
+                        self.input
+                            .gateways
+                            .iter()
+                            .find(|g| named(&g.metadata))
+                            .cloned(),
+                    ),
+                    (GATEWAY_GROUP, "ListenerSet") => Dep::ListenerSet(
+                        self.input
+                            .listener_sets
+                            .iter()
+                            .find(|s| named(&s.metadata))
+                            .cloned(),
+                    ),
+                    _ => Dep::At(0),
+                },
+            );
+        }
+        for (backends, filters) in &route.rules {
+            let mirrors = filters
+                .iter()
+                .filter_map(|f| f.request_mirror.as_ref().map(|m| &m.backend_ref));
+            for backend in backends.iter().chain(mirrors) {
+                let backend_namespace = backend.namespace.as_deref().unwrap_or(namespace);
+                self.service_deps(backend_namespace, &backend.name, &mut deps);
+            }
+        }
+        deps
     }
 
     fn route(&mut self, route: &Route<'_>) {
@@ -159,6 +216,7 @@ impl Builder<'_> {
         }
         verdict.worsen(health::of_parts(&rules, "rules"));
         if let Some(node) = self.graph.nodes.get_mut(&id) {
+            let node = Arc::make_mut(node);
             node.status.insert("parents".into(), parent_statuses.into());
             node.status.insert("rules".into(), route.rules.len().into());
         }

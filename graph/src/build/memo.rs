@@ -1,0 +1,183 @@
+//! What the builder remembers between builds: for each route and each Service it drew, the
+//! inputs it read ([`Dep`]) and what it added — its nodes and edges (shared `Arc`s), the
+//! placeholders it asked for and the Services it drew. A unit whose inputs are the same
+//! objects next time is replayed instead of drawn: its elements are inserted as they were
+//! and its requests made again, in the same place of the build, so the graph is the one a
+//! fresh build gives (the tests build every golden world both ways).
+//!
+//! Objects are compared by address: the memo keeps the last build's input, so an object it
+//! names cannot be freed and its address taken by another. A Gateway or ListenerSet counts
+//! as the same while its listeners are (its status changing does not redraw every route),
+//! a status while it is equal. ReferenceGrants and Namespaces are read by many units at
+//! once: when any changes, nothing is reused.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use fairlead_edge_translate::model::{Gateway, Input, ListenerSet};
+
+use crate::id::NodeId;
+use crate::model::{Edge, Node};
+
+/// An input a unit read.
+#[derive(Clone, Debug)]
+pub(super) enum Dep {
+    /// An object, by address (0: none).
+    At(usize),
+    /// The status a controller wrote.
+    Status(Option<Arc<serde_json::Value>>),
+    /// A route's parent Gateway (its listeners are what is read).
+    Gateway(Option<Arc<Gateway>>),
+    /// A route's parent ListenerSet (its listeners are what is read).
+    ListenerSet(Option<Arc<ListenerSet>>),
+}
+
+impl Dep {
+    /// An object's address (for [`Dep::At`]).
+    pub(super) fn at<T>(object: Option<&Arc<T>>) -> Self {
+        Self::At(object.map_or(0, |o| Arc::as_ptr(o) as usize))
+    }
+
+    /// Whether a unit reading `self` reads what it read when it saw `other`.
+    fn same(&self, other: &Self) -> bool {
+        fn both<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>, eq: impl Fn(&T, &T) -> bool) -> bool {
+            match (a, b) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || eq(a, b),
+                _ => false,
+            }
+        }
+        match (self, other) {
+            (Self::At(a), Self::At(b)) => a == b,
+            (Self::Status(a), Self::Status(b)) => both(a.as_ref(), b.as_ref(), |a, b| a == b),
+            (Self::Gateway(a), Self::Gateway(b)) => both(a.as_ref(), b.as_ref(), |a, b| {
+                a.spec.listeners == b.spec.listeners
+            }),
+            (Self::ListenerSet(a), Self::ListenerSet(b)) => both(a.as_ref(), b.as_ref(), |a, b| {
+                a.spec.listeners == b.spec.listeners
+            }),
+            _ => false,
+        }
+    }
+}
+
+/// A request a unit made of the builder, replayed with it.
+#[derive(Clone, Debug)]
+pub(super) enum Op {
+    /// A placeholder for something referred to and absent.
+    Placeholder {
+        id: NodeId,
+        kind: String,
+        name: String,
+        reason: String,
+    },
+    /// A Service drawn (once per build, by whichever unit asks first).
+    Service { namespace: String, name: String },
+}
+
+/// What a unit adds while it is drawn.
+#[derive(Debug, Default)]
+pub(super) struct Recording {
+    /// The nodes it created.
+    pub nodes: Vec<NodeId>,
+    /// The edges it added.
+    pub edges: Vec<Arc<Edge>>,
+    /// Its requests.
+    pub ops: Vec<Op>,
+}
+
+/// One unit's last drawing.
+#[derive(Debug)]
+pub(super) struct Entry {
+    deps: Vec<Dep>,
+    /// Its nodes as it left them.
+    pub nodes: Vec<Arc<Node>>,
+    /// Its edges.
+    pub edges: Vec<Arc<Edge>>,
+    /// Its requests.
+    pub ops: Vec<Op>,
+}
+
+impl Entry {
+    /// The entry of a unit that read `deps` and added `nodes` and what `recording` holds.
+    pub(super) fn new(deps: Vec<Dep>, nodes: Vec<Arc<Node>>, recording: Recording) -> Self {
+        Self {
+            deps,
+            nodes,
+            edges: recording.edges,
+            ops: recording.ops,
+        }
+    }
+}
+
+/// Which units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Table {
+    /// Routes of every kind.
+    Routes,
+    /// Services with their ports' EndpointSlices.
+    Services,
+}
+
+/// The builder's memory (see the module's documentation). Empty, it reuses nothing.
+#[derive(Debug, Default)]
+pub struct Memo {
+    /// The last build's input, keeping alive every object an entry names by address.
+    input: Input,
+    /// The ReferenceGrants and Namespaces the entries were drawn with, by address.
+    shared: Vec<usize>,
+    /// The last build's units.
+    last: [HashMap<NodeId, Arc<Entry>>; 2],
+    /// This build's.
+    next: [HashMap<NodeId, Arc<Entry>>; 2],
+    /// Units replayed by the last build.
+    reused: usize,
+}
+
+impl Memo {
+    /// Units the last build replayed instead of drawing.
+    pub fn reused(&self) -> usize {
+        self.reused
+    }
+
+    /// Starts a build of `input`.
+    pub(super) fn begin(&mut self, input: &Input) {
+        let shared: Vec<usize> = input
+            .reference_grants
+            .iter()
+            .map(|g| Arc::as_ptr(g) as usize)
+            .chain(input.namespaces.iter().map(|n| Arc::as_ptr(n) as usize))
+            .collect();
+        self.last = std::mem::take(&mut self.next);
+        if shared != self.shared {
+            self.last = Default::default();
+            self.shared = shared;
+        }
+        self.reused = 0;
+    }
+
+    /// Ends a build of `input`: what it drew is what the next one can reuse.
+    pub(super) fn end(&mut self, input: &Input) {
+        self.last = Default::default();
+        self.input = input.clone();
+    }
+
+    /// The last drawing of unit `id` if it read what `deps` says it reads now.
+    pub(super) fn reusable(
+        &mut self,
+        table: Table,
+        id: &NodeId,
+        deps: &[Dep],
+    ) -> Option<Arc<Entry>> {
+        let entry = self.last[table as usize].get(id)?;
+        let same =
+            entry.deps.len() == deps.len() && entry.deps.iter().zip(deps).all(|(a, b)| a.same(b));
+        same.then(|| entry.clone())
+    }
+
+    /// Keeps unit `id`'s drawing for the next build (`replayed`: as the last build drew it).
+    pub(super) fn keep(&mut self, table: Table, id: NodeId, entry: Arc<Entry>, replayed: bool) {
+        self.reused += usize::from(replayed);
+        self.next[table as usize].insert(id, entry);
+    }
+}
