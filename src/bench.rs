@@ -99,6 +99,10 @@ async fn graph_rows(args: &GraphArgs) -> anyhow::Result<Vec<fairlead_bench::Row>
             value: timing(figures.build),
         },
         fairlead_bench::Row {
+            metric: "graph rebuilt after an EndpointSlice changed (with the memo)".into(),
+            value: timing(figures.rebuild),
+        },
+        fairlead_bench::Row {
             metric: "every element rendered (a first version's publishing)".into(),
             value: timing(figures.publish),
         },
@@ -111,7 +115,7 @@ async fn graph_rows(args: &GraphArgs) -> anyhow::Result<Vec<fairlead_bench::Row>
             value: timing(figures.view),
         },
         fairlead_bench::Row {
-            metric: "graph state held per object".into(),
+            metric: "graph state held per object (graph, memo, renderings)".into(),
             value: format!(
                 "{:.0} bytes ({:.1} MiB for {} objects)",
                 figures.bytes as f64 / figures.objects as f64,

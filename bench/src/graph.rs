@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use fairlead_edge_translate::model::Input;
 use fairlead_graph::filter::{Filter, view};
 use fairlead_graph::world::{World, decided_statuses, from_yaml};
-use fairlead_graph::{Graph, render};
+use fairlead_graph::{Graph, Memo, render};
 
 /// The world of `routes` HTTPRoutes and `routes / 2` Services, with decided statuses.
 pub fn world(routes: usize) -> (Input, World) {
@@ -50,13 +50,16 @@ pub struct Figures {
     pub elements: usize,
     /// Building the graph.
     pub build: (Duration, Duration),
+    /// Building it again after an EndpointSlice changed, with the last build's memo.
+    pub rebuild: (Duration, Duration),
     /// Rendering every element, as the first version's publishing does.
     pub publish: (Duration, Duration),
     /// The API's JSON document of the whole graph, from the kept renderings.
     pub json: (Duration, Duration),
     /// A user's view (a namespace they may see, everything else filtered out) and its JSON.
     pub view: (Duration, Duration),
-    /// Bytes the built graph holds (allocated and not freed while it is kept).
+    /// Bytes the graph's state holds (allocated and not freed while it is kept): the graph,
+    /// the builder's memo and the kept renderings.
     pub bytes: u64,
 }
 
@@ -69,8 +72,30 @@ pub fn figures(routes: usize, runs: usize, held: &dyn Fn() -> u64) -> Figures {
         std::hint::black_box(fairlead_graph::build(&input, &world, now));
     });
     let before = held();
-    let graph = fairlead_graph::build(&input, &world, now);
+    let mut memo = Memo::default();
+    let graph = fairlead_graph::build_with(&input, &world, now, &mut memo);
+    let kept = render::Fragments::of(&graph, None);
     let bytes = held().saturating_sub(before);
+    drop(kept);
+    // One EndpointSlice's endpoint turns not ready, and back, each a build with the memo.
+    let mut changed = input.clone();
+    if let Some(endpoint) = changed
+        .endpoint_slices
+        .first_mut()
+        .and_then(|s| std::sync::Arc::make_mut(s).endpoints.as_mut())
+        .and_then(|e| e.first_mut())
+    {
+        endpoint.conditions = Some(k8s_openapi::api::discovery::v1::EndpointConditions {
+            ready: Some(false),
+            ..Default::default()
+        });
+    }
+    let mut flip = false;
+    let rebuild = timed(runs, || {
+        flip = !flip;
+        let next = if flip { &changed } else { &input };
+        std::hint::black_box(fairlead_graph::build_with(next, &world, now, &mut memo));
+    });
     // What publishing a version does once (every element rendered, none kept yet), then what
     // each request does: assemble the JSON from the kept renderings.
     let publish = timed(runs, || {
@@ -92,6 +117,7 @@ pub fn figures(routes: usize, runs: usize, held: &dyn Fn() -> u64) -> Figures {
         objects: objects(&input),
         elements: graph.len(),
         build,
+        rebuild,
         publish,
         json,
         view: view_time,

@@ -26,6 +26,13 @@ pub struct Filter {
     pub health: BTreeSet<Health>,
 }
 
+impl Filter {
+    /// Whether it keeps everything.
+    pub fn keeps_everything(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// A filter that cannot be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FilterError {

@@ -20,7 +20,7 @@ use futures::StreamExt as _;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::authz::{Access, User, attributes};
+use crate::authz::{Access, User, Visible};
 use crate::metrics::GraphMetrics;
 use crate::publish::Feed;
 
@@ -185,15 +185,18 @@ fn user(shared: &Shared, headers: &HeaderMap) -> Result<User, ApiError> {
         .ok_or(ApiError::NoUser)
 }
 
-/// `user`'s view of `graph` through `filter`.
+/// `user`'s view of `graph` through `filter` (`graph` itself when that is everything).
 async fn user_view(
     shared: &Shared,
     user: &User,
-    graph: &Graph,
+    graph: &Arc<Graph>,
     filter: &Filter,
-) -> Result<Graph, FilterError> {
-    let allowed = shared.access.allowed(user, graph, &shared.metrics).await;
-    view(graph, &|node| allowed.contains(&attributes(node)), filter)
+) -> Result<Arc<Graph>, FilterError> {
+    let visible = shared.access.allowed(user, graph, &shared.metrics).await;
+    if visible == Visible::Everything && filter.keeps_everything() {
+        return Ok(graph.clone());
+    }
+    view(graph, &|node| visible.admits(node), filter).map(Arc::new)
 }
 
 async fn graph(
@@ -229,7 +232,7 @@ async fn answer(
     let published = shared.feed.current();
     let graph = user_view(shared, &user, &published.graph, &filter).await?;
     // The JSON document is assembled from the published fragments (its version with it).
-    let (document, version) = render::document(&graph, &published.fragments);
+    let (document, version) = published.document(&graph);
     let etag = match format {
         Format::Json => format!("\"{version}\""),
         Format::Dot => format!("\"{version}.dot\""),
@@ -263,8 +266,11 @@ async fn answer(
     }
     let (content_type, body) = match format {
         Format::Json => ("application/json", document),
-        Format::Dot => ("text/vnd.graphviz; charset=utf-8", render::dot(&graph)),
-        Format::Mermaid => ("text/plain; charset=utf-8", render::mermaid(&graph)),
+        Format::Dot => (
+            "text/vnd.graphviz; charset=utf-8",
+            render::dot(&graph).into(),
+        ),
+        Format::Mermaid => ("text/plain; charset=utf-8", render::mermaid(&graph).into()),
     };
     Ok((
         StatusCode::OK,
@@ -326,7 +332,7 @@ async fn watch(
         let mut published = shared.feed.subscribe();
         let mut current = published.borrow_and_update().clone();
         // A root that is gone is an empty view, not the end of the watch.
-        let see = async |graph: &Graph| {
+        let see = async |graph: &Arc<Graph>| {
             user_view(&shared, &user, graph, &filter)
                 .await
                 .unwrap_or_default()
@@ -340,7 +346,7 @@ async fn watch(
             None => Ok(Event::default()
                 .event("graph")
                 .id(current.seq.to_string())
-                .data(render::document(&seen, &current.fragments).0)),
+                .data(String::from_utf8_lossy(&current.document(&seen).0))),
         };
         if let Ok(event) = first
             && tx.send(event).await.is_err()
@@ -377,12 +383,12 @@ async fn watch(
 /// A `diff` event from `before` to `after`, a view of `published`.
 fn diff_event(
     before: &Graph,
-    after: &Graph,
+    after: &Arc<Graph>,
     published: &crate::publish::Published,
 ) -> Result<Event, axum::Error> {
     let changes = diff::diff(before, after);
     let mut data = serde_json::to_value(&changes).unwrap_or_default();
-    data["version"] = render::version_with(after, &published.fragments).into();
+    data["version"] = published.version(after).into();
     Event::default()
         .event("diff")
         .id(published.seq.to_string())

@@ -93,14 +93,20 @@ fn plural(kind: &str) -> String {
 /// What decides whether `node` is shown: its own resource, or for a listener its
 /// Gateway's or ListenerSet's (the id's kind segment names the object it lives in).
 pub fn attributes(node: &Node) -> Attributes {
-    let mut segments = node.id.as_str().split('/');
-    let group = segments.next().unwrap_or_default();
-    let kind = segments.next().unwrap_or_default();
+    let (group, kind, namespace) = key(node);
     Attributes {
         group: group.to_owned(),
         resource: plural(kind),
-        namespace: node.namespace.clone().unwrap_or_default(),
+        namespace: namespace.to_owned(),
     }
+}
+
+/// The group, kind and namespace [`attributes`] are made of, borrowed from `node`.
+fn key(node: &Node) -> (&str, &str, &str) {
+    let mut segments = node.id.as_str().split('/');
+    let group = segments.next().unwrap_or_default();
+    let kind = segments.next().unwrap_or_default();
+    (group, kind, node.namespace.as_deref().unwrap_or_default())
 }
 
 /// The authorizer.
@@ -125,20 +131,25 @@ impl Access {
         }
     }
 
-    /// The attributes `user` may list, of those `graph` needs.
-    pub async fn allowed(
-        &self,
-        user: &User,
-        graph: &Graph,
-        metrics: &GraphMetrics,
-    ) -> BTreeSet<Attributes> {
-        let needed: BTreeSet<Attributes> = graph.nodes.values().map(|n| attributes(n)).collect();
+    /// What `user` may see of `graph`.
+    pub async fn allowed(&self, user: &User, graph: &Graph, metrics: &GraphMetrics) -> Visible {
         let Self::Reviews { client, cache } = self else {
-            return needed;
+            return Visible::Everything;
         };
+        // The distinct attributes the nodes need, borrowed from them.
+        let needed: BTreeSet<(&str, &str, &str)> = graph.nodes.values().map(|n| key(n)).collect();
+        let needed: Vec<Attributes> = needed
+            .into_iter()
+            .map(|(group, kind, namespace)| Attributes {
+                group: group.to_owned(),
+                resource: plural(kind),
+                namespace: namespace.to_owned(),
+            })
+            .collect();
         let now = Instant::now();
         let mut allowed = BTreeSet::new();
         let mut ask = Vec::new();
+        let mut denied = false;
         {
             let cache = cache
                 .lock()
@@ -148,6 +159,8 @@ impl Access {
                     Some((answer, at)) if now.duration_since(*at) < TTL => {
                         if *answer {
                             allowed.insert(a);
+                        } else {
+                            denied = true;
                         }
                     }
                     _ => ask.push(a),
@@ -180,9 +193,34 @@ impl Access {
             }
             if answer == Some(true) {
                 allowed.insert(a);
+            } else {
+                denied = true;
             }
         }
-        allowed
+        if denied {
+            Visible::Only(allowed)
+        } else {
+            Visible::Everything
+        }
+    }
+}
+
+/// What a user may see.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Visible {
+    /// Every node of the graph it was asked for.
+    Everything,
+    /// The nodes of these attributes.
+    Only(BTreeSet<Attributes>),
+}
+
+impl Visible {
+    /// Whether `node` is seen.
+    pub fn admits(&self, node: &Node) -> bool {
+        match self {
+            Self::Everything => true,
+            Self::Only(allowed) => allowed.contains(&attributes(node)),
+        }
     }
 }
 

@@ -7,11 +7,12 @@
 //! 64 whole graphs of 10,000 objects would be most of the process's memory).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use axum::body::Bytes;
 use fairlead_edge_index::Index;
-use fairlead_graph::render::Fragments;
+use fairlead_graph::render::{self, Fragments};
 use fairlead_graph::{Graph, Memo, diff};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +39,40 @@ pub struct Published {
     pub graph: Arc<Graph>,
     /// Its elements rendered (every view is assembled from them).
     pub fragments: Arc<Fragments>,
+    /// The whole graph's JSON document and version, assembled once, when first asked for.
+    whole: OnceLock<(Bytes, String)>,
+}
+
+impl Published {
+    fn new(seq: u64, graph: Arc<Graph>, fragments: Arc<Fragments>) -> Self {
+        Self {
+            seq,
+            graph,
+            fragments,
+            whole: OnceLock::new(),
+        }
+    }
+
+    /// The JSON document of `view` (a view of this graph, or the graph itself) and its
+    /// version.
+    pub fn document(&self, view: &Arc<Graph>) -> (Bytes, String) {
+        let assemble = |graph: &Graph| {
+            let (document, version) = render::document(graph, &self.fragments);
+            (Bytes::from(document), version)
+        };
+        if Arc::ptr_eq(view, &self.graph) {
+            return self.whole.get_or_init(|| assemble(&self.graph)).clone();
+        }
+        assemble(view)
+    }
+
+    /// The version of `view` (a view of this graph, or the graph itself).
+    pub fn version(&self, view: &Arc<Graph>) -> String {
+        if Arc::ptr_eq(view, &self.graph) {
+            return self.document(view).1;
+        }
+        render::version_with(view, &self.fragments)
+    }
 }
 
 /// The published graphs: the current one, and the way back to the last few.
@@ -88,11 +123,11 @@ impl Feed {
         for (_, back) in history.iter().rev().take_while(|(step, _)| *step > seq) {
             diff::apply(&mut graph, back);
         }
-        Some(Arc::new(Published {
+        Some(Arc::new(Published::new(
             seq,
-            graph: Arc::new(graph),
-            fragments: current.fragments.clone(),
-        }))
+            Arc::new(graph),
+            current.fragments.clone(),
+        )))
     }
 
     /// Publishes `graph` when it differs from the current one (sharing the elements it
@@ -104,11 +139,11 @@ impl Feed {
             return false;
         }
         let fragments = Fragments::of(&graph, Some(&current.fragments));
-        let next = Arc::new(Published {
-            seq: current.seq + 1,
-            graph: Arc::new(graph),
-            fragments: Arc::new(fragments),
-        });
+        let next = Arc::new(Published::new(
+            current.seq + 1,
+            Arc::new(graph),
+            Arc::new(fragments),
+        ));
         if current.seq > 0 {
             let back = diff::diff(&next.graph, &current.graph);
             let mut history = self
@@ -133,6 +168,13 @@ fn now() -> i64 {
         .unwrap_or_default()
 }
 
+/// What one build leaves the next.
+#[derive(Default)]
+struct Kept {
+    statuses: Statuses,
+    memo: Memo,
+}
+
 /// Rebuilds and publishes until `stop`.
 pub async fn run(
     index: Arc<Index>,
@@ -144,25 +186,46 @@ pub async fn run(
 ) {
     let mut snapshots = index.subscribe();
     let mut samples = traffic.as_ref().map(Traffic::subscribe);
-    let mut statuses = Statuses::default();
-    let mut memo = Memo::default();
+    let mut kept = Kept::default();
     loop {
         let snapshot = snapshots.borrow_and_update().clone();
-        let started = Instant::now();
-        let world = sources.world(&index, &mut statuses);
-        let mut graph = fairlead_graph::build_with(&snapshot.input, &world, now(), &mut memo);
-        if let Some(samples) = samples.as_mut() {
-            fairlead_graph::traffic::overlay(&mut graph, &samples.borrow_and_update());
-        }
-        metrics
-            .build_seconds
-            .observe(started.elapsed().as_secs_f64());
-        metrics
-            .elements
-            .set(i64::try_from(graph.len()).unwrap_or(i64::MAX));
-        if feed.publish(graph) {
-            metrics.versions.inc();
-        }
+        let samples_now = samples.as_mut().map(|s| s.borrow_and_update().clone());
+        // Building is seconds of CPU at worst: not on the runtime's workers.
+        let job = {
+            let (index, sources, feed, metrics) = (
+                index.clone(),
+                sources.clone(),
+                feed.clone(),
+                metrics.clone(),
+            );
+            let mut kept = std::mem::take(&mut kept);
+            tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                let world = sources.world(&index, &mut kept.statuses);
+                let mut graph =
+                    fairlead_graph::build_with(&snapshot.input, &world, now(), &mut kept.memo);
+                if let Some(samples) = &samples_now {
+                    fairlead_graph::traffic::overlay(&mut graph, samples);
+                }
+                metrics
+                    .build_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                metrics
+                    .elements
+                    .set(i64::try_from(graph.len()).unwrap_or(i64::MAX));
+                if feed.publish(graph) {
+                    metrics.versions.inc();
+                }
+                kept
+            })
+        };
+        kept = match job.await {
+            Ok(kept) => kept,
+            Err(e) => {
+                tracing::error!(error = %e, "building the graph failed; the next build starts afresh");
+                Kept::default()
+            }
+        };
         let traffic_changed = async {
             match samples.as_mut() {
                 Some(s) => s.changed().await.is_ok(),
