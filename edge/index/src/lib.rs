@@ -148,13 +148,9 @@ impl Index {
 
     /// The metadata and status of every object of a kind whose status is written.
     pub fn objects(&self, kind: &str) -> Vec<Arc<serde_json::Value>> {
-        self.watched()
-            .into_iter()
-            .find(|w| w.resource.kind == kind)
-            .map(|w| w.objects.state())
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|stored| stored.status())
+        self.object_texts(kind)
+            .iter()
+            .filter_map(|text| serde_json::from_str(text).ok().map(Arc::new))
             .collect()
     }
 
