@@ -24,7 +24,7 @@ pub struct Diff {
     /// Edges changed (as they are now).
     pub changed_edges: Vec<Edge>,
     /// Edges gone.
-    pub removed_edges: Vec<String>,
+    pub removed_edges: Vec<Arc<str>>,
 }
 
 impl Diff {

@@ -105,7 +105,7 @@ pub fn view(
     for id in &keep {
         let mut node = graph.nodes[*id].clone();
         if node.parent.as_ref().is_some_and(|p| !keep.contains(p)) {
-            std::sync::Arc::make_mut(&mut node).parent = None;
+            Node::edit(&mut node).parent = None;
         }
         out.nodes.insert((*id).clone(), node);
     }

@@ -5,12 +5,14 @@
 //! for its placeholder before it does.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-/// The id of a node.
+/// The id of a node. Shared text: the graph's maps, its edges' ends and the builder's memo
+/// hold the same allocation, so copying an id costs a reference count.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeId(String);
+pub struct NodeId(Arc<str>);
 
 /// Text that is not a node id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,12 +22,12 @@ pub struct ParseIdError(String);
 impl NodeId {
     /// The id of object `name` of `group/kind` in `namespace` (empty when cluster-scoped).
     pub fn new(group: &str, kind: &str, namespace: &str, name: &str) -> Self {
-        Self(format!("{group}/{kind}/{namespace}/{name}"))
+        Self(format!("{group}/{kind}/{namespace}/{name}").into())
     }
 
     /// The id of `section` inside this node's object (a listener, a port).
     pub fn section(&self, section: &str) -> Self {
-        Self(format!("{}/{section}", self.0))
+        Self(format!("{}/{section}", self.0).into())
     }
 
     /// Reads an id back.
@@ -36,7 +38,7 @@ impl NodeId {
             && !parts[3].is_empty()
             && parts.get(4).is_none_or(|s| !s.is_empty());
         if well_formed {
-            Ok(Self(text.to_owned()))
+            Ok(Self(text.into()))
         } else {
             Err(ParseIdError(text.to_owned()))
         }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::id::NodeId;
+use crate::render::Rendered;
 
 /// How a node or an edge is doing, ordered from best to worst.
 #[derive(
@@ -189,14 +190,19 @@ pub struct Node {
     /// Traffic (with Prometheus only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Traffic>,
+    /// Its JSON, made once when first asked for and kept with it (not part of it: empty in
+    /// a copy, which may be changed).
+    #[serde(skip)]
+    pub rendered: Rendered,
 }
 
 /// One edge.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Edge {
-    /// `source>relation>target`, with `#<rule>` for a route rule's backends.
-    pub id: String,
+    /// `source>relation>target`, with `#<rule>` for a route rule's backends (shared with the
+    /// graph's map).
+    pub id: Arc<str>,
     /// From.
     pub source: NodeId,
     /// To.
@@ -226,13 +232,34 @@ pub struct Edge {
     /// Traffic (with Prometheus only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Traffic>,
+    /// Its JSON, as a node's.
+    #[serde(skip)]
+    pub rendered: Rendered,
+}
+
+impl Node {
+    /// `node` to change: copied first when shared, its rendering forgotten. The only way
+    /// the graph's code changes a node in place (a rendering kept past a change would be
+    /// served stale).
+    pub fn edit(node: &mut Arc<Node>) -> &mut Node {
+        let node = Arc::make_mut(node);
+        node.rendered.clear();
+        node
+    }
 }
 
 impl Edge {
+    /// `edge` to change, as [`Node::edit`].
+    pub fn edit(edge: &mut Arc<Edge>) -> &mut Edge {
+        let edge = Arc::make_mut(edge);
+        edge.rendered.clear();
+        edge
+    }
+
     /// An edge of `relation`, healthy until told otherwise.
     pub fn new(source: NodeId, relation: Relation, target: NodeId) -> Self {
         Self {
-            id: format!("{source}>{}>{target}", relation.as_str()),
+            id: format!("{source}>{}>{target}", relation.as_str()).into(),
             source,
             target,
             relation,
@@ -244,12 +271,13 @@ impl Edge {
             accepted: None,
             reason: None,
             traffic: None,
+            rendered: Rendered::default(),
         }
     }
 
     /// The same edge for rule `rule` (a route's backends, per rule).
     pub fn in_rule(mut self, rule: usize) -> Self {
-        self.id = format!("{}#{rule}", self.id);
+        self.id = format!("{}#{rule}", self.id).into();
         self.rule = Some(rule);
         self
     }
@@ -270,7 +298,7 @@ pub struct Graph {
     /// Nodes by id.
     pub nodes: BTreeMap<NodeId, Arc<Node>>,
     /// Edges by id.
-    pub edges: BTreeMap<String, Arc<Edge>>,
+    pub edges: BTreeMap<Arc<str>, Arc<Edge>>,
 }
 
 impl Graph {
@@ -285,23 +313,95 @@ impl Graph {
     }
 
     /// Takes `previous`'s element wherever this graph's is equal to it, so unchanged elements
-    /// are shared across versions.
+    /// are shared across versions (both maps walked once, in order).
     pub fn share(&mut self, previous: &Graph) {
-        for (id, node) in &mut self.nodes {
-            if let Some(old) = previous.nodes.get(id)
-                && !Arc::ptr_eq(old, node)
-                && old == node
-            {
-                *node = old.clone();
-            }
+        share(&mut self.nodes, &previous.nodes);
+        share(&mut self.edges, &previous.edges);
+    }
+
+    /// Whether this graph holds exactly `other`'s elements (the same `Arc`s): after
+    /// [`Graph::share`], whether the two are equal.
+    pub fn same_as(&self, other: &Graph) -> bool {
+        fn same<K: Eq, V>(a: &BTreeMap<K, Arc<V>>, b: &BTreeMap<K, Arc<V>>) -> bool {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|((ka, va), (kb, vb))| ka == kb && Arc::ptr_eq(va, vb))
         }
-        for (id, edge) in &mut self.edges {
-            if let Some(old) = previous.edges.get(id)
-                && !Arc::ptr_eq(old, edge)
-                && old == edge
-            {
-                *edge = old.clone();
-            }
+        same(&self.nodes, &other.nodes) && same(&self.edges, &other.edges)
+    }
+}
+
+/// Replaces each element of `next` by `previous`'s of the same key when they are equal.
+fn share<K: Ord, V: PartialEq>(next: &mut BTreeMap<K, Arc<V>>, previous: &BTreeMap<K, Arc<V>>) {
+    let mut old = previous.iter().peekable();
+    for (key, element) in next.iter_mut() {
+        while old.next_if(|(k, _)| *k < key).is_some() {}
+        if let Some((_, kept)) = old.next_if(|(k, _)| *k == key)
+            && !Arc::ptr_eq(kept, element)
+            && **kept == **element
+        {
+            *element = kept.clone();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render;
+
+    fn graph(health: Health) -> Graph {
+        let id = NodeId::new("", "Service", "web", "api");
+        let node = Node {
+            id: id.clone(),
+            group: String::new(),
+            kind: "Service".into(),
+            namespace: Some("web".into()),
+            name: "api".into(),
+            parent: None,
+            missing: false,
+            health,
+            reasons: Vec::new(),
+            status: serde_json::Map::new(),
+            traffic: None,
+            rendered: Rendered::default(),
+        };
+        let edge = Edge::new(id.clone(), Relation::Endpoints, id.section("80"));
+        let mut g = Graph::default();
+        g.nodes.insert(id, Arc::new(node));
+        g.edges.insert(edge.id.clone(), Arc::new(edge));
+        g
+    }
+
+    #[test]
+    fn equal_elements_are_shared_and_then_the_graphs_are_the_same() {
+        let old = graph(Health::Healthy);
+        let mut next = graph(Health::Healthy);
+        assert!(!next.same_as(&old), "equal, but other elements");
+        next.share(&old);
+        assert!(next.same_as(&old));
+        let mut changed = graph(Health::Failing);
+        changed.share(&old);
+        assert!(!changed.same_as(&old));
+        assert!(
+            Arc::ptr_eq(
+                changed.edges.values().next().unwrap(),
+                old.edges.values().next().unwrap()
+            ),
+            "the unchanged edge is shared"
+        );
+    }
+
+    #[test]
+    fn a_changed_copy_of_a_rendered_element_is_rendered_anew() {
+        let mut g = graph(Health::Healthy);
+        let before = render::document(&g);
+        assert!(before.0.contains("\"health\":\"healthy\""), "{}", before.0);
+        let node = g.nodes.values_mut().next().unwrap();
+        Node::edit(node).health = Health::Failing;
+        let after = render::document(&g);
+        assert!(after.0.contains("\"health\":\"failing\""), "{}", after.0);
+        assert_ne!(before.1, after.1, "the version follows the change");
     }
 }

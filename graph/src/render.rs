@@ -2,20 +2,18 @@
 //! describes), Graphviz DOT (as gwctl prints) and Mermaid; and its version, a digest of the
 //! JSON, so it changes exactly when what a client would draw does.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::OnceLock;
 
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::id::NodeId;
-use crate::model::{Edge, Graph, Health, Node};
+use crate::model::{Graph, Health};
 
 /// One element rendered: `{"data": …}`, and the SHA-256 of that text.
 #[derive(Debug)]
-pub struct Fragment {
+struct Fragment {
     json: Box<str>,
     digest: [u8; 32],
 }
@@ -35,66 +33,58 @@ impl Fragment {
     }
 }
 
-/// The rendered elements of a published graph, kept beside it: the next version renders
-/// only the elements that changed (an element is the same when it is the same `Arc`), and
-/// every view of every user is assembled from them, so a request costs copying text.
-#[derive(Debug, Default)]
-pub struct Fragments {
-    nodes: HashMap<NodeId, (Arc<Node>, Arc<Fragment>)>,
-    edges: HashMap<String, (Arc<Edge>, Arc<Fragment>)>,
-}
+/// An element's rendering, kept in the element: made when first asked for, so an element
+/// shared by many versions and views is rendered once, and every document of every user is
+/// assembled from the kept texts. A copy of an element starts without one (it may be
+/// changed); it is never part of what an element is (always equal, never serialized).
+#[derive(Default)]
+pub struct Rendered(OnceLock<Fragment>);
 
-impl Fragments {
-    /// The fragments of `graph`, reusing `previous`'s for the elements it shares.
-    pub fn of(graph: &Graph, previous: Option<&Fragments>) -> Self {
-        let mut out = Self::default();
-        for (id, node) in &graph.nodes {
-            let fragment = previous
-                .and_then(|p| p.nodes.get(id))
-                .filter(|(kept, _)| Arc::ptr_eq(kept, node))
-                .map(|(_, f)| f.clone())
-                .unwrap_or_else(|| Arc::new(Fragment::of(&**node)));
-            out.nodes.insert(id.clone(), (node.clone(), fragment));
-        }
-        for (id, edge) in &graph.edges {
-            let fragment = previous
-                .and_then(|p| p.edges.get(id))
-                .filter(|(kept, _)| Arc::ptr_eq(kept, edge))
-                .map(|(_, f)| f.clone())
-                .unwrap_or_else(|| Arc::new(Fragment::of(&**edge)));
-            out.edges.insert(id.clone(), (edge.clone(), fragment));
-        }
-        out
+impl Rendered {
+    /// Forgets the rendering (its element is being changed).
+    pub(crate) fn clear(&mut self) {
+        self.0 = OnceLock::new();
     }
 
-    fn node(&self, node: &Arc<Node>) -> Arc<Fragment> {
-        self.nodes
-            .get(&node.id)
-            .filter(|(kept, _)| Arc::ptr_eq(kept, node))
-            .map(|(_, f)| f.clone())
-            .unwrap_or_else(|| Arc::new(Fragment::of(&**node)))
-    }
-
-    fn edge(&self, edge: &Arc<Edge>) -> Arc<Fragment> {
-        self.edges
-            .get(&edge.id)
-            .filter(|(kept, _)| Arc::ptr_eq(kept, edge))
-            .map(|(_, f)| f.clone())
-            .unwrap_or_else(|| Arc::new(Fragment::of(&**edge)))
+    fn get<T: Serialize>(&self, element: &T) -> &Fragment {
+        self.0.get_or_init(|| Fragment::of(element))
     }
 }
 
-/// The fragments of `graph`'s nodes, then its edges, from `fragments` where they are kept.
-fn parts(graph: &Graph, fragments: &Fragments) -> (Vec<Arc<Fragment>>, Vec<Arc<Fragment>>) {
-    (
-        graph.nodes.values().map(|n| fragments.node(n)).collect(),
-        graph.edges.values().map(|e| fragments.edge(e)).collect(),
-    )
+impl Clone for Rendered {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
 }
 
-fn version_of(nodes: &[Arc<Fragment>], edges: &[Arc<Fragment>]) -> String {
+impl PartialEq for Rendered {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Rendered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Rendered"
+        } else {
+            "NotRendered"
+        })
+    }
+}
+
+/// The fragments of `graph`'s nodes, then its edges.
+fn parts(graph: &Graph) -> impl Iterator<Item = &Fragment> {
+    let nodes = graph.nodes.values().map(|n| n.rendered.get(&**n));
+    let edges = graph.edges.values().map(|e| e.rendered.get(&**e));
+    nodes.chain(edges)
+}
+
+/// The version of `graph`: 16 hex digits of a SHA-256 over its elements' renderings, so it
+/// changes exactly when what a client would draw does.
+pub fn version(graph: &Graph) -> String {
     let mut hasher = Sha256::new();
-    for f in nodes.iter().chain(edges) {
+    for f in parts(graph) {
         hasher.update(f.digest);
     }
     hasher
@@ -107,42 +97,33 @@ fn version_of(nodes: &[Arc<Fragment>], edges: &[Arc<Fragment>]) -> String {
         })
 }
 
-/// The version of `graph`: 16 hex digits of a SHA-256 over its elements' renderings, so it
-/// changes exactly when what a client would draw does.
-pub fn version(graph: &Graph) -> String {
-    version_with(graph, &Fragments::default())
-}
-
-/// [`version`], from kept fragments.
-pub fn version_with(graph: &Graph, fragments: &Fragments) -> String {
-    let (nodes, edges) = parts(graph, fragments);
-    version_of(&nodes, &edges)
-}
-
 /// The API's document as text, `{"version":…,"elements":{"nodes":[{"data":…}],"edges":[…]}}`,
-/// assembled from kept fragments; and its version.
-pub fn document(graph: &Graph, fragments: &Fragments) -> (String, String) {
-    let (nodes, edges) = parts(graph, fragments);
-    let version = version_of(&nodes, &edges);
-    let size: usize = nodes.iter().chain(&edges).map(|f| f.json.len() + 1).sum();
+/// assembled from the elements' kept renderings; and its version.
+pub fn document(graph: &Graph) -> (String, String) {
+    let version = version(graph);
+    let size: usize = parts(graph).map(|f| f.json.len() + 1).sum();
     let mut out = String::with_capacity(size + 64);
     let _ = write!(
         out,
         "{{\"version\":\"{version}\",\"elements\":{{\"nodes\":["
     );
-    for (i, f) in nodes.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
+    let list = |out: &mut String, fragments: &mut dyn Iterator<Item = &Fragment>| {
+        for (i, f) in fragments.enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&f.json);
         }
-        out.push_str(&f.json);
-    }
+    };
+    list(
+        &mut out,
+        &mut graph.nodes.values().map(|n| n.rendered.get(&**n)),
+    );
     out.push_str("],\"edges\":[");
-    for (i, f) in edges.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&f.json);
-    }
+    list(
+        &mut out,
+        &mut graph.edges.values().map(|e| e.rendered.get(&**e)),
+    );
     out.push_str("]}}");
     (out, version)
 }
@@ -150,7 +131,7 @@ pub fn document(graph: &Graph, fragments: &Fragments) -> (String, String) {
 /// The API's document: `{version, elements}` (Cytoscape's shape: `{nodes: [{data}], edges:
 /// [{data}]}`).
 pub fn json(graph: &Graph) -> Value {
-    serde_json::from_str(&document(graph, &Fragments::default()).0).unwrap_or_default()
+    serde_json::from_str(&document(graph).0).unwrap_or_default()
 }
 
 /// The colour a health is drawn in (the viewer uses the same).

@@ -6,9 +6,8 @@
 //! never zero.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use crate::model::{Graph, Relation, Traffic};
+use crate::model::{Edge, Graph, Node, Relation, Traffic};
 
 /// What Prometheus said, by route (`httproute/<namespace>/<name>`) and by cluster
 /// (`backend/<namespace>/<service>/<port>`).
@@ -57,7 +56,7 @@ pub fn overlay(graph: &mut Graph, samples: &Samples) {
             let traffic = samples.routes.get(&key).cloned();
             // Elements are shared with other versions: copied only where numbers differ.
             if node.traffic != traffic {
-                Arc::make_mut(node).traffic = traffic;
+                Node::edit(node).traffic = traffic;
             }
         }
     }
@@ -76,7 +75,7 @@ pub fn overlay(graph: &mut Graph, samples: &Samples) {
         );
         let traffic = samples.backends.get(&key).cloned();
         if edge.traffic != traffic {
-            Arc::make_mut(edge).traffic = traffic;
+            Edge::edit(edge).traffic = traffic;
         }
         if edge.traffic.is_some() {
             services.insert(target);
@@ -107,7 +106,7 @@ pub fn overlay(graph: &mut Graph, samples: &Samples) {
             p99_ms: p99,
         });
         if node.traffic != traffic {
-            Arc::make_mut(node).traffic = traffic;
+            Node::edit(node).traffic = traffic;
         }
     }
 }

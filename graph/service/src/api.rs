@@ -231,7 +231,7 @@ async fn answer(
     let format = params.format()?;
     let published = shared.feed.current();
     let graph = user_view(shared, &user, &published.graph, &filter).await?;
-    // The JSON document is assembled from the published fragments (its version with it).
+    // The JSON document is assembled from the elements' kept renderings (its version with it).
     let (document, version) = published.document(&graph);
     let etag = match format {
         Format::Json => format!("\"{version}\""),
@@ -341,7 +341,7 @@ async fn watch(
         let first = match resume.and_then(|seq| shared.feed.at(seq)) {
             Some(before) => {
                 let before_view = see(&before.graph).await;
-                diff_event(&before_view, &seen, &current)
+                diff_event(&diff::diff(&before_view, &seen), &seen, &current)
             }
             None => Ok(Event::default()
                 .event("graph")
@@ -365,7 +365,7 @@ async fn watch(
             if changes.is_empty() {
                 continue;
             }
-            let Ok(event) = diff_event(&seen, &next, &current) else {
+            let Ok(event) = diff_event(&changes, &next, &current) else {
                 continue;
             };
             seen = next;
@@ -380,14 +380,13 @@ async fn watch(
         .into_response()
 }
 
-/// A `diff` event from `before` to `after`, a view of `published`.
+/// A `diff` event of `changes`, which lead to `after`, a view of `published`.
 fn diff_event(
-    before: &Graph,
+    changes: &diff::Diff,
     after: &Arc<Graph>,
     published: &crate::publish::Published,
 ) -> Result<Event, axum::Error> {
-    let changes = diff::diff(before, after);
-    let mut data = serde_json::to_value(&changes).unwrap_or_default();
+    let mut data = serde_json::to_value(changes).unwrap_or_default();
     data["version"] = published.version(after).into();
     Event::default()
         .event("diff")

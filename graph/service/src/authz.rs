@@ -287,6 +287,7 @@ mod tests {
             reasons: Vec::new(),
             status: serde_json::Map::new(),
             traffic: None,
+            rendered: Default::default(),
         };
         let a = attributes(&node(
             "gateway.networking.k8s.io/Gateway/web/gw/https",

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Bytes;
 use fairlead_edge_index::Index;
-use fairlead_graph::render::{self, Fragments};
+use fairlead_graph::render;
 use fairlead_graph::{Graph, Memo, diff};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -35,21 +35,21 @@ const REBUILD: Duration = Duration::from_secs(60);
 pub struct Published {
     /// Its sequence number (1 for the first; 0 before any).
     pub seq: u64,
-    /// The graph.
+    /// The graph (its elements keep their renderings: every view is assembled from them).
     pub graph: Arc<Graph>,
-    /// Its elements rendered (every view is assembled from them).
-    pub fragments: Arc<Fragments>,
     /// The whole graph's JSON document and version, assembled once, when first asked for.
     whole: OnceLock<(Bytes, String)>,
+    /// The whole graph's version (made by the publisher, so no watch computes it).
+    version: OnceLock<String>,
 }
 
 impl Published {
-    fn new(seq: u64, graph: Arc<Graph>, fragments: Arc<Fragments>) -> Self {
+    fn new(seq: u64, graph: Arc<Graph>) -> Self {
         Self {
             seq,
             graph,
-            fragments,
             whole: OnceLock::new(),
+            version: OnceLock::new(),
         }
     }
 
@@ -57,7 +57,7 @@ impl Published {
     /// version.
     pub fn document(&self, view: &Arc<Graph>) -> (Bytes, String) {
         let assemble = |graph: &Graph| {
-            let (document, version) = render::document(graph, &self.fragments);
+            let (document, version) = render::document(graph);
             (Bytes::from(document), version)
         };
         if Arc::ptr_eq(view, &self.graph) {
@@ -69,9 +69,12 @@ impl Published {
     /// The version of `view` (a view of this graph, or the graph itself).
     pub fn version(&self, view: &Arc<Graph>) -> String {
         if Arc::ptr_eq(view, &self.graph) {
-            return self.document(view).1;
+            return self
+                .version
+                .get_or_init(|| render::version(&self.graph))
+                .clone();
         }
-        render::version_with(view, &self.fragments)
+        render::version(view)
     }
 }
 
@@ -123,11 +126,7 @@ impl Feed {
         for (_, back) in history.iter().rev().take_while(|(step, _)| *step > seq) {
             diff::apply(&mut graph, back);
         }
-        Some(Arc::new(Published::new(
-            seq,
-            Arc::new(graph),
-            current.fragments.clone(),
-        )))
+        Some(Arc::new(Published::new(seq, Arc::new(graph))))
     }
 
     /// Publishes `graph` when it differs from the current one (sharing the elements it
@@ -135,15 +134,12 @@ impl Feed {
     pub fn publish(&self, mut graph: Graph) -> bool {
         let current = self.current();
         graph.share(&current.graph);
-        if current.seq > 0 && *current.graph == graph {
+        if current.seq > 0 && current.graph.same_as(&graph) {
             return false;
         }
-        let fragments = Fragments::of(&graph, Some(&current.fragments));
-        let next = Arc::new(Published::new(
-            current.seq + 1,
-            Arc::new(graph),
-            Arc::new(fragments),
-        ));
+        let next = Arc::new(Published::new(current.seq + 1, Arc::new(graph)));
+        // Rendering what changed and the version here, off the watches' way.
+        next.version(&next.graph);
         if current.seq > 0 {
             let back = diff::diff(&next.graph, &current.graph);
             let mut history = self
@@ -276,6 +272,7 @@ mod tests {
                     reasons: Vec::new(),
                     status: serde_json::Map::new(),
                     traffic: None,
+                    rendered: Default::default(),
                 }),
             );
             assert!(feed.publish(g));

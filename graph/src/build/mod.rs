@@ -68,7 +68,7 @@ pub fn build_with(input: &Input, world: &World, now: i64, memo: &mut Memo) -> Gr
 #[derive(Default)]
 struct Draft {
     nodes: BTreeMap<NodeId, Arc<Node>>,
-    edges: BTreeMap<String, Arc<Edge>>,
+    edges: BTreeMap<Arc<str>, Arc<Edge>>,
 }
 
 struct Builder<'a> {
@@ -110,9 +110,10 @@ impl<'a> Builder<'a> {
                 reasons: Vec::new(),
                 status: serde_json::Map::new(),
                 traffic: None,
+                rendered: Default::default(),
             })
         });
-        Arc::make_mut(node)
+        Node::edit(node)
     }
 
     /// Marks `id` (of `kind`, named `name`) as referred to but absent, for `reason`; nothing
@@ -152,7 +153,7 @@ impl<'a> Builder<'a> {
     /// Sets a node's verdict.
     fn judge(&mut self, id: &NodeId, verdict: Verdict) {
         if let Some(node) = self.graph.nodes.get_mut(id) {
-            let node = Arc::make_mut(node);
+            let node = Node::edit(node);
             node.health = verdict.health;
             node.reasons = verdict.reasons;
         }
@@ -186,12 +187,8 @@ impl<'a> Builder<'a> {
         let own = !self.graph.nodes.contains_key(id);
         if own
             && let Some(entry) = self.memo.reusable(table, id, &deps)
-            && entry
-                .nodes
-                .iter()
-                .all(|n| !self.graph.nodes.contains_key(&n.id))
+            && self.replay(&entry)
         {
-            self.replay(&entry);
             self.memo.keep(table, id.clone(), entry, true);
             return;
         }
@@ -209,10 +206,21 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// Adds what a unit added when it was last drawn, and makes its requests again.
-    fn replay(&mut self, entry: &memo::Entry) {
-        for node in &entry.nodes {
-            self.graph.nodes.insert(node.id.clone(), node.clone());
+    /// Adds what a unit added when it was last drawn, and makes its requests again; false
+    /// (adding nothing) when something else drew one of its nodes first this time.
+    fn replay(&mut self, entry: &memo::Entry) -> bool {
+        for (i, node) in entry.nodes.iter().enumerate() {
+            match self.graph.nodes.entry(node.id.clone()) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(node.clone());
+                }
+                std::collections::btree_map::Entry::Occupied(_) => {
+                    for added in &entry.nodes[..i] {
+                        self.graph.nodes.remove(&added.id);
+                    }
+                    return false;
+                }
+            }
         }
         for op in &entry.ops {
             match op {
@@ -230,5 +238,6 @@ impl<'a> Builder<'a> {
         for edge in &entry.edges {
             self.graph.edges.insert(edge.id.clone(), edge.clone());
         }
+        true
     }
 }

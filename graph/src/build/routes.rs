@@ -7,8 +7,6 @@
 //! parent's status says whether it accepted the route at all. A parent that did not accept
 //! it is drawn as one failing edge to the parent (or to the named listener).
 
-use std::sync::Arc;
-
 use fairlead_edge_translate::attach::namespace_allowed;
 use fairlead_edge_translate::hostname::intersect;
 use fairlead_edge_translate::model::{
@@ -216,7 +214,7 @@ impl Builder<'_> {
         }
         verdict.worsen(health::of_parts(&rules, "rules"));
         if let Some(node) = self.graph.nodes.get_mut(&id) {
-            let node = Arc::make_mut(node);
+            let node = crate::model::Node::edit(node);
             node.status.insert("parents".into(), parent_statuses.into());
             node.status.insert("rules".into(), route.rules.len().into());
         }
