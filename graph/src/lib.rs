@@ -9,12 +9,14 @@
 //! - `world` and `certificate`: what is read besides the input;
 //! - `build` (with `health`, its rules): the graph;
 //! - `filter`, `diff`, `render`, `traffic`: views, changes, JSON/DOT/Mermaid, Prometheus's
-//!   numbers on routes and backends.
+//!   numbers on routes and backends;
+//! - `fragment`: each element's rendering, kept in the element.
 
 mod build;
 pub mod certificate;
 pub mod diff;
 pub mod filter;
+mod fragment;
 pub mod health;
 pub mod id;
 pub mod model;

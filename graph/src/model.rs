@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::fragment::Rendered;
 use crate::id::NodeId;
-use crate::render::Rendered;
 
 /// How a node or an edge is doing, ordered from best to worst.
 #[derive(

@@ -207,6 +207,10 @@ spec:
     }));
     let after = build_with(&changed, &world, NOW, &mut memo);
     assert_eq!(after, build(&changed, &world, NOW));
+    assert!(
+        memo.patched_last(),
+        "only a slice changed: the last graph is patched"
+    );
     // Two routes and two Services: route to-b and Service b are reused, to-a and a are not.
     assert_eq!(memo.reused(), 2);
     let route_a = "gateway.networking.k8s.io/HTTPRoute/web/to-a";
@@ -223,4 +227,8 @@ spec:
     // And back: everything is as it was.
     changed = input;
     assert_eq!(build_with(&changed, &world, NOW, &mut memo), before);
+    assert!(memo.patched_last());
+    // A minute on, certificates are judged anew: a whole build.
+    assert_eq!(build_with(&changed, &world, NOW + 60, &mut memo), before);
+    assert!(!memo.patched_last());
 }

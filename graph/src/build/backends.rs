@@ -139,7 +139,7 @@ impl Builder<'_> {
     }
 
     /// Draws Service `namespace/name` (node `id`) with its ports' EndpointSlices.
-    fn draw_service(
+    pub(super) fn draw_service(
         &mut self,
         id: &NodeId,
         namespace: &str,

@@ -16,8 +16,10 @@ use std::sync::Arc;
 
 use fairlead_edge_translate::model::{Gateway, Input, ListenerSet};
 
+use super::Draft;
 use crate::id::NodeId;
 use crate::model::{Edge, Node};
+use crate::world::{Check, Workload, World};
 
 /// An input a unit read.
 #[derive(Clone, Debug)]
@@ -30,6 +32,8 @@ pub(super) enum Dep {
     Gateway(Option<Arc<Gateway>>),
     /// A route's parent ListenerSet (its listeners are what is read).
     ListenerSet(Option<Arc<ListenerSet>>),
+    /// Whose status follows.
+    Named(NodeId),
 }
 
 impl Dep {
@@ -39,7 +43,7 @@ impl Dep {
     }
 
     /// Whether a unit reading `self` reads what it read when it saw `other`.
-    fn same(&self, other: &Self) -> bool {
+    pub(super) fn same(&self, other: &Self) -> bool {
         fn both<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>, eq: impl Fn(&T, &T) -> bool) -> bool {
             match (a, b) {
                 (None, None) => true,
@@ -56,6 +60,7 @@ impl Dep {
             (Self::ListenerSet(a), Self::ListenerSet(b)) => both(a.as_ref(), b.as_ref(), |a, b| {
                 a.spec.listeners == b.spec.listeners
             }),
+            (Self::Named(a), Self::Named(b)) => a == b,
             _ => false,
         }
     }
@@ -89,7 +94,7 @@ pub(super) struct Recording {
 /// One unit's last drawing.
 #[derive(Debug)]
 pub(super) struct Entry {
-    deps: Vec<Dep>,
+    pub(super) deps: Vec<Dep>,
     /// Its nodes as it left them.
     pub nodes: Vec<Arc<Node>>,
     /// Its edges.
@@ -132,16 +137,79 @@ pub struct Memo {
     next: [HashMap<NodeId, Arc<Entry>>; 2],
     /// Units replayed by the last build.
     reused: usize,
+    /// What the last whole build left for patching, when it can be patched.
+    patchable: Option<Patchable>,
+    /// Whether the last build was a patch.
+    was_patch: bool,
+}
+
+/// What a patch needs of the last whole build (see `patch`): its graph, what its parts
+/// other than routes and Services read, and when it judged certificates.
+#[derive(Debug)]
+pub(super) struct Patchable {
+    /// The graph it gave.
+    pub graph: Draft,
+    /// Every object and status read by the parts that are not units.
+    pub fixed: Vec<Dep>,
+    /// The ServiceWithHealthchecks read.
+    pub checks: Vec<Check>,
+    /// The proxy workloads read.
+    pub workloads: Vec<Workload>,
+    /// When certificate expiry was judged.
+    pub judged_at: i64,
+}
+
+/// What the parts of a build that are not units read: every object that is not a route or
+/// an EndpointSlice, and every status that is not a route's (sorted by id).
+pub(super) fn fixed_deps(input: &Input, world: &World) -> Vec<Dep> {
+    fn at<T>(list: &[Arc<T>]) -> impl Iterator<Item = Dep> + '_ {
+        list.iter().map(|o| Dep::at(Some(o)))
+    }
+    let mut deps: Vec<Dep> = at(&input.instances)
+        .chain(at(&input.gateway_classes))
+        .chain(at(&input.gateways))
+        .chain(at(&input.listener_sets))
+        .chain(at(&input.reference_grants))
+        .chain(at(&input.backend_tls_policies))
+        .chain(at(&input.config_maps))
+        .chain(at(&input.services))
+        .chain(at(&input.secrets))
+        .chain(at(&input.namespaces))
+        .collect();
+    deps.push(Dep::At(usize::MAX));
+    let mut statuses: Vec<(&NodeId, &Arc<serde_json::Value>)> = world
+        .statuses
+        .iter()
+        .filter(|(id, _)| {
+            id.as_str()
+                .split('/')
+                .nth(1)
+                .is_none_or(|kind| !kind.ends_with("Route"))
+        })
+        .collect();
+    statuses.sort_by(|a, b| a.0.cmp(b.0));
+    for (id, status) in statuses {
+        deps.push(Dep::Named(id.clone()));
+        deps.push(Dep::Status(Some(status.clone())));
+    }
+    deps
 }
 
 impl Memo {
-    /// Units the last build replayed instead of drawing.
+    /// Units the last build replayed (or, patching, kept) instead of drawing.
     pub fn reused(&self) -> usize {
         self.reused
     }
 
-    /// Starts a build of `input`.
+    /// Whether the last build patched the one before instead of building anew.
+    pub fn patched_last(&self) -> bool {
+        self.was_patch
+    }
+
+    /// Starts a whole build of `input`.
     pub(super) fn begin(&mut self, input: &Input) {
+        self.patchable = None;
+        self.was_patch = false;
         let shared: Vec<usize> = input
             .reference_grants
             .iter()
@@ -156,10 +224,49 @@ impl Memo {
         self.reused = 0;
     }
 
-    /// Ends a build of `input`: what it drew is what the next one can reuse.
-    pub(super) fn end(&mut self, input: &Input) {
+    /// Ends a whole build of `input`: what it drew is what the next one can reuse, and
+    /// `patchable` what a patch of it needs (none when one of its units could not be kept).
+    pub(super) fn end(&mut self, input: &Input, patchable: Option<Patchable>) {
         self.last = Default::default();
         self.input = input.clone();
+        self.patchable = patchable;
+    }
+
+    /// Takes what patching the last build needs, when it read what `fixed`, `world` and
+    /// `now` say the parts that are not units read now.
+    pub(super) fn take_patchable(
+        &mut self,
+        fixed: &[Dep],
+        world: &World,
+        now: i64,
+    ) -> Option<Patchable> {
+        let p = self.patchable.as_ref()?;
+        // Certificate expiry is judged anew by a whole build at least once a minute.
+        let same = now >= p.judged_at
+            && now < p.judged_at + 60
+            && p.fixed.len() == fixed.len()
+            && p.fixed.iter().zip(fixed).all(|(a, b)| a.same(b))
+            && p.checks == world.checks
+            && p.workloads == world.workloads;
+        if same { self.patchable.take() } else { None }
+    }
+
+    /// The units of `table` the last build kept, to patch in place.
+    pub(super) fn units(&mut self, table: Table) -> &mut HashMap<NodeId, Arc<Entry>> {
+        &mut self.next[table as usize]
+    }
+
+    /// Ends a patch of the last build for `input`: `reused` units kept as they were.
+    pub(super) fn patched(&mut self, input: &Input, reused: usize, patchable: Patchable) {
+        self.input = input.clone();
+        self.reused = reused;
+        self.patchable = Some(patchable);
+        self.was_patch = true;
+    }
+
+    /// Forgets everything (a patch that could not be finished changed the units).
+    pub(super) fn forget(&mut self) {
+        *self = Self::default();
     }
 
     /// The last drawing of unit `id` if it read what `deps` says it reads now.

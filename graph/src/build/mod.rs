@@ -14,6 +14,7 @@
 mod backends;
 mod gateways;
 mod memo;
+mod patch;
 mod refs;
 mod routes;
 
@@ -37,6 +38,10 @@ pub fn build(input: &Input, world: &World, now: i64) -> Graph {
 /// [`build`], reusing what `memo` kept of the last build wherever its inputs did not change,
 /// and keeping this build's for the next.
 pub fn build_with(input: &Input, world: &World, now: i64, memo: &mut Memo) -> Graph {
+    let fixed = memo::fixed_deps(input, world);
+    if let Some(graph) = patch::patch(input, world, now, memo, &fixed) {
+        return graph;
+    }
     memo.begin(input);
     let mut builder = Builder {
         input,
@@ -46,6 +51,7 @@ pub fn build_with(input: &Input, world: &World, now: i64, memo: &mut Memo) -> Gr
         graph: Draft::default(),
         memo,
         recording: Vec::new(),
+        kept_every_unit: true,
     };
     builder.instances();
     builder.classes();
@@ -55,8 +61,15 @@ pub fn build_with(input: &Input, world: &World, now: i64, memo: &mut Memo) -> Gr
     builder.checks();
     builder.policies();
     builder.grants();
+    let patchable = builder.kept_every_unit.then(|| memo::Patchable {
+        graph: builder.graph.clone(),
+        fixed,
+        checks: world.checks.clone(),
+        workloads: world.workloads.clone(),
+        judged_at: now,
+    });
     let graph = builder.graph;
-    memo.end(input);
+    memo.end(input, patchable);
     Graph {
         nodes: graph.nodes,
         edges: graph.edges,
@@ -65,7 +78,7 @@ pub fn build_with(input: &Input, world: &World, now: i64, memo: &mut Memo) -> Gr
 
 /// The graph while it is built. Elements are shared with the memo; one is copied only when
 /// it is changed while shared.
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 struct Draft {
     nodes: BTreeMap<NodeId, Arc<Node>>,
     edges: BTreeMap<Arc<str>, Arc<Edge>>,
@@ -80,6 +93,9 @@ struct Builder<'a> {
     memo: &'a mut Memo,
     /// What the routes and Services being drawn add, innermost last.
     recording: Vec<memo::Recording>,
+    /// Whether every route and Service was drawn as a unit of its own (kept by the memo),
+    /// so the graph can be patched unit by unit.
+    kept_every_unit: bool,
 }
 
 impl<'a> Builder<'a> {
@@ -195,6 +211,7 @@ impl<'a> Builder<'a> {
         self.recording.push(memo::Recording::default());
         draw(self);
         let recording = self.recording.pop().unwrap_or_default();
+        self.kept_every_unit &= own;
         if own {
             let nodes = recording
                 .nodes

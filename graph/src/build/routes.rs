@@ -25,7 +25,7 @@ use crate::model::{Edge, Health, Relation, Verdict};
 use crate::world::object_id;
 
 /// What the graph reads of a route of any kind.
-struct Route<'a> {
+pub(super) struct Route<'a> {
     /// The object's address (what the memo knows it by).
     at: Dep,
     kind: &'static str,
@@ -34,6 +34,13 @@ struct Route<'a> {
     hostnames: &'a [String],
     /// Per rule: backends and filters.
     rules: Vec<(&'a [BackendRef], &'a [HttpFilter])>,
+}
+
+impl Route<'_> {
+    /// Its node id.
+    pub(super) fn id(&self) -> NodeId {
+        object_id(self.kind, &key(self.meta))
+    }
 }
 
 /// The route kinds a listener of `protocol` admits by default.
@@ -47,10 +54,19 @@ fn default_kinds(protocol: &str) -> &'static [&'static str] {
     }
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
     pub(super) fn routes(&mut self) {
+        for route in &self.all_routes() {
+            let id = route.id();
+            let deps = self.route_deps(route, &id);
+            self.memoized(Table::Routes, &id, deps, |b| b.route(route));
+        }
+    }
+
+    /// Every route of the input, of every kind.
+    pub(super) fn all_routes(&self) -> Vec<Route<'a>> {
         let input = self.input;
-        let mut all: Vec<Route<'_>> = Vec::new();
+        let mut all: Vec<Route<'a>> = Vec::new();
         for r in &input.http_routes {
             all.push(Route {
                 at: Dep::at(Some(r)),
@@ -102,16 +118,12 @@ impl Builder<'_> {
                 });
             }
         }
-        for route in &all {
-            let id = object_id(route.kind, &key(route.meta));
-            let deps = self.route_deps(route, &id);
-            self.memoized(Table::Routes, &id, deps, |b| b.route(route));
-        }
+        all
     }
 
     /// What drawing `route` reads: the route, its status, its parents' listeners, and each
     /// backend's Service with its EndpointSlices.
-    fn route_deps(&self, route: &Route<'_>, id: &NodeId) -> Vec<Dep> {
+    pub(super) fn route_deps(&self, route: &Route<'_>, id: &NodeId) -> Vec<Dep> {
         let namespace = route.meta.namespace.as_deref().unwrap_or_default();
         let mut deps = vec![
             route.at.clone(),
@@ -158,7 +170,7 @@ impl Builder<'_> {
         deps
     }
 
-    fn route(&mut self, route: &Route<'_>) {
+    pub(super) fn route(&mut self, route: &Route<'_>) {
         let key = key(route.meta);
         let id = object_id(route.kind, &key);
         let status = self.status(&id);
