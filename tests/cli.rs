@@ -202,7 +202,6 @@ impl Up {
         }
     }
 
-    /// Its exit `status` and everything it wrote.
     /// Where its relationship graph is served (`http://host:port`), from its log.
     fn graph_base(&self) -> String {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -226,6 +225,7 @@ impl Up {
         }
     }
 
+    /// Its exit `status` and everything it wrote.
     fn output(self, status: std::process::ExitStatus) -> Output {
         let [stdout, stderr] = self.output.map(|(buffer, reader)| {
             let _ = reader.join();

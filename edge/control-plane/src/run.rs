@@ -101,9 +101,13 @@ pub async fn run(
         // The first lists, but never for long: a kind whose watch keeps failing (RBAC, a
         // broken conversion) must not stop every Gateway's configuration; it reads as empty
         // and its watch keeps retrying (and warning).
+        // Shutdown ends the wait too: the watches stop then, so they may never list.
         let listed = snapshots.wait_for(|s| s.listed);
-        if tokio::time::timeout(LISTED_WAIT, listed).await.is_err() {
-            tracing::warn!("some watches have not listed yet; translating what is known");
+        tokio::select! {
+            waited = tokio::time::timeout(LISTED_WAIT, listed) => if waited.is_err() {
+                tracing::warn!("some watches have not listed yet; translating what is known");
+            },
+            () = stop.cancelled() => return,
         }
         let snapshot = snapshots.borrow_and_update().clone();
         let span = tracing::info_span!("xds.translate", gateways = tracing::field::Empty);
