@@ -10,7 +10,8 @@
 //! - `build` (with `health`, its rules): the graph;
 //! - `filter`, `diff`, `render`, `traffic`: views, changes, JSON/DOT/Mermaid, Prometheus's
 //!   numbers on routes and backends;
-//! - `fragment`: each element's rendering, kept in the element.
+//! - `fragment`: each element's rendering, kept in the element;
+//! - `status`: a node's status summary, kept as its JSON text once drawn.
 
 mod build;
 pub mod certificate;
@@ -21,6 +22,7 @@ pub mod health;
 pub mod id;
 pub mod model;
 pub mod render;
+pub mod status;
 pub mod traffic;
 pub mod world;
 

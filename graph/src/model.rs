@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fragment::Rendered;
 use crate::id::NodeId;
+use crate::status::Status;
 
 /// How a node or an edge is doing, ordered from best to worst.
 #[derive(
@@ -185,8 +186,8 @@ pub struct Node {
     pub reasons: Vec<String>,
     /// What the kind summarizes: conditions, ports, endpoint counts, probe failures,
     /// certificate expiry, replicas.
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub status: serde_json::Map<String, serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Status::is_empty")]
+    pub status: Status,
     /// Traffic (with Prometheus only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Traffic>,
@@ -363,7 +364,7 @@ mod tests {
             missing: false,
             health,
             reasons: Vec::new(),
-            status: serde_json::Map::new(),
+            status: Status::default(),
             traffic: None,
             rendered: Rendered::default(),
         };

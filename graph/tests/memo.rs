@@ -207,6 +207,16 @@ spec:
     }));
     let after = build_with(&changed, &world, NOW, &mut memo);
     assert_eq!(after, build(&changed, &world, NOW));
+    // What a build and a patch keep holds every status as its text (its compact form).
+    for graph in [&before, &after] {
+        for node in graph.nodes.values() {
+            assert!(
+                node.status.is_empty() || node.status.is_sealed(),
+                "{} kept its status open",
+                node.id
+            );
+        }
+    }
     assert!(
         memo.patched_last(),
         "only a slice changed: the last graph is patched"

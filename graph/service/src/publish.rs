@@ -270,7 +270,7 @@ mod tests {
                     missing: false,
                     health: fairlead_graph::Health::Healthy,
                     reasons: Vec::new(),
-                    status: serde_json::Map::new(),
+                    status: fairlead_graph::status::Status::default(),
                     traffic: None,
                     rendered: Default::default(),
                 }),

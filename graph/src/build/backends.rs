@@ -157,7 +157,7 @@ impl Builder<'_> {
         let node = self.node(&id, "Service", name);
         node.missing = false;
         node.status.insert(
-            "type".into(),
+            "type",
             service
                 .spec
                 .as_ref()
@@ -165,7 +165,7 @@ impl Builder<'_> {
                 .unwrap_or_else(|| "ClusterIP".into())
                 .into(),
         );
-        node.status.insert("ports".into(), summary.into());
+        node.status.insert("ports", summary.into());
         if !external {
             for p in &ports {
                 let counts = self.counts(namespace, name, p.name.as_deref());
@@ -174,12 +174,11 @@ impl Builder<'_> {
                     .section(&label);
                 let verdict = health::endpoints(counts, &label);
                 let node = self.node(&slices, "EndpointSlice", &format!("{name}:{label}"));
-                node.status.insert("port".into(), p.port.into());
-                node.status.insert("total".into(), counts.total.into());
-                node.status.insert("ready".into(), counts.ready.into());
-                node.status.insert("serving".into(), counts.serving.into());
-                node.status
-                    .insert("terminating".into(), counts.terminating.into());
+                node.status.insert("port", p.port.into());
+                node.status.insert("total", counts.total.into());
+                node.status.insert("ready", counts.ready.into());
+                node.status.insert("serving", counts.serving.into());
+                node.status.insert("terminating", counts.terminating.into());
                 self.judge(&slices, verdict.clone());
                 self.edge(
                     Edge::new(id.clone(), Relation::Endpoints, slices).judged(verdict.clone()),
@@ -289,18 +288,15 @@ impl Builder<'_> {
                     json!({"name": p.name, "port": p.port, "failing": failing.get(&key).cloned().unwrap_or_default()})
                 })
                 .collect();
-            node.status.insert("ports".into(), ports.into());
+            node.status.insert("ports", ports.into());
             if let Some(status) = &check.status {
                 let counts = status.healthcheck_condition.unwrap_or_default();
+                node.status.insert("endpoints", counts.endpoints.into());
                 node.status
-                    .insert("endpoints".into(), counts.endpoints.into());
-                node.status
-                    .insert("readyEndpoints".into(), counts.ready_endpoints.into());
+                    .insert("readyEndpoints", counts.ready_endpoints.into());
                 let conditions = serde_json::Value::from(status.conditions.clone());
-                node.status.insert(
-                    "conditions".into(),
-                    health::summarize(Some(&conditions)).into(),
-                );
+                node.status
+                    .insert("conditions", health::summarize(Some(&conditions)).into());
             }
             self.judge(&id, verdict);
             let child = object_id("Service", &check.key);

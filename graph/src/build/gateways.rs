@@ -18,7 +18,7 @@ impl Builder<'_> {
             let conditions = health::summarize(self.status(&id).get("conditions"));
             let verdict = health::conditions(&conditions);
             let node = self.node(&id, &instance.kind, key.name());
-            node.status.insert("conditions".into(), conditions.into());
+            node.status.insert("conditions", conditions.into());
             self.judge(&id, verdict);
             let namespace = if instance.kind == "ClusterALBInstance" {
                 CLUSTER_NAMESPACE
@@ -47,8 +47,8 @@ impl Builder<'_> {
                 let workload = object_id(&w.kind, &w.key);
                 let verdict = health::replicas(w.desired, w.ready);
                 let node = self.node(&workload, &w.kind, w.key.name());
-                node.status.insert("replicas".into(), w.desired.into());
-                node.status.insert("readyReplicas".into(), w.ready.into());
+                node.status.insert("replicas", w.desired.into());
+                node.status.insert("readyReplicas", w.ready.into());
                 self.judge(&workload, verdict.clone());
                 self.edge(Edge::new(id.clone(), Relation::Workload, workload).judged(verdict));
             }
@@ -62,11 +62,9 @@ impl Builder<'_> {
             let conditions = health::summarize(self.status(&id).get("conditions"));
             let verdict = health::conditions(&conditions);
             let node = self.node(&id, "GatewayClass", &name);
-            node.status.insert(
-                "controllerName".into(),
-                class.spec.controller_name.clone().into(),
-            );
-            node.status.insert("conditions".into(), conditions.into());
+            node.status
+                .insert("controllerName", class.spec.controller_name.clone().into());
+            node.status.insert("conditions", conditions.into());
             self.judge(&id, verdict);
         }
     }
@@ -79,10 +77,9 @@ impl Builder<'_> {
             let conditions = health::summarize(status.get("conditions"));
             let mut verdict = health::conditions(&conditions);
             let node = self.node(&id, "Gateway", key.name());
-            node.status
-                .insert("conditions".into(), conditions.clone().into());
+            node.status.insert("conditions", conditions.clone().into());
             if let Some(addresses) = status.get("addresses") {
-                node.status.insert("addresses".into(), addresses.clone());
+                node.status.insert("addresses", addresses.clone());
             }
             let class = &gateway.spec.gateway_class_name;
             let class_id = NodeId::new(GATEWAY_GROUP, "GatewayClass", "", class);
@@ -113,7 +110,7 @@ impl Builder<'_> {
             let mut verdict = health::conditions(&conditions);
             self.node(&id, "ListenerSet", key.name())
                 .status
-                .insert("conditions".into(), conditions.clone().into());
+                .insert("conditions", conditions.clone().into());
             let parent = &set.spec.parent_ref;
             let namespace = parent.namespace.as_deref().unwrap_or(key.namespace());
             let gateway_id = NodeId::new(GATEWAY_GROUP, "Gateway", namespace, &parent.name);
@@ -157,18 +154,16 @@ impl Builder<'_> {
             let mut verdict = health::conditions(&conditions);
             let node = self.node(&id, "Listener", &listener.name);
             node.parent = Some(parent.clone());
-            node.status.insert("port".into(), listener.port.into());
+            node.status.insert("port", listener.port.into());
             node.status
-                .insert("protocol".into(), listener.protocol.clone().into());
+                .insert("protocol", listener.protocol.clone().into());
             if let Some(host) = &listener.hostname {
-                node.status.insert("hostname".into(), host.clone().into());
+                node.status.insert("hostname", host.clone().into());
             }
             if let Some(attached) = listener_status.and_then(|s| s.get("attachedRoutes")) {
-                node.status
-                    .insert("attachedRoutes".into(), attached.clone());
+                node.status.insert("attachedRoutes", attached.clone());
             }
-            node.status
-                .insert("conditions".into(), conditions.clone().into());
+            node.status.insert("conditions", conditions.clone().into());
             let refs_reason = health::condition(&conditions, "ResolvedRefs")
                 .filter(|c| c["status"] == "False")
                 .and_then(|c| c["reason"].as_str())

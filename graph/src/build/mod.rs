@@ -61,6 +61,7 @@ pub fn build_with(input: &Input, world: &World, now: i64, memo: &mut Memo) -> Gr
     builder.checks();
     builder.policies();
     builder.grants();
+    builder.graph.seal();
     let patchable = builder.kept_every_unit.then(|| memo::Patchable {
         graph: builder.graph.clone(),
         fixed,
@@ -82,6 +83,27 @@ pub fn build_with(input: &Input, world: &World, now: i64, memo: &mut Memo) -> Gr
 struct Draft {
     nodes: BTreeMap<NodeId, Arc<Node>>,
     edges: BTreeMap<Arc<str>, Arc<Edge>>,
+}
+
+impl Draft {
+    /// Seals the status of every node nothing else holds yet (see `status`): before the
+    /// memo or a kept graph shares them, when no copy is needed.
+    fn seal(&mut self) {
+        for node in self.nodes.values_mut() {
+            if let Some(node) = Arc::get_mut(node) {
+                node.status.seal();
+            }
+        }
+    }
+
+    /// [`Draft::seal`] for the nodes `ids`.
+    fn seal_some(&mut self, ids: &[NodeId]) {
+        for id in ids {
+            if let Some(node) = self.nodes.get_mut(id).and_then(Arc::get_mut) {
+                node.status.seal();
+            }
+        }
+    }
 }
 
 struct Builder<'a> {
@@ -124,7 +146,7 @@ impl<'a> Builder<'a> {
                 missing: false,
                 health: Health::Healthy,
                 reasons: Vec::new(),
-                status: serde_json::Map::new(),
+                status: crate::status::Status::default(),
                 traffic: None,
                 rendered: Default::default(),
             })
@@ -213,6 +235,7 @@ impl<'a> Builder<'a> {
         let recording = self.recording.pop().unwrap_or_default();
         self.kept_every_unit &= own;
         if own {
+            self.graph.seal_some(&recording.nodes);
             let nodes = recording
                 .nodes
                 .iter()

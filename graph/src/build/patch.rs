@@ -39,7 +39,8 @@ pub(super) fn patch(
     };
     match builder.patch_units() {
         Some(reused) => {
-            let graph = builder.graph;
+            let mut graph = builder.graph;
+            graph.seal();
             let next = memo::Patchable {
                 graph: graph.clone(),
                 ..patchable
@@ -148,6 +149,7 @@ impl Builder<'_> {
         if services(&dirty.last.ops)? != services(&recording.ops)? {
             return None;
         }
+        self.graph.seal_some(&recording.nodes);
         let nodes = recording
             .nodes
             .iter()

@@ -89,14 +89,13 @@ impl Builder<'_> {
         let node = self.node(&id, "Secret", key.name());
         node.missing = false;
         if let Some(t) = &secret.type_ {
-            node.status.insert("type".into(), t.clone().into());
+            node.status.insert("type", t.clone().into());
         }
         if let Some(facts) = expiry {
             node.status
-                .insert("notAfter".into(), health::rfc3339(facts.not_after).into());
-            node.status.insert("subject".into(), facts.subject.into());
-            node.status
-                .insert("dnsNames".into(), facts.dns_names.into());
+                .insert("notAfter", health::rfc3339(facts.not_after).into());
+            node.status.insert("subject", facts.subject.into());
+            node.status.insert("dnsNames", facts.dns_names.into());
         }
         self.judge(&id, verdict);
         true
@@ -116,12 +115,9 @@ impl Builder<'_> {
                 .collect();
             let mut verdict = health::conditions(&conditions);
             let node = self.node(&id, "BackendTLSPolicy", key.name());
-            node.status.insert(
-                "hostname".into(),
-                policy.spec.validation.hostname.clone().into(),
-            );
             node.status
-                .insert("conditions".into(), conditions.clone().into());
+                .insert("hostname", policy.spec.validation.hostname.clone().into());
+            node.status.insert("conditions", conditions.clone().into());
             for target in &policy.spec.target_refs {
                 let target_id =
                     NodeId::new(&target.group, &target.kind, key.namespace(), &target.name);
@@ -170,7 +166,7 @@ impl Builder<'_> {
                             )
                         };
                         let node = self.node(&ca_id, "ConfigMap", &ca.name);
-                        node.status.insert("caBundle".into(), has_ca.into());
+                        node.status.insert("caBundle", has_ca.into());
                         self.judge(&ca_id, v.clone());
                         v
                     }
@@ -197,7 +193,7 @@ impl Builder<'_> {
                 .map(|f| json!({"group": f.group, "kind": f.kind, "namespace": f.namespace}))
                 .collect();
             let node = self.node(&id, "ReferenceGrant", key.name());
-            node.status.insert("from".into(), from.into());
+            node.status.insert("from", from.into());
             for to in &grant.spec.to {
                 let targets: Vec<NodeId> = match &to.name {
                     Some(name) => {

@@ -177,7 +177,7 @@ impl<'a> Builder<'a> {
         let node = self.node(&id, route.kind, key.name());
         if !route.hostnames.is_empty() {
             node.status
-                .insert("hostnames".into(), route.hostnames.to_vec().into());
+                .insert("hostnames", route.hostnames.to_vec().into());
         }
         let mut parents = Vec::new();
         let mut parent_statuses = Vec::new();
@@ -227,8 +227,8 @@ impl<'a> Builder<'a> {
         verdict.worsen(health::of_parts(&rules, "rules"));
         if let Some(node) = self.graph.nodes.get_mut(&id) {
             let node = crate::model::Node::edit(node);
-            node.status.insert("parents".into(), parent_statuses.into());
-            node.status.insert("rules".into(), route.rules.len().into());
+            node.status.insert("parents", parent_statuses.into());
+            node.status.insert("rules", route.rules.len().into());
         }
         self.judge(&id, verdict);
     }
