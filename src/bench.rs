@@ -103,11 +103,11 @@ async fn graph_rows(args: &GraphArgs) -> anyhow::Result<Vec<fairlead_bench::Row>
             value: timing(figures.rebuild),
         },
         fairlead_bench::Row {
-            metric: "every element rendered (a first version's publishing)".into(),
+            metric: "every element's digest made (a first version's publishing)".into(),
             value: timing(figures.publish),
         },
         fairlead_bench::Row {
-            metric: format!("graph JSON, whole, from the kept renderings ({world})"),
+            metric: format!("graph JSON, whole, written from its elements ({world})"),
             value: timing(figures.json),
         },
         fairlead_bench::Row {
@@ -115,7 +115,7 @@ async fn graph_rows(args: &GraphArgs) -> anyhow::Result<Vec<fairlead_bench::Row>
             value: timing(figures.view),
         },
         fairlead_bench::Row {
-            metric: "graph state held per object (graph, memo, renderings)".into(),
+            metric: "graph state held per object (graph, memo, digests)".into(),
             value: format!(
                 "{:.0} bytes ({:.1} MiB for {} objects)",
                 figures.bytes as f64 / figures.objects as f64,

@@ -52,14 +52,14 @@ pub struct Figures {
     pub build: (Duration, Duration),
     /// Building it again after an EndpointSlice changed, with the last build's memo.
     pub rebuild: (Duration, Duration),
-    /// Rendering every element, as the first request for a first version does.
+    /// Every element's digest made, as publishing a first version does.
     pub publish: (Duration, Duration),
-    /// The API's JSON document of the whole graph, from the elements' kept renderings.
+    /// The API's JSON document of the whole graph, written from its elements.
     pub json: (Duration, Duration),
     /// A user's view (a namespace they may see, everything else filtered out) and its JSON.
     pub view: (Duration, Duration),
     /// Bytes the graph's state holds (allocated and not freed while it is kept): the graph,
-    /// the builder's memo and the kept renderings.
+    /// the builder's memo and the elements' kept digests.
     pub bytes: u64,
 }
 
@@ -74,7 +74,7 @@ pub fn figures(routes: usize, runs: usize, held: &dyn Fn() -> u64) -> Figures {
     let before = held();
     let mut memo = Memo::default();
     let graph = fairlead_graph::build_with(&input, &world, now, &mut memo);
-    // Every element's rendering is kept in it once a document has been made.
+    // Every element's digest is kept in it once a version has been made.
     std::hint::black_box(render::document(&graph));
     let bytes = held().saturating_sub(before);
     // One EndpointSlice's endpoint turns not ready, and back, each a build with the memo.
@@ -96,8 +96,8 @@ pub fn figures(routes: usize, runs: usize, held: &dyn Fn() -> u64) -> Figures {
         let next = if flip { &changed } else { &input };
         std::hint::black_box(fairlead_graph::build_with(next, &world, now, &mut memo));
     });
-    // What publishing a version does once (every element rendered, none kept yet), then what
-    // each request does: assemble the JSON from the kept renderings.
+    // What publishing a version does once (every element's digest made, none kept yet), then
+    // what a request for the whole graph does once per version: write its JSON.
     let mut unrendered: Vec<Graph> = (0..runs.max(1)).map(|_| copy(&graph)).collect();
     let publish = timed(runs, || {
         let fresh = unrendered.pop().unwrap_or_else(|| copy(&graph));
@@ -227,19 +227,31 @@ pub async fn change_latency(
     next_event(&mut sse, &mut buffer, "graph").await?;
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "bench");
     let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let (listed_tx, listed) = tokio::sync::oneshot::channel();
     let watched = kube::runtime::watcher(
         slices.clone(),
         kube::runtime::watcher::Config::default().fields("metadata.name=s0"),
     );
     tokio::spawn(async move {
         let mut watched = std::pin::pin!(watched);
+        let mut listed_tx = Some(listed_tx);
         // An error is the watcher's to recover from (it relists); only its end ends this.
         while let Some(event) = watched.next().await {
-            if let Ok(kube::runtime::watcher::Event::Apply(_)) = event {
-                let _ = seen_tx.send(Instant::now());
+            match event {
+                Ok(kube::runtime::watcher::Event::Apply(_)) => {
+                    let _ = seen_tx.send(Instant::now());
+                }
+                Ok(kube::runtime::watcher::Event::InitDone) => {
+                    if let Some(tx) = listed_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                _ => {}
             }
         }
     });
+    // A change made before the watch has listed would arrive in its list, never as an event.
+    tokio::time::timeout(Duration::from_secs(30), listed).await??;
     let (mut graph, mut watch) = (Vec::new(), Vec::new());
     for i in 0..changes {
         let ready = i % 2 == 1;

@@ -53,6 +53,11 @@ impl NodeId {
     pub fn namespace(&self) -> &str {
         self.0.split('/').nth(2).unwrap_or_default()
     }
+
+    /// The object's name (a section's object's).
+    pub fn name(&self) -> &str {
+        self.0.split('/').nth(3).unwrap_or_default()
+    }
 }
 
 impl fmt::Display for NodeId {
@@ -85,6 +90,7 @@ mod tests {
         assert_eq!(NodeId::parse(gateway.as_str()), Ok(gateway.clone()));
         let listener = gateway.section("https");
         assert_eq!(listener.namespace(), "web");
+        assert_eq!(listener.name(), "gw");
         assert_eq!(NodeId::parse(listener.as_str()), Ok(listener));
         let class = NodeId::new("gateway.networking.k8s.io", "GatewayClass", "", "d8-alb");
         assert_eq!(class.namespace(), "");

@@ -10,16 +10,18 @@
 //! - `build` (with `health`, its rules): the graph;
 //! - `filter`, `diff`, `render`, `traffic`: views, changes, JSON/DOT/Mermaid, Prometheus's
 //!   numbers on routes and backends;
-//! - `fragment`: each element's rendering, kept in the element;
+//! - `json`: each element's JSON, written into documents; `digest`: its digest, kept in
+//!   the element for versions;
 //! - `status`: a node's status summary, kept as its JSON text once drawn.
 
 mod build;
 pub mod certificate;
 pub mod diff;
+mod digest;
 pub mod filter;
-mod fragment;
 pub mod health;
 pub mod id;
+mod json;
 pub mod model;
 pub mod render;
 pub mod status;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fragment::Rendered;
+use crate::digest::Digest;
 use crate::id::NodeId;
 use crate::status::Status;
 
@@ -188,13 +188,13 @@ pub struct Node {
     /// certificate expiry, replicas.
     #[serde(default, skip_serializing_if = "Status::is_empty")]
     pub status: Status,
-    /// Traffic (with Prometheus only).
+    /// Traffic (with Prometheus only; out of line, as most graphs have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traffic: Option<Traffic>,
-    /// Its JSON, made once when first asked for and kept with it (not part of it: empty in
-    /// a copy, which may be changed).
+    pub traffic: Option<Box<Traffic>>,
+    /// Its JSON's digest, made once when first asked for and kept with it (not part of it:
+    /// empty in a copy, which may be changed).
     #[serde(skip)]
-    pub rendered: Rendered,
+    pub digest: Digest,
 }
 
 /// One edge.
@@ -217,7 +217,7 @@ pub struct Edge {
     pub reasons: Vec<String>,
     /// The route rule (backendRef, mirror).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<usize>,
+    pub rule: Option<u32>,
     /// The backend's weight in its rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<i32>,
@@ -229,22 +229,22 @@ pub struct Edge {
     pub accepted: Option<bool>,
     /// The reason of the parent's `Accepted` condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Traffic (with Prometheus only).
+    pub reason: Option<Box<str>>,
+    /// Traffic (with Prometheus only; out of line, as most graphs have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traffic: Option<Traffic>,
-    /// Its JSON, as a node's.
+    pub traffic: Option<Box<Traffic>>,
+    /// Its JSON's digest, as a node's.
     #[serde(skip)]
-    pub rendered: Rendered,
+    pub digest: Digest,
 }
 
 impl Node {
-    /// `node` to change: copied first when shared, its rendering forgotten. The only way
-    /// the graph's code changes a node in place (a rendering kept past a change would be
-    /// served stale).
+    /// `node` to change: copied first when shared, its digest forgotten. The only way the
+    /// graph's code changes a node in place (a digest kept past a change would leave the
+    /// version as it was).
     pub fn edit(node: &mut Arc<Node>) -> &mut Node {
         let node = Arc::make_mut(node);
-        node.rendered.clear();
+        node.digest.clear();
         node
     }
 }
@@ -253,7 +253,7 @@ impl Edge {
     /// `edge` to change, as [`Node::edit`].
     pub fn edit(edge: &mut Arc<Edge>) -> &mut Edge {
         let edge = Arc::make_mut(edge);
-        edge.rendered.clear();
+        edge.digest.clear();
         edge
     }
 
@@ -272,12 +272,12 @@ impl Edge {
             accepted: None,
             reason: None,
             traffic: None,
-            rendered: Rendered::default(),
+            digest: Digest::default(),
         }
     }
 
-    /// The same edge for rule `rule` (a route's backends, per rule).
-    pub fn in_rule(mut self, rule: usize) -> Self {
+    /// The same edge for rule `rule` (a route's backends, per rule; a route has at most 16).
+    pub fn in_rule(mut self, rule: u32) -> Self {
         self.id = format!("{}#{rule}", self.id).into();
         self.rule = Some(rule);
         self
@@ -366,7 +366,7 @@ mod tests {
             reasons: Vec::new(),
             status: Status::default(),
             traffic: None,
-            rendered: Rendered::default(),
+            digest: Digest::default(),
         };
         let edge = Edge::new(id.clone(), Relation::Endpoints, id.section("80"));
         let mut g = Graph::default();
@@ -395,7 +395,7 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_copy_of_a_rendered_element_is_rendered_anew() {
+    fn a_changed_copy_of_an_element_already_digested_changes_the_version() {
         let mut g = graph(Health::Healthy);
         let before = render::document(&g);
         assert!(before.0.contains("\"health\":\"healthy\""), "{}", before.0);

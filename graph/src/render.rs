@@ -7,22 +7,18 @@ use std::fmt::Write as _;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::fragment::Fragment;
+use crate::json;
 use crate::model::{Graph, Health};
 
-/// The fragments of `graph`'s nodes, then its edges.
-fn parts(graph: &Graph) -> impl Iterator<Item = &Fragment> {
-    let nodes = graph.nodes.values().map(|n| n.rendered.get(&**n));
-    let edges = graph.edges.values().map(|e| e.rendered.get(&**e));
-    nodes.chain(edges)
-}
-
-/// The version of `graph`: 16 hex digits of a SHA-256 over its elements' renderings, so it
-/// changes exactly when what a client would draw does.
+/// The version of `graph`: 16 hex digits of a SHA-256 over its elements' digests (each kept
+/// in its element), so it changes exactly when what a client would draw does.
 pub fn version(graph: &Graph) -> String {
     let mut hasher = Sha256::new();
-    for f in parts(graph) {
-        hasher.update(f.digest);
+    for n in graph.nodes.values() {
+        hasher.update(n.digest.get(|out| json::node(out, n)));
+    }
+    for e in graph.edges.values() {
+        hasher.update(e.digest.get(|out| json::edge(out, e)));
     }
     hasher
         .finalize()
@@ -34,33 +30,31 @@ pub fn version(graph: &Graph) -> String {
         })
 }
 
+/// Bytes an element's JSON takes, about (to size a document's buffer once).
+const ELEMENT_BYTES: usize = 320;
+
 /// The API's document as text, `{"version":…,"elements":{"nodes":[{"data":…}],"edges":[…]}}`,
-/// assembled from the elements' kept renderings; and its version.
+/// each element written into it; and its version.
 pub fn document(graph: &Graph) -> (String, String) {
     let version = version(graph);
-    let size: usize = parts(graph).map(|f| f.json.len() + 1).sum();
-    let mut out = String::with_capacity(size + 64);
+    let mut out = String::with_capacity(graph.len() * ELEMENT_BYTES + 64);
     let _ = write!(
         out,
         "{{\"version\":\"{version}\",\"elements\":{{\"nodes\":["
     );
-    let list = |out: &mut String, fragments: &mut dyn Iterator<Item = &Fragment>| {
-        for (i, f) in fragments.enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&f.json);
+    for (i, n) in graph.nodes.values().enumerate() {
+        if i > 0 {
+            out.push(',');
         }
-    };
-    list(
-        &mut out,
-        &mut graph.nodes.values().map(|n| n.rendered.get(&**n)),
-    );
+        json::node(&mut out, n);
+    }
     out.push_str("],\"edges\":[");
-    list(
-        &mut out,
-        &mut graph.edges.values().map(|e| e.rendered.get(&**e)),
-    );
+    for (i, e) in graph.edges.values().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json::edge(&mut out, e);
+    }
     out.push_str("]}}");
     (out, version)
 }

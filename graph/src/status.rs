@@ -47,7 +47,7 @@ impl Status {
     }
 
     /// Its compact JSON text.
-    fn text(&self) -> std::borrow::Cow<'_, str> {
+    pub(crate) fn text(&self) -> std::borrow::Cow<'_, str> {
         match &self.sealed {
             Some(text) => text.get().into(),
             None => serde_json::to_string(&self.open).unwrap_or_default().into(),

@@ -53,7 +53,7 @@ pub fn overlay(graph: &mut Graph, samples: &Samples) {
                 node.namespace.as_deref().unwrap_or_default(),
                 &node.name,
             );
-            let traffic = samples.routes.get(&key).cloned();
+            let traffic = samples.routes.get(&key).cloned().map(Box::new);
             // Elements are shared with other versions: copied only where numbers differ.
             if node.traffic != traffic {
                 Node::edit(node).traffic = traffic;
@@ -73,7 +73,7 @@ pub fn overlay(graph: &mut Graph, samples: &Samples) {
             target.as_str().rsplit('/').next().unwrap_or_default(),
             port,
         );
-        let traffic = samples.backends.get(&key).cloned();
+        let traffic = samples.backends.get(&key).cloned().map(Box::new);
         if edge.traffic != traffic {
             Edge::edit(edge).traffic = traffic;
         }
@@ -100,11 +100,11 @@ pub fn overlay(graph: &mut Graph, samples: &Samples) {
                 };
             }
         }
-        let traffic = Some(Traffic {
+        let traffic = Some(Box::new(Traffic {
             requests_per_second: round(total),
             error_ratio: (total > 0.0).then(|| round(errors / total)),
             p99_ms: p99,
-        });
+        }));
         if node.traffic != traffic {
             Node::edit(node).traffic = traffic;
         }

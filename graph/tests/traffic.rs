@@ -61,7 +61,7 @@ fn samples_land_on_routes_backends_and_services() {
     let node = |id: &str| g.nodes[&NodeId::parse(id).unwrap()].clone();
     assert_eq!(
         node("gateway.networking.k8s.io/HTTPRoute/team-a/shop").traffic,
-        Some(traffic(12.5, Some(0.04), Some(87.0)))
+        Some(Box::new(traffic(12.5, Some(0.04), Some(87.0))))
     );
     // A route without samples (no route statistics on its Gateway) has none.
     assert_eq!(
@@ -69,12 +69,15 @@ fn samples_land_on_routes_backends_and_services() {
         None
     );
     let edge = &g.edges["gateway.networking.k8s.io/HTTPRoute/team-a/shop>backendRef>/Service/team-a/web-v2#0"];
-    assert_eq!(edge.traffic, Some(traffic(1.0, Some(0.5), Some(60.0))));
+    assert_eq!(
+        edge.traffic.as_deref(),
+        Some(&traffic(1.0, Some(0.5), Some(60.0)))
+    );
     // The Service: both ports' clusters, the error share weighted by their rates, the
     // slowest p99.
     assert_eq!(
         node("/Service/team-a/web").traffic,
-        Some(traffic(10.0, Some(0.1), Some(900.0)))
+        Some(Box::new(traffic(10.0, Some(0.1), Some(900.0))))
     );
     // The mirror carries no backend share.
     let mirror =

@@ -231,8 +231,9 @@ async fn answer(
     let format = params.format()?;
     let published = shared.feed.current();
     let graph = user_view(shared, &user, &published.graph, &filter).await?;
-    // The JSON document is assembled from the elements' kept renderings (its version with it).
-    let (document, version) = published.document(&graph);
+    // The version is made of the elements' kept digests; a document is written only for a
+    // client that does not hold it already.
+    let version = published.version(&graph);
     let etag = match format {
         Format::Json => format!("\"{version}\""),
         Format::Dot => format!("\"{version}.dot\""),
@@ -265,7 +266,7 @@ async fn answer(
         return Ok((StatusCode::NOT_MODIFIED, cache).into_response());
     }
     let (content_type, body) = match format {
-        Format::Json => ("application/json", document),
+        Format::Json => ("application/json", published.document(&graph).0),
         Format::Dot => (
             "text/vnd.graphviz; charset=utf-8",
             render::dot(&graph).into(),

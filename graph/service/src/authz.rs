@@ -287,7 +287,7 @@ mod tests {
             reasons: Vec::new(),
             status: fairlead_graph::status::Status::default(),
             traffic: None,
-            rendered: Default::default(),
+            digest: Default::default(),
         };
         let a = attributes(&node(
             "gateway.networking.k8s.io/Gateway/web/gw/https",

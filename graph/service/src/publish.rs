@@ -35,7 +35,7 @@ const REBUILD: Duration = Duration::from_secs(60);
 pub struct Published {
     /// Its sequence number (1 for the first; 0 before any).
     pub seq: u64,
-    /// The graph (its elements keep their renderings: every view is assembled from them).
+    /// The graph (its elements keep their digests: every view's version is made of them).
     pub graph: Arc<Graph>,
     /// The whole graph's JSON document and version, assembled once, when first asked for.
     whole: OnceLock<(Bytes, String)>,
@@ -272,7 +272,7 @@ mod tests {
                     reasons: Vec::new(),
                     status: fairlead_graph::status::Status::default(),
                     traffic: None,
-                    rendered: Default::default(),
+                    digest: Default::default(),
                 }),
             );
             assert!(feed.publish(g));

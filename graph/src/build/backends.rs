@@ -23,7 +23,7 @@ impl Builder<'_> {
         route: &NodeId,
         route_key: &ObjectKey,
         route_kind: &str,
-        rule: usize,
+        rule: u32,
         backend: &BackendRef,
         relation: Relation,
     ) -> Verdict {
@@ -120,13 +120,16 @@ impl Builder<'_> {
         let Some(service) = self.input.service(namespace, name) else {
             return false;
         };
-        if let Some(recording) = self.recording.last_mut() {
-            recording.ops.push(Op::Service {
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-            });
-        }
         let id = object_id("Service", &ObjectKey::new(namespace, name));
+        // The node's own id, when it is there already: the request shares its text.
+        let id = self
+            .graph
+            .nodes
+            .get_key_value(&id)
+            .map_or(id, |(kept, _)| kept.clone());
+        if let Some(recording) = self.recording.last_mut() {
+            recording.ops.push(Op::Service(id.clone()));
+        }
         if self.graph.nodes.get(&id).is_some_and(|n| !n.missing) {
             return true;
         }

@@ -117,11 +117,9 @@ impl Builder<'_> {
             let accepted = health::condition(&conditions, "Accepted");
             let mut edge = Edge::new(id.clone(), Relation::ParentRef, gateway_id.clone());
             edge.accepted = accepted.map(|c| c["status"] == "True");
-            edge.reason = accepted
-                .and_then(|c| c["reason"].as_str())
-                .map(str::to_owned);
+            edge.reason = accepted.and_then(|c| c["reason"].as_str()).map(Into::into);
             if self.graph.nodes.get(&gateway_id).is_none_or(|n| n.missing) {
-                let why = edge.reason.clone().unwrap_or_else(|| "NotFound".into());
+                let why = edge.reason.as_deref().unwrap_or("NotFound");
                 let reason = format!("{why}: no Gateway {namespace}/{}", parent.name);
                 self.placeholder(&gateway_id, "Gateway", &parent.name, reason.clone());
                 edge = edge.judged(Verdict::of(Health::Failing, reason));

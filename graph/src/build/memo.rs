@@ -69,15 +69,20 @@ impl Dep {
 /// A request a unit made of the builder, replayed with it.
 #[derive(Clone, Debug)]
 pub(super) enum Op {
-    /// A placeholder for something referred to and absent.
-    Placeholder {
-        id: NodeId,
-        kind: String,
-        name: String,
-        reason: String,
-    },
-    /// A Service drawn (once per build, by whichever unit asks first).
-    Service { namespace: String, name: String },
+    /// A placeholder for something referred to and absent (rare: kept out of line).
+    Placeholder(Box<Placeholder>),
+    /// A Service drawn (once per build, by whichever unit asks first), by its node's id
+    /// (shared with the node).
+    Service(NodeId),
+}
+
+/// A placeholder asked for: node `id` of `kind`, named `name`, missing for `reason`.
+#[derive(Clone, Debug)]
+pub(super) struct Placeholder {
+    pub id: NodeId,
+    pub kind: String,
+    pub name: String,
+    pub reason: String,
 }
 
 /// What a unit adds while it is drawn.
@@ -91,26 +96,27 @@ pub(super) struct Recording {
     pub ops: Vec<Op>,
 }
 
-/// One unit's last drawing.
+/// One unit's last drawing (boxed slices: kept for as long as the unit is unchanged, they
+/// hold no room to grow).
 #[derive(Debug)]
 pub(super) struct Entry {
-    pub(super) deps: Vec<Dep>,
+    pub(super) deps: Box<[Dep]>,
     /// Its nodes as it left them.
-    pub nodes: Vec<Arc<Node>>,
+    pub nodes: Box<[Arc<Node>]>,
     /// Its edges.
-    pub edges: Vec<Arc<Edge>>,
+    pub edges: Box<[Arc<Edge>]>,
     /// Its requests.
-    pub ops: Vec<Op>,
+    pub ops: Box<[Op]>,
 }
 
 impl Entry {
     /// The entry of a unit that read `deps` and added `nodes` and what `recording` holds.
     pub(super) fn new(deps: Vec<Dep>, nodes: Vec<Arc<Node>>, recording: Recording) -> Self {
         Self {
-            deps,
-            nodes,
-            edges: recording.edges,
-            ops: recording.ops,
+            deps: deps.into(),
+            nodes: nodes.into(),
+            edges: recording.edges.into(),
+            ops: recording.ops.into(),
         }
     }
 }

@@ -148,7 +148,7 @@ impl<'a> Builder<'a> {
                 reasons: Vec::new(),
                 status: crate::status::Status::default(),
                 traffic: None,
-                rendered: Default::default(),
+                digest: Default::default(),
             })
         });
         Node::edit(node)
@@ -158,12 +158,14 @@ impl<'a> Builder<'a> {
     /// when it exists.
     fn placeholder(&mut self, id: &NodeId, kind: &str, name: &str, reason: String) {
         if let Some(recording) = self.recording.last_mut() {
-            recording.ops.push(memo::Op::Placeholder {
-                id: id.clone(),
-                kind: kind.to_owned(),
-                name: name.to_owned(),
-                reason: reason.clone(),
-            });
+            recording
+                .ops
+                .push(memo::Op::Placeholder(Box::new(memo::Placeholder {
+                    id: id.clone(),
+                    kind: kind.to_owned(),
+                    name: name.to_owned(),
+                    reason: reason.clone(),
+                })));
         }
         self.mark_missing(id, kind, name, reason);
     }
@@ -264,14 +266,11 @@ impl<'a> Builder<'a> {
         }
         for op in &entry.ops {
             match op {
-                memo::Op::Placeholder {
-                    id,
-                    kind,
-                    name,
-                    reason,
-                } => self.mark_missing(id, kind, name, reason.clone()),
-                memo::Op::Service { namespace, name } => {
-                    self.service(namespace, name);
+                memo::Op::Placeholder(p) => {
+                    self.mark_missing(&p.id, &p.kind, &p.name, p.reason.clone());
+                }
+                memo::Op::Service(id) => {
+                    self.service(id.namespace(), id.name());
                 }
             }
         }

@@ -90,7 +90,7 @@ impl Builder<'_> {
             .map(|(id, entry)| (id.clone(), entry.clone()))
             .collect();
         for (id, last) in services {
-            let key = service_key(&id)?;
+            let key = service_key(&id);
             let mut deps = Vec::new();
             self.service_deps(key.namespace(), key.name(), &mut deps);
             if !same(&last.deps, &deps) {
@@ -102,7 +102,7 @@ impl Builder<'_> {
             - dirty_services.len();
         // Services first: a route's backends read their ports' health.
         for dirty in dirty_services {
-            let key = service_key(&dirty.id)?;
+            let key = service_key(&dirty.id);
             let service = self.input.service(key.namespace(), key.name())?;
             self.unpatch(&dirty.last);
             let recording = self.record(|b| {
@@ -138,11 +138,11 @@ impl Builder<'_> {
     /// Keeps a unit drawn again; `None` when its requests are not the ones it made before
     /// (what it shares with others changed: a whole build must draw it).
     fn repatch(&mut self, table: Table, dirty: Dirty, recording: memo::Recording) -> Option<()> {
-        let services = |ops: &[Op]| -> Option<Vec<(String, String)>> {
+        let services = |ops: &[Op]| -> Option<Vec<NodeId>> {
             ops.iter()
                 .map(|op| match op {
-                    Op::Service { namespace, name } => Some((namespace.clone(), name.clone())),
-                    Op::Placeholder { .. } => None,
+                    Op::Service(id) => Some(id.clone()),
+                    Op::Placeholder(_) => None,
                 })
                 .collect()
         };
@@ -167,7 +167,6 @@ fn same(last: &[Dep], now: &[Dep]) -> bool {
 }
 
 /// The namespace and name of a Service's node id.
-fn service_key(id: &NodeId) -> Option<ObjectKey> {
-    let name = id.as_str().rsplit('/').next()?;
-    Some(ObjectKey::new(id.namespace(), name))
+fn service_key(id: &NodeId) -> ObjectKey {
+    ObjectKey::new(id.namespace(), id.name())
 }

@@ -192,7 +192,7 @@ impl<'a> Builder<'a> {
         }
         let mut verdict = health::of_parts(&parents, "parents");
         let mut rules = Vec::new();
-        for (i, (backends, filters)) in route.rules.iter().enumerate() {
+        for (i, (backends, filters)) in (0u32..).zip(&route.rules) {
             let mut verdicts = Vec::new();
             for backend in *backends {
                 let v = self.backend(&id, &key, route.kind, i, backend, Relation::BackendRef);
@@ -280,7 +280,7 @@ impl<'a> Builder<'a> {
             let mut edge =
                 Edge::new(id.clone(), Relation::ParentRef, parent_node).judged(verdict.clone());
             edge.accepted = accepted.map(|c| c["status"] == "True");
-            edge.reason = reason;
+            edge.reason = reason.map(Into::into);
             self.edge(edge);
             return verdict;
         };
@@ -310,7 +310,7 @@ impl<'a> Builder<'a> {
                 edge.port = Some(port);
             }
             edge.accepted = accepted.map(|c| c["status"] == "True");
-            edge.reason.clone_from(&reason);
+            edge.reason = reason.as_deref().map(Into::into);
             self.edge(edge.judged(verdict.clone()));
         }
         if accepted.is_none() {
