@@ -395,6 +395,22 @@ mod tests {
     }
 
     #[test]
+    fn elements_fit_the_allocator_classes_the_memory_figure_was_measured_with() {
+        // With an `Arc`'s two counts, jemalloc gives a node 256 bytes and an edge 160 (the
+        // graph benchmark's 2 KiB per object counts on both; a field inline would cross).
+        assert!(
+            std::mem::size_of::<Node>() + 16 <= 256,
+            "{}",
+            std::mem::size_of::<Node>()
+        );
+        assert!(
+            std::mem::size_of::<Edge>() + 16 <= 160,
+            "{}",
+            std::mem::size_of::<Edge>()
+        );
+    }
+
+    #[test]
     fn a_changed_copy_of_an_element_already_digested_changes_the_version() {
         let mut g = graph(Health::Healthy);
         let before = render::document(&g);
