@@ -41,6 +41,9 @@ enum Command {
     /// Print the Gateway API relationship graph of the cluster a kubeconfig reaches (JSON,
     /// DOT or Mermaid).
     Graph(fairlead_graph_service::cli::GraphArgs),
+    /// Run a k6 scenario of loadtests/ against an ALB (against `fairlead up`: with the world
+    /// and echo backends it needs); exits with k6's code.
+    Loadtest(fairlead_loadtest::Args),
     /// Measure speed and memory; prints a table.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -88,5 +91,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Edge(command) => fairlead_edge_cli::run(&cli.global, command).await,
         Command::Graph(args) => fairlead_graph_service::cli::run(args).await,
         Command::Bench(command) => bench::run(command).await,
+        Command::Loadtest(args) => std::process::exit(fairlead_loadtest::run(args).await?),
     }
 }

@@ -2217,3 +2217,136 @@ spec:
     })
     .await;
 }
+
+/// `fairlead loadtest http-steady` against `up`, with `extra` arguments: its exit code, what
+/// it printed, and the summary k6 wrote.
+fn loadtest(up: &Up, extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("summary.json");
+    let out = Command::new(BIN)
+        .args([
+            "loadtest",
+            "http-steady",
+            "--rate",
+            "30",
+            "--duration",
+            "10s",
+        ])
+        .arg("--dir")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/loadtests"))
+        .arg("--kubeconfig")
+        .arg(&up.kubeconfig)
+        .arg("--results")
+        .arg(&results)
+        .args(extra)
+        .env("CI", "true")
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = std::fs::read(&results)
+        .map(|t| serde_json::from_slice(&t).unwrap())
+        .unwrap_or_default();
+    (out.status.code(), printed, summary)
+}
+
+/// Whether the threshold `expression` of `metric` held in a k6 summary.
+fn held(summary: &serde_json::Value, metric: &str, expression: &str) -> bool {
+    summary["metrics"][metric]["thresholds"][expression]["ok"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("no threshold {metric} {expression} in the summary"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_steady_holds_its_thresholds_through_envoy_and_a_broken_world_fails_them() {
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    let prometheus = fairlead_kit::testing::prometheus::Prometheus::start(&[])
+        .await
+        .unwrap();
+    let rw = prometheus.remote_write_url();
+    let (code, printed, summary) = loadtest(&up, &["--prometheus-rw", &rw]);
+    assert_eq!(code, Some(0), "{printed}");
+    // k6's metrics reached Prometheus, per route.
+    let series = prometheus
+        .query_until_nonempty(
+            r#"k6_http_reqs_total{route="shop"}"#,
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+    assert!(!series.is_empty());
+    assert!(printed.contains("loadtest: passed"), "{printed}");
+    // Every route was loaded, each answered by its own backends, the split within bounds.
+    for route in ["web", "api", "shop"] {
+        let count = summary["metrics"][format!("http_reqs{{route:{route}}}")]["values"]["count"]
+            .as_f64()
+            .unwrap_or_default();
+        assert!(count >= 100.0, "{route}: {count} requests\n{printed}");
+        assert!(held(
+            &summary,
+            &format!("checks{{route:{route}}}"),
+            "rate>0.99"
+        ));
+    }
+    let v2 = summary["metrics"]["backend_share{route:shop,backend:shop-v2}"]["values"]["rate"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (0.1..0.3).contains(&v2),
+        "shop-v2 had {v2} of shop's responses"
+    );
+
+    // One backend down (its endpoint still says ready): its share of the split fails.
+    let (code, printed, summary) = loadtest(&up, &["--break", "backend-down=shop-v2"]);
+    assert_eq!(code, Some(99), "{printed}");
+    assert!(!held(&summary, "http_req_failed", "rate<0.01"), "{printed}");
+    assert!(
+        !held(&summary, "checks{route:shop}", "rate>0.99"),
+        "{printed}"
+    );
+    assert!(
+        held(&summary, "checks{route:web}", "rate>0.99"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("loadtest: FAIL http_req_failed rate<0.01"),
+        "{printed}"
+    );
+
+    // A wrong weight (50/50 for 80/20): every request succeeds, the split's bounds fail.
+    let (code, printed, summary) = loadtest(&up, &["--break", "wrong-weight=shop"]);
+    assert_eq!(code, Some(99), "{printed}");
+    assert!(held(&summary, "http_req_failed", "rate<0.01"), "{printed}");
+    assert!(
+        !held(
+            &summary,
+            "backend_share{route:shop,backend:shop-v2}",
+            "rate<0.300"
+        ),
+        "{printed}"
+    );
+    up.stop();
+}
+
+#[test]
+fn loadtest_in_ci_refuses_targets_outside_loopback_before_starting_anything() {
+    let out = Command::new(BIN)
+        .args(["loadtest", "http-steady", "--target", "http://10.1.2.3:80"])
+        .env("CI", "true")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("only addresses in 127.0.0.0/8"), "{stderr}");
+    let out = Command::new(BIN)
+        .args(["loadtest", "http-steady", "--duration", "ten"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--duration"), "{stderr}");
+}

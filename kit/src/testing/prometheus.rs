@@ -120,6 +120,8 @@ impl Prometheus {
                 dir.path().join("data").display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            // For k6's metrics (`fairlead loadtest --prometheus-rw`).
+            .arg("--web.enable-remote-write-receiver")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -147,6 +149,11 @@ impl Prometheus {
             "not ready after 30 s; log: {}",
             self.log()
         )))
+    }
+
+    /// Its remote-write receiver's URL.
+    pub fn remote_write_url(&self) -> String {
+        format!("{}/api/v1/write", self.base)
     }
 
     /// The server's log so far, for failure messages.

@@ -1,0 +1,65 @@
+//! Echo backends: an HTTP server per Service a scenario names, answering every request with
+//! who it is (`x-backend` and the body's `backend`) and what it was sent (method, path,
+//! headers), so a script can check that a response came from the backend its route names
+//! and which headers reached it.
+
+use std::net::SocketAddr;
+
+use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse, Response};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// The header naming the backend that answered.
+pub const HEADER: &str = "x-backend";
+
+/// An echo server, serving until it is dropped.
+pub struct Echo {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    _stop: DropGuard,
+}
+
+/// Starts an echo server named `name` on `ip` (a port the system picks).
+pub async fn start(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo> {
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await?;
+    let addr = listener.local_addr()?;
+    let name = name.to_owned();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let name = name.clone();
+        async move { answer(&name, &request) }
+    });
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stopped.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "an echo backend stopped serving");
+        }
+    });
+    Ok(Echo {
+        addr,
+        _stop: stop.drop_guard(),
+    })
+}
+
+fn answer(name: &str, request: &Request) -> Response {
+    let headers: serde_json::Map<String, serde_json::Value> = request
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into()))
+        .collect();
+    let body = serde_json::json!({
+        "backend": name,
+        "method": request.method().as_str(),
+        "path": request.uri().path(),
+        "headers": headers,
+    });
+    let mut response = axum::Json(body).into_response();
+    if let Ok(value) = HeaderValue::from_str(name) {
+        response.headers_mut().insert(HEADER, value);
+    }
+    response
+}

