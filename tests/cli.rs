@@ -2221,17 +2221,15 @@ spec:
 /// `fairlead loadtest http-steady` against `up`, with `extra` arguments: its exit code, what
 /// it printed, and the summary k6 wrote.
 fn loadtest(up: &Up, extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
+    scenario(up, "http-steady", extra)
+}
+
+/// `fairlead loadtest <name>` against `up` for 10 s at 30 iterations/s (see [`loadtest`]).
+fn scenario(up: &Up, name: &str, extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("summary.json");
     let out = Command::new(BIN)
-        .args([
-            "loadtest",
-            "http-steady",
-            "--rate",
-            "30",
-            "--duration",
-            "10s",
-        ])
+        .args(["loadtest", name, "--rate", "30", "--duration", "10s"])
         .arg("--dir")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/loadtests"))
         .arg("--kubeconfig")
@@ -2327,6 +2325,40 @@ async fn http_steady_holds_its_thresholds_through_envoy_and_a_broken_world_fails
             "backend_share{route:shop,backend:shop-v2}",
             "rate<0.300"
         ),
+        "{printed}"
+    );
+    up.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_churn_changes_a_route_every_second_under_load_without_a_failed_request() {
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    let (code, printed, summary) = scenario(&up, "route-churn", &[]);
+    assert_eq!(code, Some(0), "{printed}");
+    assert!(held(&summary, "http_req_failed", "rate==0"), "{printed}");
+    let churn = &summary["churn"];
+    assert!(
+        churn["changes"].as_u64().unwrap_or_default() >= 5,
+        "{churn}"
+    );
+    let (p50, p99) = (
+        churn["propagation_p50_ms"].as_f64().unwrap(),
+        churn["propagation_p99_ms"].as_f64().unwrap(),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 < 10_000.0, "{churn}");
+    assert!(printed.contains("loadtest: route changes"), "{printed}");
+    // The backend of the added paths down: no change ever reaches traffic, and that fails
+    // the run although k6's own thresholds hold.
+    let (code, printed, summary) =
+        scenario(&up, "route-churn", &["--break", "backend-down=churn-c"]);
+    assert_eq!(code, Some(1), "{printed}");
+    assert!(held(&summary, "http_req_failed", "rate==0"), "{printed}");
+    assert!(
+        summary["churn"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("did not reach traffic"),
         "{printed}"
     );
     up.stop();

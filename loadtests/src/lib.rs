@@ -131,19 +131,42 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
         results: results.clone(),
         prometheus_rw: args.prometheus_rw.clone(),
     };
+    // A churning world changes while k6 loads it.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let churning = served.as_ref().and_then(|s| {
+        let route = s.churned.clone()?;
+        Some(tokio::spawn(churn(
+            s.client.clone(),
+            s.target.clone(),
+            route,
+            stop.clone(),
+        )))
+    });
     let status = k6::command(&k6, &run)
         .kill_on_drop(true)
         .status()
         .await
         .with_context(|| format!("running {}", k6.display()))?;
-    let code = status.code().unwrap_or(1);
+    let mut code = status.code().unwrap_or(1);
+    stop.cancel();
+    let churned = match churning {
+        Some(task) => Some(task.await?),
+        None => None,
+    };
     if let Some(served) = served {
         served.forget().await;
     }
     match std::fs::read(&results) {
         Ok(text) => {
-            let summary: Value = serde_json::from_slice(&text)
+            let mut summary: Value = serde_json::from_slice(&text)
                 .with_context(|| format!("reading {}", results.display()))?;
+            if let Some(churned) = &churned {
+                let figures = churn_figures(churned);
+                eprintln!("loadtest: route changes {figures}");
+                summary["churn"] = figures;
+                std::fs::write(&results, serde_json::to_vec_pretty(&summary)?)
+                    .with_context(|| format!("writing {}", results.display()))?;
+            }
             let thresholds = k6::thresholds(&summary);
             let failed: Vec<_> = thresholds.iter().filter(|t| !t.ok).collect();
             eprintln!(
@@ -161,11 +184,20 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
             results.display()
         ),
     }
+    if let Some(Err(e)) = &churned {
+        eprintln!("loadtest: FAIL route changes: {e:#}");
+        if code == 0 {
+            code = 1;
+        }
+    }
     eprintln!(
         "loadtest: {} ({})",
         if code == 0 { "passed" } else { "FAILED" },
         match code {
             0 => "every threshold held".to_owned(),
+            1 if churned.as_ref().is_some_and(Result::is_err) => {
+                "a route change did not reach traffic".to_owned()
+            }
             99 => "a threshold did not hold".to_owned(),
             other => format!("k6 exited with {other}"),
         }
@@ -177,6 +209,8 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
 struct Served {
     target: url::Url,
     client: kube::Client,
+    /// The route changed while k6 runs, if the world has one.
+    churned: Option<Value>,
     /// The EndpointSlices pointing at the echo backends.
     slices: Vec<Value>,
     _echoes: Vec<echo::Echo>,
@@ -235,6 +269,7 @@ async fn serve_world(args: &Args) -> anyhow::Result<Served> {
     wait_served(&target, &world.probes(&down)).await?;
     Ok(Served {
         target,
+        churned: world.churned().cloned(),
         client,
         slices,
         _echoes: echoes,
@@ -346,4 +381,85 @@ async fn wait_served(target: &url::Url, probes: &[world::Probe]) -> anyhow::Resu
         }
     }
     Ok(())
+}
+
+/// How long a route change may take to reach traffic.
+const PROPAGATION_LIMIT: Duration = Duration::from_secs(10);
+
+/// Changes `route` once a second until `stop` (see [`world::churn_step`]), each time timing
+/// from the request to the API server until traffic at `target` sees the change; those
+/// times, or why a change never reached traffic.
+async fn churn(
+    client: kube::Client,
+    target: url::Url,
+    route: Value,
+    stop: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<Vec<Duration>> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()?;
+    let mut times = Vec::new();
+    for step in 0.. {
+        let started = Instant::now();
+        let (next, probe) = world::churn_step(&route, step)
+            .context("the churned route has no backends in its first rule")?;
+        apply(&client, &next).await?;
+        let url = target.join(&probe.path)?;
+        // A change on its way when the load ends is still waited for: one that never
+        // reaches traffic is always reported.
+        loop {
+            let answered = http
+                .get(url.clone())
+                .header("host", &probe.host)
+                .send()
+                .await
+                .ok()
+                .and_then(|r| {
+                    r.headers()
+                        .get(echo::HEADER)?
+                        .to_str()
+                        .ok()
+                        .map(str::to_owned)
+                });
+            if answered.as_ref() == probe.backends.first() {
+                times.push(started.elapsed());
+                break;
+            }
+            anyhow::ensure!(
+                started.elapsed() < PROPAGATION_LIMIT,
+                "change {step} ({} answered by {:?}) did not reach traffic within {}s",
+                probe.path,
+                probe.backends,
+                PROPAGATION_LIMIT.as_secs()
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        tokio::select! {
+            () = stop.cancelled() => return Ok(times),
+            () = tokio::time::sleep_until((started + Duration::from_secs(1)).into()) => {}
+        }
+    }
+    Ok(times)
+}
+
+/// The figures of a churn: how many changes and their propagation's p50, p99 and max in
+/// milliseconds (or why it failed).
+fn churn_figures(churned: &anyhow::Result<Vec<Duration>>) -> Value {
+    match churned {
+        Err(e) => serde_json::json!({"error": format!("{e:#}")}),
+        Ok(times) => {
+            let mut ms: Vec<f64> = times.iter().map(|t| t.as_secs_f64() * 1000.0).collect();
+            ms.sort_by(f64::total_cmp);
+            let at = |q: f64| {
+                let i = ((ms.len() as f64 * q).ceil() as usize).clamp(1, ms.len().max(1)) - 1;
+                ms.get(i).copied()
+            };
+            serde_json::json!({
+                "changes": ms.len(),
+                "propagation_p50_ms": at(0.5),
+                "propagation_p99_ms": at(0.99),
+                "propagation_max_ms": ms.last(),
+            })
+        }
+    }
 }

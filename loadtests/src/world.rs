@@ -240,6 +240,54 @@ impl World {
     }
 }
 
+/// The label of the HTTPRoute a churning scenario changes while it runs.
+pub const CHURN_LABEL: &str = "loadtest.fairlead.io/churn";
+
+/// How many path rules a churned route keeps (a route holds at most 16 rules).
+const CHURN_PATHS: usize = 8;
+
+impl World {
+    /// The HTTPRoute labelled [`CHURN_LABEL`], if any.
+    pub fn churned(&self) -> Option<&Value> {
+        self.of_kind("HTTPRoute")
+            .find(|r| r["metadata"]["labels"][CHURN_LABEL].is_string())
+    }
+}
+
+/// Change `step` of a churned `route`: its first rule's backends get their weights turned
+/// around (80/20 becomes 20/80 on odd steps), and a rule for the path `/churn/<step>` sends to
+/// the backend of its last rule (which none of the others use: an `Exact` path of its own),
+/// beside the last few steps' paths. The probe tells the change has reached traffic: that
+/// path answered by that backend (before, the first rule's `/` prefix answers it, from
+/// another).
+pub fn churn_step(route: &Value, step: usize) -> Option<(Value, Probe)> {
+    let mut next = route.clone();
+    let rules = next["spec"]["rules"].as_array_mut()?;
+    let mut to = rules.last()?["backendRefs"][0].clone();
+    let name = to["name"].as_str()?.to_owned();
+    to["weight"] = 1.into();
+    let backends = rules.first_mut()?["backendRefs"].as_array_mut()?;
+    if step % 2 == 1 {
+        let weights: Vec<Value> = backends.iter().map(|b| b["weight"].clone()).collect();
+        for (backend, weight) in backends.iter_mut().zip(weights.into_iter().rev()) {
+            backend["weight"] = weight;
+        }
+    }
+    for past in step.saturating_sub(CHURN_PATHS - 1)..=step {
+        rules.push(serde_json::json!({
+            "matches": [{"path": {"type": "PathPrefix", "value": format!("/churn/{past}")}}],
+            "backendRefs": [to.clone()],
+        }));
+    }
+    let probe = Probe {
+        host: route["spec"]["hostnames"][0].as_str()?.to_owned(),
+        path: format!("/churn/{step}"),
+        headers: Vec::new(),
+        backends: vec![name],
+    };
+    Some((next, probe))
+}
+
 /// A request that shows a route rule served, and the backends that must answer it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Probe {
@@ -386,6 +434,46 @@ spec:
         }
         assert!("slow=shop".parse::<Break>().is_err());
         assert!("backend-down=".parse::<Break>().is_err());
+    }
+
+    #[test]
+    fn a_churned_route_turns_its_weights_and_adds_a_path_per_step() {
+        let world = World::parse("w.yaml", WORLD).unwrap();
+        assert!(world.churned().is_none(), "no route is labelled");
+        let route = &world.objects[3];
+        let (even, probe) = churn_step(route, 0).unwrap();
+        let weights = |r: &Value| -> Vec<Value> {
+            r["spec"]["rules"][0]["backendRefs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["weight"].clone())
+                .collect()
+        };
+        assert_eq!(weights(&even), vec![Value::from(80), Value::from(20)]);
+        assert_eq!(probe.path, "/churn/0");
+        assert_eq!(
+            probe.backends,
+            vec!["shop-v1".to_owned()],
+            "the last rule's backend"
+        );
+        let (odd, _) = churn_step(route, 1).unwrap();
+        assert_eq!(weights(&odd), vec![Value::from(20), Value::from(80)]);
+        let (late, probe) = churn_step(route, 20).unwrap();
+        let rules = late["spec"]["rules"].as_array().unwrap();
+        assert_eq!(
+            rules.len(),
+            1 + CHURN_PATHS,
+            "at most 16 rules: the oldest paths go"
+        );
+        assert_eq!(rules[1]["matches"][0]["path"]["value"], "/churn/13");
+        assert_eq!(
+            rules[CHURN_PATHS]["matches"][0]["path"]["value"],
+            "/churn/20"
+        );
+        assert_eq!(rules[CHURN_PATHS]["backendRefs"][0]["name"], "shop-v1");
+        assert_eq!(rules[CHURN_PATHS]["backendRefs"][0]["weight"], 1);
+        assert_eq!(probe.host, "shop.test");
     }
 
     #[test]
