@@ -6,7 +6,7 @@
 
 import http from 'k6/http';
 import { check } from 'k6';
-import { summary } from './lib/summary.js';
+import { summary } from './summary.js';
 
 const TARGET = __ENV.TARGET || 'http://127.0.2.1:8088';
 const RATE = Number(__ENV.RATE || 50);

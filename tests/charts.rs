@@ -195,6 +195,15 @@ fn generated_files_are_what_the_code_prints() {
         .map(|e| e.unwrap().file_name().to_str().unwrap().to_owned())
         .collect();
     assert_eq!(shipped, crds);
+    // The load test's scripts are loadtests/'s (Helm reads files inside the chart only).
+    for script in ["http-steady.js", "summary.js"] {
+        let source = std::fs::read_to_string(root().join("loadtests").join(script)).unwrap();
+        generated(
+            &alb.join("files/loadtests").join(script),
+            &source,
+            &format!("cp loadtests/{script} charts/alb/files/loadtests/"),
+        );
+    }
 }
 
 #[test]
@@ -831,6 +840,112 @@ fn both_charts_apply_to_fairlead_up_and_let_only_the_scraper_read_metrics() {
             .status
             .success(),
         "the user's instance stays"
+    );
+}
+
+#[test]
+fn the_load_test_renders_a_job_and_a_testrun_the_k6_operator_crd_accepts() {
+    let values = chart_dir("alb").join("ci/loadtest-values.yaml");
+    let objects = render("alb", &[&values]);
+    let named = |kind: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == "alb-loadtest")
+            .unwrap_or_else(|| panic!("no {kind} alb-loadtest"))
+            .clone()
+    };
+    let (job, run) = (named("Job"), named("TestRun"));
+    let scripts = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "alb-loadtest-scripts")
+        .unwrap();
+    // The scripts as loadtests/ has them, the load aimed where the values say.
+    assert_eq!(
+        scripts["data"]["http-steady.js"].as_str().unwrap(),
+        std::fs::read_to_string(root().join("loadtests/http-steady.js")).unwrap()
+    );
+    let env = |container: &Value| -> Vec<(String, String)> {
+        container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().into(),
+                    e["value"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    let target = (
+        "TARGET".to_owned(),
+        "http://d8-alb-main-loadbalancer.d8-alb.svc:80".to_owned(),
+    );
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    assert!(env(container).contains(&target), "{container}");
+    assert_eq!(container["image"], "grafana/k6:1.1.0");
+    assert!(env(&run["spec"]["runner"]).contains(&target));
+    assert_eq!(run["spec"]["parallelism"], 2);
+    assert_eq!(run["spec"]["script"]["configMap"]["file"], "http-steady.js");
+    // Off by default, and refused without a target.
+    let default = render("alb", &[]);
+    assert!(
+        !default
+            .iter()
+            .any(|o| o["metadata"]["name"] == "alb-loadtest")
+    );
+    let out = chart_tool(
+        &[
+            "template",
+            chart_dir("alb").to_str().unwrap(),
+            "--set",
+            "loadtest.enabled=true",
+        ],
+        None,
+    );
+    assert!(
+        !out.status.success() && text(&out.stderr).contains("loadtest.target"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The TestRun against the k6-operator's CRD (vendored, loadtests/k8s/k6-operator/):
+    // accepted as rendered, refused with a field of the wrong type.
+    let up = Up::start(&[]);
+    up.wait_ready();
+    let crd = std::fs::read_to_string(root().join("loadtests/k8s/k6-operator/k6.io_testruns.yaml"))
+        .unwrap();
+    up.apply("the k6-operator TestRun CRD", &crd);
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d8-alb"}});
+    let stream = format!("---\n{namespace}\n---\n{scripts}\n---\n{run}\n");
+    let mut last = String::new();
+    let mut accepted = None;
+    for _ in 0..50 {
+        let out = up.kubectl(&["apply", "--server-side", "-f", "-"], Some(&stream));
+        if out.status.success() {
+            accepted = Some(out);
+            break;
+        }
+        // The CRD is served a moment after it is created.
+        last = text(&out.stderr);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let accepted = accepted.unwrap_or_else(|| panic!("the rendered TestRun was refused: {last}"));
+    assert!(
+        text(&accepted.stdout).contains("testrun.k6.io/alb-loadtest"),
+        "{}",
+        text(&accepted.stdout)
+    );
+    let mut wrong = run.clone();
+    wrong["spec"]["parallelism"] = json!("two");
+    let out = up.kubectl(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&wrong.to_string()),
+    );
+    assert!(
+        !out.status.success() && text(&out.stderr).contains("parallelism"),
+        "{}",
+        text(&out.stderr)
     );
 }
 
