@@ -195,15 +195,6 @@ fn generated_files_are_what_the_code_prints() {
         .map(|e| e.unwrap().file_name().to_str().unwrap().to_owned())
         .collect();
     assert_eq!(shipped, crds);
-    // The load test's scripts are loadtests/'s (Helm reads files inside the chart only).
-    for script in ["http-steady.js", "summary.js"] {
-        let source = std::fs::read_to_string(root().join("loadtests").join(script)).unwrap();
-        generated(
-            &alb.join("files/loadtests").join(script),
-            &source,
-            &format!("cp loadtests/{script} charts/alb/files/loadtests/"),
-        );
-    }
 }
 
 #[test]
@@ -363,7 +354,12 @@ fn the_rules_and_dashboards_are_the_repositorys() {
                 "alb-proxy",
                 "alb-geoip",
             ][..],
-            &["alb-controller", "alb-control-plane", "alb-proxy"][..],
+            &[
+                "alb-controller",
+                "alb-control-plane",
+                "alb-proxy",
+                "alb-loadtest",
+            ][..],
         ),
     ] {
         let objects = render(chart, &[]);

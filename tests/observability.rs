@@ -1,7 +1,8 @@
 //! The shipped dashboards and alert rules, checked against real tools: `promtool` checks and
 //! unit-tests the rules, and a real Prometheus scraping `fairlead up` (with the health module
-//! probing a backend, a proxy's Envoy with the GeoIP filter, and a geoproxy) parses every
-//! PromQL expression and knows every metric they name.
+//! probing a backend, a proxy's Envoy with the GeoIP filter, and a geoproxy) and receiving
+//! k6's metrics from `fairlead loadtest` parses every PromQL expression and knows every
+//! metric they name.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ fn expressions() -> Vec<(String, String)> {
                     .replace("$namespace", ".*")
                     .replace("$swh", ".*")
                     .replace("$gateway", ".*")
+                    .replace("$route", ".*")
                     .replace("$__rate_interval", "5m");
                 out.push((format!("{}: {}", path.display(), panel["title"]), expr));
             }
@@ -101,7 +103,7 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
             after_grouping_word = GROUPING.contains(&word.as_str());
             if braces == 0
                 && grouping == 0
-                && (["swh_", "fairlead_", "alb_", "envoy_"]
+                && (["swh_", "fairlead_", "alb_", "envoy_", "k6_"]
                     .iter()
                     .any(|p| word.starts_with(p))
                     || word == "up")
@@ -362,6 +364,7 @@ spec: {{ports: [{{name: http, port: 80}}]}}
     )
     .await
     .unwrap();
+    let target = format!("http://{lb_ip}:{listener}");
     // Traffic through the proxy: successes, and server errors from the backend.
     let traffic = tokio::spawn(async move {
         let http = reqwest::Client::new();
@@ -379,6 +382,23 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         }
     });
     let proxy = tokio::spawn(proxy(xds, dir.path().join("kubeconfig")));
+    // k6's metrics, as `fairlead loadtest --prometheus-rw` sends them, through the same proxy
+    // (the scenario's routes are not this world's: its checks fail; its metrics are what the
+    // load test's dashboard reads beside Envoy's).
+    let (rw, results) = (prometheus.remote_write_url(), dir.path().join("k6.json"));
+    let k6 = tokio::task::spawn_blocking(move || {
+        Command::new(BIN)
+            .args(["loadtest", "http-steady", "--rate", "5", "--duration", "5s"])
+            .args(["--target", &target, "--prometheus-rw", &rw])
+            .arg("--dir")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/loadtests"))
+            .arg("--results")
+            .arg(&results)
+            .env("CI", "true")
+            .env("K6_PROMETHEUS_RW_PUSH_INTERVAL", "1s")
+            .output()
+            .unwrap()
+    });
     let deadline = Instant::now() + Duration::from_secs(30);
     let wanted = [
         "swh_probe_total",
@@ -408,7 +428,19 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         "alb_geoproxy_download_error",
         "alb_geoproxy_database_build_timestamp_seconds",
         "alb_geoproxy_served_bytes_total",
+        "k6_http_reqs_total",
+        "k6_http_req_duration_p99",
+        "k6_http_req_failed_rate",
+        "k6_checks_rate",
+        "k6_vus",
+        "k6_iterations_total",
     ];
+    let k6 = k6.await.unwrap();
+    assert!(
+        matches!(k6.status.code(), Some(0 | 99)),
+        "k6 did not run: {}",
+        String::from_utf8_lossy(&k6.stderr)
+    );
     loop {
         let names = prometheus.metric_names().await.unwrap();
         if wanted.iter().all(|w| names.iter().any(|n| n == w)) {
@@ -440,12 +472,12 @@ spec: {{ports: [{{name: http, port: 80}}]}}
             );
         }
     }
-    // Every panel of the proxies' dashboard shows data: the proxy carries traffic.
+    // Every panel of the proxies' and the load test's dashboards shows data: the proxy
+    // carries traffic, k6 sent its own.
     let deadline = Instant::now() + Duration::from_secs(30);
-    for (source, expr) in expressions
-        .iter()
-        .filter(|(source, _)| source.contains("alb-proxy.json"))
-    {
+    for (source, expr) in expressions.iter().filter(|(source, _)| {
+        source.contains("alb-proxy.json") || source.contains("alb-loadtest.json")
+    }) {
         loop {
             let result = prometheus.query(expr).await.unwrap();
             if !result.is_empty() {
