@@ -8,8 +8,12 @@
 //!
 //! - `world`: what a scenario needs, decided without I/O;
 //! - `echo`: the echo backends;
-//! - `k6`: k6's command line and what its summary says.
+//! - `k6`: k6's command line and what its summary says;
+//! - `cluster`: the client, applying, the instance's address;
+//! - `churn`: the route changes of a churning scenario.
 
+pub mod churn;
+pub mod cluster;
 pub mod echo;
 pub mod k6;
 pub mod world;
@@ -19,17 +23,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DeleteParams};
 use serde_json::Value;
 
 use crate::world::{Break, World};
 
-/// Who applies the worlds.
-const MANAGER: &str = "fairlead-loadtest";
-
 /// How long the world may take to be served.
-const READY_WITHIN: Duration = Duration::from_secs(120);
+pub(crate) const READY_WITHIN: Duration = Duration::from_secs(120);
 
 /// Options of `fairlead loadtest`.
 #[derive(Debug, clap::Args)]
@@ -135,7 +135,7 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
     let stop = tokio_util::sync::CancellationToken::new();
     let churning = served.as_ref().and_then(|s| {
         let route = s.churned.clone()?;
-        Some(tokio::spawn(churn(
+        Some(tokio::spawn(churn::churn(
             s.client.clone(),
             s.target.clone(),
             route,
@@ -161,7 +161,7 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
             let mut summary: Value = serde_json::from_slice(&text)
                 .with_context(|| format!("reading {}", results.display()))?;
             if let Some(churned) = &churned {
-                let figures = churn_figures(churned);
+                let figures = churn::churn_figures(churned);
                 eprintln!("loadtest: route changes {figures}");
                 summary["churn"] = figures;
                 std::fs::write(&results, serde_json::to_vec_pretty(&summary)?)
@@ -242,7 +242,7 @@ async fn serve_world(args: &Args) -> anyhow::Result<Served> {
         .with_context(|| format!("reading the world of {:?}", args.scenario))?;
     let world = World::parse(&file.display().to_string(), &text)?;
     let (world, down) = world.broken(&args.breaks)?;
-    let client = client(&args.kubeconfig).await?;
+    let client = cluster::client(&args.kubeconfig).await?;
     let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let mut echoes = Vec::new();
     let mut slices = Vec::new();
@@ -259,12 +259,12 @@ async fn serve_world(args: &Args) -> anyhow::Result<Served> {
         slices.push(world::slice(&backend, addr));
     }
     for object in world.objects.iter().chain(&slices) {
-        apply(&client, object).await?;
+        cluster::apply(&client, object).await?;
     }
     let (namespace, service, port) = world
         .entry()
         .context("the world has no ClusterALBInstance with a LoadBalancer inlet")?;
-    let ip = entry_address(&client, &namespace, &service).await?;
+    let ip = cluster::entry_address(&client, &namespace, &service).await?;
     let target = url::Url::parse(&format!("http://{ip}:{port}"))?;
     wait_served(&target, &world.probes(&down)).await?;
     Ok(Served {
@@ -274,71 +274,6 @@ async fn serve_world(args: &Args) -> anyhow::Result<Served> {
         slices,
         _echoes: echoes,
     })
-}
-
-/// A client of the cluster `kubeconfig` names.
-async fn client(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
-    let config = kube::config::Kubeconfig::read_from(kubeconfig).with_context(|| {
-        format!(
-            "reading {} (is `fairlead up` running? --kubeconfig names another)",
-            kubeconfig.display()
-        )
-    })?;
-    let config = kube::Config::from_custom_kubeconfig(config, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
-/// Server-side applies `object`, its kind found by discovery.
-async fn apply(client: &kube::Client, object: &Value) -> anyhow::Result<()> {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .with_context(|| format!("{api_version} {kind} is not served"))?;
-    let api: Api<DynamicObject> = if capabilities.scope == kube::discovery::Scope::Namespaced {
-        Api::namespaced_with(client.clone(), world::namespace_of(object), &resource)
-    } else {
-        Api::all_with(client.clone(), &resource)
-    };
-    api.patch(
-        name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(object),
-    )
-    .await
-    .with_context(|| format!("applying {kind} {name}"))?;
-    Ok(())
-}
-
-/// The address the LoadBalancer Service `namespace/name` got (the local runner gives one
-/// once the instance's proxy runs).
-async fn entry_address(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> anyhow::Result<String> {
-    let services: Api<k8s_openapi::api::core::v1::Service> =
-        Api::namespaced(client.clone(), namespace);
-    let deadline = Instant::now() + READY_WITHIN;
-    loop {
-        let service = services.get_opt(name).await?;
-        let ip = service
-            .as_ref()
-            .and_then(|s| s.status.as_ref()?.load_balancer.as_ref()?.ingress.as_ref())
-            .and_then(|i| i.first()?.ip.clone());
-        if let Some(ip) = ip {
-            return Ok(ip);
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the Service {namespace}/{name} got no LoadBalancer address within {}s (is the instance ready? `kubectl get clusteralbinstances`)",
-            READY_WITHIN.as_secs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Waits until each probe's backends have all answered it at `target` (a probe without
@@ -381,85 +316,4 @@ async fn wait_served(target: &url::Url, probes: &[world::Probe]) -> anyhow::Resu
         }
     }
     Ok(())
-}
-
-/// How long a route change may take to reach traffic.
-const PROPAGATION_LIMIT: Duration = Duration::from_secs(10);
-
-/// Changes `route` once a second until `stop` (see [`world::churn_step`]), each time timing
-/// from the request to the API server until traffic at `target` sees the change; those
-/// times, or why a change never reached traffic.
-async fn churn(
-    client: kube::Client,
-    target: url::Url,
-    route: Value,
-    stop: tokio_util::sync::CancellationToken,
-) -> anyhow::Result<Vec<Duration>> {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()?;
-    let mut times = Vec::new();
-    for step in 0.. {
-        let started = Instant::now();
-        let (next, probe) = world::churn_step(&route, step)
-            .context("the churned route has no backends in its first rule")?;
-        apply(&client, &next).await?;
-        let url = target.join(&probe.path)?;
-        // A change on its way when the load ends is still waited for: one that never
-        // reaches traffic is always reported.
-        loop {
-            let answered = http
-                .get(url.clone())
-                .header("host", &probe.host)
-                .send()
-                .await
-                .ok()
-                .and_then(|r| {
-                    r.headers()
-                        .get(echo::HEADER)?
-                        .to_str()
-                        .ok()
-                        .map(str::to_owned)
-                });
-            if answered.as_ref() == probe.backends.first() {
-                times.push(started.elapsed());
-                break;
-            }
-            anyhow::ensure!(
-                started.elapsed() < PROPAGATION_LIMIT,
-                "change {step} ({} answered by {:?}) did not reach traffic within {}s",
-                probe.path,
-                probe.backends,
-                PROPAGATION_LIMIT.as_secs()
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        tokio::select! {
-            () = stop.cancelled() => return Ok(times),
-            () = tokio::time::sleep_until((started + Duration::from_secs(1)).into()) => {}
-        }
-    }
-    Ok(times)
-}
-
-/// The figures of a churn: how many changes and their propagation's p50, p99 and max in
-/// milliseconds (or why it failed).
-fn churn_figures(churned: &anyhow::Result<Vec<Duration>>) -> Value {
-    match churned {
-        Err(e) => serde_json::json!({"error": format!("{e:#}")}),
-        Ok(times) => {
-            let mut ms: Vec<f64> = times.iter().map(|t| t.as_secs_f64() * 1000.0).collect();
-            ms.sort_by(f64::total_cmp);
-            let at = |q: f64| {
-                let i = ((ms.len() as f64 * q).ceil() as usize).clamp(1, ms.len().max(1)) - 1;
-                ms.get(i).copied()
-            };
-            serde_json::json!({
-                "changes": ms.len(),
-                "propagation_p50_ms": at(0.5),
-                "propagation_p99_ms": at(0.99),
-                "propagation_max_ms": ms.last(),
-            })
-        }
-    }
 }
