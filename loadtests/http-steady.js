@@ -5,14 +5,10 @@
 // which applies worlds/http-steady.yaml and starts the backends; TARGET, RATE and DURATION
 // come from it.
 
-import http from 'k6/http';
 import { check } from 'k6';
 import { Rate } from 'k6/metrics';
+import { options as steady, send } from './steady.js';
 import { summary } from './summary.js';
-
-const TARGET = __ENV.TARGET || 'http://127.0.2.1:8088';
-const RATE = Number(__ENV.RATE || 50);
-const DURATION = __ENV.DURATION || '30s';
 // How far a split's observed share may be from its weight (a binomial draw per request).
 const TOLERANCE = Number(__ENV.SPLIT_TOLERANCE || 0.1);
 
@@ -30,10 +26,7 @@ const ROUTES = [...new Set(CASES.map((c) => c.route))];
 // Per split backend: the share of its route's responses it gave.
 const share = new Rate('backend_share');
 
-const thresholds = {
-  http_req_failed: ['rate<0.01'],
-  dropped_iterations: [`count<${Math.max(1, Math.ceil(RATE * 0.01))}`],
-};
+const thresholds = { http_req_failed: ['rate<0.01'] };
 for (const route of ROUTES) {
   thresholds[`http_reqs{route:${route}}`] = ['count>0'];
   thresholds[`http_req_failed{route:${route}}`] = ['rate<0.01'];
@@ -52,33 +45,10 @@ for (const c of CASES) {
   }
 }
 
-export const options = {
-  scenarios: {
-    steady: {
-      executor: 'constant-arrival-rate',
-      rate: RATE,
-      timeUnit: '1s',
-      duration: DURATION,
-      preAllocatedVUs: Math.max(5, Math.ceil(RATE / 2)),
-      maxVUs: Math.max(10, RATE),
-    },
-  },
-  thresholds,
-  summaryTrendStats: ['avg', 'min', 'med', 'max', 'p(95)', 'p(99)'],
-};
+export const options = steady(thresholds);
 
-// One iteration sends every case at once (in parallel, so no route waits behind another).
 export default function () {
-  const responses = http.batch(
-    CASES.map((c) => ({
-      method: 'GET',
-      url: `${TARGET}${c.path}`,
-      params: {
-        headers: Object.assign({ Host: c.host }, c.headers || {}),
-        tags: { route: c.route, name: `${c.route} ${c.path}` },
-      },
-    })),
-  );
+  const responses = send(CASES);
   CASES.forEach((c, i) => {
     const res = responses[i];
     const backend = res.headers['X-Backend'];

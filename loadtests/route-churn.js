@@ -4,13 +4,9 @@
 // the API server until traffic sees it, and adds the distribution to the summary (`churn`:
 // changes, propagation p50/p99/max in ms).
 
-import http from 'k6/http';
 import { check } from 'k6';
+import { options as steady, send } from './steady.js';
 import { summary } from './summary.js';
-
-const TARGET = __ENV.TARGET || 'http://127.0.2.1:8088';
-const RATE = Number(__ENV.RATE || 50);
-const DURATION = __ENV.DURATION || '30s';
 
 const CASES = [
   { route: 'churn', host: 'churn.loadtest.test', path: '/', backends: ['churn-a', 'churn-b'] },
@@ -18,10 +14,7 @@ const CASES = [
 ];
 const ROUTES = CASES.map((c) => c.route);
 
-const thresholds = {
-  http_req_failed: ['rate==0'],
-  dropped_iterations: [`count<${Math.max(1, Math.ceil(RATE * 0.01))}`],
-};
+const thresholds = { http_req_failed: ['rate==0'] };
 for (const route of ROUTES) {
   thresholds[`http_reqs{route:${route}}`] = ['count>0'];
   thresholds[`http_req_failed{route:${route}}`] = ['rate==0'];
@@ -29,30 +22,10 @@ for (const route of ROUTES) {
   thresholds[`checks{route:${route}}`] = ['rate==1'];
 }
 
-export const options = {
-  scenarios: {
-    steady: {
-      executor: 'constant-arrival-rate',
-      rate: RATE,
-      timeUnit: '1s',
-      duration: DURATION,
-      preAllocatedVUs: Math.max(5, Math.ceil(RATE / 2)),
-      maxVUs: Math.max(10, RATE),
-    },
-  },
-  thresholds,
-  summaryTrendStats: ['avg', 'min', 'med', 'max', 'p(95)', 'p(99)'],
-};
+export const options = steady(thresholds);
 
-// One iteration sends every case at once (in parallel, so no route waits behind another).
 export default function () {
-  const responses = http.batch(
-    CASES.map((c) => ({
-      method: 'GET',
-      url: `${TARGET}${c.path}`,
-      params: { headers: { Host: c.host }, tags: { route: c.route } },
-    })),
-  );
+  const responses = send(CASES);
   CASES.forEach((c, i) => {
     check(
       responses[i],

@@ -860,6 +860,15 @@ fn the_load_test_renders_a_job_and_a_testrun_the_k6_operator_crd_accepts() {
         scripts["data"]["http-steady.js"].as_str().unwrap(),
         std::fs::read_to_string(root().join("loadtests/http-steady.js")).unwrap()
     );
+    // With every module it imports beside it.
+    let script = scripts["data"]["http-steady.js"].as_str().unwrap();
+    for import in script.lines().filter_map(|l| l.split("from './").nth(1)) {
+        let module = import.trim_end_matches("';");
+        assert!(
+            scripts["data"][module].is_string(),
+            "{module} is not in the ConfigMap"
+        );
+    }
     let env = |container: &Value| -> Vec<(String, String)> {
         container["env"]
             .as_array()

@@ -29,23 +29,13 @@ pub async fn churn(
         let (next, probe) = world::churn_step(&route, step)
             .context("the churned route has no backends in its first rule")?;
         cluster::apply(&client, &next).await?;
-        let url = target.join(&probe.path)?;
         // A change on its way when the load ends is still waited for: one that never
         // reaches traffic is always reported.
         loop {
-            let answered = http
-                .get(url.clone())
-                .header("host", &probe.host)
-                .send()
+            let answered = echo::ask(&http, &target, &probe)
                 .await
                 .ok()
-                .and_then(|r| {
-                    r.headers()
-                        .get(echo::HEADER)?
-                        .to_str()
-                        .ok()
-                        .map(str::to_owned)
-                });
+                .and_then(|(_, backend)| backend);
             if answered.as_ref() == probe.backends.first() {
                 times.push(started.elapsed());
                 break;

@@ -45,6 +45,28 @@ pub async fn start(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo> {
     })
 }
 
+/// Sends `probe`'s request to `target`: the answer's status and the backend that gave it
+/// (none when an echo backend did not).
+pub async fn ask(
+    http: &reqwest::Client,
+    target: &url::Url,
+    probe: &crate::world::Probe,
+) -> anyhow::Result<(reqwest::StatusCode, Option<String>)> {
+    let mut request = http
+        .get(target.join(&probe.path)?)
+        .header("host", &probe.host);
+    for (name, value) in &probe.headers {
+        request = request.header(name, value);
+    }
+    let answer = request.send().await?;
+    let backend = answer
+        .headers()
+        .get(HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    Ok((answer.status(), backend))
+}
+
 fn answer(name: &str, request: &Request) -> Response {
     let headers: serde_json::Map<String, serde_json::Value> = request
         .headers()

@@ -284,19 +284,13 @@ async fn wait_served(target: &url::Url, probes: &[world::Probe]) -> anyhow::Resu
         .build()?;
     let deadline = Instant::now() + READY_WITHIN;
     for probe in probes {
-        let url = target.join(&probe.path)?;
         let mut unseen: Vec<&String> = probe.backends.iter().collect();
         loop {
-            let mut request = http.get(url.clone()).header("host", &probe.host);
-            for (name, value) in &probe.headers {
-                request = request.header(name, value);
-            }
-            let answer = request.send().await;
-            if let Ok(r) = &answer {
-                let backend = r.headers().get(echo::HEADER).and_then(|v| v.to_str().ok());
-                unseen.retain(|b| Some(b.as_str()) != backend);
+            let answer = echo::ask(&http, target, probe).await;
+            if let Ok((status, backend)) = &answer {
+                unseen.retain(|b| Some(*b) != backend.as_ref());
                 if unseen.is_empty()
-                    && (!probe.backends.is_empty() || r.status() != reqwest::StatusCode::NOT_FOUND)
+                    && (!probe.backends.is_empty() || *status != reqwest::StatusCode::NOT_FOUND)
                 {
                     break;
                 }
@@ -308,8 +302,8 @@ async fn wait_served(target: &url::Url, probes: &[world::Probe]) -> anyhow::Resu
                 probe.path,
                 READY_WITHIN.as_secs(),
                 match answer {
-                    Ok(r) => r.status().to_string(),
-                    Err(e) => e.to_string(),
+                    Ok((status, _)) => status.to_string(),
+                    Err(e) => format!("{e:#}"),
                 }
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
