@@ -51,6 +51,17 @@ fn usage_errors_exit_2_with_a_clear_message() {
     }
 }
 
+/// The events of the audit log at `path` so far: its complete lines (the API server may be
+/// writing the next one).
+fn audit_events(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// `fairlead up` on free ports, with extra arguments and environment, its pods, Gateways and
 /// Services on a loopback block of its own (tests run side by side).
 struct Up {
@@ -466,11 +477,7 @@ async fn up_rbac_runs_the_health_module_with_its_service_accounts() {
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.log");
     health_module_on_a_local_node(&["--rbac", "--audit-log", audit.to_str().unwrap()]).await;
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events: Vec<serde_json::Value> = audit_events(&audit);
     let of = |account: &str| {
         let user = format!("system:serviceaccount:d8-service-with-healthchecks:{account}");
         events
@@ -1136,11 +1143,7 @@ spec:
         "{stderr}"
     );
     let audited = |user: &str, resource: &str| {
-        let events: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let events: Vec<serde_json::Value> = audit_events(&audit);
         let user = format!("system:serviceaccount:d8-alb:{user}");
         fairlead_kit::testing::rbac::refused(&events, &user)
             .iter()
@@ -1192,11 +1195,7 @@ spec:
         .await
         .unwrap();
     assert!(output.status.success(), "{output:?}");
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events: Vec<serde_json::Value> = audit_events(&audit);
     let bound = events.iter().any(|e| {
         e["user"]["username"] == "system:serviceaccount:d8-alb:alb-gateway-controller"
             && e["objectRef"]["resource"] == "rolebindings"
