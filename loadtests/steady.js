@@ -8,6 +8,14 @@ export const TARGET = __ENV.TARGET || 'http://127.0.2.1:8088';
 export const RATE = Number(__ENV.RATE || 50);
 export const DURATION = __ENV.DURATION || '30s';
 
+// The milliseconds of a k6 duration (`1m30s`, `500ms`).
+export function millis(duration) {
+  const unit = { ms: 1, s: 1000, m: 60000, h: 3600000 };
+  let total = 0;
+  for (const [, n, u] of duration.matchAll(/(\d+)(ms|s|m|h)/g)) total += Number(n) * unit[u];
+  return total;
+}
+
 // The options of a scenario with `thresholds`, and dropped iterations under 1% of the rate.
 export function options(thresholds) {
   return {

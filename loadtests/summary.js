@@ -1,6 +1,7 @@
 // What every scenario's handleSummary writes: k6's whole summary as JSON (RESULTS, or
-// results/<scenario>.json) and a short table on stdout: per route, requests, p95 and p99,
-// failures and checks, then each threshold with whether it held.
+// results/<scenario>.json) and a short table on stdout: per value of a tag (the route, or a
+// ramp's step), requests, p95 and p99, failures and checks, then each threshold with
+// whether it held.
 
 function value(data, metric, stat) {
   const m = data.metrics[metric];
@@ -16,14 +17,24 @@ function pad(text, width) {
   return text.length >= width ? text : text + ' '.repeat(width - text.length);
 }
 
-// The table of `routes` (route tag values) in `data`.
-export function table(data, routes) {
-  const lines = [pad('route', 12) + pad('requests', 10) + pad('p95 ms', 9) + pad('p99 ms', 9) + pad('failed', 9) + 'checks'];
-  for (const route of routes) {
-    const tag = `{route:${route}}`;
+// The requests of the metrics tagged `tag`: their count, or (with no threshold on the count)
+// the requests that failed and those that did not.
+function requests(data, tag) {
+  const count = value(data, `http_reqs${tag}`, 'count');
+  if (count !== undefined) return count;
+  const passes = value(data, `http_req_failed${tag}`, 'passes');
+  const fails = value(data, `http_req_failed${tag}`, 'fails');
+  return passes === undefined ? undefined : passes + fails;
+}
+
+// The table of `values` of the tag `key` in `data`.
+export function table(data, values, key) {
+  const lines = [pad(key, 12) + pad('requests', 10) + pad('p95 ms', 9) + pad('p99 ms', 9) + pad('failed', 9) + 'checks'];
+  for (const v of values) {
+    const tag = `{${key}:${v}}`;
     lines.push(
-      pad(route, 12) +
-        pad(fixed(value(data, `http_reqs${tag}`, 'count'), 0), 10) +
+      pad(v, 12) +
+        pad(fixed(requests(data, tag), 0), 10) +
         pad(fixed(value(data, `http_req_duration${tag}`, 'p(95)'), 2), 9) +
         pad(fixed(value(data, `http_req_duration${tag}`, 'p(99)'), 2), 9) +
         pad(fixed(value(data, `http_req_failed${tag}`, 'rate'), 4), 9) +
@@ -39,10 +50,11 @@ export function table(data, routes) {
   return lines.join('\n') + '\n';
 }
 
-// handleSummary's answer for the scenario `name` over `routes`.
-export function summary(data, name, routes) {
+// handleSummary's answer for the scenario `name`, its table over the `values` of the tag
+// `key` (`route` unless named).
+export function summary(data, name, values, key = 'route') {
   const out = {};
   out[__ENV.RESULTS || `results/${name}.json`] = JSON.stringify(data, null, 2);
-  out.stdout = table(data, routes);
+  out.stdout = table(data, values, key);
   return out;
 }

@@ -855,19 +855,38 @@ fn the_load_test_renders_a_job_and_a_testrun_the_k6_operator_crd_accepts() {
         .iter()
         .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "alb-loadtest-scripts")
         .unwrap();
-    // The scripts as loadtests/ has them, the load aimed where the values say.
-    assert_eq!(
-        scripts["data"]["http-steady.js"].as_str().unwrap(),
-        std::fs::read_to_string(root().join("loadtests/http-steady.js")).unwrap()
-    );
-    // With every module it imports beside it.
-    let script = scripts["data"]["http-steady.js"].as_str().unwrap();
-    for import in script.lines().filter_map(|l| l.split("from './").nth(1)) {
-        let module = import.trim_end_matches("';");
-        assert!(
-            scripts["data"][module].is_string(),
-            "{module} is not in the ConfigMap"
+    // The scripts as loadtests/ has them, each with every module it imports beside it:
+    // every scenario the schema offers.
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(chart_dir("alb").join("values.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let offered = schema["properties"]["loadtest"]["properties"]["scenario"]["enum"]
+        .as_array()
+        .unwrap();
+    assert!(offered.len() >= 2, "{offered:?}");
+    for scenario in offered {
+        let scenario = scenario.as_str().unwrap();
+        let file = format!("{scenario}.js");
+        let set = format!("loadtest.scenario={scenario}");
+        let objects = documents(&render_text("alb", &[&values], &[&set]));
+        let scripts = objects
+            .iter()
+            .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "alb-loadtest-scripts")
+            .unwrap();
+        let script = scripts["data"][&file].as_str().unwrap_or_default();
+        assert_eq!(
+            script,
+            std::fs::read_to_string(root().join("loadtests").join(&file)).unwrap(),
+            "{file}"
         );
+        for import in script.lines().filter_map(|l| l.split("from './").nth(1)) {
+            let module = import.trim_end_matches("';");
+            assert!(
+                scripts["data"][module].is_string(),
+                "{module} (imported by {file}) is not in the ConfigMap"
+            );
+        }
     }
     let env = |container: &Value| -> Vec<(String, String)> {
         container["env"]

@@ -2363,6 +2363,45 @@ async fn route_churn_changes_a_route_every_second_under_load_without_a_failed_re
     up.stop();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_ramp_finds_the_knee_where_a_backend_runs_out_of_capacity() {
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    // Steps of 6, 12, 18, 24 and 30 iterations/s: every one holds through Envoy.
+    let (code, printed, summary) = scenario(&up, "http-ramp", &[]);
+    assert_eq!(code, Some(0), "{printed}");
+    let ramp = &summary["ramp"];
+    assert_eq!(ramp["knee"], 30, "{printed}");
+    assert!(ramp["broke_at"].is_null(), "{printed}");
+    assert!(printed.contains("above the top rate"), "{printed}");
+    // A backend that answers 15 requests a second: 18/s breaks, the knee is 12/s, the run
+    // stops there (the steps after it never run) and passes, since it found its knee.
+    let (code, printed, summary) = scenario(&up, "http-ramp", &["--break", "capacity=ramp:15"]);
+    assert_eq!(code, Some(0), "{printed}");
+    let ramp = &summary["ramp"];
+    assert_eq!(
+        (ramp["knee"].clone(), ramp["broke_at"].clone()),
+        (12.into(), 18.into()),
+        "{printed}"
+    );
+    assert_eq!(ramp["steps"][4]["reached"], false, "{printed}");
+    assert!(
+        !held(&summary, "http_req_failed{stage:18}", "rate<0.001"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("loadtest: BROKE http_req_failed{stage:18}"),
+        "{printed}"
+    );
+    assert!(printed.contains("the knee is 12 iterations/s"), "{printed}");
+    // Its backend down: the first step breaks, there is no knee, and the run fails.
+    let (code, printed, summary) = scenario(&up, "http-ramp", &["--break", "backend-down=ramp"]);
+    assert_eq!(code, Some(99), "{printed}");
+    assert!(summary["ramp"]["knee"].is_null(), "{printed}");
+    assert!(printed.contains("the first step broke"), "{printed}");
+    up.stop();
+}
+
 #[test]
 fn loadtest_in_ci_refuses_targets_outside_loopback_before_starting_anything() {
     let out = Command::new(BIN)

@@ -5,8 +5,11 @@
 
 use std::net::SocketAddr;
 
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use axum::extract::Request;
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -20,14 +23,37 @@ pub struct Echo {
     _stop: DropGuard,
 }
 
-/// Starts an echo server named `name` on `ip` (a port the system picks).
-pub async fn start(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo> {
+/// Starts an echo server named `name` on `ip` (a port the system picks); with `capacity`,
+/// it answers 503 to the requests beyond that many in each second.
+pub async fn start(
+    name: &str,
+    ip: std::net::IpAddr,
+    capacity: Option<u32>,
+) -> std::io::Result<Echo> {
     let listener = tokio::net::TcpListener::bind((ip, 0)).await?;
     let addr = listener.local_addr()?;
     let name = name.to_owned();
+    let window = Arc::new(Mutex::new(Window::default()));
     let app = axum::Router::new().fallback(move |request: Request| {
         let name = name.clone();
-        async move { answer(&name, &request) }
+        let window = window.clone();
+        async move {
+            let admitted = capacity.is_none_or(|c| {
+                window
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .admit(Instant::now(), c)
+            });
+            if admitted {
+                answer(&name, &request)
+            } else {
+                let mut busy = StatusCode::SERVICE_UNAVAILABLE.into_response();
+                if let Ok(value) = HeaderValue::from_str(&name) {
+                    busy.headers_mut().insert(HEADER, value);
+                }
+                busy
+            }
+        }
     });
     let stop = CancellationToken::new();
     let stopped = stop.clone();
@@ -67,6 +93,30 @@ pub async fn ask(
     Ok((answer.status(), backend))
 }
 
+/// A one-second window of requests, for a backend's capacity.
+#[derive(Debug, Default)]
+struct Window {
+    /// When the window began.
+    started: Option<Instant>,
+    /// The requests admitted in it.
+    admitted: u32,
+}
+
+impl Window {
+    /// Whether a request at `now` is within `capacity` requests of its second.
+    fn admit(&mut self, now: Instant, capacity: u32) -> bool {
+        if self
+            .started
+            .is_none_or(|s| now.duration_since(s) >= Duration::from_secs(1))
+        {
+            self.started = Some(now);
+            self.admitted = 0;
+        }
+        self.admitted += 1;
+        self.admitted <= capacity
+    }
+}
+
 fn answer(name: &str, request: &Request) -> Response {
     let headers: serde_json::Map<String, serde_json::Value> = request
         .headers()
@@ -84,4 +134,23 @@ fn answer(name: &str, request: &Request) -> Response {
         response.headers_mut().insert(HEADER, value);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_admits_its_capacity_each_second() {
+        let mut window = Window::default();
+        let start = Instant::now();
+        let admitted = (0..5)
+            .filter(|i| window.admit(start + Duration::from_millis(i * 100), 3))
+            .count();
+        assert_eq!(admitted, 3);
+        assert!(
+            window.admit(start + Duration::from_millis(1000), 3),
+            "a new second"
+        );
+    }
 }

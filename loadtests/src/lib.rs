@@ -10,12 +10,14 @@
 //! - `echo`: the echo backends;
 //! - `k6`: k6's command line and what its summary says;
 //! - `cluster`: the client, applying, the instance's address;
-//! - `churn`: the route changes of a churning scenario.
+//! - `churn`: the route changes of a churning scenario;
+//! - `ramp`: a ramping scenario's steps and its knee.
 
 pub mod churn;
 pub mod cluster;
 pub mod echo;
 pub mod k6;
+pub mod ramp;
 pub mod world;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -64,7 +66,9 @@ pub struct Args {
     pub duration: String,
 
     /// Break the world on purpose: `backend-down=SERVICE` (its echo backend is not started)
-    /// or `wrong-weight=HTTPROUTE` (its backends get equal weights); repeatable.
+    /// `wrong-weight=HTTPROUTE` (its backends get equal weights) or
+    /// `capacity=SERVICE:REQUESTS_PER_SECOND` (its echo backend answers 503 beyond that
+    /// rate); repeatable.
     #[arg(long = "break")]
     pub breaks: Vec<Break>,
 
@@ -147,7 +151,7 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
         .status()
         .await
         .with_context(|| format!("running {}", k6.display()))?;
-    let mut code = status.code().unwrap_or(1);
+    let code = status.code().unwrap_or(1);
     stop.cancel();
     let churned = match churning {
         Some(task) => Some(task.await?),
@@ -156,53 +160,108 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(served) = served {
         served.forget().await;
     }
-    match std::fs::read(&results) {
-        Ok(text) => {
-            let mut summary: Value = serde_json::from_slice(&text)
-                .with_context(|| format!("reading {}", results.display()))?;
-            if let Some(churned) = &churned {
-                let figures = churn::churn_figures(churned);
-                eprintln!("loadtest: route changes {figures}");
-                summary["churn"] = figures;
-                std::fs::write(&results, serde_json::to_vec_pretty(&summary)?)
-                    .with_context(|| format!("writing {}", results.display()))?;
-            }
-            let thresholds = k6::thresholds(&summary);
-            let failed: Vec<_> = thresholds.iter().filter(|t| !t.ok).collect();
-            eprintln!(
-                "loadtest: {} of {} thresholds held",
-                thresholds.len() - failed.len(),
-                thresholds.len()
-            );
-            for t in failed {
-                eprintln!("loadtest: FAIL {} {}", t.metric, t.expression);
-            }
-            eprintln!("loadtest: summary in {}", results.display());
-        }
-        Err(e) => eprintln!(
-            "loadtest: k6 wrote no summary to {} ({e})",
-            results.display()
+    let summary = match std::fs::read(&results) {
+        Ok(text) => Some(
+            serde_json::from_slice::<Value>(&text)
+                .with_context(|| format!("reading {}", results.display()))?,
         ),
-    }
-    if let Some(Err(e)) = &churned {
-        eprintln!("loadtest: FAIL route changes: {e:#}");
-        if code == 0 {
-            code = 1;
+        Err(e) => {
+            eprintln!(
+                "loadtest: k6 wrote no summary to {} ({e})",
+                results.display()
+            );
+            None
         }
-    }
+    };
+    let (code, why) = match summary {
+        Some(summary) => report(summary, &results, churned.as_ref(), code)?,
+        None => match &churned {
+            Some(Err(e)) => {
+                eprintln!("loadtest: FAIL route changes: {e:#}");
+                (if code == 0 { 1 } else { code }, None)
+            }
+            _ => (code, None),
+        },
+    };
     eprintln!(
         "loadtest: {} ({})",
         if code == 0 { "passed" } else { "FAILED" },
-        match code {
+        why.unwrap_or_else(|| match code {
             0 => "every threshold held".to_owned(),
-            1 if churned.as_ref().is_some_and(Result::is_err) => {
-                "a route change did not reach traffic".to_owned()
-            }
             99 => "a threshold did not hold".to_owned(),
             other => format!("k6 exited with {other}"),
-        }
+        })
     );
     Ok(code)
+}
+
+/// Prints what `summary` (at `results`) says of the thresholds, adds a churn's or a ramp's
+/// figures to it, and decides the run's exit code from k6's `code`: the code and, when
+/// the exit code is not k6's own, why.
+fn report(
+    mut summary: Value,
+    results: &std::path::Path,
+    churned: Option<&anyhow::Result<Vec<Duration>>>,
+    mut code: i32,
+) -> anyhow::Result<(i32, Option<String>)> {
+    let mut why = None;
+    let ramp = ramp::Ramp::read(&summary);
+    if let Some(churned) = churned {
+        let figures = churn::churn_figures(churned);
+        eprintln!("loadtest: route changes {figures}");
+        summary["churn"] = figures;
+    }
+    if let Some(ramp) = &ramp {
+        summary["ramp"] = ramp.figures();
+    }
+    if churned.is_some() || ramp.is_some() {
+        std::fs::write(results, serde_json::to_vec_pretty(&summary)?)
+            .with_context(|| format!("writing {}", results.display()))?;
+    }
+    let thresholds = k6::thresholds(&summary);
+    let failed: Vec<_> = thresholds.iter().filter(|t| !t.ok).collect();
+    eprintln!(
+        "loadtest: {} of {} thresholds held",
+        thresholds.len() - failed.len(),
+        thresholds.len()
+    );
+    for t in failed {
+        // A ramp's step breaking is what the ramp looks for.
+        let word = match (&ramp, ramp::step_of(&t.metric)) {
+            (Some(_), Some(_)) => "BROKE",
+            _ => "FAIL",
+        };
+        eprintln!("loadtest: {word} {} {}", t.metric, t.expression);
+    }
+    eprintln!("loadtest: summary in {}", results.display());
+    if let Some(ramp) = &ramp {
+        for step in &ramp.steps {
+            eprintln!(
+                "loadtest: step {:>6} iterations/s: {:>7} requests, p99 {}, {:.2}% failed, {}",
+                step.rate,
+                step.requests,
+                step.p99_ms
+                    .map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms")),
+                step.failed * 100.0,
+                if step.held { "held" } else { "broke" }
+            );
+        }
+        let described = ramp.describe();
+        eprintln!("loadtest: {described}");
+        let verdict = ramp.verdict(code, &thresholds);
+        if verdict != code || verdict == 0 {
+            why = Some(described);
+        }
+        code = verdict;
+    }
+    if let Some(Err(e)) = churned {
+        eprintln!("loadtest: FAIL route changes: {e:#}");
+        if code == 0 {
+            code = 1;
+            why = Some("a route change did not reach traffic".to_owned());
+        }
+    }
+    Ok((code, why))
 }
 
 /// A world applied and served: its target and the echo backends behind it.
@@ -241,17 +300,18 @@ async fn serve_world(args: &Args) -> anyhow::Result<Served> {
     let text = std::fs::read_to_string(&file)
         .with_context(|| format!("reading the world of {:?}", args.scenario))?;
     let world = World::parse(&file.display().to_string(), &text)?;
-    let (world, down) = world.broken(&args.breaks)?;
+    let (world, faults) = world.broken(&args.breaks)?;
     let client = cluster::client(&args.kubeconfig).await?;
     let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let mut echoes = Vec::new();
     let mut slices = Vec::new();
     for backend in world.backends() {
-        let addr = if down.contains(&backend.name) {
+        let addr = if faults.down.contains(&backend.name) {
             // Its endpoint says ready, and nothing listens there.
             std::net::TcpListener::bind((local, 0))?.local_addr()?
         } else {
-            let echo = echo::start(&backend.name, local).await?;
+            let capacity = faults.capacity.get(&backend.name).copied();
+            let echo = echo::start(&backend.name, local, capacity).await?;
             let addr = echo.addr;
             echoes.push(echo);
             addr
@@ -266,7 +326,7 @@ async fn serve_world(args: &Args) -> anyhow::Result<Served> {
         .context("the world has no ClusterALBInstance with a LoadBalancer inlet")?;
     let ip = cluster::entry_address(&client, &namespace, &service).await?;
     let target = url::Url::parse(&format!("http://{ip}:{port}"))?;
-    wait_served(&target, &world.probes(&down)).await?;
+    wait_served(&target, &world.probes(&faults.down)).await?;
     Ok(Served {
         target,
         churned: world.churned().cloned(),

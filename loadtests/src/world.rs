@@ -37,8 +37,11 @@ pub enum WorldError {
     /// A break names something the world does not have.
     #[error("--break {0}: the world has no such {1}")]
     NoSuch(String, &'static str),
-    /// A break that is not `backend-down=SERVICE` or `wrong-weight=ROUTE`.
-    #[error("--break {0:?}: expected backend-down=SERVICE or wrong-weight=HTTPROUTE")]
+    /// A break that is not `backend-down=SERVICE`, `wrong-weight=ROUTE` or
+    /// `capacity=SERVICE:RATE`.
+    #[error(
+        "--break {0:?}: expected backend-down=SERVICE, wrong-weight=HTTPROUTE or capacity=SERVICE:REQUESTS_PER_SECOND"
+    )]
     BadBreak(String),
     /// A target the runner may not load.
     #[error("--target {0}: {1}")]
@@ -52,6 +55,17 @@ pub enum Break {
     BackendDown(String),
     /// Every backend of this HTTPRoute gets the same weight (a split the routes must not have).
     WrongWeight(String),
+    /// The echo backend of this Service answers 503 to requests beyond this many a second.
+    Capacity(String, u32),
+}
+
+/// What the breaks of a world do to its backends.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// The Services whose echo backends are not started.
+    pub down: Vec<String>,
+    /// The Services whose echo backends answer only so many requests a second.
+    pub capacity: std::collections::BTreeMap<String, u32>,
 }
 
 impl std::str::FromStr for Break {
@@ -65,6 +79,13 @@ impl std::str::FromStr for Break {
             Some(("wrong-weight", name)) if !name.is_empty() => {
                 Ok(Self::WrongWeight(name.to_owned()))
             }
+            Some(("capacity", spec)) => match spec.split_once(':') {
+                Some((name, rate)) if !name.is_empty() => match rate.parse() {
+                    Ok(rate) if rate > 0 => Ok(Self::Capacity(name.to_owned(), rate)),
+                    _ => Err(WorldError::BadBreak(text.to_owned())),
+                },
+                _ => Err(WorldError::BadBreak(text.to_owned())),
+            },
             _ => Err(WorldError::BadBreak(text.to_owned())),
         }
     }
@@ -148,19 +169,26 @@ impl World {
             .collect()
     }
 
-    /// The world with `broken` applied: which backends not to start, and the objects.
-    pub fn broken(mut self, broken: &[Break]) -> Result<(Self, Vec<String>), WorldError> {
-        let mut down = Vec::new();
+    /// The world with `broken` applied: its objects, and what to do to its backends.
+    pub fn broken(mut self, broken: &[Break]) -> Result<(Self, Faults), WorldError> {
+        let mut faults = Faults::default();
+        let backends = self.backends();
+        let known = |name: &str, what: String| {
+            if backends.iter().any(|x| x.name == name) {
+                Ok(())
+            } else {
+                Err(WorldError::NoSuch(what, "echo Service"))
+            }
+        };
         for b in broken {
             match b {
                 Break::BackendDown(name) => {
-                    if !self.backends().iter().any(|x| &x.name == name) {
-                        return Err(WorldError::NoSuch(
-                            format!("backend-down={name}"),
-                            "echo Service",
-                        ));
-                    }
-                    down.push(name.clone());
+                    known(name, format!("backend-down={name}"))?;
+                    faults.down.push(name.clone());
+                }
+                Break::Capacity(name, rate) => {
+                    known(name, format!("capacity={name}:{rate}"))?;
+                    faults.capacity.insert(name.clone(), *rate);
                 }
                 Break::WrongWeight(route) => {
                     let found = self
@@ -178,7 +206,7 @@ impl World {
                 }
             }
         }
-        Ok((self, down))
+        Ok((self, faults))
     }
 
     /// The LoadBalancer Service of the world's ClusterALBInstance, `(namespace, name)`, and
@@ -418,15 +446,22 @@ spec:
             "backend-down=shop-v1".parse().unwrap(),
             "wrong-weight=shop".parse().unwrap(),
         ];
-        let (broken, down) = world.clone().broken(&breaks).unwrap();
-        assert_eq!(down, vec!["shop-v1".to_owned()]);
+        let (broken, faults) = world.clone().broken(&breaks).unwrap();
+        assert_eq!(faults.down, vec!["shop-v1".to_owned()]);
         let rule = &broken.objects[3]["spec"]["rules"][0]["backendRefs"];
         assert_eq!(
             (rule[0]["weight"].clone(), rule[1]["weight"].clone()),
             (1.into(), 1.into())
         );
+        let (_, faults) = world
+            .clone()
+            .broken(&["capacity=shop-v1:20".parse().unwrap()])
+            .unwrap();
+        assert_eq!(faults.capacity.get("shop-v1"), Some(&20));
+        assert!(faults.down.is_empty());
         for (text, needle) in [
             ("backend-down=nope", "no such echo Service"),
+            ("capacity=nope:5", "no such echo Service"),
             ("wrong-weight=nope", "no such HTTPRoute"),
         ] {
             let e = world.clone().broken(&[text.parse().unwrap()]).unwrap_err();
@@ -434,6 +469,14 @@ spec:
         }
         assert!("slow=shop".parse::<Break>().is_err());
         assert!("backend-down=".parse::<Break>().is_err());
+        for bad in [
+            "capacity=shop",
+            "capacity=shop:0",
+            "capacity=:5",
+            "capacity=shop:x",
+        ] {
+            assert!(bad.parse::<Break>().is_err(), "{bad}");
+        }
     }
 
     #[test]

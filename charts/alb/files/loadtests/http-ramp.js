@@ -1,0 +1,1 @@
+../../../../loadtests/http-ramp.js
