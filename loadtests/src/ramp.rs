@@ -209,11 +209,11 @@ mod tests {
         ]))
         .unwrap();
         let step = threshold("http_req_failed{stage:16}", false);
-        assert_eq!(broke_late.verdict(99, &[step.clone()]), 0);
+        assert_eq!(broke_late.verdict(99, std::slice::from_ref(&step)), 0);
         let other = threshold("checks", false);
         assert_eq!(broke_late.verdict(99, &[step.clone(), other]), 99);
         assert_eq!(
-            broke_late.verdict(107, &[step.clone()]),
+            broke_late.verdict(107, std::slice::from_ref(&step)),
             107,
             "k6's own errors stand"
         );
