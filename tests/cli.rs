@@ -2402,6 +2402,46 @@ async fn http_ramp_finds_the_knee_where_a_backend_runs_out_of_capacity() {
     up.stop();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_handshakes_open_a_verified_tls_connection_per_request_with_sni_per_hostname() {
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    let (code, printed, summary) = scenario(&up, "https-handshakes", &[]);
+    assert_eq!(code, Some(0), "{printed}");
+    assert!(printed.contains("at https://127."), "{printed}");
+    for route in ["tls-a", "tls-b"] {
+        let requests = summary["metrics"][format!("http_reqs{{route:{route}}}")]["values"]["count"]
+            .as_f64()
+            .unwrap_or_default();
+        assert!(requests >= 200.0, "{route}: {requests} requests\n{printed}");
+        // Every answer came over a handshake of its own, from the hostname's backend.
+        assert!(
+            held(&summary, &format!("checks{{route:{route}}}"), "rate>0.99"),
+            "{printed}"
+        );
+        let handshake = summary["metrics"][format!("http_req_tls_handshaking{{route:{route}}}")]["values"]["min"]
+            .as_f64()
+            .unwrap_or_default();
+        assert!(
+            handshake > 0.0,
+            "{route}: a request without a handshake\n{printed}"
+        );
+    }
+    // One hostname's backend down: its checks fail, the other's hold.
+    let (code, printed, summary) =
+        scenario(&up, "https-handshakes", &["--break", "backend-down=tls-b"]);
+    assert_eq!(code, Some(99), "{printed}");
+    assert!(
+        !held(&summary, "checks{route:tls-b}", "rate>0.99"),
+        "{printed}"
+    );
+    assert!(
+        held(&summary, "checks{route:tls-a}", "rate>0.99"),
+        "{printed}"
+    );
+    up.stop();
+}
+
 #[test]
 fn loadtest_in_ci_refuses_targets_outside_loopback_before_starting_anything() {
     let out = Command::new(BIN)

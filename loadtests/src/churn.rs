@@ -16,13 +16,11 @@ const PROPAGATION_LIMIT: Duration = Duration::from_secs(10);
 /// times, or why a change never reached traffic.
 pub async fn churn(
     client: kube::Client,
+    prober: echo::Prober,
     target: url::Url,
     route: Value,
     stop: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<Vec<Duration>> {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()?;
     let mut times = Vec::new();
     for step in 0.. {
         let started = Instant::now();
@@ -32,7 +30,8 @@ pub async fn churn(
         // A change on its way when the load ends is still waited for: one that never
         // reaches traffic is always reported.
         loop {
-            let answered = echo::ask(&http, &target, &probe)
+            let answered = prober
+                .ask(&target, &probe)
                 .await
                 .ok()
                 .and_then(|(_, backend)| backend);

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -71,26 +72,100 @@ pub async fn start(
     })
 }
 
-/// Sends `probe`'s request to `target`: the answer's status and the backend that gave it
-/// (none when an echo backend did not).
-pub async fn ask(
-    http: &reqwest::Client,
+/// Asks a world's routes through Envoy what answers them: over HTTP, or over HTTPS with the
+/// probe's host as SNI and a certificate the world's CA issued.
+#[derive(Clone)]
+pub struct Prober {
+    http: reqwest::Client,
+    tls: Option<tokio_rustls::TlsConnector>,
+}
+
+/// How long a probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Prober {
+    /// A prober trusting `ca_pem` for HTTPS targets (none: HTTP only).
+    pub fn new(ca_pem: Option<&str>) -> anyhow::Result<Self> {
+        use rustls_pki_types::pem::PemObject as _;
+        let tls = match ca_pem {
+            None => None,
+            Some(pem) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in rustls_pki_types::CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                    roots.add(cert?)?;
+                }
+                let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_safe_default_protocol_versions()?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+                Some(tokio_rustls::TlsConnector::from(Arc::new(config)))
+            }
+        };
+        Ok(Self {
+            http: reqwest::Client::builder().timeout(PROBE_TIMEOUT).build()?,
+            tls,
+        })
+    }
+
+    /// Sends `probe`'s request to `target`: the answer's status and the backend that gave it
+    /// (none when an echo backend did not).
+    pub async fn ask(
+        &self,
+        target: &url::Url,
+        probe: &crate::world::Probe,
+    ) -> anyhow::Result<(StatusCode, Option<String>)> {
+        if target.scheme() == "https" {
+            let tls = self
+                .tls
+                .as_ref()
+                .context("an HTTPS target, and no CA to trust")?;
+            return tokio::time::timeout(PROBE_TIMEOUT, ask_tls(tls, target, probe))
+                .await
+                .context("no answer in time")?;
+        }
+        let mut request = self
+            .http
+            .get(target.join(&probe.path)?)
+            .header("host", &probe.host);
+        for (name, value) in &probe.headers {
+            request = request.header(name, value);
+        }
+        let answer = request.send().await?;
+        Ok((answer.status(), backend_of(answer.headers())))
+    }
+}
+
+/// `probe` over a new TLS connection to `target` with the probe's host as SNI.
+async fn ask_tls(
+    tls: &tokio_rustls::TlsConnector,
     target: &url::Url,
     probe: &crate::world::Probe,
-) -> anyhow::Result<(reqwest::StatusCode, Option<String>)> {
-    let mut request = http
-        .get(target.join(&probe.path)?)
-        .header("host", &probe.host);
+) -> anyhow::Result<(StatusCode, Option<String>)> {
+    let host = target.host_str().context("a target without a host")?;
+    let port = target.port_or_known_default().unwrap_or(443);
+    let tcp = tokio::net::TcpStream::connect((host, port)).await?;
+    let name = rustls_pki_types::ServerName::try_from(probe.host.clone())?;
+    let stream = tls.connect(name, tcp).await?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    let mut request = hyper::Request::get(probe.path.as_str()).header("host", &probe.host);
     for (name, value) in &probe.headers {
         request = request.header(name, value);
     }
-    let answer = request.send().await?;
-    let backend = answer
-        .headers()
+    let answer = sender
+        .send_request(request.body(http_body_util::Empty::<hyper::body::Bytes>::new())?)
+        .await?;
+    Ok((answer.status(), backend_of(answer.headers())))
+}
+
+fn backend_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
         .get(HEADER)
         .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    Ok((answer.status(), backend))
+        .map(str::to_owned)
 }
 
 /// A one-second window of requests, for a backend's capacity.

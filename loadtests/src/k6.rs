@@ -20,6 +20,9 @@ pub struct Run {
     pub results: PathBuf,
     /// Prometheus's remote-write receiver, for k6's metrics.
     pub prometheus_rw: Option<url::Url>,
+    /// The CA k6 trusts instead of the system's (`SSL_CERT_FILE`, which k6 reads as Go
+    /// programs do), for a world's own certificates.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The `k6 run` command of `run`, with the program `k6`.
@@ -37,6 +40,9 @@ pub fn command(k6: &Path, run: &Run) -> tokio::process::Command {
             .args(["-o", "experimental-prometheus-rw"])
             .env("K6_PROMETHEUS_RW_SERVER_URL", url.as_str())
             .env("K6_PROMETHEUS_RW_TREND_STATS", "p(50),p(95),p(99),avg,max");
+    }
+    if let Some(file) = &run.ca_file {
+        command.env("SSL_CERT_FILE", file);
     }
     command.arg(&run.script);
     command
@@ -105,6 +111,7 @@ mod tests {
             duration: "5s".into(),
             results: "out.json".into(),
             prometheus_rw: Some(url::Url::parse("http://127.0.0.1:9090/api/v1/write").unwrap()),
+            ca_file: Some("ca.pem".into()),
         };
         let command = command(Path::new("k6"), &run);
         let std = command.as_std();
@@ -139,6 +146,7 @@ mod tests {
             "http://127.0.0.1:9090/api/v1/write"
         );
         assert!(env["K6_PROMETHEUS_RW_TREND_STATS"].contains("p(99)"));
+        assert_eq!(env["SSL_CERT_FILE"], "ca.pem");
     }
 
     #[test]

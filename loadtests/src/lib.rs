@@ -118,7 +118,7 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
     let (target, served) = match &args.target {
         Some(target) => (target.clone(), None),
         None => {
-            let served = serve_world(&args).await?;
+            let served = serve_world(&args, &results).await?;
             world::check_target(&served.target, ci)?;
             (served.target.clone(), Some(served))
         }
@@ -134,6 +134,7 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
         duration: args.duration.clone(),
         results: results.clone(),
         prometheus_rw: args.prometheus_rw.clone(),
+        ca_file: served.as_ref().and_then(|s| s.ca_file.clone()),
     };
     // A churning world changes while k6 loads it.
     let stop = tokio_util::sync::CancellationToken::new();
@@ -141,6 +142,7 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
         let route = s.churned.clone()?;
         Some(tokio::spawn(churn::churn(
             s.client.clone(),
+            s.prober.clone(),
             s.target.clone(),
             route,
             stop.clone(),
@@ -268,6 +270,10 @@ fn report(
 struct Served {
     target: url::Url,
     client: kube::Client,
+    /// What asks the world's routes.
+    prober: echo::Prober,
+    /// The CA of the world's certificates, for k6 to trust (`SSL_CERT_FILE`).
+    ca_file: Option<PathBuf>,
     /// The route changed while k6 runs, if the world has one.
     churned: Option<Value>,
     /// The EndpointSlices pointing at the echo backends.
@@ -290,9 +296,10 @@ impl Served {
     }
 }
 
-/// Applies the scenario's world (broken as asked), starts its echo backends, and waits until
-/// Envoy serves every route.
-async fn serve_world(args: &Args) -> anyhow::Result<Served> {
+/// Applies the scenario's world (broken as asked, its certificates issued by a CA of the run
+/// written beside `results`), starts its echo backends, and waits until Envoy serves every
+/// route.
+async fn serve_world(args: &Args, results: &std::path::Path) -> anyhow::Result<Served> {
     let file = args
         .dir
         .join("worlds")
@@ -300,7 +307,27 @@ async fn serve_world(args: &Args) -> anyhow::Result<Served> {
     let text = std::fs::read_to_string(&file)
         .with_context(|| format!("reading the world of {:?}", args.scenario))?;
     let world = World::parse(&file.display().to_string(), &text)?;
-    let (world, faults) = world.broken(&args.breaks)?;
+    let (mut world, faults) = world.broken(&args.breaks)?;
+    let wanted = world.certificates();
+    let ca_file = if wanted.is_empty() {
+        None
+    } else {
+        let ca = fairlead_kit::pki::Ca::generate("fairlead loadtest")?;
+        for (index, names) in wanted {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let issued = ca.issue_server(&names, &[])?;
+            world.certify(index, &issued.cert_pem, &issued.key_pem);
+        }
+        let file = results.with_extension("ca.pem");
+        std::fs::write(&file, ca.cert_pem())
+            .with_context(|| format!("writing {}", file.display()))?;
+        Some(file)
+    };
+    let ca_pem = match &ca_file {
+        Some(file) => Some(std::fs::read_to_string(file)?),
+        None => None,
+    };
+    let prober = echo::Prober::new(ca_pem.as_deref())?;
     let client = cluster::client(&args.kubeconfig).await?;
     let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let mut echoes = Vec::new();
@@ -321,14 +348,16 @@ async fn serve_world(args: &Args) -> anyhow::Result<Served> {
     for object in world.objects.iter().chain(&slices) {
         cluster::apply(&client, object).await?;
     }
-    let (namespace, service, port) = world
+    let entry = world
         .entry()
         .context("the world has no ClusterALBInstance with a LoadBalancer inlet")?;
-    let ip = cluster::entry_address(&client, &namespace, &service).await?;
-    let target = url::Url::parse(&format!("http://{ip}:{port}"))?;
-    wait_served(&target, &world.probes(&faults.down)).await?;
+    let ip = cluster::entry_address(&client, &entry.namespace, &entry.service).await?;
+    let target = url::Url::parse(&format!("{}://{ip}:{}", entry.scheme, entry.port))?;
+    wait_served(&prober, &target, &world.probes(&faults.down)).await?;
     Ok(Served {
         target,
+        prober,
+        ca_file,
         churned: world.churned().cloned(),
         client,
         slices,
@@ -338,15 +367,16 @@ async fn serve_world(args: &Args) -> anyhow::Result<Served> {
 
 /// Waits until each probe's backends have all answered it at `target` (a probe without
 /// backends: until Envoy answers it other than 404, which it gives for a route it lacks).
-async fn wait_served(target: &url::Url, probes: &[world::Probe]) -> anyhow::Result<()> {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()?;
+async fn wait_served(
+    prober: &echo::Prober,
+    target: &url::Url,
+    probes: &[world::Probe],
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + READY_WITHIN;
     for probe in probes {
         let mut unseen: Vec<&String> = probe.backends.iter().collect();
         loop {
-            let answer = echo::ask(&http, target, probe).await;
+            let answer = prober.ask(target, probe).await;
             if let Ok((status, backend)) = &answer {
                 unseen.retain(|b| Some(*b) != backend.as_ref());
                 if unseen.is_empty()

@@ -91,6 +91,23 @@ impl std::str::FromStr for Break {
     }
 }
 
+/// The annotation of a Secret whose certificate the runner issues (its value: the DNS names,
+/// comma-separated).
+pub const CERTIFICATE_ANNOTATION: &str = "loadtest.fairlead.io/certificate";
+
+/// Where a scenario's traffic goes: an instance's LoadBalancer Service and port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The Service's namespace.
+    pub namespace: String,
+    /// The Service.
+    pub service: String,
+    /// The port.
+    pub port: u16,
+    /// `http` or `https`.
+    pub scheme: &'static str,
+}
+
 /// An echo backend: the Service it stands in for and the port name it serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Backend {
@@ -209,19 +226,58 @@ impl World {
         Ok((self, faults))
     }
 
-    /// The LoadBalancer Service of the world's ClusterALBInstance, `(namespace, name)`, and
-    /// its HTTP port: where the scenario's traffic goes.
-    pub fn entry(&self) -> Option<(String, String, u16)> {
+    /// Where the scenario's traffic goes: the LoadBalancer Service of the world's
+    /// ClusterALBInstance, on its HTTP port, or on its HTTPS port when `httpPort` is 0.
+    pub fn entry(&self) -> Option<Entry> {
         let instance = self.of_kind("ClusterALBInstance").next()?;
         let gateway = instance["spec"]["gatewayName"].as_str()?;
-        let port = instance["spec"]["inlet"]["loadBalancer"]["httpPort"]
-            .as_u64()
-            .unwrap_or(80);
-        Some((
-            "d8-alb".to_owned(),
-            format!("d8-alb-{gateway}-loadbalancer"),
-            u16::try_from(port).ok()?,
-        ))
+        let ports = &instance["spec"]["inlet"]["loadBalancer"];
+        let (scheme, port) = match ports["httpPort"].as_u64() {
+            Some(0) => ("https", ports["httpsPort"].as_u64().unwrap_or(443)),
+            http => ("http", http.unwrap_or(80)),
+        };
+        Some(Entry {
+            namespace: "d8-alb".to_owned(),
+            service: format!("d8-alb-{gateway}-loadbalancer"),
+            port: u16::try_from(port).ok()?,
+            scheme,
+        })
+    }
+
+    /// The Secrets annotated [`CERTIFICATE_ANNOTATION`], with the DNS names their
+    /// certificate is for: the runner issues it.
+    pub fn certificates(&self) -> Vec<(usize, Vec<String>)> {
+        self.objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o["kind"] == "Secret")
+            .filter_map(|(i, o)| {
+                let names = o["metadata"]["annotations"][CERTIFICATE_ANNOTATION].as_str()?;
+                Some((
+                    i,
+                    names
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_owned)
+                        .collect(),
+                ))
+            })
+            .collect()
+    }
+
+    /// The world with the certificate (`cert_pem`, `key_pem`) in its object `index`, a
+    /// `kubernetes.io/tls` Secret.
+    pub fn certify(&mut self, index: usize, cert_pem: &str, key_pem: &str) {
+        use base64::Engine as _;
+        let encode = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+        if let Some(secret) = self.objects.get_mut(index) {
+            secret["type"] = "kubernetes.io/tls".into();
+            secret["data"] = serde_json::json!({
+                "tls.crt": encode(cert_pem),
+                "tls.key": encode(key_pem),
+            });
+        }
     }
 
     /// A request per HTTPRoute rule (the route's first hostname, the rule's first match:
@@ -420,7 +476,12 @@ spec:
         );
         assert_eq!(
             world.entry(),
-            Some(("d8-alb".into(), "d8-alb-lt-loadbalancer".into(), 8080))
+            Some(Entry {
+                namespace: "d8-alb".into(),
+                service: "d8-alb-lt-loadbalancer".into(),
+                port: 8080,
+                scheme: "http"
+            })
         );
         let probe = |backends: &[&str]| Probe {
             host: "shop.test".into(),
@@ -517,6 +578,44 @@ spec:
         assert_eq!(rules[CHURN_PATHS]["backendRefs"][0]["name"], "shop-v1");
         assert_eq!(rules[CHURN_PATHS]["backendRefs"][0]["weight"], 1);
         assert_eq!(probe.host, "shop.test");
+    }
+
+    #[test]
+    fn an_https_world_is_entered_on_its_https_port_with_the_certificates_it_asks_for() {
+        let mut world = World::parse(
+            "w.yaml",
+            r#"
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {name: lt}
+spec: {gatewayName: tls, inlet: {type: LoadBalancer, loadBalancer: {httpPort: 0, httpsPort: 8443}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: d8-alb-tls-tls, namespace: d8-alb, annotations: {loadtest.fairlead.io/certificate: "*.lt.test, lt.test"}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: other, namespace: d8-alb}
+"#,
+        )
+        .unwrap();
+        let entry = world.entry().unwrap();
+        assert_eq!((entry.scheme, entry.port), ("https", 8443));
+        assert_eq!(entry.service, "d8-alb-tls-loadbalancer");
+        let wanted = world.certificates();
+        assert_eq!(
+            wanted,
+            vec![(1, vec!["*.lt.test".to_owned(), "lt.test".to_owned()])]
+        );
+        world.certify(1, "CERT", "KEY");
+        assert_eq!(world.objects[1]["type"], "kubernetes.io/tls");
+        assert_eq!(world.objects[1]["data"]["tls.crt"], "Q0VSVA==");
+        assert_eq!(world.objects[1]["data"]["tls.key"], "S0VZ");
+        assert!(
+            world.objects[2]["data"].is_null(),
+            "only the annotated Secret"
+        );
     }
 
     #[test]

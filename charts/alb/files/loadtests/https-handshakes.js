@@ -1,0 +1,1 @@
+../../../../loadtests/https-handshakes.js
