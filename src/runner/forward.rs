@@ -2,11 +2,16 @@
 //! (TCP) or datagrams (UDP, a session per client address, closed after a minute idle) go to
 //! one of the current targets, in turn. The runner puts one on each port of a LoadBalancer
 //! Service's address and on each host port of its pods.
+//!
+//! Forwarders run on an executor of their own ([`data_path`]), as kube-proxy's rules live
+//! apart from a cluster's control plane: on `up`'s shared runtime, a reconcile or a list
+//! holding both worker threads for tens of milliseconds stalled every forwarded request
+//! (a loadtest's p99 through a Service measured `up`'s control plane, not the ALB).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, UdpSocket};
@@ -30,25 +35,50 @@ impl Drop for Forwarder {
     }
 }
 
-/// Binds `address` (UDP when `udp`) and forwards to `targets`; the bind error, in words a
-/// user can act on, when it cannot.
-pub async fn start(
+/// The forwarders' executor: one worker thread of its own, which the OS schedules beside the
+/// control plane's threads rather than behind its tasks.
+static DATA_PATH: LazyLock<Result<tokio::runtime::Runtime, String>> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("fairlead-forward")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("the forwarders' executor: {e}"))
+});
+
+fn data_path() -> Result<&'static tokio::runtime::Handle, String> {
+    DATA_PATH
+        .as_ref()
+        .map(tokio::runtime::Runtime::handle)
+        .map_err(Clone::clone)
+}
+
+/// Binds `address` (UDP when `udp`) and forwards to `targets` on [`data_path`]; the bind
+/// error, in words a user can act on, when it cannot.
+pub fn start(
     address: SocketAddr,
     udp: bool,
     targets: Vec<SocketAddr>,
 ) -> Result<Forwarder, String> {
     let (tx, rx) = watch::channel(targets);
     let stop = CancellationToken::new();
-    let describe = |e: std::io::Error| {
-        let what = format!("{}/{address}", if udp { "udp" } else { "tcp" });
-        super::addresses::describe(&what, &e)
-    };
+    let what = || format!("{}/{address}", if udp { "udp" } else { "tcp" });
+    let describe = |e: std::io::Error| super::addresses::describe(&what(), &e);
+    let runtime = data_path()?;
+    // Bound here, so a taken port is said to the caller; registered with the data path's
+    // reactor inside it.
     if udp {
-        let socket = UdpSocket::bind(address).await.map_err(describe)?;
-        tokio::spawn(datagrams(Arc::new(socket), rx, stop.clone()));
+        let socket = std::net::UdpSocket::bind(address).map_err(describe)?;
+        socket.set_nonblocking(true).map_err(describe)?;
+        let _entered = runtime.enter();
+        let socket = UdpSocket::from_std(socket).map_err(describe)?;
+        runtime.spawn(datagrams(Arc::new(socket), rx, stop.clone()));
     } else {
-        let listener = TcpListener::bind(address).await.map_err(describe)?;
-        tokio::spawn(connections(listener, rx, stop.clone()));
+        let listener = std::net::TcpListener::bind(address).map_err(describe)?;
+        listener.set_nonblocking(true).map_err(describe)?;
+        let _entered = runtime.enter();
+        let listener = TcpListener::from_std(listener).map_err(describe)?;
+        runtime.spawn(connections(listener, rx, stop.clone()));
     }
     Ok(Forwarder { targets: tx, stop })
 }
@@ -179,14 +209,14 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
-        let forwarder = start(port, false, vec![target]).await.unwrap();
+        let forwarder = start(port, false, vec![target]).unwrap();
         let mut client = tokio::net::TcpStream::connect(port).await.unwrap();
         client.write_all(b"ping").await.unwrap();
         let mut echoed = [0u8; 4];
         client.read_exact(&mut echoed).await.unwrap();
         assert_eq!(&echoed, b"ping");
         // A taken address is said so.
-        let taken = start(port, false, vec![]).await.err().unwrap();
+        let taken = start(port, false, vec![]).err().unwrap();
         assert!(taken.contains("in use"), "{taken}");
         drop(forwarder);
 
@@ -201,7 +231,7 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
-        let _udp = start(port, true, vec![target]).await.unwrap();
+        let _udp = start(port, true, vec![target]).unwrap();
         let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         client.send_to(b"dns?", port).await.unwrap();
         let mut b = [0u8; 16];
@@ -210,5 +240,42 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(&b[..n], b"dns?");
+    }
+
+    /// A forwarder keeps forwarding while the runtime that started it is busy: a client and a
+    /// backend on plain threads, and the test's own (single) thread blocked meanwhile.
+    #[tokio::test]
+    async fn forwarding_does_not_wait_for_the_caller_s_runtime() {
+        use std::io::{Read as _, Write as _};
+        let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = backend.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = backend.accept().unwrap();
+            let mut b = [0u8; 4];
+            while s.read_exact(&mut b).is_ok() && s.write_all(&b).is_ok() {}
+        });
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let _forwarder = start(port, false, vec![target]).unwrap();
+        let client = std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(port).unwrap();
+            let started = std::time::Instant::now();
+            s.write_all(b"ping").unwrap();
+            let mut echoed = [0u8; 4];
+            s.read_exact(&mut echoed).unwrap();
+            (echoed, started.elapsed())
+        });
+        // The control plane's thread, hogged for a second, then free again.
+        std::thread::sleep(Duration::from_secs(1));
+        let (echoed, took) = tokio::task::spawn_blocking(move || client.join().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(&echoed, b"ping");
+        assert!(
+            took < Duration::from_millis(500),
+            "a round trip took {took:?}"
+        );
     }
 }

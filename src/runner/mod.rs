@@ -687,8 +687,7 @@ async fn services(
                 Some(Ok(f)) => Ok(f),
                 Some(Err((e, at))) if at.elapsed() < BIND_RETRY => Err((e, at)),
                 previous => {
-                    let started =
-                        forward::start(SocketAddr::new(address, number), udp, Vec::new()).await;
+                    let started = forward::start(SocketAddr::new(address, number), udp, Vec::new());
                     match (started, previous) {
                         (Ok(f), _) => Ok(f),
                         (Err(e), Some(Err((before, _)))) if before == e => Err((e, Instant::now())),
@@ -768,7 +767,6 @@ async fn host_port_forwarders(client: &kube::Client, world: &mut World) {
             world.host_ports.entry((host, udp))
         {
             let started = forward::start(SocketAddr::from(([127, 0, 0, 1], host)), udp, Vec::new())
-                .await
                 .map_err(|e| (e, Instant::now()));
             if let Err((e, _)) = &started {
                 tracing::warn!(pod = %owner, error = %e, "a host port cannot be bound");
