@@ -880,8 +880,12 @@ fn the_load_test_renders_a_job_and_a_testrun_the_k6_operator_crd_accepts() {
             std::fs::read_to_string(root().join("loadtests").join(&file)).unwrap(),
             "{file}"
         );
-        for import in script.lines().filter_map(|l| l.split("from './").nth(1)) {
-            let module = import.trim_end_matches("';");
+        // Modules it imports, and the protobuf files a gRPC client loads.
+        let imports = script.lines().filter_map(|l| {
+            let module = l.split("from './").nth(1).map(|m| m.trim_end_matches("';"));
+            module.or_else(|| l.split("client.load(['.'], '").nth(1)?.split('\'').next())
+        });
+        for module in imports {
             assert!(
                 scripts["data"][module].is_string(),
                 "{module} (imported by {file}) is not in the ConfigMap"

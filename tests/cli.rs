@@ -2451,6 +2451,57 @@ async fn https_handshakes_open_a_verified_tls_connection_per_request_with_sni_pe
     up.stop();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_go_through_a_grpcroute_by_method_and_weight() {
+    let _alone = LOADTESTS.lock().await;
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    let (code, printed, summary) = scenario(&up, "grpc", &[]);
+    assert_eq!(code, Some(0), "{printed}");
+    for route in ["say", "shout"] {
+        let calls = summary["metrics"][format!("grpc_reqs{{route:{route}}}")]["values"]["count"]
+            .as_f64()
+            .unwrap_or_default();
+        assert!(calls >= 200.0, "{route}: {calls} calls\n{printed}");
+        assert!(
+            held(&summary, &format!("checks{{route:{route}}}"), "rate>0.99"),
+            "{printed}"
+        );
+    }
+    // The table reads gRPC's metrics: a p99 on each method's line.
+    let say = printed
+        .lines()
+        .find(|l| l.starts_with("say "))
+        .unwrap_or_default();
+    assert!(!say.contains(" - "), "{say}\n{printed}");
+    // Say's backend down and Shout's split made even: Say's checks fail, and both of
+    // Shout's backends leave their share.
+    let (code, printed, summary) = scenario(
+        &up,
+        "grpc",
+        &[
+            "--break",
+            "backend-down=say",
+            "--break",
+            "wrong-weight=echo",
+        ],
+    );
+    assert_eq!(code, Some(99), "{printed}");
+    assert!(
+        !held(&summary, "checks{route:say}", "rate>0.99"),
+        "{printed}"
+    );
+    assert!(
+        held(&summary, "checks{route:shout}", "rate>0.99"),
+        "{printed}"
+    );
+    for (backend, expression) in [("shout-v1", "rate>0.700"), ("shout-v2", "rate<0.300")] {
+        let metric = format!("backend_share{{route:shout,backend:{backend}}}");
+        assert!(!held(&summary, &metric, expression), "{printed}");
+    }
+    up.stop();
+}
+
 #[test]
 fn loadtest_in_ci_refuses_targets_outside_loopback_before_starting_anything() {
     let out = Command::new(BIN)

@@ -1,7 +1,9 @@
 //! Echo backends: an HTTP server per Service a scenario names, answering every request with
 //! who it is (`x-backend` and the body's `backend`) and what it was sent (method, path,
 //! headers), so a script can check that a response came from the backend its route names
-//! and which headers reached it.
+//! and which headers reached it; for a gRPC Service, an HTTP/2 server answering every call
+//! with its own request message (`loadtests/echo.proto`) and `x-backend`. And the [`Prober`]
+//! that asks a world's routes through Envoy which backend answers them.
 
 use std::net::SocketAddr;
 
@@ -72,6 +74,77 @@ pub async fn start(
     })
 }
 
+/// Starts a gRPC echo server named `name` on `ip` (HTTP/2 without TLS, as Envoy speaks to
+/// a GRPCRoute's backends): every call is answered with its request's messages, status 0.
+pub async fn start_grpc(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo> {
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await?;
+    let addr = listener.local_addr()?;
+    let name: Arc<str> = name.into();
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                () = stopped.cancelled() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::error!(error = %e, "a gRPC echo backend could not accept");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let name = name.clone();
+            let service =
+                hyper::service::service_fn(move |request| grpc_answer(name.clone(), request));
+            let served =
+                hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let stopped = stopped.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = stopped.cancelled() => {}
+                    served = served => if let Err(e) = served {
+                        tracing::debug!(error = %e, "a gRPC echo connection ended");
+                    },
+                }
+            });
+        }
+    });
+    Ok(Echo {
+        addr,
+        _stop: stop.drop_guard(),
+    })
+}
+
+/// A gRPC call's answer: its request's bytes (length-prefixed messages) back, `x-backend`,
+/// and the trailer `grpc-status: 0`.
+async fn grpc_answer(
+    name: Arc<str>,
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<GrpcBody>, hyper::Error> {
+    use http_body_util::BodyExt as _;
+    let sent = request.into_body().collect().await?.to_bytes();
+    let mut trailers = axum::http::HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    let body = http_body_util::Full::new(sent)
+        .map_err(|never| match never {})
+        .with_trailers(std::future::ready(Some(Ok(trailers))))
+        .boxed();
+    let mut response = hyper::Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert("content-type", HeaderValue::from_static("application/grpc"));
+    if let Ok(value) = HeaderValue::from_str(&name) {
+        headers.insert(HEADER, value);
+    }
+    Ok(response)
+}
+
+/// The body of a gRPC echo's answer.
+type GrpcBody = http_body_util::combinators::BoxBody<hyper::body::Bytes, hyper::Error>;
+
 /// Asks a world's routes through Envoy what answers them: over HTTP, or over HTTPS with the
 /// probe's host as SNI and a certificate the world's CA issued.
 #[derive(Clone)]
@@ -116,6 +189,11 @@ impl Prober {
         target: &url::Url,
         probe: &crate::world::Probe,
     ) -> anyhow::Result<(StatusCode, Option<String>)> {
+        if probe.grpc {
+            return tokio::time::timeout(PROBE_TIMEOUT, ask_grpc(target, probe))
+                .await
+                .context("no answer in time")?;
+        }
         if target.scheme() == "https" {
             let tls = self
                 .tls
@@ -157,6 +235,35 @@ async fn ask_tls(
     }
     let answer = sender
         .send_request(request.body(http_body_util::Empty::<hyper::body::Bytes>::new())?)
+        .await?;
+    Ok((answer.status(), backend_of(answer.headers())))
+}
+
+/// `probe` as a gRPC call (an empty message) over HTTP/2 without TLS to `target`.
+async fn ask_grpc(
+    target: &url::Url,
+    probe: &crate::world::Probe,
+) -> anyhow::Result<(StatusCode, Option<String>)> {
+    let host = target.host_str().context("a target without a host")?;
+    let port = target.port_or_known_default().unwrap_or(80);
+    let tcp = tokio::net::TcpStream::connect((host, port)).await?;
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await?;
+    tokio::spawn(connection);
+    let uri = format!("http://{}{}", probe.host, probe.path);
+    let mut request = hyper::Request::post(uri)
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    for (name, value) in &probe.headers {
+        request = request.header(name, value);
+    }
+    // One message of no fields: not compressed, length 0.
+    let empty = hyper::body::Bytes::from_static(&[0, 0, 0, 0, 0]);
+    let answer = sender
+        .send_request(request.body(http_body_util::Full::new(empty))?)
         .await?;
     Ok((answer.status(), backend_of(answer.headers())))
 }

@@ -66,7 +66,7 @@ pub struct Args {
     pub duration: String,
 
     /// Break the world on purpose: `backend-down=SERVICE` (its echo backend is not started)
-    /// `wrong-weight=HTTPROUTE` (its backends get equal weights) or
+    /// `wrong-weight=ROUTE` (the backends of that HTTPRoute or GRPCRoute get equal weights) or
     /// `capacity=SERVICE:REQUESTS_PER_SECOND` (its echo backend answers 503 beyond that
     /// rate); repeatable.
     #[arg(long = "break")]
@@ -338,7 +338,11 @@ async fn serve_world(args: &Args, results: &std::path::Path) -> anyhow::Result<S
             std::net::TcpListener::bind((local, 0))?.local_addr()?
         } else {
             let capacity = faults.capacity.get(&backend.name).copied();
-            let echo = echo::start(&backend.name, local, capacity).await?;
+            let echo = if backend.grpc {
+                echo::start_grpc(&backend.name, local).await?
+            } else {
+                echo::start(&backend.name, local, capacity).await?
+            };
             let addr = echo.addr;
             echoes.push(echo);
             addr

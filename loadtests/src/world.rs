@@ -40,7 +40,7 @@ pub enum WorldError {
     /// A break that is not `backend-down=SERVICE`, `wrong-weight=ROUTE` or
     /// `capacity=SERVICE:RATE`.
     #[error(
-        "--break {0:?}: expected backend-down=SERVICE, wrong-weight=HTTPROUTE or capacity=SERVICE:REQUESTS_PER_SECOND"
+        "--break {0:?}: expected backend-down=SERVICE, wrong-weight=ROUTE (an HTTPRoute or GRPCRoute) or capacity=SERVICE:REQUESTS_PER_SECOND"
     )]
     BadBreak(String),
     /// A target the runner may not load.
@@ -119,6 +119,8 @@ pub struct Backend {
     pub port_name: String,
     /// The Service port.
     pub port: u16,
+    /// Whether it speaks gRPC (its port is named `grpc`, or its `appProtocol` is `grpc`).
+    pub grpc: bool,
 }
 
 /// A scenario's world: its objects in the order they are applied.
@@ -181,6 +183,7 @@ impl World {
                     name: service["metadata"]["name"].as_str()?.to_owned(),
                     port_name: port["name"].as_str().unwrap_or_default().to_owned(),
                     port: u16::try_from(port["port"].as_u64()?).ok()?,
+                    grpc: port["name"] == "grpc" || port["appProtocol"] == "grpc",
                 })
             })
             .collect()
@@ -205,15 +208,27 @@ impl World {
                 }
                 Break::Capacity(name, rate) => {
                     known(name, format!("capacity={name}:{rate}"))?;
+                    if backends.iter().any(|x| &x.name == name && x.grpc) {
+                        return Err(WorldError::NoSuch(
+                            format!("capacity={name}:{rate}"),
+                            "HTTP echo Service (it is a gRPC one)",
+                        ));
+                    }
                     faults.capacity.insert(name.clone(), *rate);
                 }
                 Break::WrongWeight(route) => {
                     let found = self
                         .objects
                         .iter_mut()
-                        .find(|o| o["kind"] == "HTTPRoute" && o["metadata"]["name"] == **route)
+                        .find(|o| {
+                            (o["kind"] == "HTTPRoute" || o["kind"] == "GRPCRoute")
+                                && o["metadata"]["name"] == **route
+                        })
                         .ok_or_else(|| {
-                            WorldError::NoSuch(format!("wrong-weight={route}"), "HTTPRoute")
+                            WorldError::NoSuch(
+                                format!("wrong-weight={route}"),
+                                "HTTPRoute or GRPCRoute",
+                            )
                         })?;
                     for rule in found["spec"]["rules"].as_array_mut().into_iter().flatten() {
                         for backend in rule["backendRefs"].as_array_mut().into_iter().flatten() {
@@ -285,10 +300,11 @@ impl World {
     /// `down`): once each has answered its probe, Envoy serves the world.
     pub fn probes(&self, down: &[String]) -> Vec<Probe> {
         let mut probes = Vec::new();
-        for route in self.of_kind("HTTPRoute") {
+        for route in self.of_kind("HTTPRoute").chain(self.of_kind("GRPCRoute")) {
             let Some(host) = route["spec"]["hostnames"][0].as_str() else {
                 continue;
             };
+            let grpc = route["kind"] == "GRPCRoute";
             for rule in route["spec"]["rules"].as_array().into_iter().flatten() {
                 let matched = &rule["matches"][0];
                 let headers = matched["headers"]
@@ -312,11 +328,24 @@ impl World {
                     .filter(|name| !down.iter().any(|d| d == name))
                     .map(str::to_owned)
                     .collect();
+                let path = if grpc {
+                    let method = &matched["method"];
+                    format!(
+                        "/{}/{}",
+                        method["service"]
+                            .as_str()
+                            .unwrap_or("fairlead.loadtest.Echo"),
+                        method["method"].as_str().unwrap_or("Say")
+                    )
+                } else {
+                    matched["path"]["value"].as_str().unwrap_or("/").to_owned()
+                };
                 probes.push(Probe {
                     host: host.to_owned(),
-                    path: matched["path"]["value"].as_str().unwrap_or("/").to_owned(),
+                    path,
                     headers,
                     backends,
+                    grpc,
                 });
             }
         }
@@ -368,6 +397,7 @@ pub fn churn_step(route: &Value, step: usize) -> Option<(Value, Probe)> {
         path: format!("/churn/{step}"),
         headers: Vec::new(),
         backends: vec![name],
+        grpc: false,
     };
     Some((next, probe))
 }
@@ -383,6 +413,8 @@ pub struct Probe {
     pub headers: Vec<(String, String)>,
     /// The backends that must each answer it once (none: any answer but Envoy's 404 will do).
     pub backends: Vec<String>,
+    /// Whether it is a gRPC call (to the path `/<service>/<method>`).
+    pub grpc: bool,
 }
 
 /// An object's namespace (`default` when it names none).
@@ -471,6 +503,7 @@ spec:
                 name: "shop-v1".into(),
                 port_name: "http".into(),
                 port: 80,
+                grpc: false,
             }],
             "only labelled Services, on the port the label names"
         );
@@ -488,6 +521,7 @@ spec:
             path: "/buy".into(),
             headers: Vec::new(),
             backends: backends.iter().map(|b| b.to_string()).collect(),
+            grpc: false,
         };
         assert_eq!(world.probes(&[]), vec![probe(&["shop-v1", "shop-v2"])]);
         assert_eq!(world.probes(&["shop-v2".into()]), vec![probe(&["shop-v1"])]);
@@ -523,7 +557,7 @@ spec:
         for (text, needle) in [
             ("backend-down=nope", "no such echo Service"),
             ("capacity=nope:5", "no such echo Service"),
-            ("wrong-weight=nope", "no such HTTPRoute"),
+            ("wrong-weight=nope", "no such HTTPRoute or GRPCRoute"),
         ] {
             let e = world.clone().broken(&[text.parse().unwrap()]).unwrap_err();
             assert!(e.to_string().contains(needle), "{e}");
@@ -616,6 +650,48 @@ metadata: {name: other, namespace: d8-alb}
             world.objects[2]["data"].is_null(),
             "only the annotated Secret"
         );
+    }
+
+    #[test]
+    fn grpc_routes_are_probed_by_method_and_their_backends_speak_grpc() {
+        let world = World::parse(
+            "w.yaml",
+            r#"
+apiVersion: v1
+kind: Service
+metadata: {name: say, namespace: lt, labels: {loadtest.fairlead.io/echo: grpc}}
+spec: {ports: [{name: grpc, port: 9000}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: echo, namespace: lt}
+spec:
+  hostnames: [grpc.lt.test]
+  rules:
+  - matches: [{method: {service: fairlead.loadtest.Echo, method: Shout}}]
+    backendRefs: [{name: say, port: 9000, weight: 80}, {name: say, port: 9000, weight: 20}]
+"#,
+        )
+        .unwrap();
+        assert!(world.backends()[0].grpc);
+        let probes = world.probes(&[]);
+        assert_eq!(probes.len(), 1);
+        assert!(probes[0].grpc);
+        assert_eq!(probes[0].path, "/fairlead.loadtest.Echo/Shout");
+        assert_eq!(probes[0].host, "grpc.lt.test");
+        let (even, _) = world
+            .clone()
+            .broken(&["wrong-weight=echo".parse().unwrap()])
+            .unwrap();
+        let refs = &even.objects[1]["spec"]["rules"][0]["backendRefs"];
+        assert_eq!(
+            (refs[0]["weight"].clone(), refs[1]["weight"].clone()),
+            (1.into(), 1.into())
+        );
+        let e = world
+            .broken(&["capacity=say:5".parse().unwrap()])
+            .unwrap_err();
+        assert!(e.to_string().contains("gRPC"), "{e}");
     }
 
     #[test]

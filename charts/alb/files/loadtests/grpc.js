@@ -1,0 +1,1 @@
+../../../../loadtests/grpc.js
