@@ -1021,7 +1021,7 @@ async fn up_rbac_runs_the_alb_components_with_exactly_their_rules() {
         &[],
     );
     alb_instances_world(&up).await;
-    geoip_world(&up).await;
+    let _mirrors = geoip_world(&up).await;
     let client = up.client().await;
     kubectl_apply(
         &up,
@@ -1851,7 +1851,7 @@ async fn echo_backend() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn geoip_headers_reach_backends_through_a_real_envoy() {
     let up = Up::start_with(&["--geo-downloader-interval", "10"], &[]);
-    geoip_world(&up).await;
+    let _mirrors = geoip_world(&up).await;
     let output = tokio::task::spawn_blocking(move || up.stop())
         .await
         .unwrap();
@@ -1859,22 +1859,24 @@ async fn geoip_headers_reach_backends_through_a_real_envoy() {
 }
 
 /// The GeoIP world `up` runs (started with `--geo-downloader-interval 10`): see
-/// [`geoip_headers_reach_backends_through_a_real_envoy`].
-async fn geoip_world(up: &Up) {
+/// [`geoip_headers_reach_backends_through_a_real_envoy`]; its two mirrors, serving while held.
+async fn geoip_world(up: &Up) -> [Mirror; 2] {
     up.wait_ready().await;
-    let mirror = Mirror::start().await;
+    let mirror = Mirror::start().await.unwrap();
     let asn = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/edge/geoip/tests/data/GeoLite2-ASN-Test.mmdb"
     ))
     .unwrap();
-    mirror.publish("GeoLite2-ASN", asn);
-    mirror.publish(
-        "GeoIP2-City",
-        city_database(1_770_000_000, "London", "GB", "ENG"),
-    );
+    mirror.publish("GeoLite2-ASN", asn).unwrap();
+    mirror
+        .publish(
+            "GeoIP2-City",
+            city_database(1_770_000_000, "London", "GB", "ENG"),
+        )
+        .unwrap();
     // The second instance's own mirror, empty until its proxy has been seen waiting.
-    let lite_mirror = Mirror::start().await;
+    let lite_mirror = Mirror::start().await.unwrap();
     let lite_source = &lite_mirror.url;
     let echo = echo_backend().await;
     let (geo_port, lite_port) = (free_port(), free_port());
@@ -1968,10 +1970,12 @@ spec:
         .iter()
         .any(|c| c["type"] == "Ready" && c["status"] == "True");
     assert!(!lite_ready, "no proxy of lite is ready");
-    lite_mirror.publish(
-        "GeoIP2-City",
-        city_database(1_770_000_000, "London", "GB", "ENG"),
-    );
+    lite_mirror
+        .publish(
+            "GeoIP2-City",
+            city_database(1_770_000_000, "London", "GB", "ENG"),
+        )
+        .unwrap();
     for name in ["geo", "lite"] {
         until(&format!("ClusterALBInstance {name} Ready"), async || {
             let i = instances.get(name).await.ok()?;
@@ -2132,10 +2136,12 @@ spec:
     let sent_now = || sent.load(std::sync::atomic::Ordering::SeqCst);
     until("traffic flowing", async || (sent_now() >= 20).then_some(())).await;
     for mirror in [&mirror, &lite_mirror] {
-        mirror.publish(
-            "GeoIP2-City",
-            city_database(1_770_100_000, "Paris", "FR", "IDF"),
-        );
+        mirror
+            .publish(
+                "GeoIP2-City",
+                city_database(1_770_100_000, "Paris", "FR", "IDF"),
+            )
+            .unwrap();
     }
     until("the newer database's values", async || {
         (city().await == "Paris").then_some(())
@@ -2215,6 +2221,8 @@ spec:
         (from_mirror && seen["x-geo-city"] == "Paris").then_some(())
     })
     .await;
+    // They serve on for the rest of the test, as the geoproxy and downloaders look again.
+    [mirror, lite_mirror]
 }
 
 /// The k6 runs of the loadtest tests, one at a time: each carries an `up` with its own Envoy
@@ -2498,6 +2506,107 @@ async fn grpc_calls_go_through_a_grpcroute_by_method_and_weight() {
     for (backend, expression) in [("shout-v1", "rate>0.700"), ("shout-v2", "rate<0.300")] {
         let metric = format!("backend_share{{route:shout,backend:{backend}}}");
         assert!(!held(&summary, &metric, expression), "{printed}");
+    }
+    up.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_and_udp_echo_go_through_tcproutes_and_udproutes_driven_by_the_runner() {
+    let _alone = LOADTESTS.lock().await;
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    let exchanges = |summary: &serde_json::Value, route: &str| {
+        summary["metrics"][format!("stream_reqs{{route:{route}}}")]["values"]["count"]
+            .as_f64()
+            .unwrap_or_default()
+    };
+    // Every line answered by a backend of its TCPRoute, the split within its bounds.
+    let (code, printed, summary) = scenario(&up, "tcp-echo", &[]);
+    assert_eq!(code, Some(0), "{printed}");
+    assert!(printed.contains("split       "), "the table: {printed}");
+    for route in ["split", "single"] {
+        assert!(exchanges(&summary, route) >= 200.0, "{route}\n{printed}");
+    }
+    // The split made even and the single route's backend down.
+    let (code, printed, summary) = scenario(
+        &up,
+        "tcp-echo",
+        &[
+            "--break",
+            "wrong-weight=split",
+            "--break",
+            "backend-down=tcp-solo",
+        ],
+    );
+    assert_eq!(code, Some(99), "{printed}");
+    assert!(
+        !held(&summary, "checks{route:single}", "rate>0.99"),
+        "{printed}"
+    );
+    assert!(
+        !held(&summary, "stream_req_failed{route:single}", "rate<0.01"),
+        "{printed}"
+    );
+    assert!(
+        held(&summary, "checks{route:split}", "rate>0.99"),
+        "{printed}"
+    );
+    assert!(
+        !held(
+            &summary,
+            "backend_share{route:split,backend:tcp-v1}",
+            "rate>0.700"
+        ),
+        "{printed}"
+    );
+    // Datagrams, each from a socket of its own, answered by their UDPRoute's backend.
+    let (code, printed, summary) = scenario(&up, "udp-echo", &[]);
+    assert_eq!(code, Some(0), "{printed}");
+    for route in ["dns", "syslog"] {
+        assert!(exchanges(&summary, route) >= 200.0, "{route}\n{printed}");
+    }
+    let (code, printed, summary) =
+        scenario(&up, "udp-echo", &["--break", "backend-down=udp-syslog"]);
+    assert_eq!(code, Some(99), "{printed}");
+    assert!(
+        !held(&summary, "checks{route:syslog}", "rate>0.99"),
+        "{printed}"
+    );
+    assert!(
+        held(&summary, "checks{route:dns}", "rate>0.99"),
+        "{printed}"
+    );
+    // k6 does not run these: its remote write is refused, not silently skipped.
+    let out = Command::new(BIN)
+        .args([
+            "loadtest",
+            "udp-echo",
+            "--prometheus-rw",
+            "http://127.0.0.1:9/api/v1/write",
+        ])
+        .arg("--dir")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/loadtests"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("not k6"), "{said}");
+    up.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn geo_headers_reach_the_backend_for_the_addresses_of_maxmind_s_test_databases() {
+    let _alone = LOADTESTS.lock().await;
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    // The instance downloads the test databases from the runner's mirror (through its
+    // geoproxy), and Envoy's GeoIP filter sets, replaces and removes the headers.
+    let (code, printed, summary) = scenario(&up, "geo", &[]);
+    assert_eq!(code, Some(0), "{printed}");
+    for address in ["london", "linkoping", "milton", "asn-only", "unknown"] {
+        assert!(
+            held(&summary, &format!("checks{{route:{address}}}"), "rate>0.99"),
+            "{address}\n{printed}"
+        );
     }
     up.stop();
 }

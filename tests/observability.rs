@@ -170,11 +170,13 @@ async fn every_expression_parses_and_names_metrics_a_real_prometheus_scraped() {
     let listener = free_port();
     let dir = tempfile::tempdir().unwrap();
     // GeoIP: a geoproxy (its databases from a mirror) and the filter on the proxy.
-    let mirror = common::Mirror::start().await;
-    mirror.publish(
-        "GeoIP2-City",
-        common::city_database(1_770_000_000, "London", "GB", "ENG"),
-    );
+    let mirror = common::Mirror::start().await.unwrap();
+    mirror
+        .publish(
+            "GeoIP2-City",
+            common::city_database(1_770_000_000, "London", "GB", "ENG"),
+        )
+        .unwrap();
     let mirror_url = &mirror.url;
     std::fs::write(dir.path().join("world.yaml"), format!(r#"
 apiVersion: v1

@@ -2,8 +2,9 @@
 //! who it is (`x-backend` and the body's `backend`) and what it was sent (method, path,
 //! headers), so a script can check that a response came from the backend its route names
 //! and which headers reached it; for a gRPC Service, an HTTP/2 server answering every call
-//! with its own request message (`loadtests/echo.proto`) and `x-backend`. And the [`Prober`]
-//! that asks a world's routes through Envoy which backend answers them.
+//! with its own request message (`loadtests/echo.proto`) and `x-backend`; for a TCP or UDP
+//! Service, a line or datagram answered with `<backend> <what was sent>`. And the
+//! [`Prober`] that asks a world's routes through Envoy which backend answers them.
 
 use std::net::SocketAddr;
 
@@ -66,6 +67,77 @@ pub async fn start(
             .await;
         if let Err(e) = served {
             tracing::error!(error = %e, "an echo backend stopped serving");
+        }
+    });
+    Ok(Echo {
+        addr,
+        _stop: stop.drop_guard(),
+    })
+}
+
+/// Starts a TCP echo server named `name` on `ip`: each line a connection sends is answered
+/// with `<name> <line>`, until the connection closes.
+pub async fn start_tcp(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await?;
+    let addr = listener.local_addr()?;
+    let name = name.to_owned();
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                () = stopped.cancelled() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            let (name, stopped) = (name.clone(), stopped.clone());
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                let mut lines = tokio::io::BufReader::new(read).lines();
+                loop {
+                    let line = tokio::select! {
+                        () = stopped.cancelled() => return,
+                        line = lines.next_line() => line,
+                    };
+                    let Ok(Some(line)) = line else { return };
+                    if write
+                        .write_all(format!("{name} {line}\n").as_bytes())
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Ok(Echo {
+        addr,
+        _stop: stop.drop_guard(),
+    })
+}
+
+/// Starts a UDP echo server named `name` on `ip`: each datagram is answered with
+/// `<name> <datagram>`.
+pub async fn start_udp(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo> {
+    let socket = tokio::net::UdpSocket::bind((ip, 0)).await?;
+    let addr = socket.local_addr()?;
+    let prefix = format!("{name} ").into_bytes();
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        let mut buffer = vec![0u8; 65_536];
+        loop {
+            let received = tokio::select! {
+                () = stopped.cancelled() => return,
+                received = socket.recv_from(&mut buffer) => received,
+            };
+            let Ok((n, from)) = received else { continue };
+            let reply = [prefix.as_slice(), &buffer[..n]].concat();
+            if let Err(e) = socket.send_to(&reply, from).await {
+                tracing::warn!(error = %e, "a UDP echo backend could not answer");
+            }
         }
     });
     Ok(Echo {

@@ -77,25 +77,27 @@ pub fn thresholds(summary: &Value) -> Vec<Threshold> {
 
 /// Whether `text` is a k6 duration (`30s`, `1m30s`, `500ms`, `2h`).
 pub fn is_duration(text: &str) -> bool {
+    duration(text).is_some()
+}
+
+/// The length of a k6 duration (`30s`, `1m30s`, `500ms`, `2h`), if `text` is one.
+pub fn duration(text: &str) -> Option<std::time::Duration> {
     let mut rest = text;
     if rest.is_empty() {
-        return false;
+        return None;
     }
+    let mut total = std::time::Duration::ZERO;
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return false;
-        }
+        let n: u64 = rest[..digits].parse().ok()?;
         rest = &rest[digits..];
-        let Some(unit) = ["ms", "s", "m", "h"]
+        let (unit, millis) = [("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000)]
             .into_iter()
-            .find(|u| rest.starts_with(u))
-        else {
-            return false;
-        };
+            .find(|(u, _)| rest.starts_with(u))?;
+        total += std::time::Duration::from_millis(n.checked_mul(millis)?);
         rest = &rest[unit.len()..];
     }
-    true
+    Some(total)
 }
 
 #[cfg(test)]
@@ -168,7 +170,13 @@ mod tests {
     fn durations_are_k6_durations() {
         for ok in ["30s", "1m30s", "500ms", "2h"] {
             assert!(is_duration(ok), "{ok}");
+            assert!(duration(ok).is_some_and(|d| !d.is_zero()), "{ok}");
         }
+        assert_eq!(duration("1m30s"), Some(std::time::Duration::from_secs(90)));
+        assert_eq!(
+            duration("500ms"),
+            Some(std::time::Duration::from_millis(500))
+        );
         for bad in ["", "30", "s", "1.5s", "10x", "-1s"] {
             assert!(!is_duration(bad), "{bad}");
         }

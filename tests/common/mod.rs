@@ -1,5 +1,5 @@
-//! What several test binaries share: a MaxMind mirror serving the databases a test
-//! publishes, and City databases written for a test.
+//! What several test binaries share: the MaxMind mirror of `fairlead loadtest` (serving
+//! the databases a test publishes), and City databases written for a test.
 
 use std::time::Duration;
 
@@ -20,50 +20,4 @@ pub fn city_database(epoch: u64, city: &str, country: &str, region: &str) -> Vec
     writer.to_bytes().unwrap()
 }
 
-/// A mirror of MaxMind's tarballs (`/<Edition>.tar.gz`) on 127.0.0.2 (not 127.0.0.1, which
-/// a pod of `fairlead up` reads as its own address), whose databases a test replaces.
-pub struct Mirror {
-    /// Its URL (`<url>/<Edition>.tar.gz`).
-    pub url: String,
-    tarballs: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Vec<u8>>>>,
-}
-
-impl Mirror {
-    /// A mirror serving nothing yet.
-    pub async fn start() -> Self {
-        let tarballs = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::<
-            String,
-            Vec<u8>,
-        >::new()));
-        let served = tarballs.clone();
-        let router = axum::Router::new().route(
-            "/{file}",
-            axum::routing::get(
-                move |axum::extract::Path(file): axum::extract::Path<String>| {
-                    let served = served.clone();
-                    async move {
-                        match served.lock().unwrap().get(&file) {
-                            Some(bytes) => Ok(bytes.clone()),
-                            None => Err(axum::http::StatusCode::NOT_FOUND),
-                        }
-                    }
-                },
-            ),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, router).await });
-        Self { url, tarballs }
-    }
-
-    /// Serves `mmdb` (checked as `edition`) from now on.
-    pub fn publish(&self, edition: &str, mmdb: Vec<u8>) {
-        let edition: fairlead_edge_geoip::Edition = edition.parse().unwrap();
-        let database = fairlead_edge_geoip::archive::check(edition, mmdb, None).unwrap();
-        let tarball = fairlead_edge_geoip::archive::pack(&database).unwrap();
-        self.tarballs
-            .lock()
-            .unwrap()
-            .insert(edition.tarball(), tarball);
-    }
-}
+pub use fairlead_loadtest::geo::Mirror;
