@@ -48,6 +48,12 @@ pub struct EdgeArgs {
     /// Seconds of load per round of the GeoIP figure.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     geoip_seconds: u64,
+    /// Rounds per side of the load generators' figure (interleaved, after a warm-up each).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    loadgen_rounds: u64,
+    /// Seconds of load per round of the load generators' figure.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    loadgen_seconds: u64,
     /// Which figures to measure (all when not given).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<EdgePart>,
@@ -68,6 +74,9 @@ enum EdgePart {
     /// Requests/s and latency of a real Envoy with an instance's GeoIP filter, beside the
     /// same listeners without it (wrk, interleaved rounds).
     Geoip,
+    /// Requests/s and latency through a real Envoy: k6 beside wrk on fairlead's
+    /// configuration, and wrk on it beside a minimal static one (interleaved rounds).
+    Loadgen,
 }
 
 /// Bytes this thread has allocated and not freed (jemalloc's counters).
@@ -225,23 +234,7 @@ async fn edge_rss(routes: usize) -> anyhow::Result<fairlead_bench::Row> {
     let xds = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let admin = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let mut child = std::process::Command::new(std::env::current_exe()?)
-        .args([
-            "--log-level",
-            "error",
-            "edge",
-            "xds",
-            "--insecure",
-            "--lease-namespace",
-            "default",
-        ])
-        .args([
-            "--xds-addr",
-            &xds.to_string(),
-            "--graph-addr",
-            "127.0.0.1:0",
-            "--admin-addr",
-            &admin.to_string(),
-        ])
+        .args(fairlead_bench::xds_args(xds.port(), admin.port()))
         .env("KUBECONFIG", &kubeconfig)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -320,30 +313,34 @@ pub struct ApiserverArgs {
     rounds: usize,
 }
 
+/// The median of `values` (not empty).
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+/// A side's requests/s (median and the rounds' spread) and median p50 and p99.
+fn describe(side: &fairlead_bench::geoip::Side) -> String {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let lowest = side.rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let highest = side.rates.iter().copied().fold(0.0, f64::max);
+    let p50: Vec<f64> = side.latency.iter().map(|(p, _)| ms(*p)).collect();
+    let p99: Vec<f64> = side.latency.iter().map(|(_, p)| ms(*p)).collect();
+    format!(
+        "{:.0} req/s (rounds {lowest:.0}–{highest:.0}), p50 {:.3} ms, p99 {:.3} ms",
+        median(&side.rates),
+        median(&p50),
+        median(&p99)
+    )
+}
+
 /// The rows of the GeoIP figure: each side's requests/s (median and spread) and latency,
 /// and the ratio of the medians.
 async fn geoip_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_bench::Row>> {
     let rounds = usize::try_from(rounds)?;
     let shapes =
         fairlead_bench::geoip::filter_cost(&std::env::current_exe()?, rounds, seconds).await?;
-    let median = |values: &[f64]| {
-        let mut sorted = values.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        sorted[sorted.len() / 2]
-    };
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-    let describe = |side: &fairlead_bench::geoip::Side| {
-        let lowest = side.rates.iter().copied().fold(f64::INFINITY, f64::min);
-        let highest = side.rates.iter().copied().fold(0.0, f64::max);
-        let p50: Vec<f64> = side.latency.iter().map(|(p, _)| ms(*p)).collect();
-        let p99: Vec<f64> = side.latency.iter().map(|(_, p)| ms(*p)).collect();
-        format!(
-            "{:.0} req/s (rounds {lowest:.0}–{highest:.0}), p50 {:.3} ms, p99 {:.3} ms",
-            median(&side.rates),
-            median(&p50),
-            median(&p99)
-        )
-    };
     let mut rows = Vec::new();
     for figures in shapes {
         let shape = match figures.shape {
@@ -368,6 +365,47 @@ async fn geoip_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_be
             },
         ]);
     }
+    Ok(rows)
+}
+
+/// The rows of the load generators' figure: each side, and the ratios k6 / wrk (on
+/// fairlead's Envoy) and fairlead / static (with wrk).
+async fn loadgen_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_bench::Row>> {
+    use fairlead_bench::loadgen::Load;
+    let rounds = usize::try_from(rounds)?;
+    let sides =
+        fairlead_bench::loadgen::generators(&std::env::current_exe()?, rounds, seconds).await?;
+    let rate = |load: Load| {
+        sides
+            .iter()
+            .find(|(l, _)| *l == load)
+            .map_or(f64::NAN, |(_, side)| median(&side.rates))
+    };
+    let mut rows: Vec<fairlead_bench::Row> = sides
+        .iter()
+        .map(|(load, side)| fairlead_bench::Row {
+            metric: match load {
+                Load::K6 => {
+                    format!("k6 (32 VUs) -> fairlead's Envoy -> backend, {rounds} × {seconds} s")
+                }
+                Load::Wrk => "wrk (-c32) -> fairlead's Envoy -> backend, interleaved".to_owned(),
+                Load::WrkStatic => {
+                    "wrk (-c32) -> a static minimal Envoy -> backend, interleaved".to_owned()
+                }
+            },
+            value: describe(side),
+        })
+        .collect();
+    rows.extend([
+        fairlead_bench::Row {
+            metric: "k6 / wrk on fairlead's Envoy".into(),
+            value: format!("{:.3}", rate(Load::K6) / rate(Load::Wrk)),
+        },
+        fairlead_bench::Row {
+            metric: "fairlead's Envoy / the static one (wrk)".into(),
+            value: format!("{:.3}", rate(Load::Wrk) / rate(Load::WrkStatic)),
+        },
+    ]);
     Ok(rows)
 }
 
@@ -419,6 +457,9 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
             if wanted(EdgePart::Geoip) {
                 rows.extend(geoip_rows(args.geoip_rounds, args.geoip_seconds).await?);
+            }
+            if wanted(EdgePart::Loadgen) {
+                rows.extend(loadgen_rows(args.loadgen_rounds, args.loadgen_seconds).await?);
             }
             if wanted(EdgePart::Envoy) {
                 let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;

@@ -2611,6 +2611,42 @@ async fn geo_headers_reach_the_backend_for_the_addresses_of_maxmind_s_test_datab
     up.stop();
 }
 
+/// The load generators' benchmark runs end to end (one short round; its figures belong in
+/// BENCHMARKS.md, not here): `fairlead edge xds` as the benchmarks start it, k6, wrk and the
+/// static peer through real Envoys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_loadgen_measures_k6_wrk_and_a_static_envoy_through_real_envoys() {
+    let _alone = LOADTESTS.lock().await;
+    let out = Command::new(BIN)
+        .args(["bench", "edge", "--only", "loadgen"])
+        .args(["--loadgen-rounds", "1", "--loadgen-seconds", "1"])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for side in [
+        "k6 (32 VUs)",
+        "wrk (-c32) -> fairlead's",
+        "wrk (-c32) -> a static",
+    ] {
+        let line = printed
+            .lines()
+            .find(|l| l.contains(side))
+            .unwrap_or_default();
+        let rate: f64 = line
+            .split("| ")
+            .nth(2)
+            .and_then(|v| v.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
+        assert!(rate > 0.0, "{side}: {line}\n{printed}");
+    }
+}
+
 #[test]
 fn loadtest_in_ci_refuses_targets_outside_loopback_before_starting_anything() {
     let out = Command::new(BIN)

@@ -185,13 +185,7 @@ async fn through_fairlead(
         .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
     let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
     let mut xds = tokio::process::Command::new(fairlead)
-        .args(["--log-level", "error", "edge", "xds", "--insecure"])
-        .args(["--lease-namespace", "default"])
-        .arg("--xds-addr")
-        .arg(format!("127.0.0.1:{xds_port}"))
-        .args(["--graph-addr", "127.0.0.1:0"])
-        .arg("--admin-addr")
-        .arg(format!("127.0.0.1:{admin_port}"))
+        .args(crate::xds_args(xds_port, admin_port))
         .env("KUBECONFIG", &kubeconfig)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

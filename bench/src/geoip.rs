@@ -29,7 +29,7 @@ pub enum Shape {
 }
 
 impl Shape {
-    fn host(self) -> &'static str {
+    pub(crate) fn host(self) -> &'static str {
         match self {
             Shape::Redirect => "redirect.example.com",
             Shape::Proxied => "proxied.example.com",
@@ -193,7 +193,7 @@ fn start_backend(
 
 /// Runs `wrk` for `seconds` against `url` (Host `host`) on core 0; requests/s, p50 and
 /// p99.
-async fn wrk(
+pub(crate) async fn wrk(
     url: &str,
     host: &str,
     seconds: u64,
@@ -352,7 +352,105 @@ pub async fn filter_cost(
     result
 }
 
-#[allow(clippy::too_many_arguments)]
+/// fairlead's side of a run: the embedded API server holding [`world`], the backend, and
+/// `fairlead edge xds` serving it, with a bootstrap for the Envoys under test.
+pub(crate) struct Harness {
+    server: fairlead_apiserver::ApiServer,
+    xds: tokio::process::Child,
+    _backend: tokio::process::Child,
+    /// The bootstrap of an Envoy of the Gateway.
+    pub bootstrap: std::path::PathBuf,
+    /// The Gateway's listener, as Envoy serves it.
+    pub url: String,
+    /// The backend's port.
+    pub backend_port: u16,
+    /// The admin port of the Envoy under test.
+    pub envoy_admin: u16,
+}
+
+impl Harness {
+    /// Starts it in `dir`; `fairlead` runs `edge xds`, `envoy` the backend.
+    pub(crate) async fn start(
+        fairlead: &Path,
+        envoy: &Path,
+        dir: &Path,
+    ) -> Result<Self, EnvoyBenchError> {
+        // The backend is a local process: its EndpointSlice carries a loopback address.
+        let (server, client) = crate::edge_cluster(fairlead_apiserver::Config {
+            allow_loopback_endpoints: true,
+            ..fairlead_apiserver::Config::default()
+        })
+        .await
+        .map_err(|e| failed("the API server with the CRDs")(format!("{e:#}")))?;
+        let (port, backend_port) = (free_port()?, free_port()?);
+        let backend = start_backend(envoy, dir, backend_port)?;
+        let world_dir = dir.join("world");
+        std::fs::create_dir_all(&world_dir).map_err(|e| failed("a directory")(e.to_string()))?;
+        std::fs::write(world_dir.join("objects.yaml"), world(port, backend_port))
+            .map_err(|e| failed("the objects")(e.to_string()))?;
+        fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &world_dir)
+            .await
+            .map_err(|e| failed("applying the objects")(e.to_string()))?;
+        let kubeconfig = dir.join("kubeconfig");
+        server
+            .write_kubeconfig(&kubeconfig)
+            .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
+        let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
+        let xds = tokio::process::Command::new(fairlead)
+            .args(crate::xds_args(xds_port, admin_port))
+            .env("KUBECONFIG", &kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| failed("fairlead edge xds")(e.to_string()))?;
+        let bootstrap = dir.join("envoy.yaml");
+        let spec = fairlead_edge_bootstrap::Spec {
+            gateway: fairlead_edge_translate::ObjectKey::new("d8-alb", "gw"),
+            node_id: Some("bench".into()),
+            xds_host: "127.0.0.1".into(),
+            xds_port,
+            admin_port: envoy_admin,
+            tls: None,
+            otlp: None,
+        };
+        std::fs::write(
+            &bootstrap,
+            fairlead_edge_bootstrap::yaml(&spec)
+                .map_err(|e| failed("the bootstrap")(e.to_string()))?,
+        )
+        .map_err(|e| failed("the bootstrap")(e.to_string()))?;
+        Ok(Self {
+            server,
+            xds,
+            _backend: backend,
+            bootstrap,
+            url: format!("http://127.0.0.1:{port}/"),
+            backend_port,
+            envoy_admin,
+        })
+    }
+
+    /// Starts an Envoy of the Gateway (see [`start_envoy`]) and waits until it serves, with
+    /// the GeoIP filter or without it.
+    pub(crate) async fn envoy(
+        &self,
+        envoy: &Path,
+        cwd: &Path,
+        editions: &[&str],
+    ) -> Result<tokio::process::Child, EnvoyBenchError> {
+        let child = start_envoy(envoy, &self.bootstrap, cwd, editions)?;
+        serving(&self.url, self.envoy_admin, !editions.is_empty()).await?;
+        Ok(child)
+    }
+
+    /// Stops `fairlead edge xds` and the API server.
+    pub(crate) async fn stop(mut self) {
+        let _ = self.xds.kill().await;
+        self.server.shutdown();
+    }
+}
+
 async fn run(
     fairlead: &Path,
     envoy: &Path,
@@ -362,57 +460,7 @@ async fn run(
     rounds: usize,
     seconds: u64,
 ) -> Result<Vec<Figures>, EnvoyBenchError> {
-    // The backend is a local process: its EndpointSlice carries a loopback address.
-    let (server, client) = crate::edge_cluster(fairlead_apiserver::Config {
-        allow_loopback_endpoints: true,
-        ..fairlead_apiserver::Config::default()
-    })
-    .await
-    .map_err(|e| failed("the API server with the CRDs")(format!("{e:#}")))?;
-    let (port, backend_port) = (free_port()?, free_port()?);
-    let _backend = start_backend(envoy, dir, backend_port)?;
-    let world_dir = dir.join("world");
-    std::fs::create_dir_all(&world_dir).map_err(|e| failed("a directory")(e.to_string()))?;
-    std::fs::write(world_dir.join("objects.yaml"), world(port, backend_port))
-        .map_err(|e| failed("the objects")(e.to_string()))?;
-    fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &world_dir)
-        .await
-        .map_err(|e| failed("applying the objects")(e.to_string()))?;
-    let kubeconfig = dir.join("kubeconfig");
-    server
-        .write_kubeconfig(&kubeconfig)
-        .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
-    let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
-    let mut xds = tokio::process::Command::new(fairlead)
-        .args(["--log-level", "error", "edge", "xds", "--insecure"])
-        .args(["--lease-namespace", "default"])
-        .arg("--xds-addr")
-        .arg(format!("127.0.0.1:{xds_port}"))
-        .args(["--graph-addr", "127.0.0.1:0"])
-        .arg("--admin-addr")
-        .arg(format!("127.0.0.1:{admin_port}"))
-        .env("KUBECONFIG", &kubeconfig)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| failed("fairlead edge xds")(e.to_string()))?;
-    let bootstrap = dir.join("envoy.yaml");
-    let spec = fairlead_edge_bootstrap::Spec {
-        gateway: fairlead_edge_translate::ObjectKey::new("d8-alb", "gw"),
-        node_id: Some("bench".into()),
-        xds_host: "127.0.0.1".into(),
-        xds_port,
-        admin_port: envoy_admin,
-        tls: None,
-        otlp: None,
-    };
-    std::fs::write(
-        &bootstrap,
-        fairlead_edge_bootstrap::yaml(&spec).map_err(|e| failed("the bootstrap")(e.to_string()))?,
-    )
-    .map_err(|e| failed("the bootstrap")(e.to_string()))?;
-    let url = format!("http://127.0.0.1:{port}/");
+    let harness = Harness::start(fairlead, envoy, dir).await?;
     let empty = || Side {
         rates: Vec::new(),
         latency: Vec::new(),
@@ -432,9 +480,13 @@ async fn run(
                 } else {
                     (without_dir, &[])
                 };
-                let mut child = start_envoy(envoy, &bootstrap, cwd, editions)?;
-                serving(&url, envoy_admin, geoip).await?;
-                let measured = wrk(&url, shape.host(), if round == 0 { 2 } else { seconds }).await;
+                let mut child = harness.envoy(envoy, cwd, editions).await?;
+                let measured = wrk(
+                    &harness.url,
+                    shape.host(),
+                    if round == 0 { 2 } else { seconds },
+                )
+                .await;
                 let _ = child.kill().await;
                 let _ = child.wait().await;
                 let (rate, p50, p99) = measured?;
@@ -451,8 +503,7 @@ async fn run(
         }
         all.push(figures);
     }
-    let _ = xds.kill().await;
-    server.shutdown();
+    harness.stop().await;
     Ok(all)
 }
 

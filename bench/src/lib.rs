@@ -1,6 +1,7 @@
 //! `fairlead bench …`: the benchmarks of every component, kept out of the production crates.
 //! Each module measures one (the embedded API server, the health module, the edge control
-//! plane, a real Envoy taking route changes, Envoy's GeoIP filter) and returns rows of a
+//! plane, a real Envoy taking route changes, Envoy's GeoIP filter, the load generators
+//! through a real Envoy) and returns rows of a
 //! Markdown table or figures; the figures go to BENCHMARKS.md with the
 //! machine and the command.
 
@@ -10,6 +11,7 @@ pub mod envoy;
 pub mod geoip;
 pub mod graph;
 pub mod health;
+pub mod loadgen;
 
 use std::time::Duration;
 
@@ -27,6 +29,29 @@ pub async fn edge_cluster(
     )
     .await?;
     Ok((server, client))
+}
+
+/// The arguments of `fairlead edge xds` as every edge figure runs it: plaintext xDS on
+/// loopback port `xds`, its admin server on `admin`, quiet.
+pub fn xds_args(xds: u16, admin: u16) -> Vec<String> {
+    [
+        "--log-level",
+        "error",
+        "edge",
+        "xds",
+        "--insecure",
+        "--lease-namespace",
+        "default",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain([
+        "--xds-addr".to_owned(),
+        format!("127.0.0.1:{xds}"),
+        "--admin-addr".to_owned(),
+        format!("127.0.0.1:{admin}"),
+    ])
+    .collect()
 }
 
 /// One line of the report.

