@@ -44,6 +44,9 @@ enum Command {
     /// Run a k6 scenario of loadtests/ against an ALB (against `fairlead up`: with the world
     /// and echo backends it needs); exits with k6's code.
     Loadtest(fairlead_loadtest::Args),
+    /// Serve an echo backend of loadtests/ (what `fairlead loadtest` starts for `fairlead
+    /// up`; `--cluster-world` runs it in a cluster).
+    Echo(fairlead_loadtest::EchoArgs),
     /// Measure speed and memory; prints a table.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -92,5 +95,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Graph(args) => fairlead_graph_service::cli::run(args).await,
         Command::Bench(command) => bench::run(command).await,
         Command::Loadtest(args) => std::process::exit(fairlead_loadtest::run(args).await?),
+        Command::Echo(args) => fairlead_loadtest::echo(args).await,
     }
 }

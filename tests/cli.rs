@@ -2647,6 +2647,69 @@ async fn bench_loadgen_measures_k6_wrk_and_a_static_envoy_through_real_envoys() 
     }
 }
 
+/// A scenario's world for a cluster: `--cluster-world` prints it with `fairlead echo`
+/// Deployments behind its Services; `kubectl apply` it to `up` (whose runner runs them and
+/// writes their EndpointSlices, as a cluster would), and the scenario holds against the
+/// instance's address with `--target`, nothing started by the runner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_for_a_cluster_runs_its_echo_backends_as_deployments() {
+    let _alone = LOADTESTS.lock().await;
+    let up = Up::start(&[]);
+    up.wait_ready().await;
+    let printed = Command::new(BIN)
+        .args(["loadtest", "http-steady", "--cluster-world"])
+        .arg("--dir")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/loadtests"))
+        .output()
+        .unwrap();
+    assert!(printed.status.success(), "{printed:?}");
+    let world = String::from_utf8(printed.stdout).unwrap();
+    assert_eq!(
+        world.matches("\"kind\": \"Deployment\"").count(),
+        6,
+        "{world}"
+    );
+    kubectl_apply(&up, &world);
+    let client = up.client().await;
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(client.clone(), "d8-alb");
+    let ip = until("the instance's LoadBalancer address", async || {
+        let service = services.get("d8-alb-loadtest-loadbalancer").await.ok()?;
+        service.status?.load_balancer?.ingress?.pop()?.ip
+    })
+    .await;
+    let slices: kube::Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        kube::Api::namespaced(client.clone(), "loadtest");
+    until(
+        "every echo Deployment's pod ready in its Service's slice",
+        async || {
+            let listed = slices.list(&Default::default()).await.ok()?.items;
+            let ready = listed
+                .iter()
+                .filter(|s| {
+                    s.endpoints
+                        .iter()
+                        .flatten()
+                        .any(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+                })
+                .count();
+            (ready == 6).then_some(())
+        },
+    )
+    .await;
+    let (code, printed, summary) = scenario(
+        &up,
+        "http-steady",
+        &["--target", &format!("http://{ip}:8088")],
+    );
+    assert_eq!(code, Some(0), "{printed}");
+    assert!(
+        held(&summary, "checks{route:shop}", "rate>0.99"),
+        "{printed}"
+    );
+    up.stop();
+}
+
 #[test]
 fn loadtest_in_ci_refuses_targets_outside_loopback_before_starting_anything() {
     let out = Command::new(BIN)

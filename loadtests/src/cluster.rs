@@ -10,9 +10,6 @@ use serde_json::Value;
 
 use crate::world;
 
-/// Who applies the worlds.
-const MANAGER: &str = "fairlead-loadtest";
-
 /// A client of the cluster `kubeconfig` names.
 pub async fn client(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
     let config = kube::config::Kubeconfig::read_from(kubeconfig).with_context(|| {
@@ -42,7 +39,7 @@ pub async fn apply(client: &kube::Client, object: &Value) -> anyhow::Result<()> 
     };
     api.patch(
         name,
-        &PatchParams::apply(MANAGER).force(),
+        &PatchParams::apply(world::MANAGER).force(),
         &Patch::Apply(object),
     )
     .await

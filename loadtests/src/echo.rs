@@ -27,14 +27,10 @@ pub struct Echo {
     _stop: DropGuard,
 }
 
-/// Starts an echo server named `name` on `ip` (a port the system picks); with `capacity`,
-/// it answers 503 to the requests beyond that many in each second.
-pub async fn start(
-    name: &str,
-    ip: std::net::IpAddr,
-    capacity: Option<u32>,
-) -> std::io::Result<Echo> {
-    let listener = tokio::net::TcpListener::bind((ip, 0)).await?;
+/// Starts an echo server named `name` on `addr` (port 0: one the system picks); with
+/// `capacity`, it answers 503 to the requests beyond that many in each second.
+pub async fn start(name: &str, addr: SocketAddr, capacity: Option<u32>) -> std::io::Result<Echo> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let name = name.to_owned();
     let window = Arc::new(Mutex::new(Window::default()));
@@ -75,11 +71,28 @@ pub async fn start(
     })
 }
 
-/// Starts a TCP echo server named `name` on `ip`: each line a connection sends is answered
-/// with `<name> <line>`, until the connection closes.
-pub async fn start_tcp(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo> {
+/// Starts the echo server `protocol` asks for (see [`start`], [`start_grpc`], [`start_tcp`],
+/// [`start_udp`]); `capacity` only for HTTP.
+pub async fn start_any(
+    name: &str,
+    protocol: crate::world::Protocol,
+    addr: SocketAddr,
+    capacity: Option<u32>,
+) -> std::io::Result<Echo> {
+    use crate::world::Protocol;
+    match protocol {
+        Protocol::Http => start(name, addr, capacity).await,
+        Protocol::Grpc => start_grpc(name, addr).await,
+        Protocol::Tcp => start_tcp(name, addr).await,
+        Protocol::Udp => start_udp(name, addr).await,
+    }
+}
+
+/// Starts a TCP echo server named `name` on `addr`: each line a connection sends is
+/// answered with `<name> <line>`, until the connection closes.
+pub async fn start_tcp(name: &str, addr: SocketAddr) -> std::io::Result<Echo> {
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
-    let listener = tokio::net::TcpListener::bind((ip, 0)).await?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let name = name.to_owned();
     let stop = CancellationToken::new();
@@ -118,10 +131,10 @@ pub async fn start_tcp(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo
     })
 }
 
-/// Starts a UDP echo server named `name` on `ip`: each datagram is answered with
+/// Starts a UDP echo server named `name` on `addr`: each datagram is answered with
 /// `<name> <datagram>`.
-pub async fn start_udp(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo> {
-    let socket = tokio::net::UdpSocket::bind((ip, 0)).await?;
+pub async fn start_udp(name: &str, addr: SocketAddr) -> std::io::Result<Echo> {
+    let socket = tokio::net::UdpSocket::bind(addr).await?;
     let addr = socket.local_addr()?;
     let prefix = format!("{name} ").into_bytes();
     let stop = CancellationToken::new();
@@ -146,10 +159,10 @@ pub async fn start_udp(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo
     })
 }
 
-/// Starts a gRPC echo server named `name` on `ip` (HTTP/2 without TLS, as Envoy speaks to
+/// Starts a gRPC echo server named `name` on `addr` (HTTP/2 without TLS, as Envoy speaks to
 /// a GRPCRoute's backends): every call is answered with its request's messages, status 0.
-pub async fn start_grpc(name: &str, ip: std::net::IpAddr) -> std::io::Result<Echo> {
-    let listener = tokio::net::TcpListener::bind((ip, 0)).await?;
+pub async fn start_grpc(name: &str, addr: SocketAddr) -> std::io::Result<Echo> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let name: Arc<str> = name.into();
     let stop = CancellationToken::new();

@@ -33,7 +33,7 @@ use anyhow::Context as _;
 use kube::api::{Api, DeleteParams};
 use serde_json::Value;
 
-use crate::world::{Break, Protocol, World};
+use crate::world::{Break, World};
 
 /// How long the world may take to be served.
 pub(crate) const READY_WITHIN: Duration = Duration::from_secs(120);
@@ -80,6 +80,16 @@ pub struct Args {
     #[arg(long = "break")]
     pub breaks: Vec<Break>,
 
+    /// Print the scenario's world for a cluster and exit: each echo Service selecting a
+    /// Deployment of `fairlead echo` from `--image` (`kubectl apply -f -` it, then load the
+    /// instance with `--target`).
+    #[arg(long)]
+    pub cluster_world: bool,
+
+    /// The fairlead image the echo backends of `--cluster-world` run.
+    #[arg(long, default_value = concat!("ghcr.io/fairlead/fairlead:", env!("CARGO_PKG_VERSION")))]
+    pub image: String,
+
     /// Send k6's metrics to this Prometheus remote-write URL (a Prometheus started with
     /// `--web.enable-remote-write-receiver`: `http://HOST:9090/api/v1/write`).
     #[arg(long)]
@@ -98,6 +108,38 @@ fn duration(text: &str) -> Result<String, String> {
     }
 }
 
+/// Options of `fairlead echo`.
+#[derive(Debug, clap::Args)]
+pub struct EchoArgs {
+    /// The name it answers with (its Service's).
+    #[arg(long)]
+    pub name: String,
+    /// What it speaks.
+    #[arg(long, value_enum, default_value = "http")]
+    pub protocol: world::Protocol,
+    /// Where it listens.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub listen: std::net::SocketAddr,
+    /// HTTP only: answer 503 beyond this many requests a second.
+    #[arg(long)]
+    pub capacity: Option<u32>,
+}
+
+/// Serves one echo backend until SIGTERM or SIGINT.
+pub async fn echo(args: EchoArgs) -> anyhow::Result<()> {
+    let shutdown = fairlead_kit::shutdown::Shutdown::new(Duration::from_secs(1));
+    shutdown.listen_for_signals()?;
+    let echo = echo::start_any(&args.name, args.protocol, args.listen, args.capacity)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    eprintln!(
+        "echo: {} ({:?}) listening on {}",
+        args.name, args.protocol, echo.addr
+    );
+    shutdown.triggered().await;
+    Ok(())
+}
+
 /// What loads a scenario.
 enum Driver {
     /// k6 (the binary found) runs the scenario's script.
@@ -108,6 +150,15 @@ enum Driver {
 
 /// Runs the scenario; k6's exit code (0 when every threshold held, 99 when one did not).
 pub async fn run(args: Args) -> anyhow::Result<i32> {
+    if args.cluster_world {
+        let world = read_world(&args)?.broken(&args.breaks)?.0;
+        // JSON documents of a YAML stream: every string quoted, so no YAML 1.1 reader takes
+        // a header value `on` for a boolean.
+        for object in world.for_cluster(&args.scenario, &args.image)? {
+            println!("---\n{}", serde_json::to_string_pretty(&object)?);
+        }
+        return Ok(0);
+    }
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     // Refused before anything is started or applied.
     if let Some(target) = &args.target {
@@ -154,7 +205,16 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
     }
     // Echo backends serve while k6 runs, until `served` is done with.
     let (target, served) = match &args.target {
-        Some(target) => (target.clone(), None),
+        Some(target) => {
+            // The world's routes, where they are known and plain HTTP: served before the
+            // load starts (a world just applied to a cluster takes a while).
+            if let (Ok(world), "http", Driver::K6(_)) =
+                (read_world(&args), target.scheme(), &driver)
+            {
+                wait_served(&echo::Prober::new(None)?, target, &world.probes(&[])).await?;
+            }
+            (target.clone(), None)
+        }
         None => {
             let served = serve_world(&args, &results).await?;
             world::check_target(&served.target, ci)?;
@@ -476,12 +536,8 @@ async fn serve_world(args: &Args, results: &std::path::Path) -> anyhow::Result<S
             std::net::TcpListener::bind((local, 0))?.local_addr()?
         } else {
             let capacity = faults.capacity.get(&backend.name).copied();
-            let echo = match backend.protocol {
-                Protocol::Http => echo::start(&backend.name, local, capacity).await?,
-                Protocol::Grpc => echo::start_grpc(&backend.name, local).await?,
-                Protocol::Tcp => echo::start_tcp(&backend.name, local).await?,
-                Protocol::Udp => echo::start_udp(&backend.name, local).await?,
-            };
+            let addr = std::net::SocketAddr::new(local, 0);
+            let echo = echo::start_any(&backend.name, backend.protocol, addr, capacity).await?;
             let addr = echo.addr;
             echoes.push(echo);
             addr

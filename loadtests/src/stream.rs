@@ -432,8 +432,9 @@ mod tests {
     #[tokio::test]
     async fn exchanges_read_who_answered_and_whether_it_echoed() {
         let ip = std::net::IpAddr::from([127, 0, 0, 1]);
-        let tcp = crate::echo::start_tcp("t1", ip).await.unwrap();
-        let udp = crate::echo::start_udp("u1", ip).await.unwrap();
+        let any = SocketAddr::new(ip, 0);
+        let tcp = crate::echo::start_tcp("t1", any).await.unwrap();
+        let udp = crate::echo::start_udp("u1", any).await.unwrap();
         for (protocol, addr, name) in [
             (Protocol::Tcp, tcp.addr, "t1"),
             (Protocol::Udp, udp.addr, "u1"),

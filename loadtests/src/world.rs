@@ -43,6 +43,9 @@ pub enum WorldError {
         "--break {0:?}: expected backend-down=SERVICE, wrong-weight=ROUTE (an HTTPRoute, GRPCRoute or TCPRoute) or capacity=SERVICE:REQUESTS_PER_SECOND"
     )]
     BadBreak(String),
+    /// A world that needs what only the runner gives it (certificates, a GeoIP mirror).
+    #[error("{0} cannot be applied to a cluster as it is: {1}")]
+    NotForCluster(String, &'static str),
     /// A TCPRoute or UDPRoute whose port cannot be told.
     #[error(
         "{0}: spec.parentRefs[0] names no port (set port, or sectionName {1} for an additional port)"
@@ -114,7 +117,7 @@ pub struct Entry {
 }
 
 /// What an echo backend speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Protocol {
     /// HTTP/1.1 (and h2c): answers `x-backend`, echoes the request.
     Http,
@@ -477,6 +480,108 @@ impl World {
     pub fn mirrored(&self) -> bool {
         self.clone().mirror("")
     }
+}
+
+/// Who applies the worlds, and the `app.kubernetes.io/managed-by` of the echo backends'
+/// Deployments in a cluster.
+pub const MANAGER: &str = "fairlead-loadtest";
+
+/// The port an echo backend listens on in a cluster (unprivileged, as it runs as non-root).
+pub const CLUSTER_ECHO_PORT: u16 = 8080;
+
+/// The label of an echo backend's pods in a cluster (its value: the Service's name).
+pub const BACKEND_LABEL: &str = "loadtest.fairlead.io/backend";
+
+impl World {
+    /// The world for a cluster (`name` in errors): each echo Service selects the pods of a
+    /// Deployment of its own running `fairlead echo` from `image` on
+    /// [`CLUSTER_ECHO_PORT`], the rest as it is. Refused for worlds whose certificates or
+    /// GeoIP mirror only the runner gives.
+    pub fn for_cluster(&self, name: &str, image: &str) -> Result<Vec<Value>, WorldError> {
+        if !self.certificates().is_empty() {
+            return Err(WorldError::NotForCluster(
+                name.to_owned(),
+                "its certificate Secrets are issued by the runner's CA (give them yourself)",
+            ));
+        }
+        if self.mirrored() {
+            return Err(WorldError::NotForCluster(
+                name.to_owned(),
+                "its GeoIP databases are MaxMind's test databases, served by the runner",
+            ));
+        }
+        let backends = self.backends();
+        let mut objects = Vec::new();
+        for object in &self.objects {
+            let backend = backends.iter().find(|b| {
+                object["kind"] == "Service"
+                    && object["metadata"]["name"] == b.name.as_str()
+                    && namespace_of(object) == b.namespace
+            });
+            let Some(backend) = backend else {
+                objects.push(object.clone());
+                continue;
+            };
+            let mut service = object.clone();
+            service["spec"]["selector"] = serde_json::json!({ BACKEND_LABEL: backend.name });
+            for port in service["spec"]["ports"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
+                if port["name"] == backend.port_name.as_str() {
+                    port["targetPort"] = CLUSTER_ECHO_PORT.into();
+                }
+            }
+            objects.push(service);
+            objects.push(echo_deployment(backend, image));
+        }
+        Ok(objects)
+    }
+}
+
+/// The Deployment of `backend`'s echo in a cluster: one replica of `fairlead echo`, as
+/// hardened as the ALB's own containers.
+fn echo_deployment(backend: &Backend, image: &str) -> Value {
+    let protocol = match backend.protocol {
+        Protocol::Http => "http",
+        Protocol::Grpc => "grpc",
+        Protocol::Tcp => "tcp",
+        Protocol::Udp => "udp",
+    };
+    let labels = serde_json::json!({ BACKEND_LABEL: backend.name });
+    serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": format!("echo-{}", backend.name), "namespace": backend.namespace,
+            "labels": {BACKEND_LABEL: backend.name, "app.kubernetes.io/managed-by": MANAGER}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                        "runAsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "echo",
+                        "image": image,
+                        "args": ["echo", "--name", backend.name, "--protocol", protocol,
+                            "--listen", format!("$(POD_IP):{CLUSTER_ECHO_PORT}")],
+                        "env": [{"name": "POD_IP",
+                            "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                        "ports": [{"name": backend.port_name, "containerPort": CLUSTER_ECHO_PORT,
+                            "protocol": if backend.protocol == Protocol::Udp { "UDP" } else { "TCP" }}],
+                        "resources": {"requests": {"cpu": "50m", "memory": "32Mi"},
+                            "limits": {"memory": "128Mi"}},
+                        "securityContext": {"allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}},
+                    }],
+                },
+            },
+        },
+    })
 }
 
 /// The label of the HTTPRoute a churning scenario changes while it runs.
@@ -913,6 +1018,59 @@ spec: {gatewayName: plain}
         );
         assert!(world.objects[1]["spec"]["geoIP"].is_null());
         assert!(!World::default().mirrored());
+    }
+
+    #[test]
+    fn a_world_for_a_cluster_runs_fairlead_echo_behind_each_echo_service() {
+        let world = World::parse("w.yaml", WORLD).unwrap();
+        let objects = world
+            .for_cluster("w", "ghcr.io/fairlead/fairlead:1.2.3")
+            .unwrap();
+        let service = objects
+            .iter()
+            .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "shop-v1")
+            .unwrap();
+        assert_eq!(service["spec"]["selector"][BACKEND_LABEL], "shop-v1");
+        assert_eq!(service["spec"]["ports"][1]["targetPort"], CLUSTER_ECHO_PORT);
+        assert!(
+            service["spec"]["ports"][0]["targetPort"].is_null(),
+            "not the echo's port"
+        );
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        assert_eq!(deployment["metadata"]["name"], "echo-shop-v1");
+        assert_eq!(deployment["metadata"]["namespace"], "lt");
+        let pod = &deployment["spec"]["template"];
+        assert_eq!(
+            pod["metadata"]["labels"],
+            deployment["spec"]["selector"]["matchLabels"]
+        );
+        assert_eq!(pod["metadata"]["labels"], service["spec"]["selector"]);
+        let container = &pod["spec"]["containers"][0];
+        assert_eq!(container["image"], "ghcr.io/fairlead/fairlead:1.2.3");
+        assert_eq!(
+            container["args"],
+            serde_json::json!([
+                "echo",
+                "--name",
+                "shop-v1",
+                "--protocol",
+                "http",
+                "--listen",
+                "$(POD_IP):8080"
+            ])
+        );
+        // The Service without the label and every other object pass as they are.
+        assert_eq!(
+            objects.iter().filter(|o| o["kind"] != "Deployment").count(),
+            world.objects.len()
+        );
+        let mut mirrored = world.clone();
+        mirrored.objects[0]["metadata"]["annotations"][MIRROR_ANNOTATION] = "true".into();
+        let e = mirrored.for_cluster("geo", "i").unwrap_err().to_string();
+        assert!(
+            e.contains("geo cannot be applied") && e.contains("GeoIP"),
+            "{e}"
+        );
     }
 
     #[test]

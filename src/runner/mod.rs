@@ -22,13 +22,16 @@
 //!   `<service>.<namespace>.svc` otherwise) and forwards its ports to the ready pods'
 //!   `targetPort` ([`forward`]), and forwards each host port on `127.0.0.1` to its pod. A
 //!   port that cannot be bound is in the Service's `ingress[].ports[].error`, or an Event on
-//!   the Pod.
+//!   the Pod;
+//! - writes each such Service's EndpointSlice ([`endpoints`]), as kube-controller-manager
+//!   does, so a route to it reaches the pods.
 //!
 //! The controllers do not know they run on a laptop: they write what they write in a
 //! cluster, and this is what makes it run.
 
 mod account;
 mod addresses;
+mod endpoints;
 mod forward;
 pub mod pod;
 mod running;
@@ -97,9 +100,11 @@ impl Config {
             dir,
             fairlead,
             envoy,
+            // The ALB's workloads, and the echo backends of a load test's world.
             selector: format!(
-                "app.kubernetes.io/managed-by={}",
-                fairlead_edge_controller::instances::MANAGER
+                "app.kubernetes.io/managed-by in ({},{})",
+                fairlead_edge_controller::instances::MANAGER,
+                fairlead_loadtest::world::MANAGER
             ),
             refresh: Duration::from_secs(2),
             api: None,
@@ -166,6 +171,8 @@ struct World {
     /// Each host port's pod and forwarder.
     host_ports: BTreeMap<Port, (ObjectKey, Forwarding)>,
     statuses: BTreeMap<(String, ObjectKey), Value>,
+    /// The EndpointSlice last written for each Service.
+    slices: BTreeMap<ObjectKey, Value>,
 }
 
 async fn run(client: kube::Client, config: Arc<Config>, stop: CancellationToken) {
@@ -717,6 +724,30 @@ async fn services(
             entry.1.insert((number, udp), forwarder);
         }
         entry.1.retain(|p, _| wanted_ports.contains(p));
+        let pods: Vec<(IpAddr, bool)> = world
+            .pods
+            .values()
+            .filter(|p| selects(p))
+            .map(|p| (p.serving, *p.handle.ready.borrow()))
+            .collect();
+        let slice = endpoints::slice(&key, &spec, &pods);
+        if world.slices.get(&key) != Some(&slice) {
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                key.namespace(),
+                &kube::discovery::ApiResource::erase::<
+                    k8s_openapi::api::discovery::v1::EndpointSlice,
+                >(&()),
+            );
+            let name = format!("{}-local", key.name());
+            api.patch(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&slice),
+            )
+            .await?;
+            world.slices.insert(key.clone(), slice);
+        }
         let status = json!({"loadBalancer": {"ingress": [{"ip": address.to_string(), "ipMode": "VIP", "ports": ports_status}]}});
         let stored = serde_json::to_value(&service.status).unwrap_or_default();
         if load_balancer && stored["loadBalancer"] != status["loadBalancer"] {
@@ -731,6 +762,29 @@ async fn services(
         }
     }
     world.services.retain(|k, _| seen.contains(k));
+    // A Service gone, or selecting none of the pods here any more: its slice goes.
+    let gone: Vec<ObjectKey> = world
+        .slices
+        .keys()
+        .filter(|k| !seen.contains(*k))
+        .cloned()
+        .collect();
+    for key in gone {
+        let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+            Api::namespaced(client.clone(), key.namespace());
+        match api
+            .delete(&format!("{}-local", key.name()), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {
+                world.slices.remove(&key);
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                world.slices.remove(&key);
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let addresses: BTreeMap<String, IpAddr> = world
         .services
         .iter()

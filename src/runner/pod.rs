@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 /// The top-level fairlead commands a container may run.
-const FAIRLEAD_COMMANDS: &[&str] = &["edge", "health"];
+const FAIRLEAD_COMMANDS: &[&str] = &["echo", "edge", "health"];
 
 /// The label the runner puts on the pods it runs.
 pub const RUNNER_LABEL: &str = "fairlead.io/local-runner";
