@@ -2650,7 +2650,7 @@ async fn bench_loadgen_measures_k6_wrk_and_a_static_envoy_through_real_envoys() 
 /// A scenario's world for a cluster: `--cluster-world` prints it with `fairlead echo`
 /// Deployments behind its Services; `kubectl apply` it to `up` (whose runner runs them and
 /// writes their EndpointSlices, as a cluster would), and the scenario holds against the
-/// instance's address with `--target`, nothing started by the runner.
+/// instance's address with `--target`, nothing started by the runner, and with `--gateway`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_world_for_a_cluster_runs_its_echo_backends_as_deployments() {
     let _alone = LOADTESTS.lock().await;
@@ -2700,11 +2700,19 @@ async fn a_world_for_a_cluster_runs_its_echo_backends_as_deployments() {
     let (code, printed, summary) = scenario(
         &up,
         "http-steady",
-        &["--target", &format!("http://{ip}:8088")],
+        &["--wait-served", "--target", &format!("http://{ip}:8088")],
     );
     assert_eq!(code, Some(0), "{printed}");
     assert!(
         held(&summary, "checks{route:shop}", "rate>0.99"),
+        "{printed}"
+    );
+    // The same, found from the instance's Gateway: its LoadBalancer address and the port of
+    // its HTTP listener.
+    let (code, printed, _) = scenario(&up, "http-steady", &["--gateway", "d8-alb/loadtest"]);
+    assert_eq!(code, Some(0), "{printed}");
+    assert!(
+        printed.contains(&format!("at http://{ip}:8088/")),
         "{printed}"
     );
     up.stop();

@@ -1,5 +1,6 @@
 //! The cluster side of a run: a client from a kubeconfig, server-side apply of any kind
-//! (found by discovery), and the address an instance's LoadBalancer Service got.
+//! (found by discovery), the address an instance's LoadBalancer Service got, and where a
+//! Gateway's traffic enters.
 
 use std::time::{Duration, Instant};
 
@@ -73,4 +74,36 @@ pub async fn entry_address(
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Where the traffic of the Gateway `key` enters for `scheme` (see
+/// [`world::gateway_target`]).
+pub async fn gateway_target(
+    client: &kube::Client,
+    key: &fairlead_key::ObjectKey,
+    scheme: &str,
+) -> anyhow::Result<url::Url> {
+    let resource = kube::discovery::ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "gateway.networking.k8s.io",
+        "v1",
+        "Gateway",
+    ));
+    let namespace = key.namespace();
+    let gateways: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let gateway = gateways
+        .get_opt(key.name())
+        .await?
+        .with_context(|| format!("--gateway {key}: no such Gateway"))?;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), namespace);
+    let service = services
+        .get_opt(&world::load_balancer_service(key.name()))
+        .await?
+        .map(serde_json::to_value)
+        .transpose()?;
+    Ok(world::gateway_target(
+        &serde_json::to_value(gateway)?,
+        service.as_ref(),
+        scheme,
+    )?)
 }

@@ -61,8 +61,14 @@ pub struct Args {
     /// Load this address instead (the routes of the scenario's world must be there): nothing
     /// is applied and no backend started. For tcp-echo and udp-echo, its IP address, with
     /// each route on the port its world gives it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "gateway")]
     pub target: Option<url::Url>,
+
+    /// Load where this Gateway's traffic enters (`NAMESPACE/NAME`; `NAME`: in d8-alb): its
+    /// instance's LoadBalancer address and the port of its HTTP listener (HTTPS for an HTTPS
+    /// world), found through `--kubeconfig`; then as with `--target`.
+    #[arg(long, value_parser = gateway_key)]
+    pub gateway: Option<fairlead_key::ObjectKey>,
 
     /// Iterations per second (each iteration sends one request per case of the scenario).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
@@ -79,6 +85,12 @@ pub struct Args {
     /// rate); repeatable.
     #[arg(long = "break")]
     pub breaks: Vec<Break>,
+
+    /// With `--target` or `--gateway` (plain HTTP): wait until Envoy serves each of the
+    /// scenario's world's routes from each of its backends before loading it (a world just
+    /// applied, as `--cluster-world` prints it).
+    #[arg(long)]
+    pub wait_served: bool,
 
     /// Print the scenario's world for a cluster and exit: each echo Service selecting a
     /// Deployment of `fairlead echo` from `--image` (`kubectl apply -f -` it, then load the
@@ -98,6 +110,15 @@ pub struct Args {
     /// Where the summary is written (`<dir>/results/<scenario>.json` by default).
     #[arg(long)]
     pub results: Option<PathBuf>,
+}
+
+/// A Gateway's key: `namespace/name`, or a name in d8-alb.
+fn gateway_key(text: &str) -> Result<fairlead_key::ObjectKey, String> {
+    match text.parse::<fairlead_key::ObjectKey>() {
+        Ok(key) if key.namespace().is_empty() => Ok(fairlead_key::ObjectKey::new("d8-alb", text)),
+        Ok(key) => Ok(key),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn duration(text: &str) -> Result<String, String> {
@@ -160,8 +181,19 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let given = match &args.gateway {
+        Some(gateway) => {
+            let scheme = read_world(&args)
+                .ok()
+                .and_then(|w| w.entry())
+                .map_or("http", |e| e.scheme);
+            let client = cluster::client(&args.kubeconfig).await?;
+            Some(cluster::gateway_target(&client, gateway, scheme).await?)
+        }
+        None => args.target.clone(),
+    };
     // Refused before anything is started or applied.
-    if let Some(target) = &args.target {
+    if let Some(target) = &given {
         world::check_target(target, ci)?;
     }
     let script = args.dir.join(format!("{}.js", args.scenario));
@@ -204,14 +236,13 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
         std::fs::create_dir_all(parent).with_context(|| format!("making {}", parent.display()))?;
     }
     // Echo backends serve while k6 runs, until `served` is done with.
-    let (target, served) = match &args.target {
+    let (target, served) = match &given {
         Some(target) => {
-            // The world's routes, where they are known and plain HTTP: served before the
-            // load starts (a world just applied to a cluster takes a while).
-            if let (Ok(world), "http", Driver::K6(_)) =
-                (read_world(&args), target.scheme(), &driver)
-            {
-                wait_served(&echo::Prober::new(None)?, target, &world.probes(&[])).await?;
+            // Asked to: the world's plain-HTTP routes served before the load starts (a world
+            // just applied to a cluster takes a while).
+            if args.wait_served && target.scheme() == "http" && matches!(driver, Driver::K6(_)) {
+                let probes = read_world(&args)?.probes(&[]);
+                wait_served(&echo::Prober::new(None)?, target, &probes).await?;
             }
             (target.clone(), None)
         }

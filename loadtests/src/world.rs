@@ -51,6 +51,9 @@ pub enum WorldError {
         "{0}: spec.parentRefs[0] names no port (set port, or sectionName {1} for an additional port)"
     )]
     NoPort(String, String),
+    /// A Gateway whose entry cannot be told.
+    #[error("--gateway {0}: {1}")]
+    Gateway(String, String),
     /// A target the runner may not load.
     #[error("--target {0}: {1}")]
     Target(String, &'static str),
@@ -295,7 +298,7 @@ impl World {
         };
         Some(Entry {
             namespace: "d8-alb".to_owned(),
-            service: format!("d8-alb-{gateway}-loadbalancer"),
+            service: load_balancer_service(gateway),
             port: u16::try_from(port).ok()?,
             scheme,
         })
@@ -670,6 +673,73 @@ pub fn slice(backend: &Backend, addr: SocketAddr) -> Value {
         slice["ports"][0]["protocol"] = "UDP".into();
     }
     slice
+}
+
+/// The LoadBalancer Service an ALB instance puts in front of its Gateway `gateway`'s proxies
+/// (in the Gateway's namespace; its ports named as the listeners).
+pub fn load_balancer_service(gateway: &str) -> String {
+    format!("d8-alb-{gateway}-loadbalancer")
+}
+
+/// Where the traffic of `gateway` enters, for a `scheme` (`http`: its first HTTP listener;
+/// `https`: its first HTTPS one): its instance's LoadBalancer `service` (the address it got,
+/// the port named as the listener), or, without one, the Gateway's own first address and
+/// the listener's port (a Gateway of the class without an instance's Service).
+pub fn gateway_target(
+    gateway: &Value,
+    service: Option<&Value>,
+    scheme: &str,
+) -> Result<url::Url, WorldError> {
+    let key = format!(
+        "{}/{}",
+        namespace_of(gateway),
+        gateway["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    let fail = |why: String| WorldError::Gateway(key.clone(), why);
+    let protocol = scheme.to_ascii_uppercase();
+    let listener = gateway["spec"]["listeners"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["protocol"] == protocol.as_str())
+        .ok_or_else(|| fail(format!("no {protocol} listener in spec.listeners")))?;
+    let name = listener["name"].as_str().unwrap_or_default();
+    let (host, port) = match service {
+        Some(service) => {
+            let ingress = &service["status"]["loadBalancer"]["ingress"][0];
+            let host = ingress["ip"]
+                .as_str()
+                .or_else(|| ingress["hostname"].as_str());
+            let port = service["spec"]["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| p["name"] == name)
+                .and_then(|p| p["port"].as_u64());
+            let service_name = service["metadata"]["name"].as_str().unwrap_or_default();
+            (
+                host.ok_or_else(|| {
+                    fail(format!(
+                        "its Service {service_name} has no LoadBalancer address yet"
+                    ))
+                })?,
+                port.ok_or_else(|| fail(format!("its Service {service_name} has no port {name}")))?,
+            )
+        }
+        None => (
+            gateway["status"]["addresses"][0]["value"]
+                .as_str()
+                .ok_or_else(|| fail("no LoadBalancer Service and no status.addresses".into()))?,
+            listener["port"].as_u64().unwrap_or_default(),
+        ),
+    };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    url::Url::parse(&format!("{scheme}://{host}:{port}/"))
+        .map_err(|e| fail(format!("{host}:{port}: {e}")))
 }
 
 /// Whether the runner may load `target`: with `ci` (the `CI` variable is `true`), only
@@ -1071,6 +1141,48 @@ spec: {gatewayName: plain}
             e.contains("geo cannot be applied") && e.contains("GeoIP"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_gateway_is_loaded_where_its_traffic_enters() {
+        let gateway = serde_json::json!({
+            "metadata": {"name": "main", "namespace": "d8-alb"},
+            "spec": {"listeners": [{"name": "d8-http", "port": 80, "protocol": "HTTP"},
+                {"name": "d8-https", "port": 443, "protocol": "HTTPS"}]},
+            "status": {"addresses": [{"type": "IPAddress", "value": "10.0.0.7"}]},
+        });
+        let service = serde_json::json!({
+            "metadata": {"name": "d8-alb-main-loadbalancer"},
+            "spec": {"ports": [{"name": "d8-http", "port": 8088}, {"name": "d8-https", "port": 8443}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.9"}]}},
+        });
+        let target = |service: Option<&Value>, scheme| {
+            gateway_target(&gateway, service, scheme).map(|u| u.to_string())
+        };
+        assert_eq!(
+            target(Some(&service), "http").unwrap(),
+            "http://203.0.113.9:8088/"
+        );
+        assert_eq!(
+            target(Some(&service), "https").unwrap(),
+            "https://203.0.113.9:8443/"
+        );
+        // Without an instance's Service: the Gateway's own address and listener port.
+        assert_eq!(target(None, "http").unwrap(), "http://10.0.0.7/");
+        let mut pending = service.clone();
+        pending["status"] = serde_json::json!({});
+        let e = target(Some(&pending), "http").unwrap_err().to_string();
+        assert!(
+            e.contains("d8-alb/main") && e.contains("no LoadBalancer address"),
+            "{e}"
+        );
+        let mut tcp_only = gateway.clone();
+        tcp_only["spec"]["listeners"] =
+            serde_json::json!([{"name": "t", "port": 9, "protocol": "TCP"}]);
+        let e = gateway_target(&tcp_only, None, "http")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no HTTP listener"), "{e}");
     }
 
     #[test]
