@@ -16,6 +16,11 @@ use fairlead_key::ObjectKey;
 /// The `endpointslice.kubernetes.io/managed-by` of the slices written here.
 pub const MANAGED_BY: &str = "fairlead-up.local-runner";
 
+/// The name of `service`'s slice.
+pub fn name(service: &ObjectKey) -> String {
+    format!("{}-local", service.name())
+}
+
 /// The slice of `service` (`spec`) with `pods`: each pod's address and whether it is ready.
 pub fn slice(service: &ObjectKey, spec: &ServiceSpec, pods: &[(IpAddr, bool)]) -> Value {
     let ports: Vec<Value> = spec
@@ -43,7 +48,7 @@ pub fn slice(service: &ObjectKey, spec: &ServiceSpec, pods: &[(IpAddr, bool)]) -
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
         "metadata": {
-            "name": format!("{}-local", service.name()),
+            "name": name(service),
             "namespace": service.namespace(),
             "labels": {"kubernetes.io/service-name": service.name(),
                 "endpointslice.kubernetes.io/managed-by": MANAGED_BY},

@@ -739,9 +739,8 @@ async fn services(
                     k8s_openapi::api::discovery::v1::EndpointSlice,
                 >(&()),
             );
-            let name = format!("{}-local", key.name());
             api.patch(
-                &name,
+                &endpoints::name(&key),
                 &PatchParams::apply(MANAGER).force(),
                 &Patch::Apply(&slice),
             )
@@ -773,7 +772,7 @@ async fn services(
         let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
             Api::namespaced(client.clone(), key.namespace());
         match api
-            .delete(&format!("{}-local", key.name()), &DeleteParams::default())
+            .delete(&endpoints::name(&key), &DeleteParams::default())
             .await
         {
             Ok(_) => {
