@@ -2608,12 +2608,19 @@ async fn geo_headers_reach_the_backend_for_the_addresses_of_maxmind_s_test_datab
             "{address}\n{printed}"
         );
     }
+    // The backend down: every address's checks fail.
+    let (code, printed, summary) = scenario(&up, "geo", &["--break", "backend-down=geo"]);
+    assert_eq!(code, Some(99), "{printed}");
+    assert!(
+        !held(&summary, "checks{route:london}", "rate>0.99"),
+        "{printed}"
+    );
     up.stop();
 }
 
 /// The load generators' benchmark runs end to end (one short round; its figures belong in
-/// BENCHMARKS.md, not here): `fairlead edge xds` as the benchmarks start it, k6, wrk and the
-/// static peer through real Envoys.
+/// BENCHMARKS.md, not here): `fairlead edge xds` as the benchmarks start it, k6, wrk, the
+/// configuration made static from Envoy's dump and the minimal peer through real Envoys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_loadgen_measures_k6_wrk_and_a_static_envoy_through_real_envoys() {
     let _alone = LOADTESTS.lock().await;

@@ -6,6 +6,9 @@
 //! - **k6** (32 VUs, the generator of the scenarios) against the Envoy of an instance's
 //!   Gateway as fairlead configures it (from `fairlead edge xds`);
 //! - **wrk** (`-t1 -c32`) against the same: whether k6 or the proxy is the limit;
+//! - **wrk** against the same Envoy build given fairlead's configuration as static resources
+//!   ([`equivalent`]: its listeners, routes and clusters as Envoy dumped them, the routes
+//!   inline and the endpoints static): what taking it over xDS costs, if anything;
 //! - **wrk** against the same Envoy build given a minimal static configuration (a listener,
 //!   the router, one static cluster: no access log, tracing, statistics per listener or
 //!   header rules): what fairlead's configuration costs a proxy.
@@ -27,12 +30,14 @@ pub enum Load {
     K6,
     /// wrk against fairlead's Envoy.
     Wrk,
-    /// wrk against a static Envoy.
+    /// wrk against fairlead's configuration, static.
+    WrkEquivalent,
+    /// wrk against a minimal static Envoy.
     WrkStatic,
 }
 
 /// Every side, in round order.
-pub const LOADS: [Load; 3] = [Load::K6, Load::Wrk, Load::WrkStatic];
+pub const LOADS: [Load; 4] = [Load::K6, Load::Wrk, Load::WrkEquivalent, Load::WrkStatic];
 
 /// The k6 script of a closed loop: a GET of `URL` with the `Host` `HOST`, its summary in
 /// `OUT`.
@@ -123,6 +128,116 @@ fn static_config(port: u16, backend: u16, admin: u16) -> serde_json::Value {
     })
 }
 
+/// The dynamic resources of `dump` (Envoy's `/config_dump?include_eds`) whose `@type` ends
+/// with `kind`, each's `field` without the `@type` the dump wraps it in.
+fn dumped(dump: &serde_json::Value, kind: &str, list: &str, field: &str) -> Vec<serde_json::Value> {
+    dump["configs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["@type"].as_str().is_some_and(|t| t.ends_with(kind)))
+        .flat_map(|c| c[list].as_array().into_iter().flatten())
+        .map(|entry| untyped(entry[field].clone()))
+        .collect()
+}
+
+/// `resource` without the `@type` of the `Any` a dump wraps it in.
+fn untyped(mut resource: serde_json::Value) -> serde_json::Value {
+    if let Some(object) = resource.as_object_mut() {
+        object.remove("@type");
+    }
+    resource
+}
+
+/// fairlead's configuration as static resources: the listeners, routes and clusters an Envoy
+/// took over xDS (`dump`), each HTTP connection manager's RDS replaced by its route
+/// configuration and each EDS cluster made static with its endpoints; admin on `admin`.
+pub fn equivalent(
+    dump: &serde_json::Value,
+    admin: u16,
+) -> Result<serde_json::Value, EnvoyBenchError> {
+    let routes = dumped(
+        dump,
+        "RoutesConfigDump",
+        "dynamic_route_configs",
+        "route_config",
+    );
+    let endpoints = dumped(
+        dump,
+        "EndpointsConfigDump",
+        "dynamic_endpoint_configs",
+        "endpoint_config",
+    );
+    let mut listeners = Vec::new();
+    for listener in dumped(
+        dump,
+        "ListenersConfigDump",
+        "dynamic_listeners",
+        "active_state",
+    ) {
+        let mut listener = untyped(listener["listener"].clone());
+        for chain in listener["filter_chains"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
+            for filter in chain["filters"].as_array_mut().into_iter().flatten() {
+                let config = &mut filter["typed_config"];
+                let Some(name) = config["rds"]["route_config_name"]
+                    .as_str()
+                    .map(str::to_owned)
+                else {
+                    continue;
+                };
+                let route = routes
+                    .iter()
+                    .find(|r| r["name"] == name.as_str())
+                    .ok_or_else(|| {
+                        EnvoyBenchError::Failed(format!(
+                            "no route configuration {name} in the dump"
+                        ))
+                    })?;
+                if let Some(object) = config.as_object_mut() {
+                    object.remove("rds");
+                    object.insert("route_config".into(), route.clone());
+                }
+            }
+        }
+        listeners.push(listener);
+    }
+    let mut clusters = Vec::new();
+    for cluster in dumped(
+        dump,
+        "ClustersConfigDump",
+        "dynamic_active_clusters",
+        "cluster",
+    ) {
+        let mut cluster = cluster;
+        if cluster["type"] == "EDS" {
+            let name = cluster["name"].clone();
+            let assignment = endpoints
+                .iter()
+                .find(|e| e["cluster_name"] == name)
+                .map_or_else(|| serde_json::json!({"cluster_name": name}), Clone::clone);
+            if let Some(object) = cluster.as_object_mut() {
+                object.remove("eds_cluster_config");
+                object.insert("type".into(), "STATIC".into());
+                object.insert("load_assignment".into(), assignment);
+            }
+        }
+        clusters.push(cluster);
+    }
+    if listeners.is_empty() || clusters.is_empty() {
+        return Err(EnvoyBenchError::Failed(
+            "the dump holds no listener or no cluster".into(),
+        ));
+    }
+    Ok(serde_json::json!({
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin}}},
+        "static_resources": {"listeners": listeners, "clusters": clusters},
+    }))
+}
+
 /// The static peer on core 1 with one worker, serving once it answers `url`.
 async fn start_static(
     envoy: &Path,
@@ -187,6 +302,29 @@ pub async fn generators(
         )
         .map_err(|e| failed("the static configuration")(e.to_string()))?;
         let static_url = format!("http://127.0.0.1:{static_port}/");
+        // fairlead's configuration, as an Envoy of the Gateway took it.
+        let equivalent_config = dir.join("equivalent.json");
+        {
+            let mut child = harness.envoy(&envoy, &dir, &[]).await?;
+            let dump = reqwest::get(format!(
+                "http://127.0.0.1:{}/config_dump?include_eds",
+                harness.envoy_admin
+            ))
+            .await
+            .and_then(reqwest::Response::error_for_status);
+            let dump: serde_json::Value = match dump {
+                Ok(response) => response.json().await,
+                Err(e) => Err(e),
+            }
+            .map_err(|e| failed("Envoy's config dump")(e.to_string()))?;
+            let _ = child.kill().await;
+            let _ = child.wait().await;
+            std::fs::write(
+                &equivalent_config,
+                equivalent(&dump, free_port()?)?.to_string(),
+            )
+            .map_err(|e| failed("the equivalent configuration")(e.to_string()))?;
+        }
         let mut sides: Vec<(Load, Side)> = LOADS
             .iter()
             .map(|load| {
@@ -213,6 +351,10 @@ pub async fn generators(
                         };
                         (child, measured)
                     }
+                    Load::WrkEquivalent => {
+                        let child = start_static(&envoy, &equivalent_config, &harness.url).await?;
+                        (child, wrk(&harness.url, host, seconds).await)
+                    }
                     Load::WrkStatic => {
                         let child = start_static(&envoy, &config, &static_url).await?;
                         (child, wrk(&static_url, host, seconds).await)
@@ -238,6 +380,38 @@ pub async fn generators(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_equivalent_configuration_inlines_routes_and_endpoints() {
+        let dump = serde_json::json!({"configs": [
+            {"@type": "type.googleapis.com/envoy.admin.v3.ListenersConfigDump",
+             "dynamic_listeners": [{"name": "http-80", "active_state": {"listener": {
+                "name": "http-80", "filter_chains": [{"filters": [{"name": "hcm",
+                    "typed_config": {"@type": "hcm", "stat_prefix": "http-80",
+                        "rds": {"route_config_name": "http-80"}}}]}]}}}]},
+            {"@type": "type.googleapis.com/envoy.admin.v3.ClustersConfigDump",
+             "dynamic_active_clusters": [{"cluster": {"name": "backend/a", "type": "EDS",
+                "eds_cluster_config": {"eds_config": {}}}},
+                {"cluster": {"name": "plain", "type": "STATIC"}}]},
+            {"@type": "type.googleapis.com/envoy.admin.v3.RoutesConfigDump",
+             "dynamic_route_configs": [{"route_config": {"name": "http-80", "virtual_hosts": []}}]},
+            {"@type": "type.googleapis.com/envoy.admin.v3.EndpointsConfigDump",
+             "dynamic_endpoint_configs": [{"endpoint_config": {"cluster_name": "backend/a",
+                "endpoints": [{"lb_endpoints": []}]}}]},
+        ]});
+        let config = equivalent(&dump, 9901).unwrap();
+        let hcm = &config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+        assert!(hcm["rds"].is_null());
+        assert_eq!(hcm["route_config"]["name"], "http-80");
+        assert_eq!(hcm["stat_prefix"], "http-80");
+        let cluster = &config["static_resources"]["clusters"][0];
+        assert_eq!(cluster["type"], "STATIC");
+        assert!(cluster["eds_cluster_config"].is_null());
+        assert_eq!(cluster["load_assignment"]["cluster_name"], "backend/a");
+        assert_eq!(config["static_resources"]["clusters"][1]["name"], "plain");
+        let empty = serde_json::json!({"configs": []});
+        assert!(equivalent(&empty, 1).is_err());
+    }
 
     #[test]
     fn the_static_peer_routes_everything_to_the_backend() {
