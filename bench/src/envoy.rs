@@ -28,6 +28,24 @@ pub(crate) fn failed(what: &str) -> impl FnOnce(String) -> EnvoyBenchError + '_ 
     move |e| EnvoyBenchError::Failed(format!("{what}: {e}"))
 }
 
+/// `fairlead edge xds` (the binary `fairlead`) as every edge figure runs it ([`crate::xds_args`]),
+/// against the cluster `kubeconfig` names, quiet, killed when dropped.
+pub(crate) fn spawn_xds(
+    fairlead: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    xds_port: u16,
+    admin_port: u16,
+) -> Result<tokio::process::Child, EnvoyBenchError> {
+    tokio::process::Command::new(fairlead)
+        .args(crate::xds_args(xds_port, admin_port))
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed("fairlead edge xds")(e.to_string()))
+}
+
 pub(crate) fn free_port() -> Result<u16, EnvoyBenchError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -184,14 +202,7 @@ async fn through_fairlead(
         .write_kubeconfig(&kubeconfig)
         .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
     let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
-    let mut xds = tokio::process::Command::new(fairlead)
-        .args(crate::xds_args(xds_port, admin_port))
-        .env("KUBECONFIG", &kubeconfig)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| failed("fairlead edge xds")(e.to_string()))?;
+    let mut xds = spawn_xds(fairlead, &kubeconfig, xds_port, admin_port)?;
     let bootstrap = dir.join("envoy.yaml");
     let spec = fairlead_edge_bootstrap::Spec {
         gateway: fairlead_edge_translate::ObjectKey::new("bench", "gw"),

@@ -396,14 +396,7 @@ impl Harness {
             .write_kubeconfig(&kubeconfig)
             .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
         let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
-        let xds = tokio::process::Command::new(fairlead)
-            .args(crate::xds_args(xds_port, admin_port))
-            .env("KUBECONFIG", &kubeconfig)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| failed("fairlead edge xds")(e.to_string()))?;
+        let xds = crate::envoy::spawn_xds(fairlead, &kubeconfig, xds_port, admin_port)?;
         let bootstrap = dir.join("envoy.yaml");
         let spec = fairlead_edge_bootstrap::Spec {
             gateway: fairlead_edge_translate::ObjectKey::new("d8-alb", "gw"),
