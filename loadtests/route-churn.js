@@ -1,8 +1,11 @@
 // route-churn: steady load while `fairlead loadtest route-churn` changes the route `churn`
-// once a second (its split's weights turned around, a path rule added): not one request may
-// fail, on the churned route or beside it. The runner times each change from its request to
-// the API server until traffic sees it, and adds the distribution to the summary (`churn`:
-// changes, propagation p50/p99/max in ms).
+// once a second (its split's weights turned around, a path rule added) and makes the pods
+// behind its ServiceWithHealthchecks not-ready and ready again, one at a time: not one
+// request may fail, on the churned route, its health-checked rule or beside it. The runner
+// times each route change from its request to the API server until traffic sees it, and
+// each readiness change until traffic leaves the pod and comes back to it, and adds the
+// distributions to the summary (`churn`: changes, propagation p50/p99/max in ms;
+// `churn.readiness`: changes, left and back p50/p99/max in ms).
 
 import { check } from 'k6';
 import { options as steady, send } from './steady.js';
@@ -10,6 +13,12 @@ import { summary } from './summary.js';
 
 const CASES = [
   { route: 'churn', host: 'churn.loadtest.test', path: '/', backends: ['churn-a', 'churn-b'] },
+  {
+    route: 'churn-swh',
+    host: 'churn.loadtest.test',
+    path: '/swh',
+    backends: ['churn-h-0', 'churn-h-1'],
+  },
   { route: 'steady', host: 'steady.loadtest.test', path: '/', backends: ['steady'] },
 ];
 const ROUTES = CASES.map((c) => c.route);

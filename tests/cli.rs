@@ -2344,7 +2344,7 @@ async fn http_steady_holds_its_thresholds_through_envoy_and_a_broken_world_fails
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn route_churn_changes_a_route_every_second_under_load_without_a_failed_request() {
+async fn route_churn_changes_a_route_and_a_pods_readiness_under_load_without_a_failed_request() {
     let _alone = LOADTESTS.lock().await;
     let up = Up::start(&[]);
     up.wait_ready().await;
@@ -2361,18 +2361,46 @@ async fn route_churn_changes_a_route_every_second_under_load_without_a_failed_re
         churn["propagation_p99_ms"].as_f64().unwrap(),
     );
     assert!(0.0 < p50 && p50 <= p99 && p99 < 10_000.0, "{churn}");
-    assert!(printed.contains("loadtest: route changes"), "{printed}");
-    // The backend of the added paths down: no change ever reaches traffic, and that fails
-    // the run although k6's own thresholds hold.
-    let (code, printed, summary) =
-        scenario(&up, "route-churn", &["--break", "backend-down=churn-c"]);
+    // The pods behind the ServiceWithHealthchecks went not-ready and ready again, one at a
+    // time, and traffic left each and came back (through the health agent's probes and
+    // EndpointSlices), while every request to them succeeded.
+    let readiness = &churn["readiness"];
+    assert!(
+        readiness["changes"].as_u64().unwrap_or_default() >= 2,
+        "{printed}"
+    );
+    for figure in ["left_p50_ms", "left_max_ms", "back_p50_ms", "back_max_ms"] {
+        let ms = readiness[figure].as_f64().unwrap_or(-1.0);
+        assert!((0.0..10_000.0).contains(&ms), "{figure}: {printed}");
+    }
+    assert!(
+        held(&summary, "checks{route:churn-swh}", "rate==1"),
+        "{printed}"
+    );
+    assert!(printed.contains("loadtest: changes"), "{printed}");
+    // The backend of the added paths down: no change ever reaches traffic; and probes that
+    // ask what a not-ready pod still serves: traffic never leaves it. Each fails the run
+    // although k6's own thresholds hold.
+    let (code, printed, summary) = scenario(
+        &up,
+        "route-churn",
+        &[
+            "--break",
+            "backend-down=churn-c",
+            "--break",
+            "readiness-ignored=churn-h",
+        ],
+    );
     assert_eq!(code, Some(1), "{printed}");
     assert!(held(&summary, "http_req_failed", "rate==0"), "{printed}");
+    let error =
+        |figures: &serde_json::Value| figures["error"].as_str().unwrap_or_default().to_owned();
     assert!(
-        summary["churn"]["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("did not reach traffic"),
+        error(&summary["churn"]).contains("did not reach traffic"),
+        "{printed}"
+    );
+    assert!(
+        error(&summary["churn"]["readiness"]).contains("did not leave churn-h-"),
         "{printed}"
     );
     up.stop();

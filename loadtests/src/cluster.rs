@@ -1,5 +1,5 @@
-//! The cluster side of a run: a client from a kubeconfig, server-side apply of any kind
-//! (found by discovery), the address an instance's LoadBalancer Service got, and where a
+//! The cluster side of a run: a client from a kubeconfig, server-side apply (and delete) of
+//! any kind (found by discovery), the local node, the address an instance's LoadBalancer Service got, and where a
 //! Gateway's traffic enters.
 
 use std::time::{Duration, Instant};
@@ -23,8 +23,11 @@ pub async fn client(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client
     Ok(kube::Client::try_from(config)?)
 }
 
-/// Server-side applies `object`, its kind found by discovery.
-pub async fn apply(client: &kube::Client, object: &Value) -> anyhow::Result<()> {
+/// The API of `object`'s kind (found by discovery) in its namespace, and its name.
+async fn api_of(
+    client: &kube::Client,
+    object: &Value,
+) -> anyhow::Result<(Api<DynamicObject>, String)> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
@@ -38,14 +41,64 @@ pub async fn apply(client: &kube::Client, object: &Value) -> anyhow::Result<()> 
     } else {
         Api::all_with(client.clone(), &resource)
     };
+    Ok((api, name.to_owned()))
+}
+
+/// Server-side applies `object`, its kind found by discovery.
+pub async fn apply(client: &kube::Client, object: &Value) -> anyhow::Result<()> {
+    let (api, name) = api_of(client, object).await?;
     api.patch(
-        name,
+        &name,
         &PatchParams::apply(world::MANAGER).force(),
         &Patch::Apply(object),
     )
     .await
-    .with_context(|| format!("applying {kind} {name}"))?;
+    .with_context(|| format!("applying {} {name}", object["kind"]))?;
     Ok(())
+}
+
+/// Server-side applies `object` and then its `status` (a subresource, which the first
+/// apply leaves alone), as the controller of a kind the runner stands in for writes it.
+pub async fn apply_with_status(client: &kube::Client, object: &Value) -> anyhow::Result<()> {
+    apply(client, object).await?;
+    let (api, name) = api_of(client, object).await?;
+    api.patch_status(
+        &name,
+        &PatchParams::apply(world::MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .with_context(|| format!("writing the status of {} {name}", object["kind"]))?;
+    Ok(())
+}
+
+/// Deletes `object` (gone already is fine).
+pub async fn delete(client: &kube::Client, object: &Value) -> anyhow::Result<()> {
+    let (api, name) = api_of(client, object).await?;
+    match api.delete(&name, &Default::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting {} {name}", object["kind"])),
+    }
+}
+
+/// The cluster's one node (`fairlead up`'s), which the runner's pods are on.
+pub async fn local_node(client: &kube::Client) -> anyhow::Result<String> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let names: Vec<String> = nodes
+        .list(&Default::default())
+        .await
+        .context("listing the Nodes")?
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    match names.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => anyhow::bail!(
+            "the runner's pods go on the one node of `fairlead up`; this cluster has {names:?}"
+        ),
+    }
 }
 
 /// The address the LoadBalancer Service `namespace/name` got (the local runner gives one

@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,11 +21,75 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 /// The header naming the backend that answered.
 pub const HEADER: &str = "x-backend";
 
+/// The path an HTTP echo answers 503 on while it is not ready (see [`Echo::set_ready`]): a
+/// health check's, as a pod's readiness endpoint; every other path is served regardless.
+pub const HEALTH_PATH: &str = "/healthz";
+
 /// An echo server, serving until it is dropped.
 pub struct Echo {
     /// Where it listens.
     pub addr: SocketAddr,
+    ready: Arc<AtomicBool>,
     _stop: DropGuard,
+}
+
+impl Echo {
+    fn new(addr: SocketAddr, ready: Arc<AtomicBool>, stop: DropGuard) -> Self {
+        Self {
+            addr,
+            ready,
+            _stop: stop,
+        }
+    }
+
+    /// Makes an HTTP echo answer [`HEALTH_PATH`] with 200 (`true`) or 503 (`false`), as a
+    /// backend whose readiness fails while it drains: it still serves everything else.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// What sets its readiness, apart from the server.
+    pub fn readiness(&self) -> Readiness {
+        Readiness(self.ready.clone())
+    }
+}
+
+/// What makes an echo ready or not (see [`Echo::set_ready`]), held apart from it.
+#[derive(Clone, Debug)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    /// See [`Echo::set_ready`].
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Relaxed);
+    }
+}
+
+/// Runs `serve`, given the token that stops it, until the guard returned is dropped.
+pub fn serve_until_dropped<F>(serve: impl FnOnce(CancellationToken) -> F) -> DropGuard
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let stop = CancellationToken::new();
+    tokio::spawn(serve(stop.clone()));
+    stop.drop_guard()
+}
+
+/// Serves `app` on `listener` until the guard returned is dropped (`what` names it when it
+/// stops on an error).
+pub fn serve_axum(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    what: &'static str,
+) -> DropGuard {
+    serve_until_dropped(|stop| async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "{what} stopped serving");
+        }
+    })
 }
 
 /// Starts an echo server named `name` on `addr` (port 0: one the system picks); with
@@ -34,10 +99,16 @@ pub async fn start(name: &str, addr: SocketAddr, capacity: Option<u32>) -> std::
     let addr = listener.local_addr()?;
     let name = name.to_owned();
     let window = Arc::new(Mutex::new(Window::default()));
+    let ready = Arc::new(AtomicBool::new(true));
+    let readiness = ready.clone();
     let app = axum::Router::new().fallback(move |request: Request| {
         let name = name.clone();
         let window = window.clone();
+        let ready = readiness.load(Ordering::Relaxed);
         async move {
+            if !ready && request.uri().path() == HEALTH_PATH {
+                return busy(&name);
+            }
             let admitted = capacity.is_none_or(|c| {
                 window
                     .lock()
@@ -47,28 +118,21 @@ pub async fn start(name: &str, addr: SocketAddr, capacity: Option<u32>) -> std::
             if admitted {
                 answer(&name, &request)
             } else {
-                let mut busy = StatusCode::SERVICE_UNAVAILABLE.into_response();
-                if let Ok(value) = HeaderValue::from_str(&name) {
-                    busy.headers_mut().insert(HEADER, value);
-                }
-                busy
+                busy(&name)
             }
         }
     });
-    let stop = CancellationToken::new();
-    let stopped = stop.clone();
-    tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stopped.cancelled().await })
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "an echo backend stopped serving");
-        }
-    });
-    Ok(Echo {
-        addr,
-        _stop: stop.drop_guard(),
-    })
+    let stop = serve_axum(listener, app, "an echo backend");
+    Ok(Echo::new(addr, ready, stop))
+}
+
+/// A 503 from the echo `name`.
+fn busy(name: &str) -> Response {
+    let mut busy = StatusCode::SERVICE_UNAVAILABLE.into_response();
+    if let Ok(value) = HeaderValue::from_str(name) {
+        busy.headers_mut().insert(HEADER, value);
+    }
+    busy
 }
 
 /// Starts the echo server `protocol` asks for (see [`start`], [`start_grpc`], [`start_tcp`],
@@ -95,9 +159,7 @@ pub async fn start_tcp(name: &str, addr: SocketAddr) -> std::io::Result<Echo> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let name = name.to_owned();
-    let stop = CancellationToken::new();
-    let stopped = stop.clone();
-    tokio::spawn(async move {
+    let stop = serve_until_dropped(|stopped| async move {
         loop {
             let accepted = tokio::select! {
                 () = stopped.cancelled() => return,
@@ -125,10 +187,7 @@ pub async fn start_tcp(name: &str, addr: SocketAddr) -> std::io::Result<Echo> {
             });
         }
     });
-    Ok(Echo {
-        addr,
-        _stop: stop.drop_guard(),
-    })
+    Ok(Echo::new(addr, Arc::new(AtomicBool::new(true)), stop))
 }
 
 /// Starts a UDP echo server named `name` on `addr`: each datagram is answered with
@@ -137,9 +196,7 @@ pub async fn start_udp(name: &str, addr: SocketAddr) -> std::io::Result<Echo> {
     let socket = tokio::net::UdpSocket::bind(addr).await?;
     let addr = socket.local_addr()?;
     let prefix = format!("{name} ").into_bytes();
-    let stop = CancellationToken::new();
-    let stopped = stop.clone();
-    tokio::spawn(async move {
+    let stop = serve_until_dropped(|stopped| async move {
         let mut buffer = vec![0u8; 65_536];
         loop {
             let received = tokio::select! {
@@ -153,10 +210,7 @@ pub async fn start_udp(name: &str, addr: SocketAddr) -> std::io::Result<Echo> {
             }
         }
     });
-    Ok(Echo {
-        addr,
-        _stop: stop.drop_guard(),
-    })
+    Ok(Echo::new(addr, Arc::new(AtomicBool::new(true)), stop))
 }
 
 /// Starts a gRPC echo server named `name` on `addr` (HTTP/2 without TLS, as Envoy speaks to
@@ -165,9 +219,7 @@ pub async fn start_grpc(name: &str, addr: SocketAddr) -> std::io::Result<Echo> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let name: Arc<str> = name.into();
-    let stop = CancellationToken::new();
-    let stopped = stop.clone();
-    tokio::spawn(async move {
+    let stop = serve_until_dropped(|stopped| async move {
         loop {
             let accepted = tokio::select! {
                 () = stopped.cancelled() => return,
@@ -198,10 +250,7 @@ pub async fn start_grpc(name: &str, addr: SocketAddr) -> std::io::Result<Echo> {
             });
         }
     });
-    Ok(Echo {
-        addr,
-        _stop: stop.drop_guard(),
-    })
+    Ok(Echo::new(addr, Arc::new(AtomicBool::new(true)), stop))
 }
 
 /// A gRPC call's answer: its request's bytes (length-prefixed messages) back, `x-backend`,

@@ -70,20 +70,10 @@ impl Mirror {
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let stop = tokio_util::sync::CancellationToken::new();
-        let stopped = stop.clone();
-        tokio::spawn(async move {
-            let served = axum::serve(listener, router)
-                .with_graceful_shutdown(async move { stopped.cancelled().await })
-                .await;
-            if let Err(e) = served {
-                tracing::error!(error = %e, "the GeoIP mirror stopped serving");
-            }
-        });
         Ok(Self {
             url,
             tarballs,
-            _stop: stop.drop_guard(),
+            _stop: crate::echo::serve_axum(listener, router, "the GeoIP mirror"),
         })
     }
 

@@ -9,6 +9,7 @@
 //! - `world`: what a scenario needs, decided without I/O;
 //! - `echo`: the echo backends;
 //! - `geo`: the mirror of MaxMind's test databases a GeoIP scenario's instance downloads;
+//! - `health`: the echo pods behind a ServiceWithHealthchecks;
 //! - `k6`: k6's command line and what its summary says;
 //! - `cluster`: the client, applying, the instance's address;
 //! - `churn`: the route changes of a churning scenario;
@@ -20,6 +21,7 @@ pub mod churn;
 pub mod cluster;
 pub mod echo;
 pub mod geo;
+pub mod health;
 pub mod k6;
 pub mod ramp;
 pub mod stream;
@@ -30,7 +32,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use kube::api::{Api, DeleteParams};
 use serde_json::Value;
 
 use crate::world::{Break, World};
@@ -78,11 +79,11 @@ pub struct Args {
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub duration: String,
 
-    /// Break the world on purpose: `backend-down=SERVICE` (its echo backend is not started)
+    /// Break the world on purpose: `backend-down=SERVICE` (its echo backend is not started),
     /// `wrong-weight=ROUTE` (the backends of that HTTPRoute, GRPCRoute or TCPRoute get equal
-    /// weights) or
-    /// `capacity=SERVICE:REQUESTS_PER_SECOND` (its echo backend answers 503 beyond that
-    /// rate); repeatable.
+    /// weights), `capacity=SERVICE:REQUESTS_PER_SECOND` (its echo backend answers 503 beyond
+    /// that rate) or `readiness-ignored=SWH` (that ServiceWithHealthchecks' HTTP probes ask
+    /// `/`, which its pods serve even when not ready); repeatable.
     #[arg(long = "break")]
     pub breaks: Vec<Break>,
 
@@ -273,15 +274,27 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
     };
     // A churning world changes while k6 loads it.
     let stop = tokio_util::sync::CancellationToken::new();
+    // A churning world changes while k6 loads it: its route, and the readiness of the pods
+    // behind its ServiceWithHealthchecks.
     let churning = served.as_ref().and_then(|s| {
         let route = s.churned.clone()?;
-        Some(tokio::spawn(churn::churn(
+        let routes = tokio::spawn(churn::churn(
             s.client.clone(),
             s.prober.clone(),
             s.target.clone(),
             route,
             stop.clone(),
-        )))
+        ));
+        let readiness = s.health.clone().map(|(probe, pods)| {
+            tokio::spawn(churn::readiness_churn(
+                s.prober.clone(),
+                s.target.clone(),
+                probe,
+                pods,
+                stop.clone(),
+            ))
+        });
+        Some((routes, readiness))
     });
     let status = k6::command(&k6, &run)
         .kill_on_drop(true)
@@ -291,7 +304,13 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
     let code = status.code().unwrap_or(1);
     stop.cancel();
     let churned = match churning {
-        Some(task) => Some(task.await?),
+        Some((routes, readiness)) => Some(churn::Churned {
+            routes: routes.await?,
+            readiness: match readiness {
+                Some(task) => Some(task.await?),
+                None => None,
+            },
+        }),
         None => None,
     };
     if let Some(served) = served {
@@ -312,12 +331,12 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
     };
     let (code, why) = match summary {
         Some(summary) => report(summary, &results, churned.as_ref(), code)?,
-        None => match &churned {
-            Some(Err(e)) => {
-                eprintln!("loadtest: FAIL route changes: {e:#}");
+        None => match churned.as_ref().and_then(churn::Churned::failure) {
+            Some(failure) => {
+                eprintln!("loadtest: FAIL {failure}");
                 (if code == 0 { 1 } else { code }, None)
             }
-            _ => (code, None),
+            None => (code, None),
         },
     };
     eprintln!(
@@ -428,14 +447,14 @@ async fn wait_streams(cases: &[stream::Case], down: &[String]) -> anyhow::Result
 fn report(
     mut summary: Value,
     results: &std::path::Path,
-    churned: Option<&anyhow::Result<Vec<Duration>>>,
+    churned: Option<&churn::Churned>,
     mut code: i32,
 ) -> anyhow::Result<(i32, Option<String>)> {
     let mut why = None;
     let ramp = ramp::Ramp::read(&summary);
     if let Some(churned) = churned {
-        let figures = churn::churn_figures(churned);
-        eprintln!("loadtest: route changes {figures}");
+        let figures = churned.figures();
+        eprintln!("loadtest: changes {figures}");
         summary["churn"] = figures;
     }
     if let Some(ramp) = &ramp {
@@ -481,11 +500,11 @@ fn report(
         }
         code = verdict;
     }
-    if let Some(Err(e)) = churned {
-        eprintln!("loadtest: FAIL route changes: {e:#}");
+    if let Some(failure) = churned.and_then(churn::Churned::failure) {
+        eprintln!("loadtest: FAIL {failure}");
         if code == 0 {
             code = 1;
-            why = Some("a route change did not reach traffic".to_owned());
+            why = Some("traffic did not follow a change".to_owned());
         }
     }
     Ok((code, why))
@@ -501,8 +520,12 @@ struct Served {
     ca_file: Option<PathBuf>,
     /// The route changed while k6 runs, if the world has one.
     churned: Option<Value>,
-    /// The EndpointSlices pointing at the echo backends.
-    slices: Vec<Value>,
+    /// What answers for the pods behind the world's echo ServiceWithHealthchecks, and the
+    /// pods' names and readiness.
+    health: Option<(world::Probe, Vec<(String, echo::Readiness)>)>,
+    /// What the run made that ends with it: the EndpointSlices pointing at the echo
+    /// backends, the Pods of the echoes behind a ServiceWithHealthchecks.
+    transient: Vec<Value>,
     /// The backends not started (`--break backend-down=`).
     down: Vec<String>,
     /// The GeoIP mirror the world's instances download from, if they do.
@@ -511,15 +534,12 @@ struct Served {
 }
 
 impl Served {
-    /// Deletes the EndpointSlices of the echo backends, which end with the run (the rest of
-    /// the world stays, to be looked at; the next run applies it again).
+    /// Deletes the EndpointSlices and Pods of the echo backends, which end with the run (the
+    /// rest of the world stays, to be looked at; the next run applies it again).
     async fn forget(self) {
-        for slice in &self.slices {
-            let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
-                Api::namespaced(self.client.clone(), world::namespace_of(slice));
-            let name = slice["metadata"]["name"].as_str().unwrap_or_default();
-            if let Err(e) = api.delete(name, &DeleteParams::default()).await {
-                eprintln!("loadtest: could not delete the EndpointSlice {name}: {e}");
+        for object in &self.transient {
+            if let Err(e) = cluster::delete(&self.client, object).await {
+                eprintln!("loadtest: could not delete: {e:#}");
             }
         }
     }
@@ -575,26 +595,98 @@ async fn serve_world(args: &Args, results: &std::path::Path) -> anyhow::Result<S
         };
         slices.push(world::slice(&backend, addr));
     }
+    let health = world.health_backends();
+    let mut pods = Vec::new();
+    let mut readiness = Vec::new();
+    if !health.is_empty() {
+        let node = cluster::local_node(&client).await?;
+        for backend in &health {
+            let (port, started) = start_pods(backend).await?;
+            world.serve_health_on(backend, port);
+            let ips: Vec<IpAddr> = started.iter().map(|(_, echo)| echo.addr.ip()).collect();
+            pods.extend(health::pods(backend, &node, &ips, port));
+            for (name, echo) in started {
+                readiness.push((name, echo.readiness()));
+                echoes.push(echo);
+            }
+        }
+    }
     for object in world.objects.iter().chain(&slices) {
         cluster::apply(&client, object).await?;
+    }
+    for pod in &pods {
+        cluster::apply_with_status(&client, pod).await?;
     }
     let entry = world
         .entry()
         .context("the world has no ClusterALBInstance with a LoadBalancer inlet")?;
     let ip = cluster::entry_address(&client, &entry.namespace, &entry.service).await?;
     let target = url::Url::parse(&format!("{}://{ip}:{}", entry.scheme, entry.port))?;
-    wait_served(&prober, &target, &world.probes(&faults.down)).await?;
+    let probes = world.probes(&faults.down);
+    wait_served(&prober, &target, &probes).await?;
+    let names: Vec<&String> = readiness.iter().map(|(name, _)| name).collect();
+    let health = probes
+        .into_iter()
+        .find(|p| !p.backends.is_empty() && p.backends.iter().all(|b| names.contains(&b)))
+        .map(|probe| (probe, readiness));
     Ok(Served {
         target,
         prober,
         ca_file,
         churned: world.churned().cloned(),
+        health,
         client,
-        slices,
+        transient: slices.into_iter().chain(pods).collect(),
         down: faults.down,
         _mirror: mirror,
         _echoes: echoes,
     })
+}
+
+/// The first loopback address of the echo pods behind a ServiceWithHealthchecks
+/// (`127.0.9.N`: a pool `fairlead up`'s runner does not give out; not 127.0.0.1, which a pod
+/// of `fairlead up` reads as its own address).
+const POD_ADDRESSES: [u8; 3] = [127, 0, 9];
+
+/// Starts the echoes of `backend`'s pods, each named as its pod, on an address of its own
+/// and one port they all share (a resource's pods share their `targetPort`): the port, and
+/// each pod's name and echo.
+async fn start_pods(
+    backend: &health::HealthBackend,
+) -> anyhow::Result<(u16, Vec<(String, echo::Echo)>)> {
+    let names = backend.pod_names();
+    let address = |n: usize| -> anyhow::Result<IpAddr> {
+        let last = u8::try_from(n + 1)
+            .ok()
+            .filter(|l| *l < 255)
+            .context("more than 254 pods")?;
+        let [a, b, c] = POD_ADDRESSES;
+        Ok(IpAddr::V4(Ipv4Addr::new(a, b, c, last)))
+    };
+    // The first echo picks the port; another program may hold it on a later address.
+    let mut why = None;
+    for _ in 0..5 {
+        let first = echo::start(&names[0], std::net::SocketAddr::new(address(0)?, 0), None).await?;
+        let port = first.addr.port();
+        let mut started = vec![(names[0].clone(), first)];
+        for (n, name) in names.iter().enumerate().skip(1) {
+            match echo::start(name, std::net::SocketAddr::new(address(n)?, port), None).await {
+                Ok(echo) => started.push((name.clone(), echo)),
+                Err(e) => {
+                    why = Some(e);
+                    break;
+                }
+            }
+        }
+        if started.len() == names.len() {
+            return Ok((port, started));
+        }
+    }
+    Err(anyhow::anyhow!(
+        "no port free on every pod address of {} ({})",
+        backend.backend.name,
+        why.map_or_else(String::new, |e| e.to_string())
+    ))
 }
 
 /// Waits until each probe's backends have all answered it at `target` (a probe without

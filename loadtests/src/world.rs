@@ -37,10 +37,10 @@ pub enum WorldError {
     /// A break names something the world does not have.
     #[error("--break {0}: the world has no such {1}")]
     NoSuch(String, &'static str),
-    /// A break that is not `backend-down=SERVICE`, `wrong-weight=ROUTE` or
-    /// `capacity=SERVICE:RATE`.
+    /// A break that is not `backend-down=SERVICE`, `wrong-weight=ROUTE`,
+    /// `capacity=SERVICE:RATE` or `readiness-ignored=SWH`.
     #[error(
-        "--break {0:?}: expected backend-down=SERVICE, wrong-weight=ROUTE (an HTTPRoute, GRPCRoute or TCPRoute) or capacity=SERVICE:REQUESTS_PER_SECOND"
+        "--break {0:?}: expected backend-down=SERVICE, wrong-weight=ROUTE (an HTTPRoute, GRPCRoute or TCPRoute), capacity=SERVICE:REQUESTS_PER_SECOND or readiness-ignored=SERVICEWITHHEALTHCHECKS"
     )]
     BadBreak(String),
     /// A world that needs what only the runner gives it (certificates, a GeoIP mirror).
@@ -68,6 +68,9 @@ pub enum Break {
     WrongWeight(String),
     /// The echo backend of this Service answers 503 to requests beyond this many a second.
     Capacity(String, u32),
+    /// The HTTP probes of this echo ServiceWithHealthchecks ask `/`, which its pods serve
+    /// whether ready or not: a pod made not-ready keeps passing them.
+    ReadinessIgnored(String),
 }
 
 /// What the breaks of a world do to its backends.
@@ -89,6 +92,9 @@ impl std::str::FromStr for Break {
             }
             Some(("wrong-weight", name)) if !name.is_empty() => {
                 Ok(Self::WrongWeight(name.to_owned()))
+            }
+            Some(("readiness-ignored", name)) if !name.is_empty() => {
+                Ok(Self::ReadinessIgnored(name.to_owned()))
             }
             Some(("capacity", spec)) => match spec.split_once(':') {
                 Some((name, rate)) if !name.is_empty() => match rate.parse() {
@@ -164,6 +170,26 @@ pub struct Backend {
     pub protocol: Protocol,
 }
 
+impl Backend {
+    /// The echo backend `object` (a Service, or a ServiceWithHealthchecks, which has a
+    /// Service's ports) stands in for, when it is labelled [`ECHO_LABEL`].
+    pub(crate) fn of(object: &Value) -> Option<Self> {
+        let label = object["metadata"]["labels"][ECHO_LABEL].as_str()?;
+        let ports = object["spec"]["ports"].as_array()?;
+        let port = ports
+            .iter()
+            .find(|p| p["name"] == label)
+            .or_else(|| ports.first())?;
+        Some(Self {
+            namespace: namespace_of(object).to_owned(),
+            name: object["metadata"]["name"].as_str()?.to_owned(),
+            port_name: port["name"].as_str().unwrap_or_default().to_owned(),
+            port: u16::try_from(port["port"].as_u64()?).ok()?,
+            protocol: Protocol::of_port(port),
+        })
+    }
+}
+
 /// A scenario's world: its objects in the order they are applied.
 #[derive(Clone, Debug, Default)]
 pub struct World {
@@ -204,30 +230,14 @@ impl World {
     }
 
     /// The objects of `kind`.
-    fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    pub(crate) fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
         self.objects.iter().filter(move |o| o["kind"] == kind)
     }
 
     /// The echo backends: one per Service labelled [`ECHO_LABEL`], serving the port the
     /// label names (the first port when the name is not one of them).
     pub fn backends(&self) -> Vec<Backend> {
-        self.of_kind("Service")
-            .filter_map(|service| {
-                let label = service["metadata"]["labels"][ECHO_LABEL].as_str()?;
-                let ports = service["spec"]["ports"].as_array()?;
-                let port = ports
-                    .iter()
-                    .find(|p| p["name"] == label)
-                    .or_else(|| ports.first())?;
-                Some(Backend {
-                    namespace: namespace_of(service).to_owned(),
-                    name: service["metadata"]["name"].as_str()?.to_owned(),
-                    port_name: port["name"].as_str().unwrap_or_default().to_owned(),
-                    port: u16::try_from(port["port"].as_u64()?).ok()?,
-                    protocol: Protocol::of_port(port),
-                })
-            })
-            .collect()
+        self.of_kind("Service").filter_map(Backend::of).collect()
     }
 
     /// The world with `broken` applied: its objects, and what to do to its backends.
@@ -278,6 +288,28 @@ impl World {
                     for rule in found["spec"]["rules"].as_array_mut().into_iter().flatten() {
                         for backend in rule["backendRefs"].as_array_mut().into_iter().flatten() {
                             backend["weight"] = 1.into();
+                        }
+                    }
+                }
+                Break::ReadinessIgnored(name) => {
+                    let found = self
+                        .objects
+                        .iter_mut()
+                        .find(|o| {
+                            o["kind"] == "ServiceWithHealthchecks"
+                                && o["metadata"]["name"] == **name
+                                && o["metadata"]["labels"][ECHO_LABEL].is_string()
+                        })
+                        .ok_or_else(|| {
+                            WorldError::NoSuch(
+                                format!("readiness-ignored={name}"),
+                                "echo ServiceWithHealthchecks",
+                            )
+                        })?;
+                    let probes = found["spec"]["healthcheck"]["probes"].as_array_mut();
+                    for probe in probes.into_iter().flatten() {
+                        if probe["http"].is_object() {
+                            probe["http"]["path"] = "/".into();
                         }
                     }
                 }
@@ -341,9 +373,9 @@ impl World {
     }
 
     /// A request per HTTPRoute rule (the route's first hostname, the rule's first match:
-    /// its path and exact headers) and the backends that answer it (weight above 0, none of
-    /// `down`): once each has answered its probe, Envoy serves the world.
-    pub fn probes(&self, down: &[String]) -> Vec<Probe> {
+    /// its path and exact headers) and the backends it names (weight above 0, none of
+    /// `down`); see [`World::probes`] for those that answer.
+    pub(crate) fn rule_probes(&self, down: &[String]) -> Vec<Probe> {
         let mut probes = Vec::new();
         for route in self.of_kind("HTTPRoute").chain(self.of_kind("GRPCRoute")) {
             let Some(host) = route["spec"]["hostnames"][0].as_str() else {
@@ -498,7 +530,8 @@ pub const BACKEND_LABEL: &str = "loadtest.fairlead.io/backend";
 impl World {
     /// The world for a cluster (`name` in errors): each echo Service selects the pods of a
     /// Deployment of its own running `fairlead echo` from `image` on
-    /// [`CLUSTER_ECHO_PORT`], the rest as it is. Refused for worlds whose certificates or
+    /// [`CLUSTER_ECHO_PORT`], each echo ServiceWithHealthchecks those of a StatefulSet
+    /// (see [`crate::health`]), the rest as it is. Refused for worlds whose certificates or
     /// GeoIP mirror only the runner gives.
     pub fn for_cluster(&self, name: &str, image: &str) -> Result<Vec<Value>, WorldError> {
         if !self.certificates().is_empty() {
@@ -514,8 +547,23 @@ impl World {
             ));
         }
         let backends = self.backends();
+        let health = self.health_backends();
+        let mut world = self.clone();
+        for backend in &health {
+            world.serve_health_on(backend, CLUSTER_ECHO_PORT);
+        }
         let mut objects = Vec::new();
-        for object in &self.objects {
+        for object in &world.objects {
+            let swh = health.iter().find(|h| {
+                object["kind"] == "ServiceWithHealthchecks"
+                    && object["metadata"]["name"] == h.backend.name.as_str()
+                    && namespace_of(object) == h.backend.namespace
+            });
+            if let Some(swh) = swh {
+                objects.push(object.clone());
+                objects.push(crate::health::statefulset(swh, image));
+                continue;
+            }
             let backend = backends.iter().find(|b| {
                 object["kind"] == "Service"
                     && object["metadata"]["name"] == b.name.as_str()
@@ -546,12 +594,6 @@ impl World {
 /// The Deployment of `backend`'s echo in a cluster: one replica of `fairlead echo`, as
 /// hardened as the ALB's own containers.
 fn echo_deployment(backend: &Backend, image: &str) -> Value {
-    let protocol = match backend.protocol {
-        Protocol::Http => "http",
-        Protocol::Grpc => "grpc",
-        Protocol::Tcp => "tcp",
-        Protocol::Udp => "udp",
-    };
     let labels = serde_json::json!({ BACKEND_LABEL: backend.name });
     serde_json::json!({
         "apiVersion": "apps/v1",
@@ -561,28 +603,46 @@ fn echo_deployment(backend: &Backend, image: &str) -> Value {
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "automountServiceAccountToken": false,
-                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
-                        "runAsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [{
-                        "name": "echo",
-                        "image": image,
-                        "args": ["echo", "--name", backend.name, "--protocol", protocol,
-                            "--listen", format!("$(POD_IP):{CLUSTER_ECHO_PORT}")],
-                        "env": [{"name": "POD_IP",
-                            "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-                        "ports": [{"name": backend.port_name, "containerPort": CLUSTER_ECHO_PORT,
-                            "protocol": if backend.protocol == Protocol::Udp { "UDP" } else { "TCP" }}],
-                        "resources": {"requests": {"cpu": "50m", "memory": "32Mi"},
-                            "limits": {"memory": "128Mi"}},
-                        "securityContext": {"allowPrivilegeEscalation": false,
-                            "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}},
-                    }],
-                },
-            },
+            "template": echo_pod_template(backend, image, &labels, &backend.name),
+        },
+    })
+}
+
+/// The pod template of `backend`'s echo in a cluster, its pods labelled `labels`: `fairlead
+/// echo` named `name` (`$(POD_NAME)`: as its pod) on [`CLUSTER_ECHO_PORT`], as hardened as
+/// the ALB's own containers.
+pub(crate) fn echo_pod_template(
+    backend: &Backend,
+    image: &str,
+    labels: &Value,
+    name: &str,
+) -> Value {
+    let protocol = match backend.protocol {
+        Protocol::Http => "http",
+        Protocol::Grpc => "grpc",
+        Protocol::Tcp => "tcp",
+        Protocol::Udp => "udp",
+    };
+    let field = |name: &str, path: &str| serde_json::json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}});
+    serde_json::json!({
+        "metadata": {"labels": labels},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                "runAsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "echo",
+                "image": image,
+                "args": ["echo", "--name", name, "--protocol", protocol,
+                    "--listen", format!("$(POD_IP):{CLUSTER_ECHO_PORT}")],
+                "env": [field("POD_IP", "status.podIP"), field("POD_NAME", "metadata.name")],
+                "ports": [{"name": backend.port_name, "containerPort": CLUSTER_ECHO_PORT,
+                    "protocol": if backend.protocol == Protocol::Udp { "UDP" } else { "TCP" }}],
+                "resources": {"requests": {"cpu": "50m", "memory": "32Mi"},
+                    "limits": {"memory": "128Mi"}},
+                "securityContext": {"allowPrivilegeEscalation": false,
+                    "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}},
+            }],
         },
     })
 }
@@ -827,8 +887,11 @@ spec:
             backends: backends.iter().map(|b| b.to_string()).collect(),
             grpc: false,
         };
-        assert_eq!(world.probes(&[]), vec![probe(&["shop-v1", "shop-v2"])]);
-        assert_eq!(world.probes(&["shop-v2".into()]), vec![probe(&["shop-v1"])]);
+        assert_eq!(world.rule_probes(&[]), vec![probe(&["shop-v1", "shop-v2"])]);
+        assert_eq!(
+            world.rule_probes(&["shop-v2".into()]),
+            vec![probe(&["shop-v1"])]
+        );
         let slice = slice(&world.backends()[0], "127.0.0.1:4321".parse().unwrap());
         assert_eq!(slice["ports"][0]["port"], 4321);
         assert_eq!(slice["ports"][0]["name"], "http");
@@ -981,7 +1044,7 @@ spec:
         )
         .unwrap();
         assert_eq!(world.backends()[0].protocol, Protocol::Grpc);
-        let probes = world.probes(&[]);
+        let probes = world.rule_probes(&[]);
         assert_eq!(probes.len(), 1);
         assert!(probes[0].grpc);
         assert_eq!(probes[0].path, "/fairlead.loadtest.Echo/Shout");
