@@ -54,6 +54,18 @@ pub struct EdgeArgs {
     /// Seconds of load per round of the load generators' figure.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     loadgen_seconds: u64,
+    /// The fixed rate of the route-scale figure, requests/s.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u32).range(1..))]
+    scale_rate: u32,
+    /// The most HTTPRoutes of the route-scale figure (of 10, 100 and 1,000).
+    #[arg(long, default_value_t = 1_000)]
+    scale_largest: usize,
+    /// Rounds per side and size of the route-scale figure (interleaved, after a warm-up each).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    scale_rounds: u64,
+    /// Seconds of load per round of the route-scale figure.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    scale_seconds: u64,
     /// Which figures to measure (all when not given).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<EdgePart>,
@@ -77,6 +89,10 @@ enum EdgePart {
     /// Requests/s and latency through a real Envoy: k6 beside wrk on fairlead's
     /// configuration, and wrk on it beside a minimal static one (interleaved rounds).
     Loadgen,
+    /// Requests/s, p50/p99/p99.9 and Envoy's CPU and memory at a fixed rate through a real
+    /// Envoy carrying 10, 100 and 1,000 HTTPRoutes (Envoy Gateway's benchmark shape), beside
+    /// the same configuration as static resources (interleaved rounds).
+    Scale,
 }
 
 /// Bytes this thread has allocated and not freed (jemalloc's counters).
@@ -417,6 +433,56 @@ async fn loadgen_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_
     Ok(rows)
 }
 
+/// The rows of the route-scale figure: at each size, both sides' medians over the rounds.
+async fn scale_rows(args: &EdgeArgs) -> anyhow::Result<Vec<fairlead_bench::Row>> {
+    use fairlead_bench::scale::Round;
+    let (rate, rounds, seconds) = (
+        args.scale_rate,
+        usize::try_from(args.scale_rounds)?,
+        args.scale_seconds,
+    );
+    let sizes = fairlead_bench::scale::fixed_rate(
+        &std::env::current_exe()?,
+        args.scale_largest,
+        rate,
+        rounds,
+        seconds,
+    )
+    .await?;
+    let describe = |side: &[Round]| {
+        let of = |f: &dyn Fn(&Round) -> f64| median(&side.iter().map(f).collect::<Vec<_>>());
+        let ms = |i: usize| move |r: &Round| r.latency[i].as_secs_f64() * 1000.0;
+        format!(
+            "{:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms; Envoy {:.0}% of a core, {:.0} MiB",
+            of(&|r| r.rate),
+            of(&ms(0)),
+            of(&ms(1)),
+            of(&ms(2)),
+            of(&|r| r.cpu * 100.0),
+            of(&|r| r.rss as f64 / 1_048_576.0),
+        )
+    };
+    let mut rows = Vec::new();
+    for figures in sizes {
+        let routes = figures.routes;
+        rows.extend([
+            fairlead_bench::Row {
+                metric: format!(
+                    "{routes} HTTPRoutes, k6 at {rate} req/s -> fairlead's Envoy (xDS) -> backend, {rounds} × {seconds} s"
+                ),
+                value: describe(&figures.xds),
+            },
+            fairlead_bench::Row {
+                metric: format!(
+                    "{routes} HTTPRoutes: the same configuration as static resources, interleaved"
+                ),
+                value: describe(&figures.equivalent),
+            },
+        ]);
+    }
+    Ok(rows)
+}
+
 /// Runs a benchmark and prints its table.
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
@@ -468,6 +534,9 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
             if wanted(EdgePart::Loadgen) {
                 rows.extend(loadgen_rows(args.loadgen_rounds, args.loadgen_seconds).await?);
+            }
+            if wanted(EdgePart::Scale) {
+                rows.extend(scale_rows(&args).await?);
             }
             if wanted(EdgePart::Envoy) {
                 let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;

@@ -2682,6 +2682,49 @@ async fn bench_loadgen_measures_k6_wrk_and_a_static_envoy_through_real_envoys() 
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_scale_measures_a_fixed_rate_through_routes_from_xds_and_static() {
+    let _alone = LOADTESTS.lock().await;
+    let out = Command::new(BIN)
+        .args(["bench", "edge", "--only", "scale", "--scale-largest", "10"])
+        .args([
+            "--scale-rate",
+            "200",
+            "--scale-rounds",
+            "1",
+            "--scale-seconds",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for side in ["10 HTTPRoutes, k6 at 200 req/s", "10 HTTPRoutes: the same"] {
+        let line = printed
+            .lines()
+            .find(|l| l.contains(side))
+            .unwrap_or_default();
+        // The rate held (within k6's rounding), and the proxy's CPU and memory were read.
+        let rate: f64 = line
+            .split("| ")
+            .nth(2)
+            .and_then(|v| v.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
+        assert!((190.0..=210.0).contains(&rate), "{side}: {line}\n{printed}");
+        assert!(
+            line.contains("% of a core") && !line.contains("NaN"),
+            "{line}"
+        );
+        assert!(!line.contains(" 0 MiB"), "{line}");
+    }
+    assert!(!printed.contains("100 HTTPRoutes"), "{printed}");
+}
+
 /// A scenario's world for a cluster: `--cluster-world` prints it with `fairlead echo`
 /// Deployments behind its Services; `kubectl apply` it to `up` (whose runner runs them and
 /// writes their EndpointSlices, as a cluster would), and the scenario holds against the

