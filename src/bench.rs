@@ -409,6 +409,10 @@ async fn loadgen_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_
                     "wrk (-c32) -> fairlead's configuration as static resources -> backend, interleaved"
                         .to_owned()
                 }
+                Load::WrkEquivalentUnlogged => {
+                    "wrk (-c32) -> the same static resources without the access log -> backend, interleaved"
+                        .to_owned()
+                }
                 Load::WrkStatic => {
                     "wrk (-c32) -> a static minimal Envoy -> backend, interleaved".to_owned()
                 }
@@ -424,6 +428,13 @@ async fn loadgen_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_
         fairlead_bench::Row {
             metric: "fairlead's Envoy / the same configuration static (wrk; goal ≥ 0.98)".into(),
             value: format!("{:.3}", rate(Load::Wrk) / rate(Load::WrkEquivalent)),
+        },
+        fairlead_bench::Row {
+            metric: "the static resources with / without the access log (wrk)".into(),
+            value: format!(
+                "{:.3}",
+                rate(Load::WrkEquivalent) / rate(Load::WrkEquivalentUnlogged)
+            ),
         },
         fairlead_bench::Row {
             metric: "fairlead's Envoy / a minimal static one (wrk)".into(),
@@ -453,8 +464,9 @@ async fn scale_rows(args: &EdgeArgs) -> anyhow::Result<Vec<fairlead_bench::Row>>
         let of = |f: &dyn Fn(&Round) -> f64| median(&side.iter().map(f).collect::<Vec<_>>());
         let ms = |i: usize| move |r: &Round| r.latency[i].as_secs_f64() * 1000.0;
         format!(
-            "{:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms; Envoy {:.0}% of a core, {:.0} MiB",
+            "{:.0} req/s ({:.0}/s dropped), p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms; Envoy {:.0}% of a core, {:.0} MiB",
             of(&|r| r.rate),
+            of(&|r| r.dropped),
             of(&ms(0)),
             of(&ms(1)),
             of(&ms(2)),

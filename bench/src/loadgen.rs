@@ -9,6 +9,8 @@
 //! - **wrk** against the same Envoy build given fairlead's configuration as static resources
 //!   ([`equivalent`]: its listeners, routes and clusters as Envoy dumped them, the routes
 //!   inline and the endpoints static): what taking it over xDS costs, if anything;
+//! - **wrk** against that static configuration without its access log: what the JSON line
+//!   Envoy formats for every request costs;
 //! - **wrk** against the same Envoy build given a minimal static configuration (a listener,
 //!   the router, one static cluster: no access log, tracing, statistics per listener or
 //!   header rules): what fairlead's configuration costs a proxy.
@@ -32,12 +34,20 @@ pub enum Load {
     Wrk,
     /// wrk against fairlead's configuration, static.
     WrkEquivalent,
+    /// wrk against fairlead's configuration, static, without its access log.
+    WrkEquivalentUnlogged,
     /// wrk against a minimal static Envoy.
     WrkStatic,
 }
 
 /// Every side, in round order.
-pub const LOADS: [Load; 4] = [Load::K6, Load::Wrk, Load::WrkEquivalent, Load::WrkStatic];
+pub const LOADS: [Load; 5] = [
+    Load::K6,
+    Load::Wrk,
+    Load::WrkEquivalent,
+    Load::WrkEquivalentUnlogged,
+    Load::WrkStatic,
+];
 
 /// The k6 script of a closed loop: a GET of `URL` with the `Host` `HOST`, its summary in
 /// `OUT`.
@@ -253,6 +263,28 @@ pub(crate) async fn write_equivalent(admin: u16, path: &Path) -> Result<(), Envo
         .map_err(|e| failed("the equivalent configuration")(e.to_string()))
 }
 
+/// `config` without its access logs (the HTTP connection managers' and the listeners').
+fn unlogged(mut config: serde_json::Value) -> serde_json::Value {
+    let listeners = config["static_resources"]["listeners"].as_array_mut();
+    for listener in listeners.into_iter().flatten() {
+        if let Some(object) = listener.as_object_mut() {
+            object.remove("access_log");
+        }
+        for chain in listener["filter_chains"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
+            for filter in chain["filters"].as_array_mut().into_iter().flatten() {
+                if let Some(object) = filter["typed_config"].as_object_mut() {
+                    object.remove("access_log");
+                }
+            }
+        }
+    }
+    config
+}
+
 /// The static peer on core 1 with one worker, serving once it answers `url` with the
 /// `Host` `host`.
 pub(crate) async fn start_static(
@@ -328,6 +360,13 @@ pub async fn generators(
             let _ = child.wait().await;
             written?;
         }
+        let unlogged_config = dir.join("equivalent-unlogged.json");
+        let equivalent_text = std::fs::read(&equivalent_config)
+            .map_err(|e| failed("the equivalent configuration")(e.to_string()))?;
+        let parsed: serde_json::Value = serde_json::from_slice(&equivalent_text)
+            .map_err(|e| failed("the equivalent configuration")(e.to_string()))?;
+        std::fs::write(&unlogged_config, unlogged(parsed).to_string())
+            .map_err(|e| failed("the configuration without access log")(e.to_string()))?;
         let mut sides: Vec<(Load, Side)> = LOADS
             .iter()
             .map(|load| {
@@ -354,9 +393,13 @@ pub async fn generators(
                         };
                         (child, measured)
                     }
-                    Load::WrkEquivalent => {
-                        let child =
-                            start_static(&envoy, &equivalent_config, &harness.url, host).await?;
+                    Load::WrkEquivalent | Load::WrkEquivalentUnlogged => {
+                        let config = if *load == Load::WrkEquivalent {
+                            &equivalent_config
+                        } else {
+                            &unlogged_config
+                        };
+                        let child = start_static(&envoy, config, &harness.url, host).await?;
                         (child, wrk(&harness.url, host, seconds).await)
                     }
                     Load::WrkStatic => {
@@ -415,6 +458,19 @@ mod tests {
         assert_eq!(config["static_resources"]["clusters"][1]["name"], "plain");
         let empty = serde_json::json!({"configs": []});
         assert!(equivalent(&empty, 1).is_err());
+    }
+
+    #[test]
+    fn unlogged_drops_every_access_log_and_nothing_else() {
+        let config = serde_json::json!({"static_resources": {"listeners": [{
+            "name": "l", "access_log": [{"name": "a"}],
+            "filter_chains": [{"filters": [{"name": "hcm", "typed_config": {
+                "stat_prefix": "l", "access_log": [{"name": "b"}]}}]}]}]}});
+        let listener = &unlogged(config)["static_resources"]["listeners"][0];
+        assert!(listener["access_log"].is_null());
+        let hcm = &listener["filter_chains"][0]["filters"][0]["typed_config"];
+        assert!(hcm["access_log"].is_null());
+        assert_eq!(hcm["stat_prefix"], "l");
     }
 
     #[test]

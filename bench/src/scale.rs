@@ -32,6 +32,9 @@ const HOSTS: usize = 5;
 pub struct Round {
     /// Requests/s achieved.
     pub rate: f64,
+    /// Iterations/s k6 dropped: requests the rate asked for that it had no VU free to send
+    /// (the load generator or the proxy did not keep up).
+    pub dropped: f64,
     /// Latency p50, p99 and p99.9 (k6's `http_req_duration`).
     pub latency: [Duration; 3],
     /// Envoy's CPU over the round, in cores.
@@ -127,12 +130,13 @@ export function handleSummary(data) { return { [__ENV.OUT]: JSON.stringify(data)
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Load {
     rate: f64,
+    dropped: f64,
     latency: [Duration; 3],
 }
 
-/// Reads k6's summary: the rate achieved and the latency; an error when a request failed or
-/// more than 1% of the iterations were dropped (the rate was not held).
-fn read_summary(summary: &serde_json::Value, rate: u32) -> Result<Load, EnvoyBenchError> {
+/// Reads k6's summary: the rate achieved, the iterations dropped and the latency; an error
+/// when a request failed.
+fn read_summary(summary: &serde_json::Value) -> Result<Load, EnvoyBenchError> {
     let value = |metric: &str, stat: &str| {
         summary["metrics"][metric]["values"][stat]
             .as_f64()
@@ -149,14 +153,10 @@ fn read_summary(summary: &serde_json::Value, rate: u32) -> Result<Load, EnvoyBen
     let dropped = summary["metrics"]["dropped_iterations"]["values"]["rate"]
         .as_f64()
         .unwrap_or_default();
-    if dropped > f64::from(rate) * 0.01 {
-        return Err(EnvoyBenchError::Failed(format!(
-            "k6 dropped {dropped:.0} iterations/s of {rate}: the load generator could not hold the rate"
-        )));
-    }
     let ms = |v: f64| Duration::from_secs_f64(v / 1000.0);
     Ok(Load {
         rate: achieved,
+        dropped,
         latency: [
             ms(value("http_req_duration", "med")?),
             ms(value("http_req_duration", "p(99)")?),
@@ -207,7 +207,7 @@ async fn k6(
         .ok()
         .and_then(|t| serde_json::from_slice(&t).ok())
         .ok_or_else(|| EnvoyBenchError::Failed(format!("k6 ({status}) wrote no summary")))?;
-    read_summary(&summary, rate)
+    read_summary(&summary)
 }
 
 /// A process's CPU time so far (user and system), from `/proc/<pid>/stat`.
@@ -353,6 +353,7 @@ async fn at_scale(
                     };
                     side.push(Round {
                         rate: load.rate,
+                        dropped: load.dropped,
                         latency: load.latency,
                         cpu,
                         rss,
@@ -384,7 +385,7 @@ mod tests {
     }
 
     #[test]
-    fn a_summary_is_read_and_a_failure_or_a_rate_not_held_refused() {
+    fn a_summary_is_read_and_a_failed_request_refused() {
         let summary = |failed: f64, dropped: f64| {
             serde_json::json!({"metrics": {
                 "http_req_failed": {"values": {"rate": failed}},
@@ -393,8 +394,9 @@ mod tests {
                 "http_req_duration": {"values": {"med": 0.5, "p(99)": 2.0, "p(99.9)": 7.5}},
             }})
         };
-        let load = read_summary(&summary(0.0, 0.0), 2000).unwrap();
+        let load = read_summary(&summary(0.0, 12.5)).unwrap();
         assert_eq!(load.rate, 1998.5);
+        assert_eq!(load.dropped, 12.5);
         assert_eq!(
             load.latency,
             [
@@ -403,9 +405,7 @@ mod tests {
                 Duration::from_micros(7500)
             ]
         );
-        assert!(read_summary(&summary(0.001, 0.0), 2000).is_err());
-        assert!(read_summary(&summary(0.0, 30.0), 2000).is_err());
-        assert!(read_summary(&summary(0.0, 10.0), 2000).is_ok());
+        assert!(read_summary(&summary(0.001, 0.0)).is_err());
     }
 
     #[test]
