@@ -413,6 +413,10 @@ async fn loadgen_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_
                     "wrk (-c32) -> the same static resources without the access log -> backend, interleaved"
                         .to_owned()
                 }
+                Load::WrkEquivalentUntraced => {
+                    "wrk (-c32) -> the same static resources without the access log and tracing -> backend, interleaved"
+                        .to_owned()
+                }
                 Load::WrkStatic => {
                     "wrk (-c32) -> a static minimal Envoy -> backend, interleaved".to_owned()
                 }
@@ -434,6 +438,14 @@ async fn loadgen_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_
             value: format!(
                 "{:.3}",
                 rate(Load::WrkEquivalent) / rate(Load::WrkEquivalentUnlogged)
+            ),
+        },
+        fairlead_bench::Row {
+            metric: "the static resources without the access log, with / without tracing (wrk)"
+                .into(),
+            value: format!(
+                "{:.3}",
+                rate(Load::WrkEquivalentUnlogged) / rate(Load::WrkEquivalentUntraced)
             ),
         },
         fairlead_bench::Row {
@@ -463,15 +475,20 @@ async fn scale_rows(args: &EdgeArgs) -> anyhow::Result<Vec<fairlead_bench::Row>>
     let describe = |side: &[Round]| {
         let of = |f: &dyn Fn(&Round) -> f64| median(&side.iter().map(f).collect::<Vec<_>>());
         let ms = |i: usize| move |r: &Round| r.latency[i].as_secs_f64() * 1000.0;
+        let envoy = |i: usize| move |r: &Round| r.envoy_latency.map_or(f64::NAN, |l| l[i]);
         format!(
-            "{:.0} req/s ({:.0}/s dropped), p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms; Envoy {:.0}% of a core, {:.0} MiB",
+            "{:.0} req/s ({:.0}/s dropped), p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms (Envoy's own: {:.2} / {:.2} / {:.2} ms); Envoy {:.0}% of a core, {:.0} MiB ({:.0} anonymous)",
             of(&|r| r.rate),
             of(&|r| r.dropped),
             of(&ms(0)),
             of(&ms(1)),
             of(&ms(2)),
+            of(&envoy(0)),
+            of(&envoy(1)),
+            of(&envoy(2)),
             of(&|r| r.cpu * 100.0),
-            of(&|r| r.rss as f64 / 1_048_576.0),
+            of(&|r| r.rss.0 as f64 / 1_048_576.0),
+            of(&|r| r.rss.1 as f64 / 1_048_576.0),
         )
     };
     let mut rows = Vec::new();

@@ -9,8 +9,10 @@
 //! - **wrk** against the same Envoy build given fairlead's configuration as static resources
 //!   ([`equivalent`]: its listeners, routes and clusters as Envoy dumped them, the routes
 //!   inline and the endpoints static): what taking it over xDS costs, if anything;
-//! - **wrk** against that static configuration without its access log: what the JSON line
-//!   Envoy formats for every request costs;
+//! - **wrk** against that static configuration without its access log, and without its
+//!   access log and tracing: what the JSON line Envoy formats for every request costs, and
+//!   what its OpenTelemetry tracing (every request sampled, spans sent to the collector
+//!   cluster) adds;
 //! - **wrk** against the same Envoy build given a minimal static configuration (a listener,
 //!   the router, one static cluster: no access log, tracing, statistics per listener or
 //!   header rules): what fairlead's configuration costs a proxy.
@@ -36,16 +38,19 @@ pub enum Load {
     WrkEquivalent,
     /// wrk against fairlead's configuration, static, without its access log.
     WrkEquivalentUnlogged,
+    /// wrk against fairlead's configuration, static, without its access log and tracing.
+    WrkEquivalentUntraced,
     /// wrk against a minimal static Envoy.
     WrkStatic,
 }
 
 /// Every side, in round order.
-pub const LOADS: [Load; 5] = [
+pub const LOADS: [Load; 6] = [
     Load::K6,
     Load::Wrk,
     Load::WrkEquivalent,
     Load::WrkEquivalentUnlogged,
+    Load::WrkEquivalentUntraced,
     Load::WrkStatic,
 ];
 
@@ -249,8 +254,8 @@ pub fn equivalent(
 }
 
 /// Writes to `path` the configuration the Envoy with the admin port `admin` took over xDS,
-/// as static resources ([`equivalent`]).
-pub(crate) async fn write_equivalent(admin: u16, path: &Path) -> Result<(), EnvoyBenchError> {
+/// as static resources ([`equivalent`]); the admin port it gives the static Envoy.
+pub(crate) async fn write_equivalent(admin: u16, path: &Path) -> Result<u16, EnvoyBenchError> {
     let dump = reqwest::get(format!("http://127.0.0.1:{admin}/config_dump?include_eds"))
         .await
         .and_then(reqwest::Response::error_for_status);
@@ -259,16 +264,21 @@ pub(crate) async fn write_equivalent(admin: u16, path: &Path) -> Result<(), Envo
         Err(e) => Err(e),
     }
     .map_err(|e| failed("Envoy's config dump")(e.to_string()))?;
-    std::fs::write(path, equivalent(&dump, free_port()?)?.to_string())
-        .map_err(|e| failed("the equivalent configuration")(e.to_string()))
+    let static_admin = free_port()?;
+    std::fs::write(path, equivalent(&dump, static_admin)?.to_string())
+        .map_err(|e| failed("the equivalent configuration")(e.to_string()))?;
+    Ok(static_admin)
 }
 
-/// `config` without its access logs (the HTTP connection managers' and the listeners').
-fn unlogged(mut config: serde_json::Value) -> serde_json::Value {
+/// `config` without the `fields` of its HTTP connection managers and listeners (its
+/// `access_log`, `tracing`).
+fn without(mut config: serde_json::Value, fields: &[&str]) -> serde_json::Value {
     let listeners = config["static_resources"]["listeners"].as_array_mut();
     for listener in listeners.into_iter().flatten() {
         if let Some(object) = listener.as_object_mut() {
-            object.remove("access_log");
+            for field in fields {
+                object.remove(*field);
+            }
         }
         for chain in listener["filter_chains"]
             .as_array_mut()
@@ -277,7 +287,9 @@ fn unlogged(mut config: serde_json::Value) -> serde_json::Value {
         {
             for filter in chain["filters"].as_array_mut().into_iter().flatten() {
                 if let Some(object) = filter["typed_config"].as_object_mut() {
-                    object.remove("access_log");
+                    for field in fields {
+                        object.remove(*field);
+                    }
                 }
             }
         }
@@ -360,13 +372,21 @@ pub async fn generators(
             let _ = child.wait().await;
             written?;
         }
-        let unlogged_config = dir.join("equivalent-unlogged.json");
         let equivalent_text = std::fs::read(&equivalent_config)
             .map_err(|e| failed("the equivalent configuration")(e.to_string()))?;
         let parsed: serde_json::Value = serde_json::from_slice(&equivalent_text)
             .map_err(|e| failed("the equivalent configuration")(e.to_string()))?;
-        std::fs::write(&unlogged_config, unlogged(parsed).to_string())
-            .map_err(|e| failed("the configuration without access log")(e.to_string()))?;
+        let (unlogged_config, untraced_config) = (
+            dir.join("equivalent-unlogged.json"),
+            dir.join("equivalent-untraced.json"),
+        );
+        for (path, fields) in [
+            (&unlogged_config, &["access_log"][..]),
+            (&untraced_config, &["access_log", "tracing"][..]),
+        ] {
+            std::fs::write(path, without(parsed.clone(), fields).to_string())
+                .map_err(|e| failed("a configuration without some of it")(e.to_string()))?;
+        }
         let mut sides: Vec<(Load, Side)> = LOADS
             .iter()
             .map(|load| {
@@ -393,11 +413,13 @@ pub async fn generators(
                         };
                         (child, measured)
                     }
-                    Load::WrkEquivalent | Load::WrkEquivalentUnlogged => {
-                        let config = if *load == Load::WrkEquivalent {
-                            &equivalent_config
-                        } else {
-                            &unlogged_config
+                    Load::WrkEquivalent
+                    | Load::WrkEquivalentUnlogged
+                    | Load::WrkEquivalentUntraced => {
+                        let config = match load {
+                            Load::WrkEquivalent => &equivalent_config,
+                            Load::WrkEquivalentUnlogged => &unlogged_config,
+                            _ => &untraced_config,
                         };
                         let child = start_static(&envoy, config, &harness.url, host).await?;
                         (child, wrk(&harness.url, host, seconds).await)
@@ -461,16 +483,21 @@ mod tests {
     }
 
     #[test]
-    fn unlogged_drops_every_access_log_and_nothing_else() {
+    fn without_drops_the_fields_named_and_nothing_else() {
         let config = serde_json::json!({"static_resources": {"listeners": [{
             "name": "l", "access_log": [{"name": "a"}],
             "filter_chains": [{"filters": [{"name": "hcm", "typed_config": {
-                "stat_prefix": "l", "access_log": [{"name": "b"}]}}]}]}]}});
-        let listener = &unlogged(config)["static_resources"]["listeners"][0];
+                "stat_prefix": "l", "access_log": [{"name": "b"}], "tracing": {}}}]}]}]}});
+        let unlogged = without(config.clone(), &["access_log"]);
+        let listener = &unlogged["static_resources"]["listeners"][0];
         assert!(listener["access_log"].is_null());
         let hcm = &listener["filter_chains"][0]["filters"][0]["typed_config"];
         assert!(hcm["access_log"].is_null());
+        assert!(hcm["tracing"].is_object());
         assert_eq!(hcm["stat_prefix"], "l");
+        let untraced = without(config, &["access_log", "tracing"]);
+        let hcm = &untraced["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+        assert!(hcm["tracing"].is_null() && hcm["access_log"].is_null());
     }
 
     #[test]

@@ -37,10 +37,15 @@ pub struct Round {
     pub dropped: f64,
     /// Latency p50, p99 and p99.9 (k6's `http_req_duration`).
     pub latency: [Duration; 3],
+    /// The same quantiles as Envoy saw them (its `downstream_rq_time` histogram, in whole
+    /// milliseconds' buckets interpolated): the proxy and the backend without the load
+    /// generator's own delays.
+    pub envoy_latency: Option<[f64; 3]>,
     /// Envoy's CPU over the round, in cores.
     pub cpu: f64,
-    /// Envoy's resident memory at the round's end, in bytes.
-    pub rss: u64,
+    /// Envoy's resident memory at the round's end, and its anonymous part (heap and stacks,
+    /// without the pages of the binary), in bytes.
+    pub rss: (u64, u64),
 }
 
 /// Both sides at one number of routes.
@@ -220,6 +225,53 @@ fn cpu_time(pid: u32) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 10))
 }
 
+/// The p50, p99 and p99.9 of the `downstream_rq_time` histograms (ms) of the Envoy with the
+/// admin port `admin`: those of its listeners' connection managers, not its admin's. Envoy
+/// merges its workers' histograms at each stats flush (every 5 s), so this waits for one.
+async fn envoy_quantiles(admin: u16) -> Option<[f64; 3]> {
+    let url = format!("http://127.0.0.1:{admin}/stats?format=json&filter=downstream_rq_time$");
+    for _ in 0..60 {
+        let stats = match reqwest::get(&url).await {
+            Ok(response) => response.json::<serde_json::Value>().await.ok(),
+            Err(_) => None,
+        };
+        if let Some(quantiles) = stats.as_ref().and_then(quantiles_of) {
+            return Some(quantiles);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// See [`envoy_quantiles`]: read from Envoy's `/stats?format=json`.
+fn quantiles_of(stats: &serde_json::Value) -> Option<[f64; 3]> {
+    let histograms = stats["stats"]
+        .as_array()?
+        .iter()
+        .find_map(|s| s["histograms"].as_object())?;
+    let supported: Vec<f64> = histograms["supported_quantiles"]
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_f64)
+        .collect();
+    let computed = histograms["computed_quantiles"]
+        .as_array()?
+        .iter()
+        .find(|h| {
+            h["name"].as_str().is_some_and(|n| {
+                n.starts_with("http.")
+                    && !n.starts_with("http.admin.")
+                    && n.ends_with(".downstream_rq_time")
+            })
+        })?;
+    let values = computed["values"].as_array()?;
+    let at = |q: f64| {
+        let i = supported.iter().position(|s| (*s - q).abs() < 1e-9)?;
+        values.get(i)?["cumulative"].as_f64()
+    };
+    Some([at(50.0)?, at(99.0)?, at(99.9)?])
+}
+
 /// Waits until the Envoy at `url` serves the first and the last of `routes` routes.
 async fn serving(url: &str, routes: usize) -> Result<(), EnvoyBenchError> {
     let http = reqwest::Client::builder()
@@ -301,13 +353,13 @@ async fn at_scale(
             serving(&harness.url, routes).await?;
             Ok::<_, EnvoyBenchError>(child)
         };
-        {
+        let static_admin = {
             let mut child = start_xds().await?;
             let written = write_equivalent(harness.envoy_admin, &equivalent).await;
             let _ = child.kill().await;
             let _ = child.wait().await;
-            written?;
-        }
+            written?
+        };
         let (first_host, _) = request(0);
         let mut figures = Figures {
             routes,
@@ -341,7 +393,13 @@ async fn at_scale(
                     }
                     _ => f64::NAN,
                 };
-                let rss = crate::resident(pid).map_or(0, |(rss, _)| rss);
+                let rss = crate::resident(pid).unwrap_or_default();
+                let envoy_latency = envoy_quantiles(if from_xds {
+                    harness.envoy_admin
+                } else {
+                    static_admin
+                })
+                .await;
                 let _ = child.kill().await;
                 let _ = child.wait().await;
                 let load = load?;
@@ -355,6 +413,7 @@ async fn at_scale(
                         rate: load.rate,
                         dropped: load.dropped,
                         latency: load.latency,
+                        envoy_latency,
                         cpu,
                         rss,
                     });
@@ -406,6 +465,22 @@ mod tests {
             ]
         );
         assert!(read_summary(&summary(0.001, 0.0)).is_err());
+    }
+
+    #[test]
+    fn envoys_quantiles_are_its_listeners_not_its_admins() {
+        let stats = serde_json::json!({"stats": [{"histograms": {
+        "supported_quantiles": [0, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 100],
+        "computed_quantiles": [
+            {"name": "http.admin.downstream_rq_time", "values": vec![serde_json::json!({"cumulative": 9}); 10]},
+            {"name": "http.http-10080.downstream_rq_time", "values": [
+                {"cumulative": 0.1}, {"cumulative": 0.2}, {"cumulative": 0.5},
+                {"cumulative": 0.7}, {"cumulative": 0.9}, {"cumulative": 1.0},
+                {"cumulative": 2.5}, {"cumulative": 3.0}, {"cumulative": 7.25},
+                {"cumulative": 12.0}]},
+        ]}}]});
+        assert_eq!(quantiles_of(&stats), Some([0.5, 2.5, 7.25]));
+        assert_eq!(quantiles_of(&serde_json::json!({"stats": []})), None);
     }
 
     #[test]
