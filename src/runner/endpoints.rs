@@ -2,8 +2,9 @@
 //! EndpointSlice controller writes it: one slice `<service>-local` (IPv4), each selected pod
 //! an endpoint (ready as the pod is), each Service port at its numeric `targetPort` (its
 //! `port` when none is given; a named `targetPort` is not resolved here, and the port is left
-//! out). What the ALB's translator reads for a Service's backends, so a workload run here is
-//! reachable through a route as in a cluster.
+//! out), owned by the Service (so the garbage collector deletes it with it). What the ALB's
+//! translator reads for a Service's backends, so a workload run here is reachable through a
+//! route as in a cluster.
 
 use std::net::IpAddr;
 
@@ -21,8 +22,9 @@ pub fn name(service: &ObjectKey) -> String {
     format!("{}-local", service.name())
 }
 
-/// The slice of `service` (`spec`) with `pods`: each pod's address and whether it is ready.
-pub fn slice(service: &ObjectKey, spec: &ServiceSpec, pods: &[(IpAddr, bool)]) -> Value {
+/// The slice of `service` (its `uid` and `spec`) with `pods`: each pod's address and whether
+/// it is ready.
+pub fn slice(service: &ObjectKey, uid: &str, spec: &ServiceSpec, pods: &[(IpAddr, bool)]) -> Value {
     let ports: Vec<Value> = spec
         .ports
         .iter()
@@ -52,6 +54,8 @@ pub fn slice(service: &ObjectKey, spec: &ServiceSpec, pods: &[(IpAddr, bool)]) -
             "namespace": service.namespace(),
             "labels": {"kubernetes.io/service-name": service.name(),
                 "endpointslice.kubernetes.io/managed-by": MANAGED_BY},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": service.name(),
+                "uid": uid, "controller": true, "blockOwnerDeletion": true}],
         },
         "addressType": "IPv4",
         "ports": ports,
@@ -93,8 +97,13 @@ mod tests {
             ("127.0.3.1".parse().unwrap(), true),
             ("127.0.3.2".parse().unwrap(), false),
         ];
-        let slice = slice(&ObjectKey::new("shop", "web"), &spec, &pods);
+        let slice = slice(&ObjectKey::new("shop", "web"), "u-1", &spec, &pods);
         assert_eq!(slice["metadata"]["name"], "web-local");
+        assert_eq!(
+            slice["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "u-1",
+                "controller": true, "blockOwnerDeletion": true}])
+        );
         assert_eq!(slice["metadata"]["namespace"], "shop");
         assert_eq!(
             slice["metadata"]["labels"]["kubernetes.io/service-name"],

@@ -730,7 +730,8 @@ async fn services(
             .filter(|p| selects(p))
             .map(|p| (p.serving, *p.handle.ready.borrow()))
             .collect();
-        let slice = endpoints::slice(&key, &spec, &pods);
+        let uid = service.metadata.uid.as_deref().unwrap_or_default();
+        let slice = endpoints::slice(&key, uid, &spec, &pods);
         if world.slices.get(&key) != Some(&slice) {
             let api: Api<DynamicObject> = Api::namespaced_with(
                 client.clone(),
