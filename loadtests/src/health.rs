@@ -144,25 +144,6 @@ pub fn pods(backend: &HealthBackend, node: &str, ips: &[IpAddr], port: u16) -> V
         .collect()
 }
 
-/// `backend` in a cluster: a StatefulSet of its name (so its pods are named as here,
-/// `<name>-<n>`) running `fairlead echo` from `image` named as its pod.
-pub fn statefulset(backend: &HealthBackend, image: &str) -> Value {
-    let b = &backend.backend;
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": b.name, "namespace": b.namespace,
-            "labels": {world::BACKEND_LABEL: b.name, "app.kubernetes.io/managed-by": world::MANAGER}},
-        "spec": {
-            "replicas": backend.pods,
-            "serviceName": b.name,
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": backend.selector},
-            "template": world::echo_pod_template(b, image, &backend.selector, "$(POD_NAME)"),
-        },
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,7 +243,7 @@ spec:
     fn in_a_cluster_it_is_a_statefulset_whose_pods_are_named_alike() {
         let world = World::parse("w", WORLD).unwrap();
         let web = world.health_backends().remove(0);
-        let set = statefulset(&web, "fairlead:test");
+        let set = crate::deploy::statefulset(&web, "fairlead:test");
         assert_eq!(set["metadata"]["name"], "web");
         assert_eq!(set["spec"]["replicas"], 3);
         assert_eq!(set["spec"]["selector"]["matchLabels"], web.selector);

@@ -12,6 +12,7 @@
 //! - `health`: the echo pods behind a ServiceWithHealthchecks;
 //! - `k6`: k6's command line and what its summary says;
 //! - `cluster`: the client, applying, the instance's address;
+//! - `deploy`: the world as it is applied to a cluster;
 //! - `churn`: the route changes of a churning scenario;
 //! - `ramp`: a ramping scenario's steps and its knee;
 //! - `stream`: the TCP and UDP scenarios, which the runner drives itself (k6 has no raw
@@ -19,6 +20,7 @@
 
 pub mod churn;
 pub mod cluster;
+pub mod deploy;
 pub mod echo;
 pub mod geo;
 pub mod health;
