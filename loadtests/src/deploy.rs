@@ -143,3 +143,36 @@ pub fn statefulset(backend: &HealthBackend, image: &str) -> Value {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_churns_world_runs_its_health_checked_pods_as_a_statefulset() {
+        let world = World::parse(
+            "route-churn.yaml",
+            include_str!("../worlds/route-churn.yaml"),
+        )
+        .unwrap();
+        let objects = world.for_cluster("route-churn", "fairlead:test").unwrap();
+        let swh = objects
+            .iter()
+            .find(|o| o["kind"] == "ServiceWithHealthchecks")
+            .unwrap();
+        assert_eq!(swh["spec"]["ports"][0]["targetPort"], CLUSTER_ECHO_PORT);
+        let probe = &swh["spec"]["healthcheck"]["probes"][0]["http"];
+        assert_eq!(probe["targetPort"], CLUSTER_ECHO_PORT);
+        assert_eq!(probe["path"], crate::echo::HEALTH_PATH);
+        let set = objects.iter().find(|o| o["kind"] == "StatefulSet").unwrap();
+        assert_eq!(set["metadata"]["name"], swh["metadata"]["name"]);
+        assert_eq!(
+            set["spec"]["template"]["metadata"]["labels"],
+            swh["spec"]["selector"]
+        );
+        assert_eq!(set["spec"]["replicas"], 2);
+        // The echo Services keep their Deployments; nothing else is added.
+        let added = objects.len() - world.objects.len();
+        assert_eq!(added, world.backends().len() + 1);
+    }
+}

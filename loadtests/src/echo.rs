@@ -21,7 +21,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 /// The header naming the backend that answered.
 pub const HEADER: &str = "x-backend";
 
-/// The path an HTTP echo answers 503 on while it is not ready (see [`Echo::set_ready`]): a
+/// The path an HTTP echo answers 503 on while it is not ready (see [`Readiness::set`]): a
 /// health check's, as a pod's readiness endpoint; every other path is served regardless.
 pub const HEALTH_PATH: &str = "/healthz";
 
@@ -42,24 +42,19 @@ impl Echo {
         }
     }
 
-    /// Makes an HTTP echo answer [`HEALTH_PATH`] with 200 (`true`) or 503 (`false`), as a
-    /// backend whose readiness fails while it drains: it still serves everything else.
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::Relaxed);
-    }
-
     /// What sets its readiness, apart from the server.
     pub fn readiness(&self) -> Readiness {
         Readiness(self.ready.clone())
     }
 }
 
-/// What makes an echo ready or not (see [`Echo::set_ready`]), held apart from it.
+/// What makes an echo ready or not, held apart from it.
 #[derive(Clone, Debug)]
 pub struct Readiness(Arc<AtomicBool>);
 
 impl Readiness {
-    /// See [`Echo::set_ready`].
+    /// Makes an HTTP echo answer [`HEALTH_PATH`] with 200 (`true`) or 503 (`false`), as a
+    /// backend whose readiness fails while it drains: it still serves everything else.
     pub fn set(&self, ready: bool) {
         self.0.store(ready, Ordering::Relaxed);
     }
@@ -455,6 +450,25 @@ fn answer(name: &str, request: &Request) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_not_ready_echo_fails_its_health_path_and_still_serves() {
+        let echo = start("web-0", "127.0.0.1:0".parse().unwrap(), None)
+            .await
+            .unwrap();
+        let get = async |path: &str| {
+            let answer = reqwest::get(format!("http://{}{path}", echo.addr))
+                .await
+                .unwrap();
+            (answer.status().as_u16(), backend_of(answer.headers()))
+        };
+        assert_eq!(get(HEALTH_PATH).await, (200, Some("web-0".into())));
+        echo.readiness().set(false);
+        assert_eq!(get(HEALTH_PATH).await, (503, Some("web-0".into())));
+        assert_eq!(get("/shop").await, (200, Some("web-0".into())));
+        echo.readiness().set(true);
+        assert_eq!(get(HEALTH_PATH).await.0, 200);
+    }
 
     #[test]
     fn a_window_admits_its_capacity_each_second() {

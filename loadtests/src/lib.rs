@@ -274,10 +274,9 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
         prometheus_rw: args.prometheus_rw.clone(),
         ca_file: served.as_ref().and_then(|s| s.ca_file.clone()),
     };
-    // A churning world changes while k6 loads it.
-    let stop = tokio_util::sync::CancellationToken::new();
     // A churning world changes while k6 loads it: its route, and the readiness of the pods
-    // behind its ServiceWithHealthchecks.
+    // behind its ServiceWithHealthchecks (the first whose rule a probe asks).
+    let stop = tokio_util::sync::CancellationToken::new();
     let churning = served.as_ref().and_then(|s| {
         let route = s.churned.clone()?;
         let routes = tokio::spawn(churn::churn(
@@ -645,9 +644,9 @@ async fn serve_world(args: &Args, results: &std::path::Path) -> anyhow::Result<S
     })
 }
 
-/// The first loopback address of the echo pods behind a ServiceWithHealthchecks
-/// (`127.0.9.N`: a pool `fairlead up`'s runner does not give out; not 127.0.0.1, which a pod
-/// of `fairlead up` reads as its own address).
+/// The loopback pool of the echo pods behind a ServiceWithHealthchecks, `127.0.9.N` (one
+/// `fairlead up`'s runner does not give out; not 127.0.0.1, which a pod of `fairlead up`
+/// reads as its own address).
 const POD_ADDRESSES: [u8; 3] = [127, 0, 9];
 
 /// Starts the echoes of `backend`'s pods, each named as its pod, on an address of its own
