@@ -73,7 +73,8 @@ pub struct Readiness {
 }
 
 /// Makes the `pods` (their names and readiness) not-ready and ready again one at a time
-/// (each time 1 s after traffic came back to the last) until `stop`, asking `probe` at
+/// (each time 1 s and a [`phase`] after traffic came back to the last, and ready again a
+/// phase after traffic left it) until `stop`, asking `probe` at
 /// `target` (which the pods answer) when traffic has left each pod and come back to it; the
 /// times, or why traffic did not follow. A pod left not-ready at `stop` is made ready again.
 pub async fn readiness_churn(
@@ -91,6 +92,10 @@ pub async fn readiness_churn(
         let started = Instant::now();
         readiness.set(false);
         let left = until_answers(&prober, &target, &probe, started, |b| b != pod, LEFT_AFTER).await;
+        if left.is_ok() {
+            // Not ready again right away: traffic left just after a probe failed.
+            tokio::time::sleep(phase(step)).await;
+        }
         let back_since = Instant::now();
         readiness.set(true);
         let left = left.with_context(|| format!("traffic did not leave {pod} once not ready"))?;
@@ -101,10 +106,18 @@ pub async fn readiness_churn(
         times.back.push(back);
         tokio::select! {
             () = stop.cancelled() => return Ok(times),
-            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = tokio::time::sleep(Duration::from_secs(1) + phase(step + 1)) => {}
         }
     }
     Ok(times)
+}
+
+/// A part of a second that differs from step to step (a golden-ratio walk over it), waited
+/// before each readiness change so the changes fall at every phase of the probes' period:
+/// traffic leaves or comes back just after a probe, and a fixed pause would make every
+/// change wait out the same part of a period.
+fn phase(step: usize) -> Duration {
+    Duration::from_secs_f64((step as f64 * 0.618_034).fract())
 }
 
 /// How long after `since` `probe` began to be answered `streak` times in a row by a backend
@@ -223,6 +236,18 @@ fn with_quantiles(mut figures: Value, name: &str, times: &[Duration]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn phases_walk_over_a_second() {
+        let mut phases: Vec<u128> = (0..10).map(|step| phase(step).as_millis() / 100).collect();
+        assert!(phase(3) < Duration::from_secs(1));
+        phases.sort_unstable();
+        phases.dedup();
+        assert!(
+            phases.len() >= 8,
+            "ten pauses in at least eight tenths: {phases:?}"
+        );
+    }
 
     #[test]
     fn figures_are_the_changes_and_their_quantiles_or_the_failure() {
