@@ -130,7 +130,16 @@ spec:
   parentRefs: [{{name: gw}}]
   hostnames: [proxied.example.com]
   rules: [{{backendRefs: [{{name: backend, port: 80}}]}}]
----
+{}",
+        backend_objects(backend)
+    )
+}
+
+/// The Service `d8-alb/backend` and its EndpointSlice: the backend on `backend` (loopback),
+/// as YAML documents, each led by `---`.
+pub(crate) fn backend_objects(backend: u16) -> String {
+    format!(
+        "---
 apiVersion: v1
 kind: Service
 metadata: {{name: backend, namespace: d8-alb}}

@@ -71,28 +71,15 @@ async fn k6(
     host: &str,
     seconds: u64,
 ) -> Result<(f64, Duration, Duration), EnvoyBenchError> {
-    let script = dir.join("closed-loop.js");
-    let out = dir.join("k6-summary.json");
-    std::fs::write(&script, SCRIPT).map_err(|e| failed("the k6 script")(e.to_string()))?;
-    let status = tokio::process::Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(k6)
-        .args(["run", "--quiet", "--vus", "32"])
-        .arg(format!("--duration={seconds}s"))
-        .args(["-e", &format!("URL={url}"), "-e", &format!("HOST={host}")])
-        .arg("-e")
-        .arg(format!("OUT={}", out.display()))
-        .arg(&script)
-        .env("K6_NO_USAGE_REPORT", "true")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await
-        .map_err(|e| failed("k6 under taskset")(e.to_string()))?;
-    let summary: serde_json::Value = std::fs::read(&out)
-        .ok()
-        .and_then(|t| serde_json::from_slice(&t).ok())
-        .ok_or_else(|| EnvoyBenchError::Failed(format!("k6 ({status}) wrote no summary")))?;
+    let duration = format!("--duration={seconds}s");
+    let summary = run_k6(
+        k6,
+        dir,
+        ("closed-loop.js", SCRIPT),
+        &["--vus", "32", &duration],
+        &[("URL", url), ("HOST", host)],
+    )
+    .await?;
     let value = |metric: &str, stat: &str| {
         summary["metrics"][metric]["values"][stat]
             .as_f64()
@@ -111,6 +98,45 @@ async fn k6(
         ms(value("http_req_duration", "med")?),
         ms(value("http_req_duration", "p(99)")?),
     ))
+}
+
+/// Runs k6 on core 0 with `script` (its file name in `dir` and its text), the `options` of
+/// `k6 run` and the `env` given with `-e` (and `OUT`, where the script's `handleSummary`
+/// writes): the summary it wrote.
+pub(crate) async fn run_k6(
+    k6: &Path,
+    dir: &Path,
+    (name, text): (&str, &str),
+    options: &[&str],
+    env: &[(&str, &str)],
+) -> Result<serde_json::Value, EnvoyBenchError> {
+    let script = dir.join(name);
+    let out = dir.join(format!("{name}.summary.json"));
+    std::fs::write(&script, text).map_err(|e| failed("the k6 script")(e.to_string()))?;
+    let _ = std::fs::remove_file(&out);
+    let mut command = tokio::process::Command::new("taskset");
+    command
+        .args(["-c", "0"])
+        .arg(k6)
+        .args(["run", "--quiet"])
+        .args(options);
+    for (key, value) in env {
+        command.arg("-e").arg(format!("{key}={value}"));
+    }
+    let status = command
+        .arg("-e")
+        .arg(format!("OUT={}", out.display()))
+        .arg(&script)
+        .env("K6_NO_USAGE_REPORT", "true")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .map_err(|e| failed("k6 under taskset")(e.to_string()))?;
+    std::fs::read(&out)
+        .ok()
+        .and_then(|t| serde_json::from_slice(&t).ok())
+        .ok_or_else(|| EnvoyBenchError::Failed(format!("k6 ({status}) wrote no summary")))
 }
 
 /// The peer's configuration: a listener on `port` routing everything to the backend.

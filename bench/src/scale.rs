@@ -14,7 +14,6 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::envoy::{EnvoyBenchError, failed};
@@ -74,19 +73,8 @@ metadata: {{name: gw, namespace: d8-alb}}
 spec:
   gatewayClassName: d8-alb
   listeners: [{{name: http, port: {port}, protocol: HTTP}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: backend, namespace: d8-alb}}
-spec: {{ports: [{{name: http, port: 80, targetPort: {backend}}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: backend, namespace: d8-alb, labels: {{kubernetes.io/service-name: backend}}}}
-addressType: IPv4
-ports: [{{name: http, port: {backend}}}]
-endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
-"
+{}",
+        crate::geoip::backend_objects(backend)
     );
     for i in 0..routes {
         let _ = write!(
@@ -179,39 +167,20 @@ async fn k6(
     rate: u32,
     seconds: u64,
 ) -> Result<Load, EnvoyBenchError> {
-    let script = dir.join("fixed-rate.js");
-    let out = dir.join("k6-fixed-rate.json");
-    std::fs::write(&script, SCRIPT).map_err(|e| failed("the k6 script")(e.to_string()))?;
-    let _ = std::fs::remove_file(&out);
-    let status = tokio::process::Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(k6)
-        .args(["run", "--quiet"])
-        .args([
-            "-e",
-            &format!("URL={url}"),
-            "-e",
-            &format!("ROUTES={routes}"),
-        ])
-        .args([
-            "-e",
-            &format!("RATE={rate}"),
-            "-e",
-            &format!("DURATION={seconds}s"),
-        ])
-        .arg("-e")
-        .arg(format!("OUT={}", out.display()))
-        .arg(&script)
-        .env("K6_NO_USAGE_REPORT", "true")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await
-        .map_err(|e| failed("k6 under taskset")(e.to_string()))?;
-    let summary: serde_json::Value = std::fs::read(&out)
-        .ok()
-        .and_then(|t| serde_json::from_slice(&t).ok())
-        .ok_or_else(|| EnvoyBenchError::Failed(format!("k6 ({status}) wrote no summary")))?;
+    let (routes, rate, duration) = (routes.to_string(), rate.to_string(), format!("{seconds}s"));
+    let summary = crate::loadgen::run_k6(
+        k6,
+        dir,
+        ("fixed-rate.js", SCRIPT),
+        &[],
+        &[
+            ("URL", url),
+            ("ROUTES", &routes),
+            ("RATE", &rate),
+            ("DURATION", &duration),
+        ],
+    )
+    .await?;
     read_summary(&summary)
 }
 
