@@ -305,7 +305,7 @@ async fn start_edge(
 ) -> anyhow::Result<SocketAddr> {
     use fairlead_edge_control_plane::run;
     use fairlead_edge_controller::crds;
-    let controller = fairlead_edge_translate::CONTROLLER_NAME;
+    let controller = fairlead_edge_model::CONTROLLER_NAME;
     let channel = args.gateway_api_channel;
     crds::install(&controller_client, controller, channel)
         .await

@@ -1057,7 +1057,7 @@ spec:
     // The geoproxy's binding, which the controller wrote (so it was allowed to bind the
     // role; the audit log shows it below) and removed with the geoproxy, names whose
     // requests use the geoproxies' role.
-    let gateway = fairlead_edge_translate::ObjectKey::new("d8-alb", "geo");
+    let gateway = fairlead_edge_model::ObjectKey::new("d8-alb", "geo");
     let geoproxy = fairlead_edge_controller::geoproxy::name(&gateway);
     let lease = fairlead_edge_controller::geoproxy::lease(&gateway);
     objects.push(serde_json::json!({

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use fairlead_edge_translate::model::Input;
+use fairlead_edge_model::input::Input;
 
 /// One synthetic Gateway (`bench/gw`, HTTP on 80) with `http` HTTPRoutes (two rules each: a
 /// path prefix, and an exact path with a header match), `grpc` GRPCRoutes, and `services`
@@ -89,7 +89,7 @@ pub fn translation(
     allocated: &dyn Fn() -> u64,
 ) -> (Duration, Duration, u64) {
     measure(runs, allocated, || {
-        let t = fairlead_edge_translate::translate(input, fairlead_edge_translate::CONTROLLER_NAME);
+        let t = fairlead_edge_render::run(input, fairlead_edge_model::CONTROLLER_NAME);
         t.gateways
             .into_values()
             .map(fairlead_edge_xds::cache::Snapshot::new)
@@ -106,16 +106,16 @@ pub fn retranslation(
     allocated: &dyn Fn() -> u64,
 ) -> (Duration, Duration, u64) {
     let mut input = input.clone();
-    let mut translator = fairlead_edge_translate::Translator::default();
+    let mut translator = fairlead_edge_render::Pipeline::default();
     let mut last: std::collections::BTreeMap<
-        fairlead_edge_translate::ObjectKey,
+        fairlead_edge_model::ObjectKey,
         fairlead_edge_xds::cache::Snapshot,
     > = Default::default();
     let mut change = 0;
     let mut once = || {
         change += 1;
         change_first_route(&mut input, change % 50 + 1);
-        let t = translator.translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
+        let t = translator.run(&input, fairlead_edge_model::CONTROLLER_NAME);
         for (gateway, resources) in t.gateways {
             let previous = last.remove(&gateway).unwrap_or_default();
             last.insert(
@@ -145,10 +145,10 @@ pub async fn push_latency(
     let mut input = input(routes, 0, (routes / 2).max(1));
     let cache = Arc::new(fairlead_edge_xds::cache::Cache::new());
     // One translator throughout, as the control plane keeps one.
-    let mut translator = fairlead_edge_translate::Translator::default();
-    let gateway = fairlead_edge_translate::ObjectKey::new("bench", "gw");
+    let mut translator = fairlead_edge_render::Pipeline::default();
+    let gateway = fairlead_edge_model::ObjectKey::new("bench", "gw");
     let mut publish = |input: &Input| {
-        let mut t = translator.translate(input, fairlead_edge_translate::CONTROLLER_NAME);
+        let mut t = translator.run(input, fairlead_edge_model::CONTROLLER_NAME);
         let resources = t.gateways.remove(&gateway).unwrap_or_default();
         let snapshot = fairlead_edge_xds::cache::Snapshot::after(resources, &cache.get(&gateway));
         cache.set(&gateway, snapshot);
@@ -231,9 +231,8 @@ mod tests {
             ),
             (3, 2, 2)
         );
-        let t =
-            fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
-        let gw = &t.gateways[&fairlead_edge_translate::ObjectKey::new("bench", "gw")];
+        let t = fairlead_edge_render::run(&input, fairlead_edge_model::CONTROLLER_NAME);
+        let gw = &t.gateways[&fairlead_edge_model::ObjectKey::new("bench", "gw")];
         // Two Services over HTTP/1 (HTTPRoutes) and over HTTP/2 (GRPCRoutes).
         assert_eq!(gw.clusters.len(), 4);
         let routes: envoy_types::pb::envoy::config::route::v3::RouteConfiguration =

@@ -205,7 +205,7 @@ async fn through_fairlead(
     let mut xds = spawn_xds(fairlead, &kubeconfig, xds_port, admin_port)?;
     let bootstrap = dir.join("envoy.yaml");
     let spec = fairlead_edge_bootstrap::Spec {
-        gateway: fairlead_edge_translate::ObjectKey::new("bench", "gw"),
+        gateway: fairlead_edge_model::ObjectKey::new("bench", "gw"),
         node_id: Some("bench".into()),
         xds_host: "127.0.0.1".into(),
         xds_port,

@@ -411,7 +411,7 @@ impl Harness {
         let xds = crate::envoy::spawn_xds(fairlead, &kubeconfig, xds_port, admin_port)?;
         let bootstrap = dir.join("envoy.yaml");
         let spec = fairlead_edge_bootstrap::Spec {
-            gateway: fairlead_edge_translate::ObjectKey::new("d8-alb", "gw"),
+            gateway: fairlead_edge_model::ObjectKey::new("d8-alb", "gw"),
             node_id: Some("bench".into()),
             xds_host: "127.0.0.1".into(),
             xds_port,

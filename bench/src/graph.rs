@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use fairlead_edge_translate::model::Input;
+use fairlead_edge_model::input::Input;
 use fairlead_graph::filter::{Filter, view};
 use fairlead_graph::world::{World, decided_statuses, from_yaml};
 use fairlead_graph::{Graph, Memo, render};

@@ -25,7 +25,7 @@ pub async fn edge_cluster(
     let client = server.client().await?;
     fairlead_edge_controller::crds::install(
         &client,
-        fairlead_edge_translate::CONTROLLER_NAME,
+        fairlead_edge_model::CONTROLLER_NAME,
         fairlead_edge_controller::crds::Channel::Standard,
     )
     .await?;

@@ -403,7 +403,7 @@ mod tests {
     #[test]
     fn the_world_spreads_its_routes_over_five_hosts_each_with_a_path_of_its_own() {
         let yaml = world(12, 10080, 9090);
-        let input = fairlead_edge_translate::model::Input::from_yaml(&yaml).unwrap();
+        let input = fairlead_edge_model::input::Input::from_yaml(&yaml).unwrap();
         assert_eq!(input.http_routes.len(), 12);
         let route = &input.http_routes[7];
         assert_eq!(route.spec.hostnames, ["www.benchmark-2.com"]);

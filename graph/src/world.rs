@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use fairlead_edge_translate::model::{GATEWAY_GROUP, Input, InputError};
+use fairlead_edge_model::input::{GATEWAY_GROUP, Input, InputError};
 use fairlead_key::ObjectKey;
 use serde::Deserialize;
 
@@ -301,9 +301,7 @@ pub const CLUSTER_NAMESPACE: &str = "d8-alb";
 /// fairlead's translator decides for it — what its control plane would write. For fixtures
 /// and benchmarks, whose objects carry no statuses of their own.
 pub fn decided_statuses(input: &Input, world: &mut World) {
-    let statuses =
-        fairlead_edge_translate::translate(input, fairlead_edge_translate::CONTROLLER_NAME)
-            .statuses;
+    let statuses = fairlead_edge_translate::statuses(input, fairlead_edge_model::CONTROLLER_NAME);
     let mut put = |id: NodeId, status: serde_json::Value| {
         world.statuses.entry(id).or_insert_with(|| Arc::new(status));
     };

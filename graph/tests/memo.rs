@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use fairlead_edge_translate::model::{Input, Object};
+use fairlead_edge_model::input::{Input, Object};
 use fairlead_graph::world::{World, decided_statuses, from_yaml};
 use fairlead_graph::{Memo, build, build_with};
 

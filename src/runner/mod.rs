@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairlead_edge_controller::workload::GATEWAY_LABEL;
-use fairlead_edge_translate::gateway::LISTEN_ADDRESS;
+use fairlead_edge_model::names::LISTEN_ADDRESS;
 use fairlead_key::ObjectKey;
 use fairlead_kit::Runtime;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};

@@ -25,7 +25,7 @@ use fairlead_key::ObjectKey;
 /// The static cluster of the xDS server.
 const XDS_CLUSTER: &str = "fairlead-xds";
 
-use fairlead_edge_translate::envoy::{ads, socket};
+use fairlead_edge_render::envoy::{ads, socket};
 
 /// What a proxy's bootstrap says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,7 +72,7 @@ impl Otlp {
     }
 }
 
-pub use fairlead_edge_translate::instance::Collector;
+pub use fairlead_edge_model::instance::Collector;
 
 /// The files of TLS to the xDS server, as Envoy reads them (absolute paths, so Envoy finds
 /// them from any directory).
@@ -239,7 +239,7 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
         }),
         typed_extension_protocol_options: [(
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_owned(),
-            fairlead_edge_translate::envoy::any(&http2),
+            fairlead_edge_render::envoy::any(&http2),
         )]
         .into(),
         load_assignment: Some(ClusterLoadAssignment {
@@ -370,7 +370,7 @@ fn tls_socket(
     core::TransportSocket {
         name: "envoy.transport_sockets.tls".into(),
         config_type: Some(core::transport_socket::ConfigType::TypedConfig(
-            fairlead_edge_translate::envoy::any(context),
+            fairlead_edge_render::envoy::any(context),
         )),
     }
 }
@@ -380,7 +380,7 @@ fn tls_socket(
 /// when it asks for TLS); with no collector, a cluster without endpoints.
 fn otlp_cluster(otlp: Option<&Otlp>, http2: &HttpProtocolOptions) -> Cluster {
     use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
-    use fairlead_edge_translate::telemetry::OTLP_CLUSTER;
+    use fairlead_edge_model::names::OTLP_CLUSTER;
     let collector = otlp.map(|o| &o.collector);
     let by_name = collector.is_some_and(|c| c.host.parse::<std::net::IpAddr>().is_err());
     let grpc = collector.is_none_or(|c| c.http_path.is_none());
@@ -389,7 +389,7 @@ fn otlp_cluster(otlp: Option<&Otlp>, http2: &HttpProtocolOptions) -> Cluster {
         let ca = o
             .ca_file
             .as_deref()
-            .unwrap_or(fairlead_edge_translate::backend_tls::SYSTEM_TRUST_STORE);
+            .unwrap_or(fairlead_edge_model::names::SYSTEM_TRUST_STORE);
         Some(tls_socket(&tls::UpstreamTlsContext {
             sni: given.sni.clone(),
             common_tls_context: Some(tls::CommonTlsContext {
@@ -416,7 +416,7 @@ fn otlp_cluster(otlp: Option<&Otlp>, http2: &HttpProtocolOptions) -> Cluster {
         typed_extension_protocol_options: if grpc {
             [(
                 "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_owned(),
-                fairlead_edge_translate::envoy::any(http2),
+                fairlead_edge_render::envoy::any(http2),
             )]
             .into()
         } else {
@@ -476,7 +476,7 @@ fn overload() -> envoy_types::pb::envoy::config::overload::v3::OverloadManager {
         resource_monitors: vec![overload::ResourceMonitor {
             name: "envoy.resource_monitors.global_downstream_max_connections".into(),
             config_type: Some(overload::resource_monitor::ConfigType::TypedConfig(
-                fairlead_edge_translate::envoy::any(&DownstreamConnectionsConfig {
+                fairlead_edge_render::envoy::any(&DownstreamConnectionsConfig {
                     max_active_downstream_connections: MAX_DOWNSTREAM_CONNECTIONS,
                 }),
             )),
@@ -591,10 +591,7 @@ mod tests {
         };
         let json = fairlead_envoy_protos::to_json(&bootstrap(&with)).unwrap();
         let collector = &json["staticResources"]["clusters"][1];
-        assert_eq!(
-            collector["name"],
-            fairlead_edge_translate::telemetry::OTLP_CLUSTER
-        );
+        assert_eq!(collector["name"], fairlead_edge_model::names::OTLP_CLUSTER);
         assert_eq!(collector["type"], "STRICT_DNS");
         assert!(collector.get("transportSocket").is_none());
         assert!(
@@ -610,7 +607,7 @@ mod tests {
                     host: "10.0.0.5".into(),
                     port: 4318,
                     http_path: Some("/v1/traces".into()),
-                    tls: Some(fairlead_edge_translate::instance::CollectorTls {
+                    tls: Some(fairlead_edge_model::instance::CollectorTls {
                         sni: "otel.example.com".into(),
                         ca_secret: Some("otel-ca".into()),
                     }),

@@ -14,7 +14,7 @@ use clap::{Args, Subcommand};
 use fairlead_edge_control_plane::run::{LEASE, Settings};
 use fairlead_edge_control_plane::start;
 use fairlead_edge_index::Index;
-use fairlead_edge_translate::ObjectKey;
+use fairlead_edge_model::ObjectKey;
 use fairlead_kit::lease::LeaseConfig;
 use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
 use fairlead_kit::tls::ServingTls;
@@ -252,7 +252,7 @@ pub struct XdsArgs {
     #[arg(long)]
     pub health_addr: Option<SocketAddr>,
     /// The GatewayClass controller name served.
-    #[arg(long, default_value = fairlead_edge_translate::CONTROLLER_NAME)]
+    #[arg(long, default_value = fairlead_edge_model::CONTROLLER_NAME)]
     pub controller_name: String,
     /// Namespace of the status writer's Lease.
     #[arg(long, env = "POD_NAMESPACE", default_value = "d8-alb")]
@@ -545,7 +545,7 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
     let ready = runtime.readiness.register("crds");
     fairlead_edge_controller::crds::install(
         &client,
-        fairlead_edge_translate::CONTROLLER_NAME,
+        fairlead_edge_model::CONTROLLER_NAME,
         args.gateway_api_channel,
     )
     .await

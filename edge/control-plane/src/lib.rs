@@ -42,7 +42,10 @@ pub async fn start(
     settings: run::Settings,
 ) -> Result<SocketAddr, StartError> {
     let metrics = XdsMetrics::new(&runtime.metrics)?;
-    let cache = Arc::new(Cache::new());
+    // The server makes what proxyless gRPC clients ask for from each Gateway's resources.
+    let cache = Arc::new(Cache::with_derive(Arc::new(
+        fairlead_edge_render::proxyless::Proxyless,
+    )));
     let (nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();
     let observer = Observers(vec![
         Arc::new(metrics.clone()),

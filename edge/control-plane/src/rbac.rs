@@ -1,10 +1,10 @@
 //! What the control plane may do, as RBAC rules, from the kinds table it works from
-//! ([`fairlead_edge_translate::kinds`]): watch every kind the index reads, write the statuses
+//! ([`fairlead_edge_model::kinds`]): watch every kind the index reads, write the statuses
 //! the status writer writes (merge patches of its own kinds' status, read-modify-replace of
 //! the lists routes and policies share), record Events, and hold its status writer's Lease.
 //! A kind added to the table is a rule added here.
 
-use fairlead_edge_translate::kinds::{KINDS, Status};
+use fairlead_edge_model::kinds::{KINDS, Status};
 use fairlead_kit::rbac::rule;
 use serde_json::Value;
 

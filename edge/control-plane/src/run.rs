@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fairlead_edge_index::Index;
-use fairlead_edge_translate::ObjectKey;
+use fairlead_edge_model::ObjectKey;
 use fairlead_edge_xds::cache::short;
 use fairlead_edge_xds::cache::{Cache, Snapshot};
 use fairlead_edge_xds::metrics::XdsMetrics;
@@ -82,7 +82,7 @@ pub async fn run(
     let mut rounds = Rounds::new(PACING, snapshots.clone());
     let mut ready = Some(ready);
     // Remembers the last translation: a change costs what it touches.
-    let mut translator = fairlead_edge_translate::Translator::default();
+    let mut pipeline = fairlead_edge_render::Pipeline::default();
     loop {
         tokio::select! {
             wake = rounds.next(&stop) => match wake {
@@ -119,7 +119,7 @@ pub async fn run(
                 .with_label_values(&["read"])
                 .inc_by(u64::try_from(snapshot.skipped).unwrap_or_default());
         }
-        let translation = translator.translate(&snapshot.input, &settings.controller_name);
+        let translation = pipeline.run(&snapshot.input, &settings.controller_name);
         metrics
             .translation
             .with_label_values(&[] as &[&str])

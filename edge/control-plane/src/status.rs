@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use fairlead_edge_translate::ObjectKey;
+use fairlead_edge_model::ObjectKey;
 use fairlead_edge_translate::status::{Condition, RouteKey, Statuses};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -38,7 +38,7 @@ const ANCESTORS: Shared = Shared {
 
 /// One of our entries of a shared list.
 struct Entry<'a> {
-    reference: &'a fairlead_edge_translate::model::ParentRef,
+    reference: &'a fairlead_edge_model::input::ParentRef,
     conditions: &'a [Condition],
 }
 
@@ -204,7 +204,7 @@ impl StatusWriter {
                 &key.to_string(),
             );
         }
-        use fairlead_edge_translate::kinds::{Status, with_status};
+        use fairlead_edge_model::kinds::{Status, with_status};
         let policies: Vec<&str> = with_status(Status::Ancestors).collect();
         for kind in with_status(Status::Parents).chain(policies.iter().copied()) {
             for current in index.objects(kind) {
@@ -346,7 +346,7 @@ impl StatusWriter {
                 .map(|p| {
                     let before = previous.iter().find(|o| {
                         o["controllerName"] == self.controller_name.as_str()
-                            && serde_json::from_value::<fairlead_edge_translate::model::ParentRef>(o[shared.reference].clone()).ok().as_ref() == Some(p.reference)
+                            && serde_json::from_value::<fairlead_edge_model::input::ParentRef>(o[shared.reference].clone()).ok().as_ref() == Some(p.reference)
                     });
                     let mut entry = json!({
                         "controllerName": self.controller_name,

@@ -116,7 +116,7 @@ async fn objects_become_snapshots_and_statuses() {
                 .cloned()
                 .unwrap_or_default();
             let ours = parents.iter().any(|p| {
-                p["controllerName"] == fairlead_edge_translate::CONTROLLER_NAME
+                p["controllerName"] == fairlead_edge_model::CONTROLLER_NAME
                     && p["parentRef"]["name"] == "gw"
                     && p["conditions"][0]["type"] == "Accepted"
                     && p["conditions"][0]["status"] == "True"
@@ -277,7 +277,7 @@ async fn objects_become_snapshots_and_statuses() {
                 .cloned()
                 .unwrap_or_default();
             let ours = ancestors.iter().any(|a| {
-                a["controllerName"] == fairlead_edge_translate::CONTROLLER_NAME
+                a["controllerName"] == fairlead_edge_model::CONTROLLER_NAME
                     && a["ancestorRef"]["name"] == "gw"
                     && a["ancestorRef"]["kind"] == "Gateway"
                     && a["conditions"][0]["type"] == "Accepted"
@@ -311,6 +311,6 @@ async fn objects_become_snapshots_and_statuses() {
 }
 
 /// The Gateway the tests configure.
-fn gw() -> fairlead_edge_translate::ObjectKey {
-    fairlead_edge_translate::ObjectKey::new("default", "gw")
+fn gw() -> fairlead_edge_model::ObjectKey {
+    fairlead_edge_model::ObjectKey::new("default", "gw")
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cluster::{cluster, control_plane, create};
-use fairlead_edge_translate::ObjectKey;
+use fairlead_edge_model::ObjectKey;
 use fairlead_edge_xds::cache::Cache;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -378,7 +378,7 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
     assert_eq!(status, 200);
     assert_eq!(
         span.resource.get("service.name").map(String::as_str),
-        Some(fairlead_edge_translate::telemetry::SERVICE_NAME),
+        Some(fairlead_edge_model::names::SERVICE_NAME),
         "{span:?}"
     );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);

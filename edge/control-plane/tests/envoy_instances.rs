@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cluster::{cluster, control_plane, create};
-use fairlead_edge_translate::ObjectKey;
+use fairlead_edge_model::ObjectKey;
 use fairlead_edge_xds::cache::Cache;
 use proxies::{Envoy, serve_xds};
 use serde_json::{Value, json};
@@ -244,7 +244,7 @@ async fn instance_settings_reach_envoy() {
         json!({"gatewayName": "traced", "openTelemetry": {"tracing": tracing_spec}}),
     )
     .unwrap();
-    let collector = fairlead_edge_translate::instance::collector(&traced_spec, "d8-alb")
+    let collector = fairlead_edge_model::instance::collector(&traced_spec, "d8-alb")
         .unwrap()
         .unwrap();
     assert_eq!(

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use cluster::{cluster, control_plane, create};
-use fairlead_edge_translate::ObjectKey;
+use fairlead_edge_model::ObjectKey;
 use fairlead_edge_xds::cache::Cache;
 use proxies::{Envoy, serve_xds};
 use serde_json::{Value, json};

@@ -290,8 +290,8 @@ pub fn listener_set_parent(request: &Request<'_>) -> Option<ObjectKey> {
     let kind = parent["kind"].as_str().unwrap_or("Gateway");
     let group = parent["group"]
         .as_str()
-        .unwrap_or(fairlead_edge_translate::model::GATEWAY_GROUP);
-    if kind != "Gateway" || group != fairlead_edge_translate::model::GATEWAY_GROUP {
+        .unwrap_or(fairlead_edge_model::input::GATEWAY_GROUP);
+    if kind != "Gateway" || group != fairlead_edge_model::input::GATEWAY_GROUP {
         return None;
     }
     let namespace = parent["namespace"].as_str().unwrap_or(request.namespace);
@@ -378,8 +378,8 @@ pub fn route_parents(request: &Request<'_>) -> Vec<(usize, ObjectKey)> {
             r["kind"].as_str().unwrap_or("Gateway") == "Gateway"
                 && r["group"]
                     .as_str()
-                    .unwrap_or(fairlead_edge_translate::model::GATEWAY_GROUP)
-                    == fairlead_edge_translate::model::GATEWAY_GROUP
+                    .unwrap_or(fairlead_edge_model::input::GATEWAY_GROUP)
+                    == fairlead_edge_model::input::GATEWAY_GROUP
         })
         .filter_map(|(n, r)| {
             let namespace = r["namespace"].as_str().unwrap_or(request.namespace);

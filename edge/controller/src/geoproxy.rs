@@ -3,7 +3,7 @@
 //! - Where its proxies get their databases ([`Downloads`]): from the instance's own geoproxy
 //!   when it names a licence Secret, else from its `maxmindMirror`. The proxies fetch only
 //!   the editions Envoy's GeoIP filter opens (those serving a header; see
-//!   [`fairlead_edge_translate::instance::GeoIp`]), with an init container before Envoy
+//!   [`fairlead_edge_model::instance::GeoIp`]), with an init container before Envoy
 //!   starts and a sidecar that replaces newer ones in place (the proxies' workload adds
 //!   them).
 //! - With a licence Secret, the geoproxy ([`objects`]), in the Gateway's namespace: a
@@ -198,7 +198,7 @@ pub fn plan(instance: &Instance, gateway: &ObjectKey) -> Plan {
                 }),
         );
     }
-    let editions = fairlead_edge_translate::instance::GeoIp::of(spec, real_ip)
+    let editions = fairlead_edge_model::instance::GeoIp::of(spec, real_ip)
         .map(|g| g.editions())
         .unwrap_or_default();
     let source = match (&geoproxy, &mirror) {

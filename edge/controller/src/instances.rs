@@ -152,7 +152,7 @@ fn gateway_object(
             "labels": {INSTANCE_LABEL: format!("{}.{}", instance.kind, instance.key.name()),
                 "app.kubernetes.io/managed-by": MANAGER},
             "annotations": if instance.route_statistics {
-                json!({fairlead_edge_translate::gateway::ROUTE_STATISTICS: "true"})
+                json!({fairlead_edge_model::names::ROUTE_STATISTICS: "true"})
             } else {
                 json!({})
             },

@@ -258,7 +258,7 @@ fn read(
         route_statistics: meta
             .annotations
             .as_ref()
-            .and_then(|a| a.get(fairlead_edge_translate::gateway::ROUTE_STATISTICS))
+            .and_then(|a| a.get(fairlead_edge_model::names::ROUTE_STATISTICS))
             .is_some_and(|v| v == "true"),
         spec,
     }

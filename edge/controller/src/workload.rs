@@ -20,8 +20,8 @@
 //! map the Gateway's ports to those.
 
 use fairlead_edge_api::InstanceSpec;
-use fairlead_edge_translate::gateway::container_port;
-use fairlead_edge_translate::instance::{COLLECTOR_CA_KEY, Collector};
+use fairlead_edge_model::instance::{COLLECTOR_CA_KEY, Collector};
+use fairlead_edge_model::names::container_port;
 use fairlead_key::ObjectKey;
 use serde_json::{Value, json};
 
@@ -327,7 +327,7 @@ pub fn bootstrap_spec(
 /// The collector of `openTelemetry.tracing` (the CRD's rules keep it readable; one that is
 /// not sends nowhere, said in the log).
 fn collector(spec: &InstanceSpec, gateway: &ObjectKey) -> Option<Collector> {
-    fairlead_edge_translate::instance::collector(spec, gateway.namespace())
+    fairlead_edge_model::instance::collector(spec, gateway.namespace())
         .inspect_err(|e| tracing::warn!(%gateway, error = %e, "the proxies' spans go nowhere"))
         .ok()
         .flatten()

@@ -27,7 +27,7 @@ fn object(value: Value) -> DynamicObject {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhooks_refuse_what_they_must_and_name_the_field() {
-    let (server, admin) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
+    let (server, admin) = common::cluster(fairlead_edge_model::CONTROLLER_NAME).await;
     let controller = server
         .client_as(CONTROLLER_USER, &["system:masters"])
         .await

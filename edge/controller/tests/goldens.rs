@@ -1,4 +1,4 @@
-//! Every golden input of the translator (`edge/translate/tests/golden/<case>/in.yaml`) is
+//! Every golden input of the translator (`edge/render/tests/golden/<case>/in.yaml`) is
 //! what a real cluster accepts: applied object by object through the embedded API server with
 //! the Gateway API bundle `fairlead up` installs (upstream's standard channel, every schema
 //! and CEL rule), none is refused — except the objects a case keeps on purpose to show how
@@ -62,7 +62,7 @@ async fn apply(
 /// What is wrong with applying one case: objects refused that should not be, and marked
 /// objects accepted or refused for another reason.
 async fn check(case: &Path) -> Vec<String> {
-    let (server, client) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
+    let (server, client) = common::cluster(fairlead_edge_model::CONTROLLER_NAME).await;
     let text = std::fs::read_to_string(case.join("in.yaml")).unwrap();
     let mut objects: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
         .map(|document| Value::deserialize(document).unwrap())
@@ -113,7 +113,7 @@ async fn check(case: &Path) -> Vec<String> {
 
 #[tokio::test]
 async fn every_golden_input_is_accepted_by_the_upstream_crds() {
-    let goldens = Path::new(env!("CARGO_MANIFEST_DIR")).join("../translate/tests/golden");
+    let goldens = Path::new(env!("CARGO_MANIFEST_DIR")).join("../render/tests/golden");
     let mut cases: Vec<_> = std::fs::read_dir(&goldens)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -61,7 +61,7 @@ fn start(client: &kube::Client, config: Config) -> CancellationToken {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_becomes_its_proxies_and_certificates() {
-    let (_server, client) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
+    let (_server, client) = common::cluster(fairlead_edge_model::CONTROLLER_NAME).await;
     let stop = start(&client, Config::default());
     let instances = dynamic(
         &client,
@@ -237,7 +237,7 @@ async fn an_instance_becomes_its_proxies_and_certificates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http01_solver_routes_are_bridged_through_an_ingress() {
-    let (_server, client) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
+    let (_server, client) = common::cluster(fairlead_edge_model::CONTROLLER_NAME).await;
     let stop = start(
         &client,
         Config {
@@ -304,7 +304,7 @@ async fn http01_solver_routes_are_bridged_through_an_ingress() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleanup_wait_returns_once_the_controller_removed_what_it_made() {
     use fairlead_edge_controller::cleanup;
-    let (_server, client) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
+    let (_server, client) = common::cluster(fairlead_edge_model::CONTROLLER_NAME).await;
     let stop = start(&client, Config::default());
     let instances = dynamic(
         &client,
@@ -387,7 +387,7 @@ async fn grant(client: &kube::Client, namespace: Option<&str>, name: &str, rules
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_geoproxy_that_cannot_be_applied_holds_up_neither_the_proxies_nor_the_status() {
     use fairlead_edge_controller::rbac;
-    let (server, admin) = common::cluster(fairlead_edge_translate::CONTROLLER_NAME).await;
+    let (server, admin) = common::cluster(fairlead_edge_model::CONTROLLER_NAME).await;
     create(
         &dynamic(&admin, None, "v1", "Namespace", "namespaces"),
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d8-alb"}}),

@@ -1,5 +1,5 @@
 //! The ALB's index: watches of every kind the edge reads (the kinds table,
-//! [`fairlead_edge_translate::kinds`]), each at the version the API server serves (found by
+//! [`fairlead_edge_model::kinds`]), each at the version the API server serves (found by
 //! discovery, so `ListenerSet` is read from `gateway.networking.k8s.io/v1` or as
 //! `XListenerSet` from `gateway.networking.x-k8s.io`, and `TCPRoute`/`UDPRoute` at whichever
 //! version is served). A kind that is not served is a warning, looked for again later, never a
@@ -24,9 +24,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fairlead_edge_translate::ObjectKey;
-use fairlead_edge_translate::kinds;
-use fairlead_edge_translate::model::{Input, Object};
+use fairlead_edge_model::ObjectKey;
+use fairlead_edge_model::input::{Input, Object};
+use fairlead_edge_model::kinds;
 use fairlead_kit::watch::{Projection, project};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::{ApiResource, Discovery};

@@ -15,7 +15,7 @@ async fn cluster() -> (fairlead_apiserver::ApiServer, kube::Client) {
     let client = server.client().await.unwrap();
     fairlead_edge_controller::crds::install(
         &client,
-        fairlead_edge_translate::CONTROLLER_NAME,
+        fairlead_edge_model::CONTROLLER_NAME,
         fairlead_edge_controller::crds::Channel::Standard,
     )
     .await

@@ -58,9 +58,8 @@ spec:
 }
 
 fn translated(yaml: &str) -> Snapshot {
-    let input = fairlead_edge_translate::model::Input::from_yaml(yaml).unwrap();
-    let mut translation =
-        fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
+    let input = fairlead_edge_model::input::Input::from_yaml(yaml).unwrap();
+    let mut translation = fairlead_edge_render::run(&input, fairlead_edge_model::CONTROLLER_NAME);
     Snapshot::new(
         translation
             .gateways
@@ -90,7 +89,7 @@ spec:
   parentRefs: [{{name: gw}}]
   rules: [{{filters: [{{type: RequestRedirect, requestRedirect: {{hostname: example.org}}}}]}}]
 ",
-        controller = fairlead_edge_translate::CONTROLLER_NAME
+        controller = fairlead_edge_model::CONTROLLER_NAME
     )
 }
 

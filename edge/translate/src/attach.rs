@@ -9,12 +9,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::gateway::Owner;
 use crate::gateway::{self, ResolvedListener};
 use crate::http;
-use crate::model::{
-    GATEWAY_GROUP, Gateway, Input, Listener, ListenerSet, NamespacesFrom, ParentRef,
-};
 use crate::refs::Grants;
 use crate::routes::{Content, RouteView};
 use crate::status::{Condition, RouteKey, RouteParentStatus, Statuses};
+use fairlead_edge_model::input::{
+    GATEWAY_GROUP, Gateway, Input, Listener, ListenerSet, NamespacesFrom, ParentRef,
+};
 use fairlead_key::ObjectKey;
 
 /// An HTTP route entry attached to a listener, with the hostnames it serves there (`None` =
@@ -357,11 +357,10 @@ fn our_gateway(
     let named = |key: &ObjectKey| key.namespace() == namespace && key.name() == parent.name;
     match (group, parent.kind.as_deref().unwrap_or("Gateway")) {
         (GATEWAY_GROUP, "Gateway") => gateways.iter().position(|g| named(&g.key)),
-        (GATEWAY_GROUP, "ListenerSet") | (crate::model::EXPERIMENTAL_GROUP, "XListenerSet") => {
-            gateways
-                .iter()
-                .position(|g| g.sets.iter().any(|s| named(&s.key)))
-        }
+        (GATEWAY_GROUP, "ListenerSet")
+        | (fairlead_edge_model::input::EXPERIMENTAL_GROUP, "XListenerSet") => gateways
+            .iter()
+            .position(|g| g.sets.iter().any(|s| named(&s.key))),
         _ => None,
     }
 }

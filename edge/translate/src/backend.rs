@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::core::v1::ServicePort;
 
-use crate::model::{BackendRef, GATEWAY_GROUP, Input};
 use crate::refs::Grants;
+use fairlead_edge_model::input::{BackendRef, GATEWAY_GROUP, Input};
 
 /// A resolved backend: one port of one Service; it becomes one Envoy cluster. Its names are
 /// shared (`Arc<str>`): a backend is copied into every route share and cluster set that uses

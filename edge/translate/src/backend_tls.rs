@@ -12,12 +12,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::backend::Backend;
-use crate::model::{BackendTlsPolicy, Input, ParentRef};
 use crate::status::{Condition, PolicyAncestorStatus};
+use fairlead_edge_model::input::{BackendTlsPolicy, Input, ParentRef};
 use fairlead_key::ObjectKey;
-
-/// Where the proxy finds the system trust store (the Envoy image's Debian bundle).
-pub const SYSTEM_TRUST_STORE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// Trust anchors.
 #[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
@@ -147,7 +144,7 @@ impl Policies {
                         .or_default()
                         .push(PolicyAncestorStatus {
                             ancestor_ref: ParentRef {
-                                group: Some(crate::model::GATEWAY_GROUP.to_owned()),
+                                group: Some(fairlead_edge_model::input::GATEWAY_GROUP.to_owned()),
                                 kind: Some("Gateway".to_owned()),
                                 namespace: Some(gateway.namespace().to_owned()),
                                 name: gateway.name().to_owned(),
@@ -184,7 +181,7 @@ fn certificates(pem: &str) -> bool {
 
 /// A policy's key, `namespace/name`.
 fn key(policy: &BackendTlsPolicy) -> ObjectKey {
-    crate::model::key(&policy.metadata)
+    fairlead_edge_model::input::key(&policy.metadata)
 }
 
 /// One policy's TLS settings and conditions (`Accepted`, `ResolvedRefs`), before conflicts.

@@ -5,40 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::model::{GATEWAY_GROUP, Gateway, GroupKind, Input, Listener};
 use crate::refs::Grants;
 use crate::status::{Condition, ListenerStatus};
+use fairlead_edge_model::input::{GATEWAY_GROUP, Gateway, GroupKind, Input, Listener};
+use fairlead_edge_model::names::{LISTEN_ADDRESS, ROUTE_STATISTICS, container_port};
 use fairlead_key::ObjectKey;
-
-/// The annotation naming the address a Gateway's proxies bind its listeners to (an IP
-/// address; every address, `0.0.0.0`, without it). `fairlead up` sets it to the loopback
-/// address of a Gateway's local proxy; a host-network proxy may bind one address of its node.
-pub const LISTEN_ADDRESS: &str = "fairlead.io/listen-address";
-
-/// The annotation that turns on statistics per route rule on a Gateway (`"true"`): Envoy
-/// counts requests, responses and latency per rule (`route="httproute/<ns>/<name>/rule/<i>"`)
-/// besides per listener and per backend. Off by default, as Envoy Gateway's virtual-host
-/// statistics are: Envoy builds every route's statistics anew on each route update, which
-/// costs about 80 µs per route (160 ms per change at 2,000 rules on the benchmark machine).
-pub const ROUTE_STATISTICS: &str = "fairlead.io/route-statistics";
-
-/// Ports below this need a privilege the proxy container does not have (it runs as a
-/// non-root user with every capability dropped).
-const PRIVILEGED_PORTS: u16 = 1024;
-
-/// How far a privileged listener port is moved.
-const PORT_SHIFT: u16 = 10_000;
-
-/// The port Envoy binds for a Gateway listener's `port`: ports below 1024 move up by 10000
-/// (80 → 10080, 443 → 10443, as Envoy Gateway maps them), the others stay. The proxies'
-/// Service (`targetPort`) and host ports (`containerPort`) map the Gateway's ports back.
-pub fn container_port(port: u16) -> u16 {
-    if port < PRIVILEGED_PORTS {
-        port + PORT_SHIFT
-    } else {
-        port
-    }
-}
 
 /// Whether the Gateway asks for statistics per route rule.
 pub fn route_statistics(gateway: &Gateway) -> bool {
@@ -144,7 +115,7 @@ pub struct ResolvedListener {
     /// Route kinds accepted.
     pub kinds: Vec<GroupKind>,
     /// `allowedRoutes.namespaces`.
-    pub namespaces: crate::model::NamespacesFrom,
+    pub namespaces: fairlead_edge_model::input::NamespacesFrom,
     /// Conditions.
     pub conditions: Vec<Condition>,
     /// Routes attached.
@@ -621,5 +592,5 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
 
 /// `namespace/name` of a Gateway.
 pub fn key(gateway: &Gateway) -> ObjectKey {
-    crate::model::key(&gateway.metadata)
+    fairlead_edge_model::input::key(&gateway.metadata)
 }

@@ -6,11 +6,14 @@
 use std::cmp::Reverse;
 
 use crate::http::{self, Action, Entry, Match, PathMatch, Rejected, Translated};
-use crate::model::{GrpcRoute, Input};
 use crate::refs::Grants;
+use fairlead_edge_model::input::{GrpcRoute, Input};
 
 /// The path condition of a method match.
-fn path(field: &str, m: Option<&crate::model::GrpcMethodMatch>) -> Result<PathMatch, Rejected> {
+fn path(
+    field: &str,
+    m: Option<&fairlead_edge_model::input::GrpcMethodMatch>,
+) -> Result<PathMatch, Rejected> {
     let Some(m) = m else {
         return Ok(PathMatch::Prefix("/".into()));
     };
@@ -58,7 +61,7 @@ pub fn translate(
 ) -> Result<Translated, Rejected> {
     let (namespace, name, created) = http::identity(&route.metadata);
     let mut unresolved = None;
-    let default_rule = [crate::model::GrpcRule::default()];
+    let default_rule = [fairlead_edge_model::input::GrpcRule::default()];
     let rules = if route.spec.rules.is_empty() {
         &default_rule[..]
     } else {
@@ -94,7 +97,7 @@ pub fn translate(
             timeout: None,
             grpc: true,
         });
-        let default_match = [crate::model::GrpcMatch::default()];
+        let default_match = [fairlead_edge_model::input::GrpcMatch::default()];
         let matches = if rule.matches.is_empty() {
             &default_match[..]
         } else {

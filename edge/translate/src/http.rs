@@ -6,10 +6,10 @@ use std::cmp::Reverse;
 use std::time::Duration;
 
 use crate::backend::{self, Backend, Unresolved};
-use crate::model::{
+use crate::refs::Grants;
+use fairlead_edge_model::input::{
     BackendRef, HeaderModifier, HttpFilter, HttpRoute, Input, RequestRedirect, UrlRewrite,
 };
-use crate::refs::Grants;
 
 /// How a request path is matched.
 #[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
@@ -183,7 +183,7 @@ pub fn duration(text: &str) -> Option<Duration> {
 
 pub(crate) fn value_matches(
     field: &str,
-    list: &[crate::model::ValueMatch],
+    list: &[fairlead_edge_model::input::ValueMatch],
     fold_case: bool,
 ) -> Result<Vec<ValueMatch>, Rejected> {
     let mut out: Vec<ValueMatch> = Vec::new();
@@ -224,7 +224,7 @@ pub(crate) fn value_matches(
     Ok(out)
 }
 
-fn matcher(field: &str, m: &crate::model::HttpMatch) -> Result<Match, Rejected> {
+fn matcher(field: &str, m: &fairlead_edge_model::input::HttpMatch) -> Result<Match, Rejected> {
     let path = m.path.clone().unwrap_or_default();
     let value = path.value.clone().unwrap_or_else(|| "/".into());
     let path = match path.type_.as_deref().unwrap_or("PathPrefix") {
@@ -370,7 +370,7 @@ pub(crate) fn rank(path: &PathMatch) -> (u8, Reverse<usize>) {
 /// is `Some(0)`, which Envoy reads as none).
 fn timeout(
     field: &str,
-    timeouts: Option<&crate::model::HttpTimeouts>,
+    timeouts: Option<&fairlead_edge_model::input::HttpTimeouts>,
 ) -> Result<Option<std::time::Duration>, Rejected> {
     let Some(timeouts) = timeouts else {
         return Ok(None);
@@ -500,7 +500,7 @@ pub fn translate(
 ) -> Result<Translated, Rejected> {
     let (namespace, name, created) = identity(&route.metadata);
     let mut unresolved = None;
-    let default_rule = [crate::model::HttpRule::default()];
+    let default_rule = [fairlead_edge_model::input::HttpRule::default()];
     let rules = if route.spec.rules.is_empty() {
         &default_rule[..]
     } else {
@@ -535,7 +535,7 @@ pub fn translate(
                 grpc: false,
             },
         });
-        let default_match = [crate::model::HttpMatch::default()];
+        let default_match = [fairlead_edge_model::input::HttpMatch::default()];
         let matches = if rule.matches.is_empty() {
             &default_match[..]
         } else {

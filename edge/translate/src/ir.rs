@@ -26,7 +26,7 @@ use crate::backend::Backend;
 use crate::backend_tls::{Policies, UpstreamTls};
 use crate::gateway::{Protocol, ResolvedListener};
 use crate::http::{Action, Entry};
-use crate::model::Input;
+use fairlead_edge_model::input::Input;
 use fairlead_key::ObjectKey;
 
 /// One Gateway's configuration.
@@ -34,7 +34,7 @@ use fairlead_key::ObjectKey;
 #[serde(rename_all = "camelCase")]
 pub struct Gateway {
     /// The address the listeners bind (every address when `None`; see
-    /// [`crate::gateway::LISTEN_ADDRESS`]).
+    /// [`fairlead_edge_model::names::LISTEN_ADDRESS`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<std::net::IpAddr>,
     /// Envoy listeners, by port (TCP before UDP).
@@ -46,8 +46,8 @@ pub struct Gateway {
     /// TLS certificates the listeners present, by name.
     pub secrets: Vec<Certificate>,
     /// What the Gateway's ALB instance asks of its listeners.
-    #[serde(skip_serializing_if = "crate::instance::Settings::is_default")]
-    pub edge: crate::instance::Settings,
+    #[serde(skip_serializing_if = "fairlead_edge_model::instance::Settings::is_default")]
+    pub edge: fairlead_edge_model::instance::Settings,
 }
 
 impl Gateway {
@@ -143,7 +143,7 @@ pub struct Origin {
     pub port: u16,
     /// Behind TLS.
     pub secure: bool,
-    /// Routes carry the statistics name of their rule ([`crate::gateway::ROUTE_STATISTICS`]).
+    /// Routes carry the statistics name of their rule ([`fairlead_edge_model::names::ROUTE_STATISTICS`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub route_statistics: bool,
 }
@@ -275,7 +275,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
     };
     let mut out = Gateway {
         address,
-        edge: crate::instance::of(state.gateway, input),
+        edge: fairlead_edge_model::instance::of(state.gateway, input),
         ..Gateway::default()
     };
     let route_statistics = crate::gateway::route_statistics(state.gateway);

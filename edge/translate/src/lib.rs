@@ -1,137 +1,67 @@
-//! The ALB's translator: Gateway API objects in, per-Gateway Envoy resources and Gateway API
-//! statuses out. Pure: no I/O, no clock, no randomness, so the same input always gives the same
-//! output (golden tests rely on it, and the xDS server diffs snapshots by content).
+//! The ALB's translate stage: Gateway API objects in (`fairlead-edge-model`), per-Gateway
+//! intermediate representation and Gateway API statuses out. Pure: no I/O, no clock, no
+//! randomness, so the same input always gives the same output (golden tests rely on it, and
+//! the xDS server diffs snapshots by content). `fairlead-edge-render` turns the IR into Envoy
+//! resources.
 //!
-//! The pipeline, one module per stage:
-//! `model` (input as plain data) → `gateway` (listeners, conflicts, certificates) → `http`,
-//! `grpc`, `stream` (route rules, matches, filters, precedence) with `backend` and `refs`
-//! (references and grants) → `attach` (parentRefs, allowedRoutes, hostnames; route status)
-//! → `ir` (per Gateway: listeners, filter chains, virtual hosts, routes, clusters with their
-//! TLS — `backend_tls` — and endpoints, certificates) → one renderer per xDS type
-//! (`listener`, `route`, `cluster`, `endpoint`, `secret`, on the building blocks of
-//! `envoy`; `wire` encodes as they build). A [`Translator`] runs the same stages with a
-//! `memo` of its last translation at the two boundaries where work repeats (routes →
-//! rules, IR → encodings), so that the control plane's translation after a change costs
-//! what the change touches.
+//! The stages, one module per stage: `gateway` (listeners, conflicts, certificates) →
+//! `http`, `grpc`, `stream` (route rules, matches, filters, precedence) with `backend` and
+//! `refs` (references and grants) → `attach` (parentRefs, allowedRoutes, hostnames; route
+//! status) → `ir` (per Gateway: listeners, filter chains, virtual hosts, routes, clusters
+//! with their TLS — `backend_tls` — and endpoints, certificates). A [`Translator`] runs the
+//! same stages with a `memo` of its last translation at the boundary where work repeats
+//! (routes → rules), so that the control plane's translation after a change costs what the
+//! change touches.
+//!
+//! A route-level feature is a module of its own here (the decision and its status) beside
+//! one in the render stage (its Envoy configuration).
 
 pub mod attach;
 pub mod backend;
 pub mod backend_tls;
 pub mod certificate;
-pub mod cluster;
-pub mod endpoint;
-pub mod envoy;
 pub mod gateway;
 pub mod grpc;
 pub mod hostname;
 pub mod http;
-pub mod instance;
 pub mod ir;
-pub mod kinds;
-pub mod listener;
-mod memo;
-pub mod model;
-pub mod pb;
-pub mod proxyless;
+pub mod memo;
 pub mod refs;
-mod render;
-pub mod route;
 mod routes;
-pub mod secret;
 pub mod status;
 pub mod stream;
-pub mod telemetry;
-pub mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use fairlead_key::ObjectKey;
+use fairlead_edge_model::input::{Address, Input, ParentRef};
+use fairlead_key::ObjectKey;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use model::{Input, ParentRef};
 use refs::Grants;
 use routes::{Content, RouteView, Source};
 use status::{Condition, GatewayStatus, RouteKey, Statuses};
 
-/// The controller name of GatewayClass `d8-alb`.
-pub const CONTROLLER_NAME: &str = "alb.network.deckhouse.io/gateway-controller";
-
-/// One Envoy resource in its wire form: the translator encodes each resource as it builds it,
-/// so a translation never holds the (large) decoded messages of a whole Gateway, and the
-/// snapshot hashes and serves the bytes as they are.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Encoded {
-    /// The resource's name.
-    pub name: String,
-    /// The encoded message.
-    pub bytes: Vec<u8>,
+/// Translates everything served by `controller_name`: gives `each` the IR of every Gateway
+/// as soon as it is built (one Gateway's IR is not held while the next is built) and returns
+/// the statuses.
+pub fn translate(
+    input: &Input,
+    controller_name: &str,
+    each: impl FnMut(&ObjectKey, ir::Gateway),
+) -> Statuses {
+    translate_with(input, controller_name, &mut memo::Forget, each)
 }
 
-impl Encoded {
-    /// Encodes `message` named `name`.
-    pub fn new<M: prost::Message>(name: impl Into<String>, message: &M) -> Self {
-        Self {
-            name: name.into(),
-            bytes: message.encode_to_vec(),
-        }
-    }
-
-    /// The message back (for tests, and for the rare resource derived from another).
-    pub fn decode<M: prost::Message + Default>(&self) -> Result<M, prost::DecodeError> {
-        M::decode(self.bytes.as_slice())
-    }
+/// The statuses of everything served by `controller_name` (a translation whose IR is not
+/// kept).
+pub fn statuses(input: &Input, controller_name: &str) -> Statuses {
+    translate(input, controller_name, |_, _| {})
 }
 
-/// The Envoy resources of one Gateway (one xDS snapshot), encoded: `Listener`s,
-/// `RouteConfiguration`s, `Cluster`s, `ClusterLoadAssignment`s and TLS `Secret`s.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Resources {
-    /// Listeners.
-    pub listeners: Vec<Encoded>,
-    /// Route configurations.
-    pub routes: Vec<Encoded>,
-    /// Clusters.
-    pub clusters: Vec<Encoded>,
-    /// Endpoints (one assignment per cluster).
-    pub endpoints: Vec<Encoded>,
-    /// TLS secrets.
-    pub secrets: Vec<Encoded>,
-    /// When the listeners carry Envoy's GeoIP filter: what proxies lacking its databases
-    /// are served instead.
-    pub without_geoip: Option<WithoutGeoip>,
-}
-
-/// The listeners of a Gateway whose instance asks for GeoIP headers, as served to a proxy
-/// that does not hold every database the filter opens (Envoy refuses a listener whose
-/// database file is missing): the same listeners without the filter, still removing
-/// client-sent geolocation headers. The other resources are the same for both.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct WithoutGeoip {
-    /// The editions a proxy must hold to be served [`Resources::listeners`].
-    pub editions: Vec<fairlead_edge_api::geoip::Edition>,
-    /// The listeners without the filter.
-    pub listeners: Vec<Encoded>,
-}
-
-/// What a translation yields.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Translation {
-    /// Resources per Gateway.
-    pub gateways: BTreeMap<ObjectKey, Resources>,
-    /// Statuses.
-    pub statuses: Statuses,
-}
-
-/// Translates everything served by `controller_name`.
-pub fn translate(input: &Input, controller_name: &str) -> Translation {
-    translate_with(input, controller_name, &mut memo::Forget, |_, _| {})
-}
-
-/// The IR of every Gateway served by `controller_name` (what [`translate`] renders), by
-/// `namespace/name`.
+/// The IR of every Gateway served by `controller_name`, by `namespace/name`.
 pub fn intermediate(input: &Input, controller_name: &str) -> BTreeMap<ObjectKey, ir::Gateway> {
     let mut irs = BTreeMap::new();
-    translate_with(input, controller_name, &mut memo::Forget, |key, ir| {
+    translate(input, controller_name, |key, ir| {
         irs.insert(key.clone(), ir);
     });
     irs
@@ -139,34 +69,36 @@ pub fn intermediate(input: &Input, controller_name: &str) -> BTreeMap<ObjectKey,
 
 /// A translator that remembers its last translation, for a control plane translating again
 /// on every change: a route whose object, Services and ReferenceGrants did not change keeps
-/// its translated rules, an Envoy route whose entry did not change keeps its encoding, and a
-/// backend whose TLS and EndpointSlices did not change keeps its encoded cluster and
-/// endpoints. It gives exactly what [`translate`] gives for the same input (tested); only the
-/// work differs.
+/// its translated rules. It gives exactly what [`translate`] gives for the same input
+/// (tested); only the work differs.
 #[derive(Debug, Default)]
 pub struct Translator {
     memo: memo::Memo,
 }
 
 impl Translator {
-    /// Translates everything served by `controller_name`.
-    pub fn translate(&mut self, input: &Input, controller_name: &str) -> Translation {
+    /// Translates everything served by `controller_name`, as [`translate`] does.
+    pub fn translate(
+        &mut self,
+        input: &Input,
+        controller_name: &str,
+        each: impl FnMut(&ObjectKey, ir::Gateway),
+    ) -> Statuses {
         self.memo.start(input);
-        let translation = translate_with(input, controller_name, &mut self.memo, |_, _| {});
+        let statuses = translate_with(input, controller_name, &mut self.memo, each);
         self.memo.finish();
-        translation
+        statuses
     }
 }
 
-/// The stages, with `recall` at their memo boundaries; `keep` is given each Gateway's IR once
-/// it is rendered (dropped at once otherwise: a Gateway's IR is not held while the next one
-/// is built).
+/// The stages, with `recall` at their memo boundary; `each` is given each Gateway's IR once
+/// it is built.
 fn translate_with(
     input: &Input,
     controller_name: &str,
     recall: &mut impl memo::Recall,
-    mut keep: impl FnMut(&ObjectKey, ir::Gateway),
-) -> Translation {
+    mut each: impl FnMut(&ObjectKey, ir::Gateway),
+) -> Statuses {
     let mut statuses = Statuses::default();
     let mut classes = Vec::new();
     for class in &input.gateway_classes {
@@ -197,7 +129,6 @@ fn translate_with(
     let routes = translated_routes(input, &grants, recall);
     attach::routes(&mut gateways, routes, input, controller_name, &mut statuses);
     let tls = backend_tls::Policies::new(input);
-    let mut out = Translation::default();
     // The backends each Gateway reaches, when some BackendTLSPolicy may report on them.
     let mut reached: Vec<(&ObjectKey, Vec<backend::Backend>)> = Vec::new();
     for g in &gateways {
@@ -208,12 +139,10 @@ fn translate_with(
                 .insert(set.key.clone(), listener_set_status(g, set));
         }
         let ir = ir::gateway(g, input, &tls);
-        out.gateways
-            .insert(g.key.clone(), render::resources(&ir, recall));
         if !tls.is_empty() {
             reached.push((&g.key, ir.backends().cloned().collect()));
         }
-        keep(&g.key, ir);
+        each(&g.key, ir);
     }
     statuses.backend_tls_policies = tls.statuses(
         reached
@@ -221,8 +150,7 @@ fn translate_with(
             .map(|(key, backends)| (*key, backends.iter())),
         controller_name,
     );
-    out.statuses = statuses;
-    out
+    statuses
 }
 
 /// Every route of `input`, translated, or as `recall` remembers it when the same route was
@@ -241,7 +169,7 @@ fn translated_routes<'a>(
                     parent_refs: &'a [ParentRef],
                     hostnames: &'a [String],
                     source: Source| {
-        let key = || RouteKey::new(kind, crate::model::key(metadata));
+        let key = || RouteKey::new(kind, fairlead_edge_model::input::key(metadata));
         let translated = recall.route(key, &source, || match &source {
             Source::Http(r) => http_like(http::translate(r, input, grants)),
             Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
@@ -348,7 +276,7 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
     GatewayStatus {
         // Where the proxies listen, when the Gateway names one address; else what it asks.
         addresses: match &listen {
-            Ok(Some(ip)) => vec![model::Address {
+            Ok(Some(ip)) => vec![Address {
                 type_: Some("IPAddress".into()),
                 value: ip.to_string(),
             }],

@@ -1,35 +1,28 @@
 //! What one translation keeps for the next, so that a change costs in proportion to what it
-//! touches: the translated rules of each route (reused while the route, the Services and the
-//! ReferenceGrants are the same objects or equal ones), the encoding of each Envoy route
-//! (reused while its entry is), and the encoded cluster and endpoints of each backend (while
-//! its TLS and its EndpointSlices are the same). Only work is saved: a memo never changes the
-//! output, which the tests check by translating the same inputs with and without one.
+//! touches: the translated rules of each route, reused while the route, the Services and the
+//! ReferenceGrants are the same objects or equal ones. Only work is saved: a memo never
+//! changes the output, which the tests check by translating the same inputs with and without
+//! one. (The render stage keeps the encodings the same way, on the same [`Generations`].)
 //!
 //! Each cache keeps what the last translation used and drops the rest, so a deleted route
 //! leaves nothing behind.
 //!
-//! The memo sits at the two boundaries of the pipeline where work is repeated: route objects
-//! → translated rules (before `attach`) and IR → encoded resources (`render`). The stages
-//! themselves know nothing of it; they ask a [`Recall`], which a [`crate::Translator`]'s memo
-//! answers from its last translation and [`Forget`] (a one-off translation) by making the
-//! value, paying nothing for keeping it.
+//! The memo sits at the boundary of the stage where work is repeated: route objects →
+//! translated rules (before `attach`). The stages themselves know nothing of it; they ask a
+//! [`Recall`], which a [`crate::Translator`]'s memo answers from its last translation and
+//! [`Forget`] (a one-off translation) by making the value, paying nothing for keeping it.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 
+use fairlead_edge_model::input::{Input, ReferenceGrant, same};
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::backend::Backend;
-use crate::backend_tls::UpstreamTls;
-use crate::http::Entry;
-use crate::ir::{Cluster, Drained, Origin, Route};
-use crate::model::{Input, ReferenceGrant, same};
 use crate::routes::{Outcome, Source, Translated};
 use crate::status::RouteKey;
 
-/// What the pipeline's boundaries ask of a memory.
+/// What the stage's boundary asks of a memory.
 pub(crate) trait Recall {
     /// The translation of the route `key` (kind, namespace, name) from `source`.
     fn route(
@@ -38,21 +31,6 @@ pub(crate) trait Recall {
         source: &Source,
         make: impl FnOnce() -> Outcome,
     ) -> Arc<Outcome>;
-
-    /// Gives `write` the encoding of the Envoy route of `route` at `origin`.
-    fn encoded_route(
-        &mut self,
-        route: &Route,
-        origin: Origin,
-        make: impl FnOnce() -> Vec<u8>,
-        write: impl FnOnce(&[u8]),
-    );
-
-    /// The encoding of the cluster `c`.
-    fn cluster(&mut self, c: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8>;
-
-    /// The encoding of the endpoint assignment of `c`.
-    fn endpoints(&mut self, c: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8>;
 }
 
 /// No memory: every value is made for its one use.
@@ -67,30 +45,12 @@ impl Recall for Forget {
     ) -> Arc<Outcome> {
         Arc::new(make())
     }
-
-    fn encoded_route(
-        &mut self,
-        _: &Route,
-        _: Origin,
-        make: impl FnOnce() -> Vec<u8>,
-        write: impl FnOnce(&[u8]),
-    ) {
-        write(&make());
-    }
-
-    fn cluster(&mut self, _: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
-        make()
-    }
-
-    fn endpoints(&mut self, _: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
-        make()
-    }
 }
 
 /// A cache of one translation's results for the next: entries used in this translation are
 /// carried over, the rest dropped at [`Generations::next`].
 #[derive(Debug)]
-pub(crate) struct Generations<K, V> {
+pub struct Generations<K, V> {
     last: HashMap<K, V>,
     this: HashMap<K, V>,
 }
@@ -107,7 +67,7 @@ impl<K, V> Default for Generations<K, V> {
 impl<K: Hash + Eq, V> Generations<K, V> {
     /// The value of `key` if one was made in this translation, or one from the last that
     /// `valid` accepts; otherwise `make`s it. Either way it is kept for the next translation.
-    pub(crate) fn get_or_make(
+    pub fn get_or_make(
         &mut self,
         key: K,
         valid: impl FnOnce(&V) -> bool,
@@ -136,12 +96,12 @@ impl<K: Hash + Eq, V> Generations<K, V> {
     }
 
     /// Ends a translation: what it used is what the next one may reuse.
-    pub(crate) fn next(&mut self) {
+    pub fn next(&mut self) {
         self.last = std::mem::take(&mut self.this);
     }
 
     /// Forgets everything.
-    pub(crate) fn clear(&mut self) {
+    pub fn clear(&mut self) {
         self.last.clear();
         self.this.clear();
     }
@@ -194,30 +154,12 @@ impl World {
     }
 }
 
-/// Encoded Envoy routes by entry (its address: the value holds the entry, so the address
-/// stays its own) and origin. A route translated again has new entries, which are encoded
-/// again; an unchanged route keeps its entries (see [`Memo::routes`]) and their encodings.
-pub(crate) type EncodedRoutes = Generations<(usize, Origin, Drained), (Arc<Entry>, Vec<u8>)>;
-
-/// Encoded clusters by backend, with the TLS each was made with.
-pub(crate) type EncodedClusters = Generations<Backend, (Option<UpstreamTls>, Vec<u8>)>;
-
-/// Encoded endpoint assignments by backend, with the EndpointSlices each was made from
-/// (`None`: failing closed, no endpoints).
-pub(crate) type EncodedEndpoints = Generations<Backend, (Option<Vec<Arc<EndpointSlice>>>, Vec<u8>)>;
-
 /// The memo of one [`crate::Translator`].
 #[derive(Debug, Default)]
 pub(crate) struct Memo {
     world: World,
     /// Translated routes by kind, namespace and name.
     routes: Generations<RouteKey, Translated>,
-    /// Encoded Envoy routes by entry and origin.
-    encoded: EncodedRoutes,
-    /// Encoded clusters.
-    clusters: EncodedClusters,
-    /// Encoded endpoint assignments.
-    endpoints: EncodedEndpoints,
 }
 
 impl Recall for Memo {
@@ -239,45 +181,6 @@ impl Recall for Memo {
             .outcome
             .clone()
     }
-
-    fn encoded_route(
-        &mut self,
-        route: &Route,
-        origin: Origin,
-        make: impl FnOnce() -> Vec<u8>,
-        write: impl FnOnce(&[u8]),
-    ) {
-        let (_, bytes) = self.encoded.get_or_make(
-            (Arc::as_ptr(&route.entry) as usize, origin, route.drained),
-            |(old, _)| Arc::ptr_eq(old, &route.entry),
-            || (route.entry.clone(), make()),
-        );
-        write(bytes);
-    }
-
-    fn cluster(&mut self, c: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
-        let (_, bytes) = self.clusters.get_or_make(
-            c.backend.clone(),
-            |(made_with, _)| *made_with == c.tls,
-            || (c.tls.clone(), make()),
-        );
-        bytes.clone()
-    }
-
-    fn endpoints(&mut self, c: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
-        let (_, bytes) = self.endpoints.get_or_make(
-            c.backend.clone(),
-            |(made_from, _)| match (made_from, &c.endpoints) {
-                (Some(a), Some(b)) => {
-                    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b))
-                }
-                (None, None) => true,
-                _ => false,
-            },
-            || (c.endpoints.clone(), make()),
-        );
-        bytes.clone()
-    }
 }
 
 impl Memo {
@@ -293,9 +196,6 @@ impl Memo {
     /// Ends a translation.
     pub(crate) fn finish(&mut self) {
         self.routes.next();
-        self.encoded.next();
-        self.clusters.next();
-        self.endpoints.next();
     }
 }
 

@@ -3,7 +3,7 @@
 //! attached to a ListenerSet is still the route, a ListenerSet's certificate is still the
 //! ListenerSet's).
 
-use crate::model::{Input, ReferenceGrant};
+use fairlead_edge_model::input::{Input, ReferenceGrant};
 
 /// Checks references against the grants of the input.
 pub struct Grants<'a> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::http;
-use crate::model::{GrpcRoute, HttpRoute, ParentRef, StreamRoute};
+use fairlead_edge_model::input::{GrpcRoute, HttpRoute, ParentRef, StreamRoute};
 
 /// What a route translated into.
 #[derive(Debug)]
@@ -38,9 +38,9 @@ impl Source {
     /// The same route object, or an equal one.
     pub(crate) fn same(&self, other: &Self) -> bool {
         match (self, other) {
-            (Self::Http(a), Self::Http(b)) => crate::model::same(a, b),
-            (Self::Grpc(a), Self::Grpc(b)) => crate::model::same(a, b),
-            (Self::Stream(a), Self::Stream(b)) => crate::model::same(a, b),
+            (Self::Http(a), Self::Http(b)) => fairlead_edge_model::input::same(a, b),
+            (Self::Grpc(a), Self::Grpc(b)) => fairlead_edge_model::input::same(a, b),
+            (Self::Stream(a), Self::Stream(b)) => fairlead_edge_model::input::same(a, b),
             _ => false,
         }
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use fairlead_key::ObjectKey;
 use serde::Serialize;
 
-use crate::model::{Address, GroupKind, ParentRef};
+use fairlead_edge_model::input::{Address, GroupKind, ParentRef};
 
 /// One condition.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

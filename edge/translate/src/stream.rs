@@ -4,8 +4,8 @@
 
 use crate::backend::Unresolved;
 use crate::http::{Rejected, RuleRefs, Weighted};
-use crate::model::{Input, StreamRoute};
 use crate::refs::Grants;
+use fairlead_edge_model::input::{Input, StreamRoute};
 
 /// A stream route's forwarding.
 #[derive(Clone, Debug, serde::Serialize)]

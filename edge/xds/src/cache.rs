@@ -15,12 +15,16 @@
 //! metadata, [`crate::node::geoip_editions`]) that they hold every database the filter opens
 //! — Envoy refuses a listener whose database is missing. The node group stays the Gateway;
 //! each stream picks its form once, from its first request.
+//!
+//! Resources are opaque, already encoded bytes with a name. What is made per request (the
+//! shapes of proxyless gRPC clients) comes from a [`Derive`] hook the control plane installs
+//! ([`Cache::with_derive`]); the cache knows nothing of what it makes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use envoy_types::pb::google::protobuf::Any;
-use fairlead_edge_translate::{Encoded, Resources};
+use fairlead_edge_model::resources::{Derive, Encoded, Held, Resources};
 use fairlead_key::ObjectKey;
 use prost::{Message, Name};
 use sha2::Digest;
@@ -94,16 +98,44 @@ impl Resource {
     }
 }
 
+/// Resources by type URL, then name.
+type ByType = BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>>;
+
+/// What a [`Derive`] reads of a snapshot: its resources' bytes.
+struct HeldBy<'a>(&'a ByType);
+
+impl Held for HeldBy<'_> {
+    fn get(&self, type_url: &str, name: &str) -> Option<&[u8]> {
+        self.0
+            .get(type_url)
+            .and_then(|m| m.get(name))
+            .map(|r| r.any.value.as_slice())
+    }
+}
+
+/// The hook a snapshot asks for resources it does not hold.
+#[derive(Clone)]
+struct Hook(Arc<dyn Derive>);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Derive")
+    }
+}
+
 /// Everything one node group gets.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>>,
+    resources: ByType,
     versions: BTreeMap<&'static str, String>,
     /// When the cache published it (push latency is measured from here).
     published: Option<std::time::Instant>,
     /// When the listeners carry the GeoIP filter: the editions a proxy must hold for them,
     /// and what proxies that do not hold them get instead.
     without_geoip: Option<(BTreeSet<String>, Arc<Snapshot>)>,
+    /// What makes the resources a client asks for that the snapshot does not hold (the
+    /// cache's; not part of the content).
+    derive: Option<Hook>,
 }
 
 /// Snapshots are equal when their content is: the versions are content hashes.
@@ -123,8 +155,7 @@ impl Snapshot {
     /// last snapshot) every resource whose bytes are the same, hash included: a change
     /// hashes only what it changed.
     pub fn after(source: Resources, previous: &Snapshot) -> Self {
-        let mut resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>> =
-            BTreeMap::new();
+        let mut resources = ByType::new();
         for (type_url, list) in [
             (CLUSTER, source.clusters),
             (ENDPOINT, source.endpoints),
@@ -147,10 +178,7 @@ impl Snapshot {
         Self::of(resources, without_geoip)
     }
 
-    fn of(
-        resources: BTreeMap<&'static str, BTreeMap<String, Arc<Resource>>>,
-        without_geoip: Option<(BTreeSet<String>, Arc<Snapshot>)>,
-    ) -> Self {
+    fn of(resources: ByType, without_geoip: Option<(BTreeSet<String>, Arc<Snapshot>)>) -> Self {
         let versions = ORDER
             .iter()
             .map(|t| {
@@ -168,6 +196,7 @@ impl Snapshot {
             versions,
             published: None,
             without_geoip,
+            derive: None,
         }
     }
 
@@ -218,42 +247,18 @@ impl Snapshot {
             .collect()
     }
 
-    /// One resource. A listener named `host:port` that the snapshot does not hold is made
-    /// for proxyless gRPC clients (an API listener over the route configuration of that
-    /// port), when the Gateway serves plain HTTP on the port, and so are the route
-    /// configuration shaped for gRPC that it names and the cluster (with its endpoints) that
-    /// fails RPCs ([`fairlead_edge_translate::proxyless`]).
+    /// One resource: one the snapshot holds, or else one its cache's [`Derive`] makes from
+    /// what it holds (a proxyless gRPC client's listener named `host:port`, say).
     pub fn get(&self, type_url: &str, name: &str) -> Option<Arc<Resource>> {
         if let Some(r) = self.resources.get(type_url).and_then(|m| m.get(name)) {
             return Some(r.clone());
         }
-        use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
-        use fairlead_edge_translate::proxyless;
-        let routes = self.resources.get(ROUTE);
-        match type_url {
-            LISTENER => {
-                let listener =
-                    proxyless::api_listener(name, |n| routes.is_some_and(|r| r.contains_key(n)))?;
-                Some(Arc::new(Resource::new(name, &listener)))
-            }
-            ROUTE => {
-                // Derived from the Gateway's own configuration, decoded only when a proxyless
-                // client asks.
-                let shaped = proxyless::grpc_route_configuration(name, |base| {
-                    RouteConfiguration::decode(routes?.get(base)?.any.value.as_slice()).ok()
-                })?;
-                Some(Arc::new(Resource::new(name, &shaped)))
-            }
-            CLUSTER if name == proxyless::UNAVAILABLE => Some(Arc::new(Resource::new(
-                name,
-                &proxyless::unavailable_cluster(),
-            ))),
-            ENDPOINT if name == proxyless::UNAVAILABLE => Some(Arc::new(Resource::new(
-                name,
-                &proxyless::unavailable_endpoints(),
-            ))),
-            _ => None,
-        }
+        let made = self
+            .derive
+            .as_ref()?
+            .0
+            .derive(type_url, name, &HeldBy(&self.resources))?;
+        Some(Arc::new(Resource::encoded(type_url.to_owned(), made)))
     }
 
     /// The resources of a type a request asks for: all of them for a wildcard, else the named
@@ -270,12 +275,29 @@ impl Snapshot {
 #[derive(Default)]
 pub struct Cache {
     groups: RwLock<HashMap<ObjectKey, watch::Sender<Arc<Snapshot>>>>,
+    derive: Option<Hook>,
 }
 
 impl Cache {
     /// An empty cache.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cache whose snapshots ask `derive` for the resources they do not hold.
+    pub fn with_derive(derive: Arc<dyn Derive>) -> Self {
+        Self {
+            derive: Some(Hook(derive)),
+            ..Self::default()
+        }
+    }
+
+    /// An empty snapshot of this cache.
+    fn blank(&self) -> Snapshot {
+        Snapshot {
+            derive: self.derive.clone(),
+            ..Snapshot::default()
+        }
     }
 
     fn sender(&self, group: &ObjectKey) -> watch::Sender<Arc<Snapshot>> {
@@ -291,7 +313,7 @@ impl Cache {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(group.clone())
-            .or_insert_with(|| watch::channel(Arc::new(Snapshot::default())).0)
+            .or_insert_with(|| watch::channel(Arc::new(self.blank())).0)
             .clone()
     }
 
@@ -304,8 +326,11 @@ impl Cache {
             } else {
                 let now = Some(std::time::Instant::now());
                 snapshot.published = now;
+                snapshot.derive.clone_from(&self.derive);
                 if let Some((_, without)) = &mut snapshot.without_geoip {
-                    Arc::make_mut(without).published = now;
+                    let without = Arc::make_mut(without);
+                    without.published = now;
+                    without.derive.clone_from(&self.derive);
                 }
                 *current = Arc::new(snapshot);
                 true
@@ -324,7 +349,7 @@ impl Cache {
             .cloned()
             .collect();
         for g in groups {
-            self.set(&g, Snapshot::default());
+            self.set(&g, self.blank());
         }
     }
 
@@ -407,6 +432,57 @@ mod tests {
         assert_ne!(after.version(ROUTE), first.version(ROUTE));
     }
 
+    /// Makes a route `<name>/copy` from the route `<name>` the snapshot holds.
+    struct Copies;
+
+    impl Derive for Copies {
+        fn derive(&self, type_url: &str, name: &str, held: &dyn Held) -> Option<Encoded> {
+            let base = name.strip_suffix("/copy")?;
+            let bytes = held.get(type_url, base)?;
+            Some(Encoded {
+                name: name.to_owned(),
+                bytes: [bytes, b"+"].concat(),
+            })
+        }
+    }
+
+    #[test]
+    fn what_a_snapshot_does_not_hold_comes_from_its_caches_hook() {
+        let gw = ObjectKey::new("default", "gw");
+        let plain = Cache::new();
+        plain.set(&gw, Snapshot::new(resources(&[("a", b"1")])));
+        assert!(
+            plain.get(&gw).get(ROUTE, "a/copy").is_none(),
+            "no hook, nothing made"
+        );
+        let hooked = Cache::with_derive(Arc::new(Copies));
+        assert!(
+            hooked.get(&gw).get(ROUTE, "a/copy").is_none(),
+            "an empty snapshot holds nothing to make it from"
+        );
+        hooked.set(&gw, Snapshot::new(resources(&[("a", b"1")])));
+        let snapshot = hooked.get(&gw);
+        let made = snapshot.get(ROUTE, "a/copy").expect("made by the hook");
+        assert_eq!(made.any.value, b"1+");
+        assert_eq!(made.any.type_url, ROUTE);
+        assert_eq!(made.name, "a/copy");
+        assert_eq!(
+            snapshot
+                .select(
+                    ROUTE,
+                    Some(&BTreeSet::from(["a/copy".to_owned(), "b/copy".to_owned()]))
+                )
+                .len(),
+            1,
+            "only what the hook can make"
+        );
+        assert_eq!(
+            *snapshot,
+            Snapshot::new(resources(&[("a", b"1")])),
+            "the hook is not part of the content"
+        );
+    }
+
     fn encoded(name: &str, bytes: &[u8]) -> Encoded {
         Encoded {
             name: name.to_owned(),
@@ -420,7 +496,7 @@ mod tests {
         let source = |filtered: &[u8]| Resources {
             listeners: vec![encoded("http-80", filtered)],
             clusters: vec![encoded("default/web/80", b"c")],
-            without_geoip: Some(fairlead_edge_translate::WithoutGeoip {
+            without_geoip: Some(fairlead_edge_model::WithoutGeoip {
                 editions: vec![Edition::City, Edition::LiteAsn],
                 listeners: vec![encoded("http-80", b"plain")],
             }),

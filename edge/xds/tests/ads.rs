@@ -21,17 +21,17 @@ use tokio_stream::wrappers::ReceiverStream;
 struct Recorder(Mutex<Vec<String>>);
 
 impl Observer for Recorder {
-    fn connected(&self, group: &fairlead_edge_translate::ObjectKey) {
+    fn connected(&self, group: &fairlead_edge_model::ObjectKey) {
         self.0.lock().unwrap().push(format!("connected {group}"));
     }
-    fn verdict(&self, group: &fairlead_edge_translate::ObjectKey, verdict: &Verdict) {
+    fn verdict(&self, group: &fairlead_edge_model::ObjectKey, verdict: &Verdict) {
         let what = match verdict {
             Verdict::Ack { .. } => "ack",
             Verdict::Nack { .. } => "nack",
         };
         self.0.lock().unwrap().push(format!("{what} {group}"));
     }
-    fn without_geoip(&self, group: &fairlead_edge_translate::ObjectKey, without: bool) {
+    fn without_geoip(&self, group: &fairlead_edge_model::ObjectKey, without: bool) {
         self.0
             .lock()
             .unwrap()
@@ -284,8 +284,8 @@ async fn open_streams_end_when_the_server_closes() {
 }
 
 /// The Gateway the tests configure.
-fn gw() -> fairlead_edge_translate::ObjectKey {
-    fairlead_edge_translate::ObjectKey::new("default", "gw")
+fn gw() -> fairlead_edge_model::ObjectKey {
+    fairlead_edge_model::ObjectKey::new("default", "gw")
 }
 
 /// A Gateway whose instance asks for GeoIP headers: a proxy that says it holds the City
@@ -307,9 +307,8 @@ spec:
   gatewayName: gw
   geoIP: {maxmindMirror: {url: 'http://mirror'}, maxmindEditionIDs: [GeoLite2-City], headers: {country: x-country}}
 ";
-    let input = fairlead_edge_translate::model::Input::from_yaml(&yaml).unwrap();
-    let mut translation =
-        fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
+    let input = fairlead_edge_model::input::Input::from_yaml(&yaml).unwrap();
+    let mut translation = fairlead_edge_render::run(&input, fairlead_edge_model::CONTROLLER_NAME);
     let resources = translation.gateways.remove(&gw()).unwrap();
     assert!(resources.without_geoip.is_some());
     let cache = Arc::new(Cache::new());

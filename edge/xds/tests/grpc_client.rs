@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use fairlead_edge_translate::model::Input;
+use fairlead_edge_model::input::Input;
 use fairlead_edge_xds::cache::{Cache, Snapshot};
 use fairlead_edge_xds::server::{Ads, Observer};
 use fairlead_edge_xds::sotw::Verdict;
@@ -20,10 +20,10 @@ struct Recorder {
 }
 
 impl Observer for Recorder {
-    fn connected(&self, _group: &fairlead_edge_translate::ObjectKey) {
+    fn connected(&self, _group: &fairlead_edge_model::ObjectKey) {
         *self.connects.lock().unwrap() += 1;
     }
-    fn verdict(&self, _group: &fairlead_edge_translate::ObjectKey, verdict: &Verdict) {
+    fn verdict(&self, _group: &fairlead_edge_model::ObjectKey, verdict: &Verdict) {
         if let Verdict::Nack {
             type_url, message, ..
         } = verdict
@@ -113,8 +113,7 @@ endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: {b_ready}}}}}]
         wb = weights.1,
     );
     let input = Input::from_yaml(&yaml).expect("fixture");
-    let mut t =
-        fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
+    let mut t = fairlead_edge_render::run(&input, fairlead_edge_model::CONTROLLER_NAME);
     Snapshot::new(t.gateways.remove(&gw()).expect("gateway"))
 }
 
@@ -185,8 +184,7 @@ endpoints: [{{addresses: [127.0.0.1]}}]
 "#
     );
     let input = Input::from_yaml(&yaml).expect("fixture");
-    let mut t =
-        fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
+    let mut t = fairlead_edge_render::run(&input, fairlead_edge_model::CONTROLLER_NAME);
     Snapshot::new(t.gateways.remove(&gw()).expect("gateway"))
 }
 
@@ -238,7 +236,9 @@ async fn scenario(name: &str, mut command: Command) {
         fairlead_kit::testing::free_port(),
         fairlead_kit::testing::free_port(),
     );
-    let cache = Arc::new(Cache::new());
+    let cache = Arc::new(Cache::with_derive(Arc::new(
+        fairlead_edge_render::proxyless::Proxyless,
+    )));
     cache.set(&gw(), snapshot(port_a, port_b, (80, 20), true));
     let recorder = Arc::new(Recorder::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -376,6 +376,6 @@ async fn grpc_js_xds_routes_real_rpcs_through_fairlead() {
 }
 
 /// The Gateway the tests configure.
-fn gw() -> fairlead_edge_translate::ObjectKey {
-    fairlead_edge_translate::ObjectKey::new("default", "gw")
+fn gw() -> fairlead_edge_model::ObjectKey {
+    fairlead_edge_model::ObjectKey::new("default", "gw")
 }

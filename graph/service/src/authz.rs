@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fairlead_edge_translate::kinds;
+use fairlead_edge_model::kinds;
 use fairlead_graph::{Graph, Node};
 use futures::StreamExt as _;
 use http::HeaderMap;

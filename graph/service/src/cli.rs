@@ -6,8 +6,8 @@
 use std::time::SystemTime;
 
 use anyhow::Context as _;
-use fairlead_edge_translate::kinds::KINDS;
-use fairlead_edge_translate::model::Input;
+use fairlead_edge_model::input::Input;
+use fairlead_edge_model::kinds::KINDS;
 use fairlead_graph::filter::{Filter, view};
 use fairlead_graph::world::{GATEWAY_LABEL, World, read};
 use fairlead_graph::{Health, NodeId, render};

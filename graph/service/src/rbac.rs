@@ -4,7 +4,7 @@
 //! besides (ServiceWithHealthchecks, the proxies' Deployments and DaemonSets), and ask
 //! SubjectAccessReviews for its users.
 
-use fairlead_edge_translate::kinds::KINDS;
+use fairlead_edge_model::kinds::KINDS;
 use fairlead_kit::rbac::rule;
 use serde_json::Value;
 

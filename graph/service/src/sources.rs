@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use fairlead_edge_index::Index;
-use fairlead_edge_translate::kinds;
-use fairlead_edge_translate::model::Input;
+use fairlead_edge_model::input::Input;
+use fairlead_edge_model::kinds;
 use fairlead_graph::NodeId;
 use fairlead_graph::world::{GATEWAY_LABEL, World, read, read_status, status_of};
 use fairlead_kit::watch::{Projection, project};

@@ -65,7 +65,7 @@ async fn world() -> World {
     let admin = server.client().await.unwrap();
     fairlead_edge_controller::crds::install(
         &admin,
-        fairlead_edge_translate::CONTROLLER_NAME,
+        fairlead_edge_model::CONTROLLER_NAME,
         fairlead_edge_controller::crds::Channel::Standard,
     )
     .await

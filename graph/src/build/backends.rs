@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use fairlead_edge_translate::model::{BackendRef, GATEWAY_GROUP};
+use fairlead_edge_model::input::{BackendRef, GATEWAY_GROUP};
 use fairlead_key::ObjectKey;
 use k8s_openapi::api::core::v1::ServicePort;
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! ALB instances and their proxy workloads, GatewayClasses, Gateways, ListenerSets and their
 //! listeners.
 
-use fairlead_edge_translate::model::{GATEWAY_GROUP, Listener, key};
+use fairlead_edge_model::input::{GATEWAY_GROUP, Listener, key};
 use serde_json::Value;
 
 use super::Builder;

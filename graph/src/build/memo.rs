@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use fairlead_edge_translate::model::{Gateway, Input, ListenerSet};
+use fairlead_edge_model::input::{Gateway, Input, ListenerSet};
 
 use super::Draft;
 use crate::id::NodeId;

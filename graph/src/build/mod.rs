@@ -20,7 +20,7 @@ mod routes;
 
 pub use memo::Memo;
 
-use fairlead_edge_translate::model::Input;
+use fairlead_edge_model::input::Input;
 use fairlead_edge_translate::refs::Grants;
 
 use crate::id::NodeId;

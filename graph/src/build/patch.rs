@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use fairlead_edge_translate::model::Input;
+use fairlead_edge_model::input::Input;
 use fairlead_edge_translate::refs::Grants;
 use fairlead_key::ObjectKey;
 

@@ -2,7 +2,7 @@
 //! name and the certificate's expiry — never its key or data), BackendTLSPolicies with their
 //! Services and CA bundles, and what each ReferenceGrant allows.
 
-use fairlead_edge_translate::model::{GATEWAY_GROUP, ObjectRef, key};
+use fairlead_edge_model::input::{GATEWAY_GROUP, ObjectRef, key};
 use fairlead_key::ObjectKey;
 use serde_json::json;
 

@@ -7,11 +7,11 @@
 //! parent's status says whether it accepted the route at all. A parent that did not accept
 //! it is drawn as one failing edge to the parent (or to the named listener).
 
-use fairlead_edge_translate::attach::namespace_allowed;
-use fairlead_edge_translate::hostname::intersect;
-use fairlead_edge_translate::model::{
+use fairlead_edge_model::input::{
     BackendRef, GATEWAY_GROUP, HttpFilter, Listener, NamespacesFrom, ParentRef, key,
 };
+use fairlead_edge_translate::attach::namespace_allowed;
+use fairlead_edge_translate::hostname::intersect;
 use fairlead_key::ObjectKey;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;

@@ -24,7 +24,7 @@ pub async fn cluster() -> (fairlead_apiserver::ApiServer, kube::Client) {
     let client = server.client().await.unwrap();
     fairlead_edge_controller::crds::install(
         &client,
-        fairlead_edge_translate::CONTROLLER_NAME,
+        fairlead_edge_model::CONTROLLER_NAME,
         fairlead_edge_controller::crds::Channel::Standard,
     )
     .await
@@ -73,7 +73,7 @@ pub fn control_plane(
     let metrics = XdsMetrics::new(&fairlead_kit::Metrics::new("test").unwrap()).unwrap();
     let stop = CancellationToken::new();
     let settings = fairlead_edge_control_plane::run::Settings {
-        controller_name: fairlead_edge_translate::CONTROLLER_NAME.into(),
+        controller_name: fairlead_edge_model::CONTROLLER_NAME.into(),
         lease: fairlead_kit::lease::LeaseConfig::new("alb-xds", "default", "test"),
     };
     let (nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();

@@ -1,7 +1,9 @@
 //! Shared fixtures: snapshots from Gateway API YAML through the real translator.
 
-use fairlead_edge_translate::model::Input;
-use fairlead_edge_xds::cache::Snapshot;
+use fairlead_edge_model::input::Input;
+use std::sync::Arc;
+
+use fairlead_edge_xds::cache::{Cache, Snapshot};
 
 /// A Gateway `default/gw` with an HTTP listener on 80 and a route `/` to Service `a` (and to
 /// `b` as well when `with_b`), each with one ready endpoint.
@@ -60,15 +62,16 @@ endpoints: [{{addresses: [10.0.0.2]}}]
     )
 }
 
-/// The snapshot of `default/gw` for [`yaml`].
+/// The snapshot of `default/gw` for [`yaml`], as a cache with the control plane's hook for
+/// proxyless gRPC clients publishes it.
 pub fn snapshot(with_b: bool) -> Snapshot {
     let input = Input::from_yaml(&yaml(with_b)).expect("fixture");
-    let mut translation =
-        fairlead_edge_translate::translate(&input, fairlead_edge_translate::CONTROLLER_NAME);
-    Snapshot::new(
-        translation
-            .gateways
-            .remove(&fairlead_edge_translate::ObjectKey::new("default", "gw"))
-            .expect("gateway"),
-    )
+    let mut translation = fairlead_edge_render::run(&input, fairlead_edge_model::CONTROLLER_NAME);
+    let gw = fairlead_edge_model::ObjectKey::new("default", "gw");
+    let cache = Cache::with_derive(Arc::new(fairlead_edge_render::proxyless::Proxyless));
+    cache.set(
+        &gw,
+        Snapshot::new(translation.gateways.remove(&gw).expect("gateway")),
+    );
+    Snapshot::clone(&cache.get(&gw))
 }

@@ -4,7 +4,7 @@
 //! watch list and the status writer's kinds come from it, so a new kind is one row here and
 //! its model type.
 
-use crate::model::{EXPERIMENTAL_GROUP, GATEWAY_GROUP};
+use crate::input::{EXPERIMENTAL_GROUP, GATEWAY_GROUP};
 
 /// What the control plane writes of a kind's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -385,7 +385,7 @@ pub struct HeaderModifier {
 }
 
 /// The same object, or an equal one (inputs read again from JSON are new objects).
-pub(crate) fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
+pub fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
     Arc::ptr_eq(a, b) || a == b
 }
 

@@ -1,13 +1,13 @@
-//! Golden files at both seams of the translator: every `tests/golden/<case>/in.yaml` (Gateway
-//! API objects and the Services, EndpointSlices, Secrets and Namespaces they point at) is
-//! translated; its intermediate representation is compared with `<case>/ir.yaml` (per
+//! Golden files at both seams of the pipeline (translate, then render): every
+//! `tests/golden/<case>/in.yaml` (Gateway API objects and the Services, EndpointSlices,
+//! Secrets and Namespaces they point at) is translated; its intermediate representation is compared with `<case>/ir.yaml` (per
 //! Gateway: listeners, chains, virtual hosts, routes, clusters, certificates by name and
 //! size), and the rendered resources with
 //! `<case>/out/{listeners,routes,clusters,endpoints,secrets}.yaml` (one file per xDS type,
 //! resources in proto3 JSON keyed by Gateway; `listeners-without-geoip.yaml` where a Gateway's
 //! listeners carry Envoy's GeoIP filter) and `<case>/out/status.yaml`.
 //!
-//! `UPDATE_GOLDEN=1 cargo test -p fairlead-edge-translate --test golden` rewrites the
+//! `UPDATE_GOLDEN=1 cargo test -p fairlead-edge-render --test golden` rewrites the
 //! expected files; a person reviews the diff before it is committed.
 //!
 //! Every generated resource must also pass the protoc-gen-validate rules of Envoy's API,
@@ -17,8 +17,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use envoy_types::pb::envoy as pb;
-use fairlead_edge_translate::model::Input;
-use fairlead_edge_translate::{CONTROLLER_NAME, Encoded, Translator, intermediate, translate};
+use fairlead_edge_model::input::Input;
+use fairlead_edge_model::{CONTROLLER_NAME, Encoded};
+use fairlead_edge_render::{Pipeline, run};
+use fairlead_edge_translate::intermediate;
 use prost::{Message, Name};
 
 fn render<M: Message + Name + Default>(
@@ -60,7 +62,7 @@ fn render<M: Message + Name + Default>(
 fn outputs(case: &Path) -> (BTreeMap<&'static str, String>, Vec<String>) {
     let text = std::fs::read_to_string(case.join("in.yaml")).expect("in.yaml");
     let input = Input::from_yaml(&text).unwrap_or_else(|e| panic!("{}: {e}", case.display()));
-    let translation = translate(&input, CONTROLLER_NAME);
+    let translation = run(&input, CONTROLLER_NAME);
     let gateways = &translation.gateways;
     let mut problems = Vec::new();
     let yaml = |v: &serde_json::Value| serde_yaml_ng::to_string(v).expect("yaml");
@@ -201,7 +203,7 @@ fn translations_match_the_golden_files() {
 /// (everything remembered).
 #[test]
 fn a_translator_that_remembers_gives_what_a_fresh_one_gives() {
-    let mut translator = Translator::default();
+    let mut translator = Pipeline::default();
     let inputs: Vec<(PathBuf, Input)> = cases()
         .into_iter()
         .map(|case| {
@@ -213,10 +215,10 @@ fn a_translator_that_remembers_gives_what_a_fresh_one_gives() {
     for round in ["after another case", "after itself"] {
         for (case, input) in &inputs {
             if round == "after itself" {
-                translator.translate(input, CONTROLLER_NAME);
+                translator.run(input, CONTROLLER_NAME);
             }
             assert!(
-                translator.translate(input, CONTROLLER_NAME) == translate(input, CONTROLLER_NAME),
+                translator.run(input, CONTROLLER_NAME) == run(input, CONTROLLER_NAME),
                 "{}: translated {round}, the result differs from a fresh translation",
                 case.display()
             );
@@ -275,7 +277,7 @@ fn a_translator_that_remembers_follows_a_changed_route() {
         }
         let mut plain = input.clone();
         plain.backend_tls_policies.clear();
-        let mut translator = Translator::default();
+        let mut translator = Pipeline::default();
         let steps = [
             ("original", &input),
             ("changed", &changed),
@@ -289,7 +291,7 @@ fn a_translator_that_remembers_follows_a_changed_route() {
         ];
         for (step, input) in steps {
             assert!(
-                translator.translate(input, CONTROLLER_NAME) == translate(input, CONTROLLER_NAME),
+                translator.run(input, CONTROLLER_NAME) == run(input, CONTROLLER_NAME),
                 "{}: the {step} input, translated after the others, differs from a fresh translation",
                 case.display()
             );
@@ -332,14 +334,14 @@ fn a_translator_that_remembers_is_not_fooled_by_duplicate_names() {
         route("a.example.com", "shop"),
         route("b.example.com", "missing")
     ));
-    let mut translator = Translator::default();
+    let mut translator = Pipeline::default();
     for (step, input) in [
         ("two Services", &two_services),
         ("one Service twice", &one_twice),
         ("two routes of one name", &two_routes),
     ] {
         assert!(
-            translator.translate(input, CONTROLLER_NAME) == translate(input, CONTROLLER_NAME),
+            translator.run(input, CONTROLLER_NAME) == run(input, CONTROLLER_NAME),
             "{step}: differs from a fresh translation"
         );
     }

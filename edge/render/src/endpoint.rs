@@ -10,10 +10,10 @@ use envoy_types::pb::google::protobuf::UInt32Value;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use prost::Message;
 
-use crate::backend::Backend;
 use crate::envoy::socket;
-use crate::ir::Cluster;
 use crate::wire;
+use fairlead_edge_translate::backend::Backend;
+use fairlead_edge_translate::ir::Cluster;
 
 /// The endpoint assignment of `c`, encoded.
 pub fn encode(c: &Cluster) -> Vec<u8> {

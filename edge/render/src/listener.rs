@@ -6,16 +6,16 @@ use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::config::listener::v3 as listener;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 
-use crate::Encoded;
 use crate::envoy::{ClientAddress, ads, any, cidr, connection_manager, socket, tls_socket};
-use crate::gateway::container_port;
-use crate::instance::{RealIp, Settings};
-use crate::ir::{Chain, Forward, Listener, Serves, Share};
+use fairlead_edge_model::Encoded;
+use fairlead_edge_model::instance::{RealIp, Settings};
+use fairlead_edge_model::names::container_port;
+use fairlead_edge_translate::ir::{Chain, Forward, Listener, Serves, Share};
 use fairlead_key::ObjectKey;
 
 /// The Envoy listener of `l`, bound to `address` (every address when `None`) at the
 /// container port of its Gateway port ([`container_port`]), with what its instance asks
-/// (`edge`, see [`crate::instance`]).
+/// (`edge`, see [`fairlead_edge_model::instance`]).
 pub fn encode(l: &Listener, address: Option<std::net::IpAddr>, edge: &Settings) -> Encoded {
     let bind = address.map_or_else(|| "0.0.0.0".to_owned(), |ip| ip.to_string());
     let port = container_port(l.port);
@@ -76,7 +76,7 @@ fn listener_filter(
 
 /// The RBAC network filter of `acceptRequestsFrom`: connections whose real peer is in none of
 /// the ranges are closed.
-fn accept_from(ranges: &[crate::instance::Cidr]) -> listener::Filter {
+fn accept_from(ranges: &[fairlead_edge_model::instance::Cidr]) -> listener::Filter {
     use envoy_types::pb::envoy::config::rbac::v3 as rbac;
     use envoy_types::pb::envoy::extensions::filters::network::rbac::v3 as network;
     let policy = rbac::Policy {

@@ -14,13 +14,9 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::Any;
 
+use fairlead_edge_model::names::{OTLP_CLUSTER, SERVICE_NAME};
+
 use crate::pb::any;
-
-/// The bootstrap's cluster of the OTLP collector spans go to.
-pub const OTLP_CLUSTER: &str = "fairlead-otlp";
-
-/// The service name of the proxies' spans.
-pub const SERVICE_NAME: &str = "fairlead-alb-proxy";
 
 /// The percentage of requests traced when the client sent no sampling decision.
 pub const SAMPLED_PERCENT: u32 = 1;

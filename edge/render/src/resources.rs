@@ -2,16 +2,17 @@
 //! encodings of routes, clusters and endpoint assignments come through a [`Recall`] (the
 //! pipeline's second memo boundary), everything else is rendered every time (it is cheap).
 
+use fairlead_edge_model::instance::Settings;
+use fairlead_edge_model::{Encoded, Resources, WithoutGeoip};
+use fairlead_edge_translate::ir::Gateway;
 use prost::Message;
 
-use crate::Resources;
-use crate::ir::Gateway;
 use crate::memo::Recall;
 use crate::{cluster, endpoint, listener, route, secret};
 
 /// The listeners of `ir` with what its instance asks (`edge`).
-fn listeners(ir: &Gateway, edge: &crate::instance::Settings) -> Vec<crate::Encoded> {
-    let mut listeners: Vec<crate::Encoded> = ir
+fn listeners(ir: &Gateway, edge: &Settings) -> Vec<Encoded> {
+    let mut listeners: Vec<Encoded> = ir
         .listeners
         .iter()
         .map(|l| listener::encode(l, ir.address, edge))
@@ -29,7 +30,7 @@ pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
     let editions = ir.edge.geoip_editions();
     let mut out = Resources {
         listeners: listeners(ir, &ir.edge),
-        without_geoip: (!editions.is_empty()).then(|| crate::WithoutGeoip {
+        without_geoip: (!editions.is_empty()).then(|| WithoutGeoip {
             editions,
             listeners: listeners(ir, &ir.edge.without_geoip_filter()),
         }),
@@ -54,11 +55,11 @@ pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
     out.clusters.reserve_exact(ir.clusters.len());
     out.endpoints.reserve_exact(ir.clusters.len());
     for c in &ir.clusters {
-        out.clusters.push(crate::Encoded {
+        out.clusters.push(Encoded {
             name: c.name.clone(),
             bytes: recall.cluster(c, || cluster::encode(c)),
         });
-        out.endpoints.push(crate::Encoded {
+        out.endpoints.push(Encoded {
             name: c.name.clone(),
             bytes: recall.endpoints(c, || endpoint::encode(c)),
         });

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use envoy_types::pb::envoy as pb;
-use fairlead_edge_translate::model::Input;
-use fairlead_edge_translate::{CONTROLLER_NAME, Encoded, Resources, translate};
+use fairlead_edge_model::input::Input;
+use fairlead_edge_model::{CONTROLLER_NAME, Encoded, Resources};
+use fairlead_edge_render::run;
 use prost::{Message, Name};
 use serde_json::{Value, json};
 
@@ -73,7 +74,7 @@ fn bootstrap(gateway: &str, resources: &Resources, listeners: &[Encoded]) -> Val
     }
     // The bootstrap's collector of spans, which every edge connection manager names.
     let collector = json!({
-        "name": fairlead_edge_translate::telemetry::OTLP_CLUSTER, "type": "STATIC",
+        "name": fairlead_edge_model::names::OTLP_CLUSTER, "type": "STATIC",
         "typedExtensionProtocolOptions": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
             "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
             "explicitHttpConfig": {"http2ProtocolOptions": {}}}},
@@ -181,7 +182,7 @@ fn envoy_accepts_every_golden_translation() {
         let text = std::fs::read_to_string(case.join("in.yaml")).expect("in.yaml");
         let input = Input::from_yaml(&text).expect("reads");
         let name = case.file_name().unwrap().to_string_lossy().into_owned();
-        for (gateway, resources) in translate(&input, CONTROLLER_NAME).gateways {
+        for (gateway, resources) in run(&input, CONTROLLER_NAME).gateways {
             if resources.listeners.is_empty() {
                 continue;
             }

@@ -8,9 +8,9 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
 use prost::Message;
 
-use crate::backend_tls::{TrustAnchors, UpstreamTls};
 use crate::envoy::{ads, any, duration, tls_socket};
-use crate::ir::Cluster;
+use fairlead_edge_translate::backend_tls::{TrustAnchors, UpstreamTls};
+use fairlead_edge_translate::ir::Cluster;
 
 /// The cluster `c`, encoded. Envoy's Cluster is a large message (over 3 KB before any field
 /// is set): built on the stack and encoded at once, never collected.
@@ -25,7 +25,7 @@ pub fn encode(c: &Cluster) -> Vec<u8> {
             .map(|(u, anchors)| upstream_tls(u, anchors, backend.http2)),
         name: c.name.clone(),
         // Statistics by Gateway API object: `backend/<namespace>/<service>/<port>`.
-        alt_stat_name: crate::http::stat_name(&format!("backend/{}", c.name)),
+        alt_stat_name: fairlead_edge_translate::http::stat_name(&format!("backend/{}", c.name)),
         cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
             cluster::cluster::DiscoveryType::Eds as i32,
         )),
@@ -69,7 +69,7 @@ fn upstream_tls(u: &UpstreamTls, anchors: &TrustAnchors, http2: bool) -> core::T
     let trusted_ca = Some(core::DataSource {
         specifier: Some(match anchors {
             TrustAnchors::System => core::data_source::Specifier::Filename(
-                crate::backend_tls::SYSTEM_TRUST_STORE.to_owned(),
+                fairlead_edge_model::names::SYSTEM_TRUST_STORE.to_owned(),
             ),
             TrustAnchors::Pem(pem) => core::data_source::Specifier::InlineBytes(pem.clone()),
         }),
@@ -80,10 +80,10 @@ fn upstream_tls(u: &UpstreamTls, anchors: &TrustAnchors, http2: bool) -> core::T
         .iter()
         .map(|n| {
             let (san_type, value) = match n {
-                crate::backend_tls::Name::Dns(v) => {
+                fairlead_edge_translate::backend_tls::Name::Dns(v) => {
                     (tls::subject_alt_name_matcher::SanType::Dns, v)
                 }
-                crate::backend_tls::Name::Uri(v) => {
+                fairlead_edge_translate::backend_tls::Name::Uri(v) => {
                     (tls::subject_alt_name_matcher::SanType::Uri, v)
                 }
             };

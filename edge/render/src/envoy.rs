@@ -105,7 +105,7 @@ pub(crate) fn edge_manager(
     route_config: &str,
     client: &ClientAddress<'_>,
     http3: bool,
-    edge: &crate::instance::Settings,
+    edge: &fairlead_edge_model::instance::Settings,
 ) -> hcm::HttpConnectionManager {
     use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
     let (use_remote_address, original_ip_detection_extensions) = match client {
@@ -162,7 +162,7 @@ pub(crate) fn edge_manager(
 /// manager settled on, and its databases are relative to Envoy's working directory
 /// ([`Edition::proxy_path`](fairlead_edge_api::geoip::Edition::proxy_path)).
 fn geoip(
-    geoip: Option<&crate::instance::GeoIp>,
+    geoip: Option<&fairlead_edge_model::instance::GeoIp>,
     mut manager: hcm::HttpConnectionManager,
 ) -> hcm::HttpConnectionManager {
     use envoy_types::pb::envoy::config::common::mutation_rules::v3 as rules;
@@ -245,13 +245,13 @@ pub(crate) enum ClientAddress<'a> {
     /// The connection's peer (`use_remote_address`).
     Connection,
     /// `X-Forwarded-For`, its entries believed from these peers.
-    ForwardedFor(&'a [crate::instance::Cidr]),
+    ForwardedFor(&'a [fairlead_edge_model::instance::Cidr]),
     /// A header of one address (its filter chain matches only trusted peers).
     Header(&'a str),
 }
 
 /// An Envoy address range.
-pub(crate) fn cidr(range: &crate::instance::Cidr) -> core::CidrRange {
+pub(crate) fn cidr(range: &fairlead_edge_model::instance::Cidr) -> core::CidrRange {
     use envoy_types::pb::google::protobuf::UInt32Value;
     core::CidrRange {
         address_prefix: range.address.clone(),
@@ -262,7 +262,7 @@ pub(crate) fn cidr(range: &crate::instance::Cidr) -> core::CidrRange {
 }
 
 /// Envoy's `xff` original-IP detection, trusting `trusted`'s entries.
-fn xff(trusted: &[crate::instance::Cidr]) -> core::TypedExtensionConfig {
+fn xff(trusted: &[fairlead_edge_model::instance::Cidr]) -> core::TypedExtensionConfig {
     use envoy_types::pb::envoy::extensions::http::original_ip_detection::xff::v3 as xff;
     core::TypedExtensionConfig {
         name: "envoy.http.original_ip_detection.xff".into(),
@@ -293,7 +293,7 @@ pub(crate) fn connection_manager(
     route_config: &str,
     client: &ClientAddress<'_>,
     http3: bool,
-    edge: &crate::instance::Settings,
+    edge: &fairlead_edge_model::instance::Settings,
 ) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".into(),

@@ -4,8 +4,8 @@
 use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 
-use crate::Encoded;
-use crate::ir::Certificate;
+use fairlead_edge_model::Encoded;
+use fairlead_edge_translate::ir::Certificate;
 
 /// The secret of `c`.
 pub fn encode(c: &Certificate) -> Encoded {

@@ -13,17 +13,20 @@
 //!   RPC fails with UNAVAILABLE (grpc-js refuses a whole configuration with such a route, and
 //!   C-core would fail it the same way); weighted clusters state their total (grpc-js draws
 //!   from 100 otherwise).
+//!
+//! [`Proxyless`] makes them when the xDS server asks ([`Derive`]).
 
 use envoy_types::pb::envoy::config::cluster::v3 as cluster;
 use envoy_types::pb::envoy::config::endpoint::v3 as endpoint;
 use envoy_types::pb::envoy::config::listener::v3 as listener;
 use envoy_types::pb::envoy::config::route::v3 as route;
 use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
-
 use envoy_types::pb::google::protobuf::UInt32Value;
+use fairlead_edge_model::resources::{Derive, Encoded, Held};
+use fairlead_edge_translate::gateway::Protocol;
+use prost::{Message, Name};
 
 use crate::envoy::{ads, manager};
-use crate::gateway::Protocol;
 use crate::pb::any;
 
 /// The suffix of the route configurations shaped for proxyless gRPC clients.
@@ -158,6 +161,36 @@ pub fn unavailable_endpoints() -> endpoint::ClusterLoadAssignment {
     endpoint::ClusterLoadAssignment {
         cluster_name: UNAVAILABLE.into(),
         ..Default::default()
+    }
+}
+
+/// What the xDS server is told to make for proxyless gRPC clients: a listener named
+/// `host:port` ([`api_listener`]), the route configuration shaped for gRPC that it names
+/// ([`grpc_route_configuration`], decoded from the Gateway's own only when a client asks), and
+/// the cluster [`UNAVAILABLE`] with its (no) endpoints.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Proxyless;
+
+impl Derive for Proxyless {
+    fn derive(&self, type_url: &str, name: &str, held: &dyn Held) -> Option<Encoded> {
+        let routes = route::RouteConfiguration::type_url();
+        if type_url == listener::Listener::type_url() {
+            let listener = api_listener(name, |n| held.get(&routes, n).is_some())?;
+            Some(Encoded::new(name, &listener))
+        } else if type_url == routes {
+            let shaped = grpc_route_configuration(name, |base| {
+                route::RouteConfiguration::decode(held.get(&routes, base)?).ok()
+            })?;
+            Some(Encoded::new(name, &shaped))
+        } else if name != UNAVAILABLE {
+            None
+        } else if type_url == cluster::Cluster::type_url() {
+            Some(Encoded::new(name, &unavailable_cluster()))
+        } else if type_url == endpoint::ClusterLoadAssignment::type_url() {
+            Some(Encoded::new(name, &unavailable_endpoints()))
+        } else {
+            None
+        }
     }
 }
 

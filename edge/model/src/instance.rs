@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 use fairlead_edge_api::geoip::{Edition, Field, Slot, by_slot};
 use serde::Serialize;
 
-use crate::model::{Gateway, Input};
+use crate::input::{Gateway, Input};
 
 /// An address range.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -14,13 +14,13 @@ use envoy_types::pb::envoy::config::route::v3 as route;
 use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
 use envoy_types::pb::google::protobuf::UInt32Value;
 
-use crate::Encoded;
-use crate::backend::Backend;
 use crate::envoy::duration;
-use crate::http::{Action, Entry, PathMatch, ValueMatch};
-use crate::ir::{Drained, Origin, Route, RouteConfig};
-use crate::model::HeaderModifier;
 use crate::wire;
+use fairlead_edge_model::Encoded;
+use fairlead_edge_model::input::HeaderModifier;
+use fairlead_edge_translate::backend::Backend;
+use fairlead_edge_translate::http::{Action, Entry, PathMatch, ValueMatch};
+use fairlead_edge_translate::ir::{Drained, Origin, Route, RouteConfig};
 
 /// The route configuration `config`; `route(route, origin, write)` writes the encoding of
 /// each of its routes (see [`entry`]). `alt_svc`, when given, is added to every response
@@ -36,7 +36,11 @@ pub fn encode(
     for host in &config.virtual_hosts {
         host_bytes.clear();
         // Named without dots: Envoy's statistics cut names at dots.
-        wire::string(1, &crate::http::stat_name(&host.host), &mut host_bytes);
+        wire::string(
+            1,
+            &fairlead_edge_translate::http::stat_name(&host.host),
+            &mut host_bytes,
+        );
         wire::string(2, &host.host, &mut host_bytes);
         if host.host != "*" {
             wire::string(
@@ -172,7 +176,7 @@ fn header_options(modifier: &HeaderModifier) -> Vec<core::HeaderValueOption> {
 /// of the scheme given; else the listener's. Zero (no port in `Location`, as the spec asks
 /// for a scheme's well-known port) where Envoy gets it right without one: a new hostname
 /// carries no port, and on a listener at its scheme's well-known port clients send none.
-fn redirect_port(r: &crate::model::RequestRedirect, origin: Origin) -> u32 {
+fn redirect_port(r: &fairlead_edge_model::input::RequestRedirect, origin: Origin) -> u32 {
     let well_known = |scheme: &str| match scheme {
         "http" => Some(80),
         "https" => Some(443),
@@ -269,7 +273,7 @@ pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
             timeout,
             grpc,
         } => {
-            let weight = |i: usize, w: &crate::http::Weighted| {
+            let weight = |i: usize, w: &fairlead_edge_translate::http::Weighted| {
                 if drained.contains(i) { 0 } else { w.weight }
             };
             let valid: u32 = weighted.iter().map(|w| w.weight).sum();

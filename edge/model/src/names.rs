@@ -1,0 +1,45 @@
+//! The names every room of the edge shares: the GatewayClass's controller name, the
+//! annotations fairlead reads on a Gateway, the ports its proxies bind, and the paths and
+//! cluster names a proxy's bootstrap and its xDS configuration must agree on.
+
+/// The controller name of GatewayClass `d8-alb`.
+pub const CONTROLLER_NAME: &str = "alb.network.deckhouse.io/gateway-controller";
+
+/// The annotation naming the address a Gateway's proxies bind its listeners to (an IP
+/// address; every address, `0.0.0.0`, without it). `fairlead up` sets it to the loopback
+/// address of a Gateway's local proxy; a host-network proxy may bind one address of its node.
+pub const LISTEN_ADDRESS: &str = "fairlead.io/listen-address";
+
+/// The annotation that turns on statistics per route rule on a Gateway (`"true"`): Envoy
+/// counts requests, responses and latency per rule (`route="httproute/<ns>/<name>/rule/<i>"`)
+/// besides per listener and per backend. Off by default, as Envoy Gateway's virtual-host
+/// statistics are: Envoy builds every route's statistics anew on each route update, which
+/// costs about 80 µs per route (160 ms per change at 2,000 rules on the benchmark machine).
+pub const ROUTE_STATISTICS: &str = "fairlead.io/route-statistics";
+
+/// Ports below this need a privilege the proxy container does not have (it runs as a
+/// non-root user with every capability dropped).
+const PRIVILEGED_PORTS: u16 = 1024;
+
+/// How far a privileged listener port is moved.
+const PORT_SHIFT: u16 = 10_000;
+
+/// The port Envoy binds for a Gateway listener's `port`: ports below 1024 move up by 10000
+/// (80 → 10080, 443 → 10443, as Envoy Gateway maps them), the others stay. The proxies'
+/// Service (`targetPort`) and host ports (`containerPort`) map the Gateway's ports back.
+pub fn container_port(port: u16) -> u16 {
+    if port < PRIVILEGED_PORTS {
+        port + PORT_SHIFT
+    } else {
+        port
+    }
+}
+
+/// Where the proxy finds the system trust store (the Envoy image's Debian bundle).
+pub const SYSTEM_TRUST_STORE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The bootstrap's cluster of the OTLP collector spans go to.
+pub const OTLP_CLUSTER: &str = "fairlead-otlp";
+
+/// The service name of the proxies' spans.
+pub const SERVICE_NAME: &str = "fairlead-alb-proxy";
