@@ -4,8 +4,6 @@
 #![doc = "fairlead: Deckhouse service-with-healthchecks and ALB modules, one binary."]
 
 mod bench;
-mod runner;
-mod up;
 
 use clap::{Parser, Subcommand};
 
@@ -31,7 +29,7 @@ enum Command {
     /// Print the version and exit.
     Version,
     /// Run the whole appliance on this machine, against its embedded default.
-    Up(up::UpArgs),
+    Up(fairlead_compose::up::UpArgs),
     /// The service-with-healthchecks module.
     #[command(subcommand)]
     Health(fairlead_health::cli::HealthCommand),
@@ -89,7 +87,7 @@ async fn main() -> anyhow::Result<()> {
             println!("fairlead {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
-        Command::Up(args) => up::run(&cli.global, args).await,
+        Command::Up(args) => fairlead_compose::up::run(&cli.global, args).await,
         Command::Health(command) => fairlead_health::cli::run(&cli.global, command).await,
         Command::Edge(command) => fairlead_edge_cli::run(&cli.global, command).await,
         Command::Graph(args) => fairlead_graph_service::cli::run(args).await,

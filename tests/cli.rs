@@ -1053,7 +1053,7 @@ spec:
     })
     .await;
     // Take a rule away from each, and the refusal names what it no longer may do.
-    let mut objects = fairlead_edge_cli::rbac::objects("kube-system");
+    let mut objects = fairlead_compose::rbac::objects("kube-system");
     // The geoproxy's binding, which the controller wrote (so it was allowed to bind the
     // role; the audit log shows it below) and removed with the geoproxy, names whose
     // requests use the geoproxies' role.
@@ -1210,7 +1210,7 @@ spec:
     let unused = fairlead_kit::testing::rbac::unused_rules(
         &objects,
         &events,
-        &[fairlead_edge_cli::rbac::RBAC_PROXY],
+        &[fairlead_compose::rbac::RBAC_PROXY],
     );
     // Refused only what was taken away (`user verb resource …`).
     let refused: BTreeSet<(String, String)> =

@@ -6,48 +6,22 @@
 //! the same `kube::Client` they use in a real cluster, so its fidelity to the Kubernetes API
 //! conventions is what makes those tests mean something.
 //!
+//! Four rooms, each using only those below it (`scripts/module-cycles` holds them to it), and
+//! a helper for clients (`manifests`: apply a directory of YAML):
+//!
 //! ```text
-//! HTTPS (server) -> path (route) -> api (verbs, metadata rules) -> store (rv, events, journal)
-//!                                      |-> patch / apply (merge, JSON, strategic, SSA)
-//!                                      |-> validation / crd (built-in and CRD checks)
-//!                                      '-> watch (streams)      gc (finalizers, owners)
+//! serve    HTTPS (server) -> path (route) -> authn -> api (verbs) -> admission; watch,
+//!          discovery, openapi, table, reviews, protobuf
+//! access   tokens, rbac, audit, user
+//! storage  store (rv, events), journal, gc (finalizers, owners)
+//! objects  resources, crd / schema / cel, meta, defaults, validation, apply / patch, scale,
+//!          selectors, errors — what a verb does to an object
 //! ```
 
-pub mod admission;
-pub mod allocate;
-pub mod api;
-pub mod apply;
-pub mod audit;
-pub mod authn;
-pub mod cel;
-pub mod crd;
-pub mod defaults;
-pub mod discovery;
-pub mod errors;
-pub mod gc;
-pub mod journal;
-pub mod key;
-pub mod local;
+pub mod access;
 pub mod manifests;
-pub mod meta;
-pub mod openapi;
-pub mod openapi_proto;
-pub mod patch;
-pub mod path;
-pub mod protobuf;
-pub mod rbac;
-pub mod request;
-pub mod resources;
-pub mod reviews;
-pub mod scale;
-pub mod schema;
-pub mod selectors;
-pub mod server;
-pub mod store;
-pub mod table;
-pub mod tokens;
-pub mod user;
-pub mod validation;
-pub mod watch;
+pub mod objects;
+pub mod serve;
+pub mod storage;
 
-pub use server::{ApiServer, Config};
+pub use serve::server::{ApiServer, Config, ServerError};

@@ -11,7 +11,7 @@ use kube::discovery::ApiResource;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::resources::{Registry, split_api_version};
+use crate::objects::resources::{Registry, split_api_version};
 
 /// The field manager of applied manifests.
 pub const MANAGER: &str = "fairlead-up";

@@ -624,7 +624,7 @@ async fn bad_requests_answer_with_a_status() {
     let (code, _, status) = raw(&client, "GET", JSON, "/api/v1/nothings", Vec::new()).await;
     assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")));
 
-    let huge = "x".repeat(fairlead_apiserver::api::MAX_BODY_BYTES + 1);
+    let huge = "x".repeat(fairlead_apiserver::serve::api::MAX_BODY_BYTES + 1);
     let body =
         serde_json::to_vec(&json!({"metadata": {"name": "big"}, "data": {"k": huge}})).unwrap();
     let (code, _, status) = raw(&client, "POST", JSON, path, body).await;

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use common::{JSON, raw, server};
 use fairlead_apiserver::Config;
-use fairlead_apiserver::protobuf::wire::{put_bytes, put_double, put_varint_field};
-use fairlead_apiserver::protobuf::{CONTENT_TYPE, Kind, Shape, message_for, messages};
+use fairlead_apiserver::serve::protobuf::wire::{put_bytes, put_double, put_varint_field};
+use fairlead_apiserver::serve::protobuf::{CONTENT_TYPE, Kind, Shape, message_for, messages};
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
@@ -602,7 +602,10 @@ fn comparable(mut object: Value) -> Value {
     object
 }
 
-fn collection(types: &[fairlead_apiserver::resources::ResourceType], fixture: &Value) -> String {
+fn collection(
+    types: &[fairlead_apiserver::objects::resources::ResourceType],
+    fixture: &Value,
+) -> String {
     let api_version = fixture["apiVersion"].as_str().unwrap();
     let kind = fixture["kind"].as_str().unwrap();
     let rt = types
@@ -625,7 +628,7 @@ fn collection(types: &[fairlead_apiserver::resources::ResourceType], fixture: &V
 async fn every_built_in_kind_is_stored_the_same_from_json_and_from_protobuf() {
     let (_json_server, json_client) = server(Config::default()).await;
     let (_pb_server, pb_client) = server(Config::default()).await;
-    let types = fairlead_apiserver::resources::builtin_types();
+    let types = fairlead_apiserver::objects::resources::builtin_types();
     let fixtures = fixtures();
     for rt in &types {
         assert!(

@@ -1,4 +1,4 @@
-//! `apiserver/src/protobuf/schema.rs`, the table the server decodes protobuf request bodies
+//! `apiserver/src/serve/protobuf/schema.rs`, the table the server decodes protobuf request bodies
 //! with, is what this generator makes from the locked crates: field numbers and wire types
 //! from k8s-pb (prost's code of Kubernetes' `generated.proto` files), JSON names from
 //! k8s-openapi (its serde code holds every key). `UPDATE_PROTOBUF_SCHEMA=1` writes it anew
@@ -458,7 +458,7 @@ fn generate() -> (String, Vec<String>) {
 #[test]
 fn the_protobuf_schema_is_generated_from_the_locked_crates() {
     let (generated, notes) = generate();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protobuf/schema.rs");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/serve/protobuf/schema.rs");
     for note in &notes {
         eprintln!("note: {note}");
     }

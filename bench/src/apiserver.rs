@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
-use fairlead_apiserver::server::{ApiServer, Config, ServerError};
+use fairlead_apiserver::{ApiServer, Config, ServerError};
 
 use crate::{Row, percentile};
 

@@ -16,8 +16,7 @@ use crate::id::NodeId;
 /// The group of the Deckhouse network resources (ALB instances, ServiceWithHealthchecks).
 pub const NETWORK_GROUP: &str = "network.deckhouse.io";
 
-/// The label naming the Gateway a proxy workload serves.
-pub const GATEWAY_LABEL: &str = "alb.deckhouse.io/gateway";
+pub use fairlead_edge_model::names::{CLUSTER_NAMESPACE, GATEWAY_LABEL};
 
 /// A port of a ServiceWithHealthchecks.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -293,9 +292,6 @@ pub fn from_yaml(text: &str) -> Result<(Input, World), ReadError> {
     }
     Ok((input, world))
 }
-
-/// The namespace of a ClusterALBInstance's Gateway and proxies.
-pub const CLUSTER_NAMESPACE: &str = "d8-alb";
 
 /// Fills in, for every object of `input` that `world` has no status for, the status
 /// fairlead's translator decides for it — what its control plane would write. For fixtures

@@ -9,9 +9,7 @@ use fairlead_kit::lease::LeaseConfig;
 use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
 use fairlead_kit::{GlobalArgs, Runtime};
 
-use crate::agent::{self, Settings};
-use crate::controller;
-use crate::metrics::HealthMetrics;
+use crate::{agent, controller, start};
 
 /// The health module's commands.
 #[derive(Debug, Subcommand)]
@@ -85,50 +83,35 @@ pub async fn run(global: &GlobalArgs, command: HealthCommand) -> anyhow::Result<
             Ok(())
         }
         HealthCommand::Agent(args) => {
-            let (runtime, client, metrics) = start(
+            let (runtime, client) = connect(
                 global,
                 "fairlead-health-agent",
                 args.admin_addr,
                 args.health_addr,
             )
             .await?;
-            let ready = runtime.readiness.register("agent");
-            let settings = Settings {
+            let settings = agent::Settings {
                 node: args.node_name,
                 concurrency: args.concurrency,
                 verbose_status: args.verbose_status,
             };
-            let stop = runtime.shutdown.token();
-            runtime
-                .shutdown
-                .spawn(agent::run(client, settings, metrics, stop, move || {
-                    ready.ready()
-                }));
+            start::agent(&runtime, client, settings)?;
             runtime.finish().await;
             Ok(())
         }
         HealthCommand::Controller(args) => {
-            let (runtime, client, metrics) = start(
+            let (runtime, client) = connect(
                 global,
                 "fairlead-health-controller",
                 args.admin_addr,
                 args.health_addr,
             )
             .await?;
-            let ready = runtime.readiness.register("controller");
-            controller::ensure_crd(&client).await.context(
-                "updating the ServiceWithHealthchecks CRD (installed by the chart's crds/)",
-            )?;
             let lease = LeaseConfig {
                 lease_duration: Duration::from_secs(15),
                 ..LeaseConfig::new(controller::LEASE, &args.lease_namespace, &args.identity)
             };
-            let stop = runtime.shutdown.token();
-            runtime
-                .shutdown
-                .spawn(controller::run(client, lease, metrics, stop, move || {
-                    ready.ready()
-                }));
+            start::controller(&runtime, client, start::ControllerSettings { lease }).await?;
             runtime.finish().await;
             Ok(())
         }
@@ -136,18 +119,17 @@ pub async fn run(global: &GlobalArgs, command: HealthCommand) -> anyhow::Result<
 }
 
 /// What both components start with: the runtime, a client for the cluster (in-cluster or
-/// `KUBECONFIG`), the module's metrics, and the admin server.
-async fn start(
+/// `KUBECONFIG`), and the admin server.
+async fn connect(
     global: &GlobalArgs,
     component: &str,
     admin_addr: SocketAddr,
     health_addr: Option<SocketAddr>,
-) -> anyhow::Result<(Runtime, kube::Client, HealthMetrics)> {
+) -> anyhow::Result<(Runtime, kube::Client)> {
     let runtime = Runtime::start(global, component, DEFAULT_DRAIN_DEADLINE)?;
     let client = kube::Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
-    let metrics = HealthMetrics::new(&runtime.metrics)?;
     runtime.serve_admin(admin_addr, health_addr, None).await?;
-    Ok((runtime, client, metrics))
+    Ok((runtime, client))
 }

@@ -5,6 +5,7 @@
 //! probe   TCP, HTTP(S), PostgreSQL against one pod address (I/O)
 //! agent   watches, schedules probes, publishes slices and statuses of one node
 //! controller  child Services, Ready condition and counts, cleanup (leader-elected)
+//! start   each component started in a process (the CLI's pods and `fairlead up` call it)
 //! cli     `fairlead health …`
 //! ```
 
@@ -14,3 +15,4 @@ pub mod controller;
 pub mod metrics;
 pub mod probe;
 pub mod rbac;
+pub mod start;

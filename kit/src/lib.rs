@@ -13,8 +13,9 @@
 //!
 //! Kubernetes parts, used by every controller: leader election on a Lease ([`lease`]),
 //! server-side apply that skips writes already in place ([`apply`], over [`fieldset`]), and an
-//! Events recorder ([`events`]), the RBAC objects of a module's components ([`rbac`]), and a component's own CRDs kept at
-//! its version ([`crds`]).
+//! Events recorder ([`events`]), the RBAC objects of a module's components ([`rbac`]), a
+//! component's own CRDs kept at its version ([`crds`]), and a Service reaching a process on
+//! this machine ([`local`]).
 //!
 //! The modules are independent: a test can use the admin server without telemetry, or the
 //! shutdown coordinator without an admin server.
@@ -35,6 +36,8 @@ pub mod fieldset;
 pub mod files;
 #[cfg(feature = "kube")]
 pub mod lease;
+#[cfg(feature = "kube")]
+pub mod local;
 pub mod metrics;
 pub mod pki;
 pub mod process;

@@ -40,6 +40,18 @@ pub const NETWORK_LATENCY_BUCKETS: &[f64] = &[
 #[derive(Clone, Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// The metric families components registered through [`Metrics::shared`], by type.
+    families: std::sync::Arc<std::sync::Mutex<Families>>,
+}
+
+/// Registered families by their type.
+#[derive(Default)]
+struct Families(std::collections::HashMap<std::any::TypeId, Box<dyn std::any::Any + Send + Sync>>);
+
+impl std::fmt::Debug for Families {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} families", self.0.len())
+    }
 }
 
 impl Metrics {
@@ -48,6 +60,7 @@ impl Metrics {
     pub fn new(component: &str) -> Result<Self, MetricsError> {
         let metrics = Self {
             registry: Registry::new(),
+            families: std::sync::Arc::default(),
         };
         #[cfg(target_os = "linux")]
         metrics
@@ -68,6 +81,27 @@ impl Metrics {
             .with_label_values(&[env!("CARGO_PKG_VERSION"), component])
             .set(1);
         Ok(metrics)
+    }
+
+    /// A component's metric families of type `T` (a struct of its counters, gauges and
+    /// histograms): registered by `register` the first time any component of the process asks,
+    /// the same families (clones) after. Components that share families (the health agent and
+    /// controller in one process, say) each ask for them; none registers them twice.
+    pub fn shared<T: Clone + Send + Sync + 'static>(
+        &self,
+        register: impl FnOnce(&Self) -> Result<T, MetricsError>,
+    ) -> Result<T, MetricsError> {
+        let mut families = self
+            .families
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let id = std::any::TypeId::of::<T>();
+        if let Some(held) = families.0.get(&id).and_then(|f| f.downcast_ref::<T>()) {
+            return Ok(held.clone());
+        }
+        let made = register(self)?;
+        families.0.insert(id, Box::new(made.clone()));
+        Ok(made)
     }
 
     /// The underlying registry, for collectors the helpers do not cover.
@@ -163,6 +197,26 @@ mod tests {
         metrics.counter_vec("x_total", "x", &["a"]).unwrap();
         let err = metrics.counter_vec("x_total", "x", &["a"]).unwrap_err();
         assert!(err.to_string().contains("x_total"), "{err}");
+    }
+
+    #[test]
+    fn shared_families_are_registered_once() {
+        #[derive(Clone)]
+        struct Component(IntCounterVec);
+        let metrics = Metrics::new("test").unwrap();
+        let register = |m: &Metrics| m.counter_vec("y_total", "y", &["a"]).map(Component);
+        let first = metrics.shared(register).unwrap();
+        let again = metrics.shared(register).expect("not registered twice");
+        first.0.with_label_values(&["1"]).inc();
+        assert_eq!(
+            again.0.with_label_values(&["1"]).get(),
+            1,
+            "the same family"
+        );
+        assert_eq!(
+            metrics.encode().unwrap().matches("# TYPE y_total").count(),
+            1
+        );
     }
 
     #[test]

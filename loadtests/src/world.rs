@@ -600,19 +600,16 @@ pub fn namespace_of(object: &Value) -> &str {
 
 /// The EndpointSlice that sends `backend`'s Service to the echo server at `addr`.
 pub fn slice(backend: &Backend, addr: SocketAddr) -> Value {
-    let [_, mut slice] = fairlead_apiserver::local::service(
-        &backend.namespace,
-        &backend.name,
-        &backend.port_name,
-        backend.port,
+    let (_, slice) = fairlead_kit::local::service(&fairlead_kit::local::LocalService {
+        namespace: &backend.namespace,
+        name: &backend.name,
+        port_name: &backend.port_name,
+        port: backend.port,
         addr,
-    );
-    slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] =
-        "fairlead-loadtest".into();
-    if backend.protocol == Protocol::Udp {
-        slice["ports"][0]["protocol"] = "UDP".into();
-    }
-    slice
+        udp: backend.protocol == Protocol::Udp,
+        managed_by: "fairlead-loadtest",
+    });
+    serde_json::to_value(slice).expect("an EndpointSlice serializes")
 }
 
 /// The LoadBalancer Service an ALB instance puts in front of its Gateway `gateway`'s proxies

@@ -7,13 +7,13 @@
 //! geoproxy (or the instance's mirror) into the directory Envoy reads.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
 use fairlead_edge_geoip::Edition;
-use fairlead_edge_geoip::geoproxy::{self, GeoproxyMetrics, Settings, Shared};
+use fairlead_edge_geoip::geoproxy::Settings;
 use fairlead_edge_geoip::source::{LEGACY_HOST, MAXMIND_HOST, Retry, Source};
 use fairlead_kit::lease::LeaseConfig;
 use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
@@ -118,27 +118,9 @@ pub async fn run(global: &GlobalArgs, args: GeoproxyArgs) -> anyhow::Result<()> 
     runtime
         .serve_admin(args.admin_addr, args.health_addr, None)
         .await?;
-    let store = fairlead_edge_geoip::store::Store::open(&args.data_dir)
-        .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
-    let shared = Shared {
-        store: Arc::new(Mutex::new(store)),
-        metrics: GeoproxyMetrics::new(&runtime.metrics, &args.editions)?,
-    };
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;
-    let router = fairlead_edge_geoip::serve::router(shared.clone()).layer(
-        axum::middleware::from_fn(fairlead_kit::propagation::http_server_span),
-    );
-    let stop = runtime.shutdown.token();
-    runtime.shutdown.spawn(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "the geoproxy's server failed");
-        }
-    });
     let leadership = match &args.lease {
         Some(name) => {
             let client = kube::Client::try_default()
@@ -153,7 +135,6 @@ pub async fn run(global: &GlobalArgs, args: GeoproxyArgs) -> anyhow::Result<()> 
         }
         None => None,
     };
-    let ready = runtime.readiness.register("databases");
     let settings = Settings {
         editions: args.editions,
         interval: Duration::from_secs(args.interval),
@@ -161,22 +142,7 @@ pub async fn run(global: &GlobalArgs, args: GeoproxyArgs) -> anyhow::Result<()> 
         peers: args.peers,
         retry: Retry::default(),
     };
-    let http =
-        fairlead_edge_geoip::http::Http::new(None).context("the HTTPS client's trust store")?;
-    runtime.shutdown.spawn(geoproxy::run(
-        shared,
-        http,
-        settings,
-        leadership,
-        move |complete| {
-            if complete {
-                ready.ready();
-            } else {
-                ready.not_ready();
-            }
-        },
-        runtime.shutdown.token(),
-    ));
+    fairlead_edge_geoip::start::start(&runtime, listener, &args.data_dir, settings, leadership)?;
     runtime.finish().await;
     Ok(())
 }

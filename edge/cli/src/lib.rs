@@ -1,19 +1,18 @@
-//! `fairlead edge …`, the commands of the ALB's components and their wiring only: the xDS
-//! control plane (`xds`), the Envoy bootstrap that points a proxy at it (`bootstrap`), the
-//! proxy container's supervisor of Envoy (`proxy`), the gateway controller (`controller`),
-//! the GeoIP caching proxy and the downloader beside Envoy ([`geoproxy`]), the module's
-//! cleanup waiter (`cleanup-wait`), and the module's RBAC ([`rbac`]).
+//! `fairlead edge …`, the commands of the ALB's components: flags in, the pod's composition
+//! started (`fairlead_compose::pods` for the gateway controller's and the xDS control plane's
+//! pods): the xDS control plane (`xds`), the Envoy bootstrap that points a proxy at it
+//! (`bootstrap`), the proxy container's supervisor of Envoy (`proxy`), the gateway controller
+//! (`controller`), the GeoIP caching proxy and the downloader beside Envoy ([`geoproxy`]), the
+//! module's cleanup waiter (`cleanup-wait`), and the module's RBAC (`rbac`).
 
 pub mod geoproxy;
-pub mod rbac;
 
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
+use fairlead_compose::pods;
 use fairlead_edge_control_plane::run::{LEASE, Settings};
-use fairlead_edge_control_plane::start;
-use fairlead_edge_index::Index;
 use fairlead_edge_model::ObjectKey;
 use fairlead_kit::lease::LeaseConfig;
 use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
@@ -443,8 +442,17 @@ pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
         controller_name: args.controller_name,
         lease: LeaseConfig::new(LEASE, &args.lease_namespace, &args.identity),
     };
-    let index = Index::start(client.clone(), runtime.shutdown.token());
-    start(&runtime, client, index, args.xds_addr, tls, settings).await?;
+    let listener = pods::bind("xDS server", args.xds_addr).await?;
+    pods::xds(
+        &runtime,
+        client,
+        pods::XdsPod {
+            listener,
+            tls,
+            settings,
+            index: None,
+        },
+    )?;
     runtime.finish().await;
     Ok(())
 }
@@ -532,8 +540,10 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
     Ok(outcome?)
 }
 
-/// Runs the gateway controller until a shutdown signal.
+/// Runs the gateway controller's pod (the controller and the relationship graph) until a
+/// shutdown signal.
 pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Result<()> {
+    use fairlead_edge_controller::{reconcile, start};
     let config = args.config()?;
     let (runtime, client) = connected(
         global,
@@ -542,73 +552,26 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
         args.health_addr,
     )
     .await?;
-    let ready = runtime.readiness.register("crds");
-    fairlead_edge_controller::crds::install(
-        &client,
-        fairlead_edge_model::CONTROLLER_NAME,
-        args.gateway_api_channel,
-    )
-    .await
-    .context("installing the CRDs and the d8-alb GatewayClass")?;
-    // Objects of another storage version would be read wrong: refuse to run, saying why.
-    fairlead_edge_controller::crds::check_storage_versions(&client)
-        .await
-        .context("the cluster's Gateway API CRDs")?;
-    ready.ready();
-    let (leadership, _lease) = fairlead_kit::lease::spawn(
-        client.clone(),
-        LeaseConfig::new(
-            fairlead_edge_controller::reconcile::LEASE,
-            &args.lease_namespace,
-            &args.identity,
-        ),
-        runtime.shutdown.token(),
-    );
-    let metrics = fairlead_edge_controller::metrics::ControllerMetrics::new(&runtime.metrics)?;
-    // Every replica answers reviews; the leader keeps the certificate and the registration.
-    let webhook_tls = fairlead_kit::tls::watch_secret(
-        client.clone(),
-        ObjectKey::new(
-            fairlead_edge_controller::instance::CLUSTER_NAMESPACE,
-            fairlead_edge_controller::webhook::SECRET,
-        ),
-        false,
-        runtime.shutdown.token(),
-    );
-    fairlead_edge_controller::webhook::serve(
-        args.webhook_addr,
-        webhook_tls,
-        client.clone(),
-        args.managed_gateway_editors.clone(),
-        metrics.clone(),
-        runtime.shutdown.token(),
-    )
-    .await?;
-    // The relationship graph: its own index of the world, every replica serving it.
-    let index = fairlead_edge_index::Index::start(client.clone(), runtime.shutdown.token());
-    let graph_metrics = fairlead_graph_service::metrics::GraphMetrics::new(&runtime.metrics)?;
-    fairlead_graph_service::start(
-        client.clone(),
-        index,
-        fairlead_graph_service::Settings {
-            addr: args.graph_addr,
-            prometheus_url: args.prometheus_url.clone(),
-            anonymous: None,
-            reviews: true,
+    let controller = start::Settings {
+        controller_name: fairlead_edge_model::CONTROLLER_NAME.to_owned(),
+        channel: args.gateway_api_channel,
+        // Objects of another storage version would be read wrong: refuse to run, saying why.
+        storage_mismatch: start::StorageMismatch::Refuse,
+        lease: LeaseConfig::new(reconcile::LEASE, &args.lease_namespace, &args.identity),
+        reconcile: config,
+        webhook_listener: pods::bind("admission webhooks", args.webhook_addr).await?,
+        managed_gateway_editors: args.managed_gateway_editors,
+    };
+    pods::gateway_controller(
+        &runtime,
+        client,
+        pods::GatewayControllerPod {
+            controller,
+            graph: pods::cluster_graph(args.graph_addr, args.prometheus_url),
+            index: None,
         },
-        graph_metrics,
-        runtime.shutdown.token(),
     )
     .await?;
-    runtime
-        .shutdown
-        .spawn(fairlead_edge_controller::reconcile::run(
-            client,
-            Some(leadership),
-            config,
-            metrics,
-            runtime.shutdown.token(),
-        ));
     runtime.finish().await;
     Ok(())
 }
@@ -670,8 +633,8 @@ pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()
         EdgeCommand::Rbac => {
             print!(
                 "{}",
-                fairlead_kit::rbac::yaml_stream(&rbac::objects(
-                    fairlead_edge_controller::instance::CLUSTER_NAMESPACE
+                fairlead_kit::rbac::yaml_stream(&fairlead_compose::rbac::objects(
+                    fairlead_edge_model::names::CLUSTER_NAMESPACE
                 ))?
             );
             Ok(())

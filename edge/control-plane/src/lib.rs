@@ -30,18 +30,18 @@ pub enum StartError {
     Serve(#[from] ServeError),
 }
 
-/// Starts the control plane in `runtime`: the xDS server on `xds_addr` (over TLS with what
-/// `tls` holds, unless it is `None`) and the translation loop over `index` (readiness `xds` after the first
-/// translation). Returns the bound xDS address.
-pub async fn start(
+/// Starts the control plane in `runtime`: the xDS server on `listener` (over TLS with what
+/// `tls` holds, unless it is `None`) and the translation loop over `index` (readiness `xds`
+/// after the first translation). Returns the xDS address.
+pub fn start(
     runtime: &Runtime,
     client: kube::Client,
     index: Arc<Index>,
-    xds_addr: SocketAddr,
+    listener: tokio::net::TcpListener,
     tls: Option<tokio::sync::watch::Receiver<Option<ServingTls>>>,
     settings: run::Settings,
 ) -> Result<SocketAddr, StartError> {
-    let metrics = XdsMetrics::new(&runtime.metrics)?;
+    let metrics = runtime.metrics.shared(XdsMetrics::new)?;
     // The server makes what proxyless gRPC clients ask for from each Gateway's resources.
     let cache = Arc::new(Cache::with_derive(Arc::new(
         fairlead_edge_render::proxyless::Proxyless,
@@ -51,7 +51,7 @@ pub async fn start(
         Arc::new(metrics.clone()),
         Arc::new(NackForwarder(nacks_tx)),
     ]);
-    let bound = serve(runtime, xds_addr, tls, cache.clone(), Arc::new(observer)).await?;
+    let bound = serve(runtime, listener, tls, cache.clone(), Arc::new(observer))?;
     let ready = runtime.readiness.register("xds");
     runtime.shutdown.spawn(run::run(
         client,

@@ -5,8 +5,7 @@ use fairlead_edge_api::InstanceSpec;
 use fairlead_key::ObjectKey;
 use serde_json::{Value, json};
 
-/// The namespace of ClusterALBInstances' Gateways.
-pub const CLUSTER_NAMESPACE: &str = "d8-alb";
+pub use fairlead_edge_model::names::CLUSTER_NAMESPACE;
 
 /// The field manager of what the controller writes.
 pub const MANAGER: &str = "alb-gateway-controller";

@@ -7,7 +7,8 @@
 //! module's cleanup ([`cleanup`]); the finalizer on instances ([`finalizer`]); the loop that
 //! applies it all ([`reconcile`], over [`apply`]) and its metrics ([`metrics`]); the
 //! admission webhooks: what they decide ([`admission`]) and their server and registration
-//! ([`webhook`]); what the controller and the cleanup waiter may do ([`rbac`]).
+//! ([`webhook`]); what the controller and the cleanup waiter may do ([`rbac`]); how it starts
+//! in a process ([`start`]).
 
 pub mod admission;
 pub mod apply;
@@ -23,6 +24,9 @@ pub mod metrics;
 pub mod pods;
 pub mod rbac;
 pub mod reconcile;
+pub mod start;
 pub mod unmanaged;
 pub mod webhook;
 pub mod workload;
+
+pub use start::start;

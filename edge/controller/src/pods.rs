@@ -8,8 +8,7 @@ use serde_json::{Value, json};
 
 use crate::instance::{INSTANCE_LABEL, Instance, MANAGER};
 
-/// The label of a Gateway's pods (proxies, geoproxy) and of everything made for them.
-pub const GATEWAY_LABEL: &str = "alb.deckhouse.io/gateway";
+pub use fairlead_edge_model::names::GATEWAY_LABEL;
 
 /// `app.kubernetes.io/name` of the proxies' pods.
 pub const PROXY_APP: &str = "alb-proxy";

@@ -197,23 +197,20 @@ struct Shared {
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
-#[error("binding the admission webhook server to {addr}: {source}")]
-pub struct BindError {
-    addr: SocketAddr,
-    source: std::io::Error,
-}
+#[error("the admission webhook server's listener: {0}")]
+pub struct ListenerError(#[source] std::io::Error);
 
-/// Serves the webhooks on `addr` with what `tls` holds at each handshake until `stop`;
-/// `editors` are the users whose changes to managed Gateways are admitted (the controller's).
-/// Returns the bound address.
-pub async fn serve(
-    addr: SocketAddr,
+/// Serves the webhooks on `listener` (the composition binds it) with what `tls` holds at each
+/// handshake until `stop`; `editors` are the users whose changes to managed Gateways are
+/// admitted (the controller's). Returns the listener's address.
+pub fn serve(
+    listener: tokio::net::TcpListener,
     tls: watch::Receiver<Option<fairlead_kit::tls::ServingTls>>,
     client: kube::Client,
     editors: Vec<String>,
     metrics: crate::metrics::ControllerMetrics,
     stop: CancellationToken,
-) -> Result<SocketAddr, BindError> {
+) -> Result<SocketAddr, ListenerError> {
     use futures::StreamExt as _;
     // Every series from the start, so a dashboard shows zeros rather than nothing.
     for webhook in &WEBHOOKS {
@@ -224,12 +221,7 @@ pub async fn serve(
         }
         metrics.webhook_duration.with_label_values(&[webhook.path]);
     }
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| BindError { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| BindError { addr, source })?;
+    let bound = listener.local_addr().map_err(ListenerError)?;
     let app = axum::Router::new()
         .route("/validate/{webhook}", axum::routing::post(review))
         .with_state(Arc::new(Shared {

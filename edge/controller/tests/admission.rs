@@ -57,22 +57,27 @@ async fn the_webhooks_refuse_what_they_must_and_name_the_field() {
         stop_webhooks.clone(),
     );
     let bound = webhook::serve(
-        "127.0.0.1:0".parse().unwrap(),
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         tls,
         controller.clone(),
         vec![CONTROLLER_USER.to_owned()],
         metrics.clone(),
         stop_webhooks.clone(),
     )
-    .await
     .unwrap();
     let service = WebhookService::default();
-    let [svc, slice] = fairlead_apiserver::local::service(
-        service.service.namespace(),
-        service.service.name(),
-        "webhook",
-        service.port,
-        bound,
+    let (svc, slice) = fairlead_kit::local::service(&fairlead_kit::local::LocalService {
+        namespace: service.service.namespace(),
+        name: service.service.name(),
+        port_name: "webhook",
+        port: service.port,
+        addr: bound,
+        udp: false,
+        managed_by: "test",
+    });
+    let (svc, slice) = (
+        serde_json::to_value(svc).unwrap(),
+        serde_json::to_value(slice).unwrap(),
     );
     for (value, r) in [
         (svc, resource("", "v1", "Service", "services")),

@@ -17,7 +17,7 @@ fn every_rule_of_the_bundle_runs() {
                     .unwrap()
                     .matches("\"rule\":")
                     .count();
-                for report in fairlead_apiserver::cel::unsupported_rules(schema) {
+                for report in fairlead_apiserver::objects::cel::unsupported_rules(schema) {
                     skipped.push(format!("{channel:?} {name} {}: {report}", version["name"]));
                 }
             }

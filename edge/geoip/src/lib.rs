@@ -3,8 +3,8 @@
 //! the downloader beside Envoy ([`store`]) and bringing one edition up to date in it
 //! ([`update`]); where databases come from and asking for one ([`source`], over a small
 //! HTTP(S) client, [`http`]); serving them with validators and ranges ([`serve`]); the
-//! geoproxy that keeps them fresh for the cluster ([`geoproxy`]); and the downloader beside
-//! Envoy ([`downloader`]).
+//! geoproxy that keeps them fresh for the cluster ([`geoproxy`]) and how it starts in a
+//! process ([`start`]); and the downloader beside Envoy ([`downloader`]).
 
 pub mod archive;
 pub mod downloader;
@@ -12,6 +12,7 @@ pub mod geoproxy;
 pub mod http;
 pub mod serve;
 pub mod source;
+pub mod start;
 pub mod store;
 pub mod update;
 

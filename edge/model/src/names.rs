@@ -5,6 +5,14 @@
 /// The controller name of GatewayClass `d8-alb`.
 pub const CONTROLLER_NAME: &str = "alb.network.deckhouse.io/gateway-controller";
 
+/// The module's namespace: ClusterALBInstances' Gateways and proxies, and the module's own
+/// objects (the CA, the xDS server's and the webhooks' certificates).
+pub const CLUSTER_NAMESPACE: &str = "d8-alb";
+
+/// The label naming the Gateway a pod serves (proxies, geoproxy) on the pod, its workload
+/// and everything made for them.
+pub const GATEWAY_LABEL: &str = "alb.deckhouse.io/gateway";
+
 /// The annotation naming the address a Gateway's proxies bind its listeners to (an IP
 /// address; every address, `0.0.0.0`, without it). `fairlead up` sets it to the loopback
 /// address of a Gateway's local proxy; a host-network proxy may bind one address of its node.

@@ -74,14 +74,13 @@ impl Protocol {
         }
     }
 
-    /// Listeners of protocols of different classes cannot share a port (HTTPS and TLS both
-    /// pick a chain by SNI, so they can; UDP does not use TCP ports).
-    fn port_class(self) -> u8 {
+    /// What a listener of this protocol does with its port.
+    fn port_class(self) -> PortClass {
         match self {
-            Self::Http => 0,
-            Self::Https | Self::Tls => 1,
-            Self::Tcp => 2,
-            Self::Udp => 3,
+            Self::Http => PortClass::Http,
+            Self::Https | Self::Tls => PortClass::Sni,
+            Self::Tcp => PortClass::Tcp,
+            Self::Udp => PortClass::Udp,
         }
     }
 
@@ -95,6 +94,21 @@ impl Protocol {
             Self::Udp => "udp",
         }
     }
+}
+
+/// What a listener does with its port: listeners of different classes cannot share a port
+/// (HTTPS and TLS both pick a chain by SNI, so they can); UDP does not use the TCP port, so
+/// it shares a port number with anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum PortClass {
+    /// Plain HTTP.
+    Http,
+    /// A filter chain picked by SNI: HTTPS and TLS.
+    Sni,
+    /// Plain TCP.
+    Tcp,
+    /// UDP.
+    Udp,
 }
 
 /// A listener as resolved for translation.
@@ -409,10 +423,14 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
         // ListenerSet) no listener wins: all of them are conflicted, as the spec says. Between
         // owners, the first in precedence order with one class claims the port (GEP-1713), so
         // a ListenerSet cannot take a port from its Gateway or an older set.
-        let mut owners: Vec<(&Option<ObjectKey>, BTreeSet<u8>)> = Vec::new();
+        let mut owners: Vec<(&Option<ObjectKey>, BTreeSet<PortClass>)> = Vec::new();
         for i in indices {
             let l = &listeners[*i];
-            let Some(class) = l.protocol.map(Protocol::port_class).filter(|c| *c != 3) else {
+            let Some(class) = l
+                .protocol
+                .map(Protocol::port_class)
+                .filter(|c| *c != PortClass::Udp)
+            else {
                 continue;
             };
             match owners.iter_mut().find(|(o, _)| **o == l.set) {
@@ -431,11 +449,11 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
             .filter(|(_, classes)| classes.len() > 1)
             .map(|(owner, _)| (*owner).clone())
             .collect();
-        let mut seen: BTreeMap<(u8, String), usize> = BTreeMap::new();
+        let mut seen: BTreeMap<(PortClass, String), usize> = BTreeMap::new();
         for i in indices {
             let l = &listeners[*i];
-            let class = l.protocol.map_or(0, Protocol::port_class);
-            let message = if class == 3 {
+            let class = l.protocol.map_or(PortClass::Http, Protocol::port_class);
+            let message = if class == PortClass::Udp {
                 None
             } else if torn.contains(&l.set) {
                 Some(format!(

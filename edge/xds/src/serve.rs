@@ -14,32 +14,22 @@ use fairlead_kit::tls::ServingTls;
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// The address could not be bound.
-    #[error("binding the xDS server to {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The error.
-        source: std::io::Error,
-    },
+    /// The listener's address could not be read.
+    #[error("the xDS server's listener: {0}")]
+    Listener(#[source] std::io::Error),
 }
 
-/// Serves `cache` on `addr` in `runtime`, telling `observer` what happens on the streams:
-/// over TLS with what `tls` holds at each handshake (read again whenever it changes), in
-/// plaintext when `tls` is `None`. Returns the bound address.
-pub async fn serve(
+/// Serves `cache` on `listener` (the composition binds it) in `runtime`, telling `observer`
+/// what happens on the streams: over TLS with what `tls` holds at each handshake (read again
+/// whenever it changes), in plaintext when `tls` is `None`. Returns the listener's address.
+pub fn serve(
     runtime: &Runtime,
-    addr: SocketAddr,
+    listener: tokio::net::TcpListener,
     tls: Option<tokio::sync::watch::Receiver<Option<ServingTls>>>,
     cache: Arc<Cache>,
     observer: Arc<dyn Observer>,
 ) -> Result<SocketAddr, ServeError> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| ServeError::Bind { addr, source })?;
+    let bound = listener.local_addr().map_err(ServeError::Listener)?;
     let routes =
         crate::services::routes(Ads::new(cache, observer).closing_on(runtime.shutdown.token()));
     let shutdown = runtime.shutdown.token().cancelled_owned();

@@ -1,0 +1,9 @@
+//! Where objects live: the store (every object, one global `resourceVersion`, the window of
+//! recent events), its keys, the journal that keeps it across restarts (`--data-dir`), and
+//! deletion with finalizers and garbage collection. Below `access` and `serve`; uses only
+//! `objects`.
+
+pub mod gc;
+pub mod journal;
+pub mod key;
+pub mod store;
