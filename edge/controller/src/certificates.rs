@@ -16,14 +16,15 @@
 //! Proxies read renewed files without a restart (the Secret volume swaps them; Envoy's SDS
 //! watches them).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use fairlead_key::ObjectKey;
 use fairlead_kit::pki::{Ca, CertifiedKey, PkiError};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
 
 use crate::instances::{CLUSTER_NAMESPACE, MANAGER};
 
@@ -152,13 +153,26 @@ pub async fn authority(client: &kube::Client) -> Result<Ca, CertificateError> {
             return Ok(ca);
         }
         let ca = Ca::generate(CA_NAME)?;
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": CA_SECRET, "namespace": CLUSTER_NAMESPACE,
-                "labels": {"app.kubernetes.io/managed-by": MANAGER}},
-            "type": "kubernetes.io/tls",
-            "data": {"tls.crt": encode(ca.cert_pem()), "tls.key": encode(ca.key_pem())},
-        }))
-        .map_err(kube::Error::SerdeError)?;
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(CA_SECRET.to_owned()),
+                namespace: Some(CLUSTER_NAMESPACE.to_owned()),
+                labels: Some(managed_by()),
+                ..ObjectMeta::default()
+            },
+            type_: Some("kubernetes.io/tls".to_owned()),
+            data: Some(BTreeMap::from([
+                (
+                    "tls.crt".to_owned(),
+                    ByteString(ca.cert_pem().as_bytes().to_vec()),
+                ),
+                (
+                    "tls.key".to_owned(),
+                    ByteString(ca.key_pem().as_bytes().to_vec()),
+                ),
+            ])),
+            ..Secret::default()
+        };
         match api.create(&PostParams::default(), &secret).await {
             Ok(_) => {
                 tracing::info!(secret = %format!("{CLUSTER_NAMESPACE}/{CA_SECRET}"), "generated the gateway controller's CA");
@@ -171,9 +185,12 @@ pub async fn authority(client: &kube::Client) -> Result<Ca, CertificateError> {
     }
 }
 
-fn encode(text: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(text)
+/// The labels of what the controller makes: `app.kubernetes.io/managed-by`.
+pub fn managed_by() -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        "app.kubernetes.io/managed-by".to_owned(),
+        MANAGER.to_owned(),
+    )])
 }
 
 /// A certificate the controller keeps: where it is stored and what it is.
@@ -181,9 +198,9 @@ pub struct Leaf<'a> {
     /// The Secret.
     pub secret: ObjectKey,
     /// Its owners (a proxy certificate goes with its Gateway's instances).
-    pub owners: &'a [Value],
+    pub owners: &'a [OwnerReference],
     /// Its labels.
-    pub labels: Value,
+    pub labels: BTreeMap<String, String>,
     /// What it must name.
     pub names: Names<'a>,
 }
@@ -208,17 +225,26 @@ pub async fn keep(
             metrics.expires(&name, i64::try_from(at).unwrap_or(i64::MAX));
         }
     };
-    let secret = |cert: &str, key: &str| {
-        json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": leaf.secret.name(), "namespace": leaf.secret.namespace(),
-                "labels": leaf.labels, "ownerReferences": leaf.owners},
-            "type": "kubernetes.io/tls",
-            "data": {"ca.crt": encode(ca.cert_pem()), "tls.crt": encode(cert),
-                "tls.key": encode(key)},
-        })
+    let secret = |cert: &str, key: &str| Secret {
+        metadata: ObjectMeta {
+            name: Some(leaf.secret.name().to_owned()),
+            namespace: Some(leaf.secret.namespace().to_owned()),
+            labels: Some(leaf.labels.clone()),
+            owner_references: Some(leaf.owners.to_vec()),
+            ..ObjectMeta::default()
+        },
+        type_: Some("kubernetes.io/tls".to_owned()),
+        data: Some(BTreeMap::from([
+            (
+                "ca.crt".to_owned(),
+                ByteString(ca.cert_pem().as_bytes().to_vec()),
+            ),
+            ("tls.crt".to_owned(), ByteString(cert.as_bytes().to_vec())),
+            ("tls.key".to_owned(), ByteString(key.as_bytes().to_vec())),
+        ])),
+        ..Secret::default()
     };
-    let apply = |object: Value| {
+    let apply = |object: Secret| {
         let api = api.clone();
         async move {
             api.patch(
@@ -240,17 +266,17 @@ pub async fn keep(
         let (Some(cert), Some(key)) = (text(stored, "tls.crt"), text(stored, "tls.key")) else {
             return Ok(None);
         };
-        let owners = serde_json::to_value(&stored.metadata.owner_references).unwrap_or_default();
-        let owners_changed = owners
-            .as_array()
-            .map_or(!leaf.owners.is_empty(), |o| *o != *leaf.owners);
-        let labels = serde_json::to_value(&stored.metadata.labels).unwrap_or_default();
+        let owners_changed = stored
+            .metadata
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+            != leaf.owners;
+        let stored_labels = stored.metadata.labels.as_ref();
         let labels_changed = leaf
             .labels
-            .as_object()
-            .into_iter()
-            .flatten()
-            .any(|(k, v)| labels[k] != *v);
+            .iter()
+            .any(|(k, v)| stored_labels.and_then(|l| l.get(k)) != Some(v));
         if owners_changed || labels_changed {
             apply(secret(&cert, &key)).await?;
         }

@@ -12,8 +12,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 
-/// The GatewayClass served by fairlead.
-pub const GATEWAY_CLASS: &str = "d8-alb";
+pub use fairlead_edge_model::names::GATEWAY_CLASS;
 
 /// The Gateway API release whose CRDs are vendored.
 pub const GATEWAY_API_VERSION: &str = "v1.6.1";

@@ -16,17 +16,13 @@ pub mod certificates;
 pub mod cleanup;
 pub mod crds;
 pub mod finalizer;
-pub mod geoproxy;
 pub mod http01;
-pub mod instance;
-pub mod instances;
 pub mod metrics;
-pub mod pods;
 pub mod rbac;
 pub mod reconcile;
 pub mod start;
 pub mod unmanaged;
 pub mod webhook;
-pub mod workload;
 
+pub use fairlead_edge_controller_plan::{geoproxy, instance, instances, pods, workload};
 pub use start::start;

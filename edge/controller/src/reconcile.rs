@@ -14,6 +14,7 @@
 //! retried with backoff; what was made for an instance goes with its last owner (garbage
 //! collection).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::instances::{self, CLUSTER_NAMESPACE, Instance, MANAGER, Plan};
+use crate::workload::Proxies;
 
 /// The Lease whose holder reconciles.
 pub const LEASE: &str = "alb-gateway-controller-leader";
@@ -369,7 +371,7 @@ async fn round(
             &crate::certificates::Leaf {
                 secret: ObjectKey::new(CLUSTER_NAMESPACE, crate::certificates::XDS_SECRET),
                 owners: &[],
-                labels: json!({"app.kubernetes.io/managed-by": MANAGER}),
+                labels: crate::certificates::managed_by(),
                 names: crate::certificates::Names::Hosts(&hosts),
             },
             metrics,
@@ -389,7 +391,7 @@ async fn round(
                 &crate::certificates::Leaf {
                     secret: ObjectKey::new(CLUSTER_NAMESPACE, crate::webhook::SECRET),
                     owners: &[],
-                    labels: json!({"app.kubernetes.io/managed-by": MANAGER}),
+                    labels: crate::certificates::managed_by(),
                     names: crate::certificates::Names::Hosts(&names),
                 },
                 metrics,
@@ -423,9 +425,7 @@ async fn round(
             .map(|_| ObjectKey::new(p.gateway.namespace(), crate::geoproxy::name(&p.gateway)));
         std::iter::once(proxies).chain(geoproxy)
     });
-    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding =
-        serde_json::from_value(crate::workload::rbac_proxy_binding(accounts))
-            .map_err(kube::Error::SerdeError)?;
+    let binding = crate::workload::rbac_proxy_binding(accounts);
     fairlead_kit::apply::apply(&Api::all(client.clone()), MANAGER, &binding, None).await?;
     let default = instances::default_instance(all);
     let mut first_error: Option<RoundError> = None;
@@ -601,18 +601,23 @@ async fn licence(
     ))
 }
 
-/// Applies `object` (server-side, as [`MANAGER`]) in `namespace`; what the API holds.
-async fn apply_object(
-    client: &kube::Client,
-    namespace: &str,
-    object: &Value,
-) -> Result<DynamicObject, kube::Error> {
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &crate::apply::resource(kind));
+/// Applies `object` (server-side, as [`MANAGER`]) in its namespace; what the API holds.
+async fn apply_object<K>(client: &kube::Client, object: &K) -> Result<K, kube::Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let meta = object.meta();
+    let api: Api<K> = Api::namespaced(
+        client.clone(),
+        meta.namespace.as_deref().unwrap_or_default(),
+    );
     api.patch(
-        name,
+        meta.name.as_deref().unwrap_or_default(),
         &PatchParams::apply(MANAGER).force(),
         &Patch::Apply(object),
     )
@@ -638,7 +643,7 @@ async fn realize_geoproxy(
                 geoproxy: &config.workload.proxy_image,
                 rbac_proxy: &config.workload.rbac_proxy_image,
             };
-            for object in crate::geoproxy::objects(
+            let objects = crate::geoproxy::objects(
                 instance,
                 &plan.gateway,
                 &plan.owners,
@@ -646,17 +651,16 @@ async fn realize_geoproxy(
                 read,
                 &config.workload.geoproxy,
                 images,
-            ) {
-                let namespace = object["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or(plan.gateway.namespace());
-                let applied = apply_object(client, namespace, &object).await?;
-                if object["kind"] == "StatefulSet" {
-                    replicas.0 = applied.data["status"]["readyReplicas"]
-                        .as_i64()
-                        .unwrap_or(0);
-                }
-            }
+            );
+            apply_object(client, &objects.licence).await?;
+            apply_object(client, &objects.service_account).await?;
+            apply_object(client, &objects.binding).await?;
+            apply_object(client, &objects.service).await?;
+            let set = apply_object(client, &objects.stateful_set).await?;
+            replicas.0 = set
+                .status
+                .and_then(|s| s.ready_replicas)
+                .map_or(0, i64::from);
         }
         Err(why) => {
             tracing::warn!(gateway = %plan.gateway, reason = %why, "the geoproxy's licence cannot be read; not applying it");
@@ -759,8 +763,16 @@ async fn realize(
                     crate::workload::client_secret(&plan.gateway),
                 ),
                 owners: &plan.owners,
-                labels: json!({"app.kubernetes.io/managed-by": MANAGER,
-                crate::pods::GATEWAY_LABEL: plan.gateway.name()}),
+                labels: BTreeMap::from([
+                    (
+                        "app.kubernetes.io/managed-by".to_owned(),
+                        MANAGER.to_owned(),
+                    ),
+                    (
+                        crate::pods::GATEWAY_LABEL.to_owned(),
+                        plan.gateway.name().to_owned(),
+                    ),
+                ]),
                 names: crate::certificates::Names::Identity(&identity),
             },
             metrics,
@@ -768,7 +780,7 @@ async fn realize(
         )
         .await?,
     );
-    let objects = plan
+    let workload = plan
         .workload
         .as_ref()
         .map_err(|e| RoundError::Render(e.to_string()))?;
@@ -790,41 +802,48 @@ async fn realize(
             }
         }
     }
-    let mut host_ports = false;
-    for object in objects {
-        let kind = object["kind"].as_str().unwrap_or_default();
-        let applied = apply_object(client, plan.gateway.namespace(), object).await?;
-        let status = &applied.data["status"];
-        host_ports |= object["spec"]["template"]["spec"]["containers"][0]["ports"]
-            .as_array()
-            .is_some_and(|ports| ports.iter().any(|p| p.get("hostPort").is_some()));
-        match kind {
-            "DaemonSet" => {
-                state.proxies = (
-                    status["numberReady"].as_i64().unwrap_or(0),
-                    status["desiredNumberScheduled"].as_i64().unwrap_or(0),
-                );
-            }
-            "Deployment" => {
-                state.proxies = (
-                    status["readyReplicas"].as_i64().unwrap_or(0),
-                    object["spec"]["replicas"].as_i64().unwrap_or(0),
-                );
-            }
-            "Service" => {
-                for ingress in status["loadBalancer"]["ingress"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(address) = ingress["ip"].as_str().or(ingress["hostname"].as_str()) {
-                        state.addresses.push(address.to_owned());
-                    }
-                }
-            }
-            _ => {}
+    apply_object(client, &workload.service_account).await?;
+    apply_object(client, &workload.bootstrap).await?;
+    state.proxies = match &workload.proxies {
+        Proxies::DaemonSet(set) => {
+            let status = apply_object(client, set.as_ref()).await?.status;
+            status.map_or((0, 0), |s| {
+                (
+                    i64::from(s.number_ready),
+                    i64::from(s.desired_number_scheduled),
+                )
+            })
         }
+        Proxies::Deployment(deployment, budget) => {
+            let applied = apply_object(client, deployment.as_ref()).await?;
+            apply_object(client, budget.as_ref()).await?;
+            (
+                applied
+                    .status
+                    .and_then(|s| s.ready_replicas)
+                    .map_or(0, i64::from),
+                i64::from(
+                    deployment
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.replicas)
+                        .unwrap_or(0),
+                ),
+            )
+        }
+    };
+    if let Some(service) = &workload.service {
+        let applied = apply_object(client, service).await?;
+        state.addresses = applied
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i.ip.or(i.hostname))
+            .collect();
     }
+    let host_ports = workload.host_ports();
     if host_ports {
         state.addresses = crate::apply::node_addresses(client, &plan.gateway).await?;
     }

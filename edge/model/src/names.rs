@@ -5,6 +5,9 @@
 /// The controller name of GatewayClass `d8-alb`.
 pub const CONTROLLER_NAME: &str = "alb.network.deckhouse.io/gateway-controller";
 
+/// The GatewayClass fairlead serves.
+pub const GATEWAY_CLASS: &str = "d8-alb";
+
 /// The module's namespace: ClusterALBInstances' Gateways and proxies, and the module's own
 /// objects (the CA, the xDS server's and the webhooks' certificates).
 pub const CLUSTER_NAMESPACE: &str = "d8-alb";

@@ -3,7 +3,7 @@
 
 use fairlead_edge_api::InstanceSpec;
 use fairlead_key::ObjectKey;
-use serde_json::{Value, json};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 pub use fairlead_edge_model::names::CLUSTER_NAMESPACE;
 
@@ -47,13 +47,20 @@ impl Instance {
         ObjectKey::new(namespace, &self.spec.gateway_name)
     }
 
-    pub(crate) fn order(&self) -> (&str, &str, &str) {
+    /// The order of instances naming one Gateway: the oldest first, then by kind and key.
+    pub fn order(&self) -> (&str, &str, &str) {
         (&self.created, self.kind, self.key.as_str())
     }
 
-    pub(crate) fn reference(&self, controller: bool) -> Value {
-        json!({"apiVersion": "network.deckhouse.io/v1alpha1", "kind": self.kind,
-            "name": self.key.name(), "uid": self.uid,
-            "controller": controller, "blockOwnerDeletion": true})
+    /// An owner reference to it (the controlling one's marked `controller`).
+    pub fn reference(&self, controller: bool) -> OwnerReference {
+        OwnerReference {
+            api_version: "network.deckhouse.io/v1alpha1".to_owned(),
+            kind: self.kind.to_owned(),
+            name: self.key.name().to_owned(),
+            uid: self.uid.clone(),
+            controller: Some(controller),
+            block_owner_deletion: Some(true),
+        }
     }
 }

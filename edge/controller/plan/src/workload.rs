@@ -19,13 +19,29 @@
 //! `container_port`); the Service's `targetPort` and the pod's `hostPort → containerPort`
 //! map the Gateway's ports to those.
 
+use std::collections::BTreeMap;
+
 use fairlead_edge_api::InstanceSpec;
 use fairlead_edge_model::instance::{COLLECTOR_CA_KEY, Collector};
 use fairlead_edge_model::names::container_port;
 use fairlead_key::ObjectKey;
-use serde_json::{Value, json};
+use k8s_openapi::api::apps::v1::{
+    DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, Deployment, DeploymentSpec,
+    DeploymentStrategy, RollingUpdateDaemonSet, RollingUpdateDeployment,
+};
+use k8s_openapi::api::core::v1::{
+    Affinity, ConfigMap, ConfigMapVolumeSource, Container, KeyToPath, Lifecycle, LifecycleHandler,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, SecretVolumeSource, Service,
+    ServiceAccount, ServicePort, ServiceSpec, SleepAction, Volume, WeightedPodAffinityTerm,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::Value;
 
 use crate::instance::Instance;
+use crate::pods::{self, Labels, value};
 
 pub use crate::pods::GATEWAY_LABEL;
 
@@ -98,15 +114,29 @@ pub const RBAC_PROXY_BINDING: &str = "d8:alb:proxies:rbac-proxy";
 
 /// [`RBAC_PROXY_BINDING`] for `accounts` (the ServiceAccounts of the proxies, one per
 /// Gateway in its namespace, and of the geoproxies).
-pub fn rbac_proxy_binding(accounts: impl IntoIterator<Item = ObjectKey>) -> Value {
-    let subjects: Vec<Value> = accounts
-        .into_iter()
-        .map(|a| json!({"kind": "ServiceAccount", "name": a.name(), "namespace": a.namespace()}))
-        .collect();
-    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": RBAC_PROXY_BINDING},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RBAC_PROXY_ROLE},
-        "subjects": subjects})
+pub fn rbac_proxy_binding(accounts: impl IntoIterator<Item = ObjectKey>) -> ClusterRoleBinding {
+    ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some(RBAC_PROXY_BINDING.to_owned()),
+            ..ObjectMeta::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".to_owned()),
+            kind: "ClusterRole".to_owned(),
+            name: RBAC_PROXY_ROLE.to_owned(),
+        },
+        subjects: Some(
+            accounts
+                .into_iter()
+                .map(|a| Subject {
+                    kind: "ServiceAccount".to_owned(),
+                    name: a.name().to_owned(),
+                    namespace: Some(a.namespace().to_owned()),
+                    ..Subject::default()
+                })
+                .collect(),
+        ),
+    }
 }
 
 /// The name of a Gateway's workload, ServiceAccount and PodDisruptionBudget.
@@ -243,8 +273,8 @@ pub fn ports(spec: &InstanceSpec, has_certificate: bool) -> Vec<InletPort> {
 }
 
 /// The labels of everything made for `gateway`'s proxies.
-fn labels(instance: &Instance, gateway: &ObjectKey) -> Value {
-    crate::pods::labels(instance, gateway, crate::pods::PROXY_APP)
+fn labels(instance: &Instance, gateway: &ObjectKey) -> Labels {
+    pods::labels(instance, gateway, pods::PROXY_APP)
 }
 
 /// Where the proxy container mounts the GeoIP databases, under [`WORKING_DIR`]: Envoy
@@ -253,7 +283,11 @@ fn labels(instance: &Instance, gateway: &ObjectKey) -> Value {
 const GEOIP_MOUNT: &str = "/etc/fairlead/geoip";
 
 /// The GeoIP downloader container (`init`: before Envoy starts; else the sidecar).
-fn downloader(settings: &Settings, downloads: &crate::geoproxy::Downloads, init: bool) -> Value {
+fn downloader(
+    settings: &Settings,
+    downloads: &crate::geoproxy::Downloads,
+    init: bool,
+) -> Container {
     let editions: Vec<&str> = downloads.editions.iter().map(|e| e.id()).collect();
     let mut args = vec![
         "edge".to_owned(),
@@ -273,27 +307,34 @@ fn downloader(settings: &Settings, downloads: &crate::geoproxy::Downloads, init:
             settings.geoproxy.downloader_interval.to_string(),
         ]);
     }
-    json!({
-        "name": if init { "geo-downloader-init" } else { "geo-downloader" },
-        "image": settings.proxy_image,
-        "args": args,
+    Container {
+        name: if init {
+            "geo-downloader-init"
+        } else {
+            "geo-downloader"
+        }
+        .to_owned(),
+        image: Some(settings.proxy_image.clone()),
+        args: Some(args),
         // A City download in hand (about 70 MB) and the database it unpacks to (about
         // 130 MB) at once.
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-            "limits": {"memory": "512Mi"}},
-        "securityContext": crate::pods::hardened(),
-        "volumeMounts": [{"name": "geoip", "mountPath": GEOIP_MOUNT},
-            {"name": "tmp", "mountPath": "/tmp"}],
-    })
+        resources: Some(pods::resources("10m", "32Mi", "512Mi")),
+        security_context: Some(pods::hardened()),
+        volume_mounts: Some(vec![
+            pods::mount("geoip", GEOIP_MOUNT, false),
+            pods::mount("tmp", "/tmp", false),
+        ]),
+        ..Container::default()
+    }
 }
 
-fn metadata(name: &str, instance: &Instance, gateway: &ObjectKey, owners: &[Value]) -> Value {
-    json!({
-        "name": name,
-        "namespace": gateway.namespace(),
-        "labels": labels(instance, gateway),
-        "ownerReferences": owners,
-    })
+fn metadata(
+    name: &str,
+    instance: &Instance,
+    gateway: &ObjectKey,
+    owners: &[OwnerReference],
+) -> ObjectMeta {
+    pods::metadata(name, gateway, labels(instance, gateway), owners)
 }
 
 /// The bootstrap a Gateway's proxies run with.
@@ -346,17 +387,68 @@ pub struct RenderError {
     source: fairlead_edge_bootstrap::BootstrapError,
 }
 
+/// A Gateway's proxy workload: what runs Envoy for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// The proxies' ServiceAccount.
+    pub service_account: ServiceAccount,
+    /// Envoy's bootstrap and the SDS document of the proxies' client certificate.
+    pub bootstrap: ConfigMap,
+    /// The proxies.
+    pub proxies: Proxies,
+    /// The LoadBalancer Service in front of them (none for host ports).
+    pub service: Option<Service>,
+}
+
+/// The proxies of a Gateway: on every node for a ClusterALBInstance, two spread replicas
+/// with a disruption budget for an ALBInstance.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Proxies {
+    /// A ClusterALBInstance's.
+    DaemonSet(Box<DaemonSet>),
+    /// An ALBInstance's.
+    Deployment(Box<Deployment>, Box<PodDisruptionBudget>),
+}
+
+impl Workload {
+    /// Whether the proxies take ports on their nodes (a HostPort inlet).
+    pub fn host_ports(&self) -> bool {
+        let spec = match &self.proxies {
+            Proxies::DaemonSet(d) => d.spec.as_ref().map(|s| &s.template),
+            Proxies::Deployment(d, _) => d.spec.as_ref().map(|s| &s.template),
+        };
+        spec.and_then(|t| t.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .and_then(|c| c.ports.as_ref())
+            .is_some_and(|ports| ports.iter().any(|p| p.host_port.is_some()))
+    }
+
+    /// The objects as JSON, in the order they are applied.
+    pub fn values(&self) -> Vec<Value> {
+        let mut out = vec![value(&self.service_account), value(&self.bootstrap)];
+        match &self.proxies {
+            Proxies::DaemonSet(d) => out.push(value(d.as_ref())),
+            Proxies::Deployment(d, budget) => {
+                out.push(value(d.as_ref()));
+                out.push(value(budget.as_ref()));
+            }
+        }
+        out.extend(self.service.iter().map(value));
+        out
+    }
+}
+
 /// The objects of `instance`'s proxy workload for `gateway` (ports as [`ports`] says),
 /// owned by `owners`, its pods downloading the GeoIP databases of `downloads` beside Envoy
 /// ([`crate::geoproxy::Plan::downloads`]).
 pub fn objects(
     instance: &Instance,
     gateway: &ObjectKey,
-    owners: &[Value],
+    owners: &[OwnerReference],
     has_certificate: bool,
     downloads: Option<&crate::geoproxy::Downloads>,
     settings: &Settings,
-) -> Result<Vec<Value>, RenderError> {
+) -> Result<Workload, RenderError> {
     let error = |source| RenderError {
         gateway: gateway.clone(),
         source,
@@ -376,47 +468,80 @@ pub fn objects(
         .inlet
         .as_ref()
         .is_some_and(|i| i.type_ == "HostPort");
-    let mut out = vec![
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": metadata(&name, instance, gateway, owners)}),
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": metadata(&bootstrap_config_map(gateway), instance, gateway, owners),
-            "data": {"envoy.yaml": bootstrap, "xds-client-sds.json": sds}}),
-    ];
     let template = pod_template(instance, gateway, &ports, host_ports, downloads, settings);
-    let selector = json!({"matchLabels": {GATEWAY_LABEL: gateway.name(),
-        "app.kubernetes.io/name": crate::pods::PROXY_APP}});
-    if instance.kind == "ClusterALBInstance" {
-        out.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": metadata(&name, instance, gateway, owners),
-            "spec": {"selector": selector, "template": template,
-                "updateStrategy": {"type": "RollingUpdate",
-                    "rollingUpdate": {"maxUnavailable": 1}}}}));
+    let selector = pods::match_labels(pods::selector(gateway, pods::PROXY_APP));
+    let proxies = if instance.kind == "ClusterALBInstance" {
+        Proxies::DaemonSet(Box::new(DaemonSet {
+            metadata: metadata(&name, instance, gateway, owners),
+            spec: Some(DaemonSetSpec {
+                selector,
+                template,
+                update_strategy: Some(DaemonSetUpdateStrategy {
+                    type_: Some("RollingUpdate".to_owned()),
+                    rolling_update: Some(RollingUpdateDaemonSet {
+                        max_unavailable: Some(IntOrString::Int(1)),
+                        ..RollingUpdateDaemonSet::default()
+                    }),
+                }),
+                ..DaemonSetSpec::default()
+            }),
+            ..DaemonSet::default()
+        }))
     } else {
-        out.push(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": metadata(&name, instance, gateway, owners),
-            "spec": {"replicas": 2, "selector": selector, "template": template,
-                "strategy": {"type": "RollingUpdate",
-                    "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}}}));
-        out.push(
-            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": metadata(&name, instance, gateway, owners),
-            "spec": {"maxUnavailable": 1, "selector": selector}}),
-        );
-    }
-    if !host_ports {
-        out.push(service(instance, gateway, owners, &ports));
-    }
-    Ok(out)
+        Proxies::Deployment(
+            Box::new(Deployment {
+                metadata: metadata(&name, instance, gateway, owners),
+                spec: Some(DeploymentSpec {
+                    replicas: Some(2),
+                    selector: selector.clone(),
+                    template,
+                    strategy: Some(DeploymentStrategy {
+                        type_: Some("RollingUpdate".to_owned()),
+                        rolling_update: Some(RollingUpdateDeployment {
+                            max_unavailable: Some(IntOrString::Int(0)),
+                            max_surge: Some(IntOrString::Int(1)),
+                        }),
+                    }),
+                    ..DeploymentSpec::default()
+                }),
+                ..Deployment::default()
+            }),
+            Box::new(PodDisruptionBudget {
+                metadata: metadata(&name, instance, gateway, owners),
+                spec: Some(PodDisruptionBudgetSpec {
+                    max_unavailable: Some(IntOrString::Int(1)),
+                    selector: Some(selector),
+                    ..PodDisruptionBudgetSpec::default()
+                }),
+                ..PodDisruptionBudget::default()
+            }),
+        )
+    };
+    Ok(Workload {
+        service_account: ServiceAccount {
+            metadata: metadata(&name, instance, gateway, owners),
+            ..ServiceAccount::default()
+        },
+        bootstrap: ConfigMap {
+            metadata: metadata(&bootstrap_config_map(gateway), instance, gateway, owners),
+            data: Some(BTreeMap::from([
+                ("envoy.yaml".to_owned(), bootstrap),
+                ("xds-client-sds.json".to_owned(), sds),
+            ])),
+            ..ConfigMap::default()
+        },
+        proxies,
+        service: (!host_ports).then(|| service(instance, gateway, owners, &ports)),
+    })
 }
 
 /// The LoadBalancer Service in front of the proxies.
 fn service(
     instance: &Instance,
     gateway: &ObjectKey,
-    owners: &[Value],
+    owners: &[OwnerReference],
     ports: &[InletPort],
-) -> Value {
+) -> Service {
     let lb = instance
         .spec
         .inlet
@@ -424,27 +549,103 @@ fn service(
         .and_then(|i| i.load_balancer.as_ref());
     let mut meta = metadata(&load_balancer_service(gateway), instance, gateway, owners);
     if let Some(annotations) = lb.and_then(|l| l.service_annotations.as_ref()) {
-        meta["annotations"] = json!(annotations);
+        meta.annotations = Some(annotations.clone().into_iter().collect());
     }
-    let mut spec = json!({
-        "type": "LoadBalancer",
-        // The client's own address reaches Envoy (acceptRequestsFrom, access logs).
-        "externalTrafficPolicy": "Local",
-        "selector": {GATEWAY_LABEL: gateway.name(), "app.kubernetes.io/name": crate::pods::PROXY_APP},
-        "ports": ports.iter().map(|p| json!({
-            "name": p.name,
-            "port": p.exposed,
-            "targetPort": container_port(p.listener),
-            "protocol": p.protocol,
-        })).collect::<Vec<_>>(),
-    });
-    if let Some(class) = lb.and_then(|l| l.load_balancer_class.as_ref()) {
-        spec["loadBalancerClass"] = json!(class);
+    Service {
+        metadata: meta,
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".to_owned()),
+            // The client's own address reaches Envoy (acceptRequestsFrom, access logs).
+            external_traffic_policy: Some("Local".to_owned()),
+            selector: Some(pods::selector(gateway, pods::PROXY_APP)),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|p| ServicePort {
+                        name: Some(p.name.clone()),
+                        port: i32::from(p.exposed),
+                        target_port: Some(IntOrString::Int(i32::from(container_port(p.listener)))),
+                        protocol: Some(p.protocol.to_owned()),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
+            load_balancer_class: lb.and_then(|l| l.load_balancer_class.clone()),
+            load_balancer_source_ranges: lb.and_then(|l| l.load_balancer_source_ranges.clone()),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
     }
-    if let Some(ranges) = lb.and_then(|l| l.load_balancer_source_ranges.as_ref()) {
-        spec["loadBalancerSourceRanges"] = json!(ranges);
+}
+
+/// The proxy container.
+fn proxy(
+    instance: &Instance,
+    ports: &[InletPort],
+    host_ports: bool,
+    settings: &Settings,
+) -> Container {
+    let container_ports = ports
+        .iter()
+        .map(|p| {
+            pods::port(
+                &p.name,
+                container_port(p.listener),
+                p.protocol,
+                host_ports.then_some(p.exposed),
+            )
+        })
+        .chain([pods::port("health", HEALTH_PORT, "TCP", None)])
+        .collect();
+    let args = [
+        "edge",
+        "proxy",
+        "--bootstrap-file",
+        &format!("{BOOTSTRAP_DIR}/envoy.yaml"),
+        "--envoy-admin-address",
+        &format!("127.0.0.1:{ADMIN_PORT}"),
+        "--metrics-addr",
+        &format!("127.0.0.1:{METRICS_PORT}"),
+        "--health-addr",
+        &format!("0.0.0.0:{HEALTH_PORT}"),
+        "--work-dir",
+        "/var/run/fairlead",
+        "--envoy-log-level",
+        envoy_log_level(&instance.spec),
+        "--drain-deadline",
+        &DRAIN_SECONDS.to_string(),
+    ];
+    Container {
+        name: "proxy".to_owned(),
+        image: Some(settings.proxy_image.clone()),
+        working_dir: Some(WORKING_DIR.to_owned()),
+        args: Some(args.iter().map(|a| (*a).to_owned()).collect()),
+        env: Some(vec![
+            pods::field("POD_NAME", "metadata.name"),
+            pods::field("POD_NAMESPACE", "metadata.namespace"),
+        ]),
+        ports: Some(container_ports),
+        readiness_probe: Some(pods::probe("/readyz", HEALTH_PORT, 2, 2)),
+        liveness_probe: Some(pods::probe("/healthz", HEALTH_PORT, 10, 3)),
+        lifecycle: Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                sleep: Some(SleepAction {
+                    seconds: i64::try_from(PRE_STOP_SECONDS).unwrap_or(i64::MAX),
+                }),
+                ..LifecycleHandler::default()
+            }),
+            ..Lifecycle::default()
+        }),
+        resources: Some(pods::resources("100m", "128Mi", "1Gi")),
+        security_context: Some(pods::hardened()),
+        volume_mounts: Some(vec![
+            pods::mount("bootstrap", &format!("{WORKING_DIR}/{BOOTSTRAP_DIR}"), true),
+            pods::mount("xds-tls", &format!("{WORKING_DIR}/{XDS_TLS_DIR}"), true),
+            pods::mount("run", "/var/run/fairlead", false),
+            pods::mount("tmp", "/tmp", false),
+        ]),
+        ..Container::default()
     }
-    json!({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec})
 }
 
 /// The proxy pods' template.
@@ -455,121 +656,123 @@ fn pod_template(
     host_ports: bool,
     downloads: Option<&crate::geoproxy::Downloads>,
     settings: &Settings,
-) -> Value {
-    let hardened = crate::pods::hardened();
-    let container_ports: Vec<Value> = ports
-        .iter()
-        .map(|p| {
-            let mut port = json!({"name": p.name, "containerPort": container_port(p.listener),
-                "protocol": p.protocol});
-            if host_ports {
-                port["hostPort"] = json!(p.exposed);
-            }
-            port
-        })
-        .chain([json!({"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"})])
-        .collect();
-    let proxy = json!({
-        "name": "proxy",
-        "image": settings.proxy_image,
-        "workingDir": WORKING_DIR,
-        "args": [
-            "edge", "proxy",
-            "--bootstrap-file", format!("{BOOTSTRAP_DIR}/envoy.yaml"),
-            "--envoy-admin-address", format!("127.0.0.1:{ADMIN_PORT}"),
-            "--metrics-addr", format!("127.0.0.1:{METRICS_PORT}"),
-            "--health-addr", format!("0.0.0.0:{HEALTH_PORT}"),
-            "--work-dir", "/var/run/fairlead",
-            "--envoy-log-level", envoy_log_level(&instance.spec),
-            "--drain-deadline", DRAIN_SECONDS.to_string(),
-        ],
-        "env": [
-            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        ],
-        "ports": container_ports,
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": HEALTH_PORT},
-            "periodSeconds": 2, "failureThreshold": 2},
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": HEALTH_PORT},
-            "periodSeconds": 10, "failureThreshold": 3},
-        "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}},
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-            "limits": {"memory": "1Gi"}},
-        "securityContext": hardened,
-        "volumeMounts": [
-            {"name": "bootstrap", "mountPath": format!("{WORKING_DIR}/{BOOTSTRAP_DIR}"), "readOnly": true},
-            {"name": "xds-tls", "mountPath": format!("{WORKING_DIR}/{XDS_TLS_DIR}"), "readOnly": true},
-            {"name": "run", "mountPath": "/var/run/fairlead"},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    });
-    let rbac_proxy = crate::pods::rbac_proxy(
+) -> PodTemplateSpec {
+    let mut proxy = proxy(instance, ports, host_ports, settings);
+    let rbac_proxy = pods::rbac_proxy(
         &settings.rbac_proxy_image,
         RBAC_PROXY_PORT,
         METRICS_PORT,
         "/metrics,/stats/prometheus",
     );
-    let mut spec = json!({
-        "serviceAccountName": workload_name(gateway),
-        "terminationGracePeriodSeconds": PRE_STOP_SECONDS + DRAIN_SECONDS + 15,
-        "securityContext": crate::pods::security(),
-        "containers": [proxy, rbac_proxy],
-        "volumes": [
-            {"name": "bootstrap", "configMap": {"name": bootstrap_config_map(gateway)}},
-            {"name": "xds-tls", "secret": {"secretName": client_secret(gateway),
-                "defaultMode": 0o440}},
-            {"name": "run", "emptyDir": {}},
-            {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
-        ],
-    });
+    let mut volumes = vec![
+        Volume {
+            name: "bootstrap".to_owned(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: bootstrap_config_map(gateway),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        Volume {
+            name: "xds-tls".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(client_secret(gateway)),
+                default_mode: Some(0o440),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        pods::empty_dir("run", None, false),
+        pods::empty_dir("tmp", Some("16Mi"), true),
+    ];
     if let Some(secret) = collector(&instance.spec, gateway)
         .as_ref()
         .and_then(collector_ca_secret)
     {
-        spec["volumes"]
-            .as_array_mut()
-            .expect("volumes")
-            .push(json!({"name": "otlp-ca", "secret": {"secretName": secret,
-                "items": [{"key": COLLECTOR_CA_KEY, "path": COLLECTOR_CA_KEY}]}}));
-        spec["containers"][0]["volumeMounts"]
-            .as_array_mut()
-            .expect("mounts")
-            .push(json!({"name": "otlp-ca", "mountPath": format!("{WORKING_DIR}/{OTLP_CA_DIR}"), "readOnly": true}));
+        volumes.push(Volume {
+            name: "otlp-ca".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.to_owned()),
+                items: Some(vec![KeyToPath {
+                    key: COLLECTOR_CA_KEY.to_owned(),
+                    path: COLLECTOR_CA_KEY.to_owned(),
+                    ..KeyToPath::default()
+                }]),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        if let Some(mounts) = proxy.volume_mounts.as_mut() {
+            mounts.push(pods::mount(
+                "otlp-ca",
+                &format!("{WORKING_DIR}/{OTLP_CA_DIR}"),
+                true,
+            ));
+        }
     }
+    let mut init_containers = None;
+    let mut sidecars = Vec::new();
     if let Some(downloads) = downloads {
         // The databases before Envoy starts, kept fresh beside it; Envoy learns from the
         // proxy which ones it holds.
-        spec["initContainers"] = json!([downloader(settings, downloads, true)]);
-        let containers = spec["containers"].as_array_mut().expect("containers");
-        containers.push(downloader(settings, downloads, false));
-        let proxy = &mut containers[0];
-        let args = proxy["args"].as_array_mut().expect("args");
-        args.extend([
-            json!("--geoip-dir"),
-            json!(fairlead_edge_api::geoip::PROXY_DIR),
-        ]);
-        proxy["volumeMounts"]
-            .as_array_mut()
-            .expect("mounts")
-            .push(json!({"name": "geoip", "mountPath": GEOIP_MOUNT, "readOnly": true}));
-        spec["volumes"]
-            .as_array_mut()
-            .expect("volumes")
-            .push(json!({"name": "geoip", "emptyDir": {"sizeLimit": "1Gi"}}));
+        init_containers = Some(vec![downloader(settings, downloads, true)]);
+        sidecars.push(downloader(settings, downloads, false));
+        if let Some(args) = proxy.args.as_mut() {
+            args.extend([
+                "--geoip-dir".to_owned(),
+                fairlead_edge_api::geoip::PROXY_DIR.to_owned(),
+            ]);
+        }
+        if let Some(mounts) = proxy.volume_mounts.as_mut() {
+            mounts.push(pods::mount("geoip", GEOIP_MOUNT, true));
+        }
+        volumes.push(pods::empty_dir("geoip", Some("1Gi"), false));
     }
-    if let Some(selector) = &instance.spec.node_selector {
-        spec["nodeSelector"] = json!(selector);
+    let mut containers = vec![proxy, rbac_proxy];
+    containers.extend(sidecars);
+    let affinity = (instance.kind == "ALBInstance").then(|| Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        topology_key: "kubernetes.io/hostname".to_owned(),
+                        label_selector: Some(pods::match_labels(BTreeMap::from([(
+                            GATEWAY_LABEL.to_owned(),
+                            gateway.name().to_owned(),
+                        )]))),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    });
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels(instance, gateway)),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            service_account_name: Some(workload_name(gateway)),
+            termination_grace_period_seconds: Some(
+                i64::try_from(PRE_STOP_SECONDS + DRAIN_SECONDS + 15).unwrap_or(i64::MAX),
+            ),
+            security_context: Some(pods::security()),
+            init_containers,
+            containers,
+            volumes: Some(volumes),
+            node_selector: instance
+                .spec
+                .node_selector
+                .clone()
+                .map(|s| s.into_iter().collect()),
+            tolerations: instance.spec.tolerations.clone(),
+            affinity,
+            ..PodSpec::default()
+        }),
     }
-    if let Some(tolerations) = &instance.spec.tolerations {
-        spec["tolerations"] = json!(tolerations);
-    }
-    if instance.kind == "ALBInstance" {
-        spec["affinity"] = json!({"podAntiAffinity": {
-            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
-                "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                    "labelSelector": {"matchLabels": {GATEWAY_LABEL: gateway.name()}}}}]}});
-    }
-    json!({"metadata": {"labels": labels(instance, gateway)}, "spec": spec})
 }
 
 #[cfg(test)]
@@ -578,6 +781,7 @@ mod tests {
     use fairlead_edge_api::types::{
         AdditionalPort, HostPortInlet, Inlet, LoadBalancerInlet, OpenTelemetry, ServiceRef, Tracing,
     };
+    use serde_json::json;
 
     #[test]
     fn every_proxy_account_may_run_kube_rbac_proxy() {
@@ -585,11 +789,11 @@ mod tests {
             ObjectKey::new("d8-alb", "public"),
             ObjectKey::new("team", "shop"),
         ];
-        let binding = rbac_proxy_binding(
+        let binding = value(&rbac_proxy_binding(
             gateways
                 .iter()
                 .map(|g| ObjectKey::new(g.namespace(), workload_name(g))),
-        );
+        ));
         assert_eq!(binding["roleRef"]["name"], RBAC_PROXY_ROLE);
         assert_eq!(
             binding["subjects"],
@@ -598,7 +802,7 @@ mod tests {
                 {"kind": "ServiceAccount", "name": "d8-alb-shop", "namespace": "team"}
             ])
         );
-        assert_eq!(rbac_proxy_binding([])["subjects"], json!([]));
+        assert_eq!(value(&rbac_proxy_binding([]))["subjects"], json!([]));
     }
 
     fn instance(kind: &'static str, inlet: Inlet) -> Instance {
@@ -647,8 +851,10 @@ mod tests {
         );
         i.spec.enable_http3 = Some(true);
         let gateway = ObjectKey::new("d8-alb", "public");
-        let owners = [json!({"kind": "ClusterALBInstance", "name": "main"})];
-        let objects = objects(&i, &gateway, &owners, true, None, &Settings::default()).unwrap();
+        let owners = [i.reference(true)];
+        let objects = objects(&i, &gateway, &owners, true, None, &Settings::default())
+            .unwrap()
+            .values();
         let kinds: Vec<&str> = objects
             .iter()
             .map(|o| o["kind"].as_str().unwrap())
@@ -758,7 +964,9 @@ mod tests {
             },
         );
         let gateway = ObjectKey::new("d8-alb", "public");
-        let objects = objects(&i, &gateway, &[], true, None, &Settings::default()).unwrap();
+        let objects = objects(&i, &gateway, &[], true, None, &Settings::default())
+            .unwrap()
+            .values();
         assert!(
             find(&objects, "Service").is_none(),
             "no Service for host ports"
@@ -795,7 +1003,9 @@ mod tests {
             }),
         });
         let gateway = ObjectKey::new("team", "public");
-        let objects = objects(&i, &gateway, &[], false, None, &Settings::default()).unwrap();
+        let objects = objects(&i, &gateway, &[], false, None, &Settings::default())
+            .unwrap()
+            .values();
         let kinds: Vec<&str> = objects
             .iter()
             .map(|o| o["kind"].as_str().unwrap())
@@ -857,7 +1067,9 @@ mod tests {
             .otlp
             .unwrap();
         assert_eq!(otlp.ca_file.as_deref(), Some("otlp-ca/cacert"));
-        let with_ca = super::objects(&i, &gateway, &[], false, None, &Settings::default()).unwrap();
+        let with_ca = super::objects(&i, &gateway, &[], false, None, &Settings::default())
+            .unwrap()
+            .values();
         let pod = &find(&with_ca, "Deployment").unwrap()["spec"]["template"]["spec"];
         let volume = pod["volumes"]
             .as_array()
@@ -886,7 +1098,9 @@ mod tests {
             },
         );
         let gateway = ObjectKey::new("d8-alb", "public");
-        let plain = objects(&i, &gateway, &[], false, None, &Settings::default()).unwrap();
+        let plain = objects(&i, &gateway, &[], false, None, &Settings::default())
+            .unwrap()
+            .values();
         let pod = &find(&plain, "DaemonSet").unwrap()["spec"]["template"]["spec"];
         assert!(
             pod.get("initContainers").is_none(),
@@ -906,7 +1120,8 @@ mod tests {
             plan.downloads.as_ref(),
             &Settings::default(),
         )
-        .unwrap();
+        .unwrap()
+        .values();
         let pod = &find(&geo, "DaemonSet").unwrap()["spec"]["template"]["spec"];
         let args = |c: &Value| -> Vec<String> {
             c["args"]

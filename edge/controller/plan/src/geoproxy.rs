@@ -23,11 +23,27 @@
 //! `maxmindMirror.url` at its Service (`http://d8-alb-<gateway>-geoproxy.<namespace>.svc:8080/download`),
 //! as Deckhouse's documentation shows.
 
+use std::collections::BTreeMap;
+
 use fairlead_edge_api::geoip::Edition;
 use fairlead_key::ObjectKey;
-use serde_json::{Value, json};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::{
+    StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
+};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, EnvVarSource, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec,
+    PodTemplateSpec, Secret, SecretKeySelector, Service, ServiceAccount, ServicePort, ServiceSpec,
+    VolumeResourceRequirements,
+};
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::Value;
 
 use crate::instance::Instance;
+use crate::pods::{self, Labels, value};
 
 /// The port the geoproxy serves databases on.
 pub const HTTP_PORT: u16 = 8080;
@@ -301,8 +317,8 @@ impl Default for Settings {
 }
 
 /// The labels of everything made for `gateway`'s geoproxy.
-fn labels(instance: &Instance, gateway: &ObjectKey) -> Value {
-    crate::pods::labels(instance, gateway, crate::pods::GEOPROXY_APP)
+fn labels(instance: &Instance, gateway: &ObjectKey) -> Labels {
+    pods::labels(instance, gateway, pods::GEOPROXY_APP)
 }
 
 /// The images a geoproxy's pod runs.
@@ -314,33 +330,43 @@ pub struct Images<'a> {
     pub rbac_proxy: &'a str,
 }
 
-/// The geoproxy's objects for `gateway` with `licence`, owned by `owners`, made as
-/// `settings` say with `images`: its licence copy, ServiceAccount, RoleBinding, Service
-/// and StatefulSet.
-pub fn objects(
-    instance: &Instance,
-    gateway: &ObjectKey,
-    owners: &[Value],
-    geoproxy: &Geoproxy,
-    licence: &Licence,
-    settings: &Settings,
-    images: Images<'_>,
-) -> Vec<Value> {
-    use base64::Engine as _;
-    let name = name(gateway);
-    let metadata = |name: &str| {
-        json!({"name": name, "namespace": gateway.namespace(),
-            "labels": labels(instance, gateway), "ownerReferences": owners})
-    };
-    let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-    let mut data = json!({LICENSE_KEY: encode(&licence.key)});
-    if let Some(account) = &licence.account_id {
-        data[ACCOUNT_ID] = json!(encode(account));
+/// A Gateway's geoproxy: its licence copy, ServiceAccount, RoleBinding, Service and
+/// StatefulSet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Objects {
+    /// The copy of the instance's licence its pod reads.
+    pub licence: Secret,
+    /// Its ServiceAccount.
+    pub service_account: ServiceAccount,
+    /// Its RoleBinding to [`LEASE_ROLE`] in [`LEASE_NAMESPACE`]: no owner (an ALBInstance
+    /// cannot own what is in another namespace); it goes with the geoproxy, by name.
+    pub binding: RoleBinding,
+    /// Its Service.
+    pub service: Service,
+    /// Its StatefulSet.
+    pub stateful_set: StatefulSet,
+}
+
+impl Objects {
+    /// The objects as JSON, in the order they are applied.
+    pub fn values(&self) -> Vec<Value> {
+        vec![
+            value(&self.licence),
+            value(&self.service_account),
+            value(&self.binding),
+            value(&self.service),
+            value(&self.stateful_set),
+        ]
     }
-    let mut binding_labels = labels(instance, gateway);
-    binding_labels[GATEWAY_NAMESPACE_LABEL] = json!(gateway.namespace());
-    let selector = json!({crate::pods::GATEWAY_LABEL: gateway.name(),
-        "app.kubernetes.io/name": crate::pods::GEOPROXY_APP});
+}
+
+/// The geoproxy container.
+fn container(
+    gateway: &ObjectKey,
+    geoproxy: &Geoproxy,
+    settings: &Settings,
+    image: &str,
+) -> Container {
     let editions: Vec<&str> = geoproxy.editions.iter().map(|e| e.id()).collect();
     let lease = lease(gateway);
     let mut args = vec![
@@ -368,84 +394,193 @@ pub fn objects(
     if let Some(mirror) = &geoproxy.mirror {
         args.extend(["--mirror".into(), mirror.clone()]);
     }
-    let secret_env = |env: &str, key: &str, optional: bool| {
-        json!({"name": env, "valueFrom": {"secretKeyRef": {"name": licence_secret(gateway),
-            "key": key, "optional": optional}}})
+    let secret_env = |env: &str, key: &str, optional: bool| EnvVar {
+        name: env.to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: licence_secret(gateway),
+                key: key.to_owned(),
+                optional: Some(optional),
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
     };
-    let hardened = crate::pods::hardened();
-    let container = json!({
-        "name": "geoproxy",
-        "image": images.geoproxy,
-        "args": args,
-        "env": [
-            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    Container {
+        name: "geoproxy".to_owned(),
+        image: Some(image.to_owned()),
+        args: Some(args),
+        env: Some(vec![
+            pods::field("POD_NAME", "metadata.name"),
+            pods::field("POD_NAMESPACE", "metadata.namespace"),
             secret_env("MAXMIND_LICENSE_KEY", LICENSE_KEY, false),
             secret_env("MAXMIND_ACCOUNT_ID", ACCOUNT_ID, true),
-        ],
-        "ports": [
-            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
-            {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"},
-        ],
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": HEALTH_PORT},
-            "periodSeconds": 5, "failureThreshold": 2},
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": HEALTH_PORT},
-            "periodSeconds": 10, "failureThreshold": 3},
+        ]),
+        ports: Some(vec![
+            pods::port("http", HTTP_PORT, "TCP", None),
+            pods::port("health", HEALTH_PORT, "TCP", None),
+        ]),
+        readiness_probe: Some(pods::probe("/readyz", HEALTH_PORT, 5, 2)),
+        liveness_probe: Some(pods::probe("/healthz", HEALTH_PORT, 10, 3)),
         // Editions are refreshed one at a time; the largest (GeoIP2-City) is a download of
         // about 70 MB and a database of about 130 MB in hand at once, besides what serves.
-        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
-            "limits": {"memory": "1Gi"}},
-        "securityContext": hardened,
-        "volumeMounts": [
-            {"name": "data", "mountPath": DATA_DIR},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    });
-    let rbac_proxy =
-        crate::pods::rbac_proxy(images.rbac_proxy, RBAC_PROXY_PORT, ADMIN_PORT, "/metrics");
-    let mut volumes =
-        vec![json!({"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})];
-    let mut spec = json!({
-        "replicas": settings.replicas,
-        "serviceName": name,
-        "selector": {"matchLabels": selector},
-        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
-        "template": {
-            "metadata": {"labels": labels(instance, gateway),
-                "annotations": {"alb.deckhouse.io/license-checksum": licence.checksum()}},
-            "spec": {
-                "serviceAccountName": name,
-                "securityContext": crate::pods::security(),
-                "containers": [container, rbac_proxy],
-            },
-        },
-    });
-    match &settings.storage_class {
-        Some(class) => {
-            spec["volumeClaimTemplates"] = json!([{"metadata": {"name": "data"},
-                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
-                    "resources": {"requests": {"storage": "1Gi"}}}}]);
-        }
-        None => volumes.push(json!({"name": "data", "emptyDir": {"sizeLimit": "1Gi"}})),
+        resources: Some(pods::resources("10m", "64Mi", "1Gi")),
+        security_context: Some(pods::hardened()),
+        volume_mounts: Some(vec![
+            pods::mount("data", DATA_DIR, false),
+            pods::mount("tmp", "/tmp", false),
+        ]),
+        ..Container::default()
     }
-    spec["template"]["spec"]["volumes"] = json!(volumes);
-    vec![
-        json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata(&licence_secret(gateway)),
-            "type": "Opaque", "data": data}),
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(&name)}),
-        // In the Leases' namespace: no owner (an ALBInstance cannot own what is in another
-        // namespace); it goes with the geoproxy, by name.
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": lease.name(), "namespace": LEASE_NAMESPACE,
-                "labels": binding_labels},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LEASE_ROLE},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": gateway.namespace()}]}),
-        json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata(&name),
-            "spec": {"selector": selector, "ports": [{"name": "http", "port": HTTP_PORT,
-                "targetPort": HTTP_PORT, "protocol": "TCP"}]}}),
-        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": metadata(&name),
-            "spec": spec}),
-    ]
+}
+
+/// The geoproxy's StatefulSet spec.
+fn stateful_set(
+    instance: &Instance,
+    gateway: &ObjectKey,
+    geoproxy: &Geoproxy,
+    licence: &Licence,
+    settings: &Settings,
+    images: Images<'_>,
+) -> StatefulSetSpec {
+    let rbac_proxy = pods::rbac_proxy(images.rbac_proxy, RBAC_PROXY_PORT, ADMIN_PORT, "/metrics");
+    let mut volumes = vec![pods::empty_dir("tmp", Some("16Mi"), true)];
+    let claims = match &settings.storage_class {
+        Some(class) => Some(vec![PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some("data".to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PersistentVolumeClaimSpec {
+                access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
+                storage_class_name: Some(class.clone()),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some(BTreeMap::from([(
+                        "storage".to_owned(),
+                        Quantity("1Gi".to_owned()),
+                    )])),
+                    ..VolumeResourceRequirements::default()
+                }),
+                ..PersistentVolumeClaimSpec::default()
+            }),
+            ..PersistentVolumeClaim::default()
+        }]),
+        None => {
+            volumes.push(pods::empty_dir("data", Some("1Gi"), false));
+            None
+        }
+    };
+    StatefulSetSpec {
+        replicas: Some(i32::try_from(settings.replicas).unwrap_or(i32::MAX)),
+        service_name: Some(name(gateway)),
+        selector: pods::match_labels(pods::selector(gateway, pods::GEOPROXY_APP)),
+        persistent_volume_claim_retention_policy: Some(
+            StatefulSetPersistentVolumeClaimRetentionPolicy {
+                when_deleted: Some("Delete".to_owned()),
+                when_scaled: Some("Retain".to_owned()),
+            },
+        ),
+        template: PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels(instance, gateway)),
+                annotations: Some(BTreeMap::from([(
+                    "alb.deckhouse.io/license-checksum".to_owned(),
+                    licence.checksum(),
+                )])),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(PodSpec {
+                service_account_name: Some(name(gateway)),
+                security_context: Some(pods::security()),
+                containers: vec![
+                    container(gateway, geoproxy, settings, images.geoproxy),
+                    rbac_proxy,
+                ],
+                volumes: Some(volumes),
+                ..PodSpec::default()
+            }),
+        },
+        volume_claim_templates: claims,
+        ..StatefulSetSpec::default()
+    }
+}
+
+/// The geoproxy's objects for `gateway` with `licence`, owned by `owners`, made as
+/// `settings` say with `images`.
+pub fn objects(
+    instance: &Instance,
+    gateway: &ObjectKey,
+    owners: &[OwnerReference],
+    geoproxy: &Geoproxy,
+    licence: &Licence,
+    settings: &Settings,
+    images: Images<'_>,
+) -> Objects {
+    let name = name(gateway);
+    let metadata = |name: &str| pods::metadata(name, gateway, labels(instance, gateway), owners);
+    let mut data = BTreeMap::from([(LICENSE_KEY.to_owned(), ByteString(licence.key.clone()))]);
+    if let Some(account) = &licence.account_id {
+        data.insert(ACCOUNT_ID.to_owned(), ByteString(account.clone()));
+    }
+    let mut binding_labels = labels(instance, gateway);
+    binding_labels.insert(
+        GATEWAY_NAMESPACE_LABEL.to_owned(),
+        gateway.namespace().to_owned(),
+    );
+    let lease = lease(gateway);
+    Objects {
+        licence: Secret {
+            metadata: metadata(&licence_secret(gateway)),
+            type_: Some("Opaque".to_owned()),
+            data: Some(data),
+            ..Secret::default()
+        },
+        service_account: ServiceAccount {
+            metadata: metadata(&name),
+            ..ServiceAccount::default()
+        },
+        binding: RoleBinding {
+            metadata: ObjectMeta {
+                name: Some(lease.name().to_owned()),
+                namespace: Some(LEASE_NAMESPACE.to_owned()),
+                labels: Some(binding_labels),
+                ..ObjectMeta::default()
+            },
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".to_owned()),
+                kind: "ClusterRole".to_owned(),
+                name: LEASE_ROLE.to_owned(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".to_owned(),
+                name: name.clone(),
+                namespace: Some(gateway.namespace().to_owned()),
+                ..Subject::default()
+            }]),
+        },
+        service: Service {
+            metadata: metadata(&name),
+            spec: Some(ServiceSpec {
+                selector: Some(pods::selector(gateway, pods::GEOPROXY_APP)),
+                ports: Some(vec![ServicePort {
+                    name: Some("http".to_owned()),
+                    port: i32::from(HTTP_PORT),
+                    target_port: Some(IntOrString::Int(i32::from(HTTP_PORT))),
+                    protocol: Some("TCP".to_owned()),
+                    ..ServicePort::default()
+                }]),
+                ..ServiceSpec::default()
+            }),
+            ..Service::default()
+        },
+        stateful_set: StatefulSet {
+            metadata: metadata(&name),
+            spec: Some(stateful_set(
+                instance, gateway, geoproxy, licence, settings, images,
+            )),
+            ..StatefulSet::default()
+        },
+    }
 }
 
 /// The instance's `GeoIP` condition: `(status, reason, message)`, or `None` when it asks
@@ -503,6 +638,7 @@ pub fn condition(
 mod tests {
     use super::*;
     use fairlead_edge_api::InstanceSpec;
+    use serde_json::json;
 
     const IMAGES: Images<'static> = Images {
         geoproxy: "proxy:test",
@@ -561,7 +697,7 @@ mod tests {
             key: b"k".to_vec(),
             account_id: None,
         };
-        let owners = [json!({"kind": "ClusterALBInstance", "name": "main"})];
+        let owners = [i.reference(true)];
         let objects = objects(
             &i,
             &gateway,
@@ -570,7 +706,8 @@ mod tests {
             &licence,
             &Settings::default(),
             IMAGES,
-        );
+        )
+        .values();
         let kinds: Vec<&str> = objects
             .iter()
             .map(|o| o["kind"].as_str().unwrap())
@@ -676,7 +813,8 @@ mod tests {
             &other,
             &settings,
             IMAGES,
-        );
+        )
+        .values();
         let set2 = &with_claims[4]["spec"];
         assert_eq!(
             set2["volumeClaimTemplates"][0]["spec"]["storageClassName"],

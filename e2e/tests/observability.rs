@@ -9,15 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fairlead_e2e::geo::{Mirror, city_database};
+use fairlead_e2e::{Up, until};
 use fairlead_kit::testing::free_port;
 use fairlead_kit::testing::prometheus::{Prometheus, tool};
 
-mod common;
-
-const BIN: &str = env!("CARGO_BIN_EXE_fairlead");
-
 fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let dir = fairlead_e2e::workspace().join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -162,23 +160,134 @@ fn promtool_checks_and_unit_tests_the_rules() {
     }
 }
 
+/// The metric families the dashboards and alerts read, each of which the world must export.
+const WANTED: &[&str] = &[
+    "swh_probe_total",
+    "swh_endpoints",
+    "swh_endpointslice_writes_total",
+    "swh_status_writes_total",
+    "alb_xds_connected_proxies",
+    "alb_xds_pushes_total",
+    "alb_xds_responses_total",
+    "alb_xds_push_latency_seconds_bucket",
+    "alb_xds_snapshot_resources",
+    "alb_xds_streams_refused_total",
+    "alb_xds_proxies_without_geoip",
+    "alb_controller_reconciles_total",
+    "alb_controller_instance_ready",
+    "alb_controller_certificate_expiry_timestamp_seconds",
+    "alb_controller_certificates_issued_total",
+    "alb_controller_webhook_requests_total",
+    "alb_controller_webhook_duration_seconds_bucket",
+    "envoy_http_downstream_rq_total",
+    "envoy_vhost_route_upstream_rq_completed",
+    "envoy_cluster_upstream_rq_xx",
+    "envoy_http_maxmind_total",
+    "envoy_http_maxmind_hit",
+    "envoy_maxmind_db_build_epoch",
+    "alb_geoproxy_downloads_total",
+    "alb_geoproxy_download_error",
+    "alb_geoproxy_database_build_timestamp_seconds",
+    "alb_geoproxy_served_bytes_total",
+    "k6_http_reqs_total",
+    "k6_http_req_duration_p99",
+    "k6_http_req_failed_rate",
+    "k6_checks_rate",
+    "k6_vus",
+    "k6_iterations_total",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_expression_parses_and_names_metrics_a_real_prometheus_scraped() {
     let backend = std::net::TcpListener::bind("127.0.0.5:0").unwrap();
     let port = backend.local_addr().unwrap().port();
-    let echo = echo().await;
-    let listener = free_port();
+    let (echo, listener) = (echo().await, free_port());
     let dir = tempfile::tempdir().unwrap();
     // GeoIP: a geoproxy (its databases from a mirror) and the filter on the proxy.
-    let mirror = common::Mirror::start().await.unwrap();
+    let mirror = Mirror::start().await.unwrap();
     mirror
         .publish(
             "GeoIP2-City",
-            common::city_database(1_770_000_000, "London", "GB", "ENG"),
+            city_database(1_770_000_000, "London", "GB", "ENG"),
         )
         .unwrap();
-    let mirror_url = &mirror.url;
-    std::fs::write(dir.path().join("world.yaml"), format!(r#"
+    std::fs::write(
+        dir.path().join("world.yaml"),
+        world(port, listener, echo, &mirror.url),
+    )
+    .unwrap();
+    // The graph's traffic overlay asks the Prometheus started below.
+    let (graph, prometheus_port) = (free_port(), free_port());
+    let up = Up::builder()
+        .option("--graph-addr", format!("127.0.0.1:{graph}"))
+        .option(
+            "--prometheus-url",
+            format!("http://127.0.0.1:{prometheus_port}"),
+        )
+        .manifests(dir.path())
+        .start();
+    let addresses = addresses(&up).await;
+    let prometheus = scrape(&up, prometheus_port, &addresses).await;
+    // Traffic through the proxy: successes, and server errors from the backend.
+    let lb_ip = addresses.load_balancer.clone();
+    let traffic = tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        loop {
+            for path in ["/", "/", "/", "/fail"] {
+                let _ = http
+                    .get(format!("http://{lb_ip}:{listener}{path}"))
+                    .header("host", "echo.example.com")
+                    // An address the GeoIP database knows.
+                    .header("x-real-ip", "81.2.69.142")
+                    .send()
+                    .await;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let proxy = tokio::spawn(proxy(up.xds_port, up.kubeconfig.clone()));
+    let target = format!("http://{}:{listener}", addresses.load_balancer);
+    k6_through_the_proxy(&prometheus, &target, dir.path()).await;
+    every_family_scraped(&prometheus).await;
+    every_expression_known(&prometheus).await;
+    let routes = prometheus
+        .query("sum by (route) (envoy_vhost_route_upstream_rq_completed)")
+        .await
+        .unwrap();
+    assert!(
+        routes
+            .iter()
+            .any(|r| r["metric"]["route"] == "httproute/default/echo/rule/0"),
+        "route statistics name their Gateway API rule: {routes:?}"
+    );
+    graph_overlays_traffic(graph).await;
+    traffic.abort();
+    let ready = prometheus
+        .query("sum by (swh, port) (swh_endpoints{state=\"ready\"})")
+        .await
+        .unwrap();
+    assert_eq!(
+        ready[0]["value"][1], "1",
+        "the dashboard's ready-endpoints query sees the probed pod"
+    );
+    kubectl_shows_the_bundles_columns(&up);
+    // The proxy streams until aborted: finished means it failed (TLS refused, a panic).
+    if proxy.is_finished() {
+        let result = proxy.await;
+        panic!("the proxy stopped early: {result:?}");
+    }
+    proxy.abort();
+    up.kill();
+    drop(backend);
+}
+
+/// The world: a pod probed through a ServiceWithHealthchecks on `port`, an instance with
+/// route statistics and GeoIP (a geoproxy, its databases from `mirror`) on `listener`,
+/// routes to the probed Service and to the `echo` backend, and another Service.
+fn world(port: u16, listener: u16, echo: u16, mirror: &str) -> String {
+    let mirror_url = mirror;
+    format!(
+        r#"
 apiVersion: v1
 kind: Pod
 metadata: {{name: web-a, labels: {{app: web}}}}
@@ -246,70 +355,45 @@ apiVersion: v1
 kind: Service
 metadata: {{name: other, namespace: default}}
 spec: {{ports: [{{name: http, port: 80}}]}}
-"#)).unwrap();
-    let admin = free_port();
-    let xds = free_port();
-    // The graph's traffic overlay asks the Prometheus started below.
-    let (graph, prometheus_port) = (free_port(), free_port());
-    let mut up = Command::new(BIN)
-        .args([
-            "--log-format",
-            "json",
-            "up",
-            "--api-addr",
-            "127.0.0.1:0",
-            "--admin-addr",
+"#
+    )
+}
+
+/// Where the world's parts are.
+struct Addresses {
+    /// The instance's proxy pod.
+    pod: String,
+    /// Its LoadBalancer Service.
+    load_balancer: String,
+    /// The geoproxy's pod.
+    geoproxy: String,
+}
+
+/// The instance's proxy: a real Envoy in a pod of the local runner, scraped at its metrics
+/// port (`/stats/prometheus`) as a PodMonitor would, its series labelled with the Gateway;
+/// clients reach it at its LoadBalancer Service's address. And the geoproxy's pod.
+async fn addresses(up: &Up) -> Addresses {
+    let jsonpath = |args: &[&str]| -> Option<String> {
+        let out = up.kubectl(args);
+        let text = String::from_utf8(out.stdout).ok()?;
+        (out.status.success() && !text.trim().is_empty()).then(|| text.trim().to_owned())
+    };
+    let pods = |path: &str| {
+        let path = format!("jsonpath={{.items[0].status.{path}}}");
+        jsonpath(&[
+            "get",
+            "pods",
+            "-n",
+            "d8-alb",
+            "-l",
+            "alb.deckhouse.io/gateway=gw",
+            "-o",
+            &path,
         ])
-        .arg(format!("127.0.0.1:{admin}"))
-        .arg("--xds-addr")
-        .arg(format!("127.0.0.1:{xds}"))
-        .arg("--graph-addr")
-        .arg(format!("127.0.0.1:{graph}"))
-        .arg("--prometheus-url")
-        .arg(format!("http://127.0.0.1:{prometheus_port}"))
-        .arg("--kubeconfig")
-        .arg(dir.path().join("kubeconfig"))
-        .arg("-f")
-        .arg(dir.path())
-        .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // The instance's proxy: a real Envoy in a pod of the local runner, scraped at its
-    // metrics port (`/stats/prometheus`) as a PodMonitor would, its series labelled with the
-    // Gateway; clients reach it at its LoadBalancer Service's address.
-    let kubeconfig = dir.path().join("kubeconfig");
-    let (pod_ip, lb_ip) = until("the proxy pod ready behind its LoadBalancer", || {
-        let jsonpath = |args: &[&str]| -> Option<String> {
-            let out = Command::new("kubectl")
-                .env("KUBECONFIG", &kubeconfig)
-                .args(args)
-                .output()
-                .ok()?;
-            let text = String::from_utf8(out.stdout).ok()?;
-            (out.status.success() && !text.trim().is_empty()).then(|| text.trim().to_owned())
-        };
-        let ready = jsonpath(&[
-            "get",
-            "pods",
-            "-n",
-            "d8-alb",
-            "-l",
-            "alb.deckhouse.io/gateway=gw",
-            "-o",
-            "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}",
-        ])?;
-        let pod = jsonpath(&[
-            "get",
-            "pods",
-            "-n",
-            "d8-alb",
-            "-l",
-            "alb.deckhouse.io/gateway=gw",
-            "-o",
-            "jsonpath={.items[0].status.podIP}",
-        ])?;
+    };
+    let (pod, load_balancer) = until("the proxy pod ready behind its LoadBalancer", async || {
+        let ready = pods("conditions[?(@.type==\"Ready\")].status")?;
+        let pod = pods("podIP")?;
         let lb = jsonpath(&[
             "get",
             "service",
@@ -322,131 +406,98 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         (ready == "True").then_some((pod, lb))
     })
     .await;
-    let geoproxy_ip = until("the geoproxy's pod", || {
-        let out = Command::new("kubectl")
-            .env("KUBECONFIG", &kubeconfig)
-            .args([
-                "get",
-                "pod",
-                "-n",
-                "d8-alb",
-                "d8-alb-gw-geoproxy-0",
-                "-o",
-                "jsonpath={.status.podIP}",
-            ])
-            .output()
-            .ok()?;
-        let ip = String::from_utf8(out.stdout).ok()?.trim().to_owned();
-        (out.status.success() && !ip.is_empty()).then_some(ip)
+    let geoproxy = until("the geoproxy's pod", async || {
+        jsonpath(&[
+            "get",
+            "pod",
+            "-n",
+            "d8-alb",
+            "d8-alb-gw-geoproxy-0",
+            "-o",
+            "jsonpath={.status.podIP}",
+        ])
     })
     .await;
+    Addresses {
+        pod,
+        load_balancer,
+        geoproxy,
+    }
+}
+
+/// A real Prometheus on `port` scraping `fairlead up`, the proxy's Envoy and the geoproxy.
+async fn scrape(up: &Up, port: u16, addresses: &Addresses) -> Prometheus {
     use fairlead_kit::testing::prometheus::Job;
-    let prometheus = Prometheus::start_jobs_on(
-        prometheus_port,
+    let admin = up.admin.trim_start_matches("http://");
+    let job = |name: &str, path: &str, target: String, labels: &[(&str, &str)]| Job {
+        name: name.into(),
+        path: path.into(),
+        targets: vec![target.parse().unwrap()],
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    };
+    Prometheus::start_jobs_on(
+        port,
         &[
-            Job {
-                name: "fairlead".into(),
-                path: "/metrics".into(),
-                targets: vec![format!("127.0.0.1:{admin}").parse().unwrap()],
-                labels: Vec::new(),
-            },
-            Job {
-                name: "envoy".into(),
-                path: "/stats/prometheus".into(),
-                targets: vec![format!("{pod_ip}:19001").parse().unwrap()],
-                labels: vec![("gateway".into(), "d8-alb/gw".into())],
-            },
-            Job {
-                name: "geoproxy".into(),
-                path: "/metrics".into(),
-                targets: vec![format!("{geoproxy_ip}:9090").parse().unwrap()],
-                labels: vec![("namespace".into(), "d8-alb".into())],
-            },
+            job("fairlead", "/metrics", admin.to_owned(), &[]),
+            job(
+                "envoy",
+                "/stats/prometheus",
+                format!("{}:19001", addresses.pod),
+                &[("gateway", "d8-alb/gw")],
+            ),
+            job(
+                "geoproxy",
+                "/metrics",
+                format!("{}:9090", addresses.geoproxy),
+                &[("namespace", "d8-alb")],
+            ),
         ],
     )
     .await
-    .unwrap();
-    let target = format!("http://{lb_ip}:{listener}");
-    // Traffic through the proxy: successes, and server errors from the backend.
-    let traffic = tokio::spawn(async move {
-        let http = reqwest::Client::new();
-        loop {
-            for path in ["/", "/", "/", "/fail"] {
-                let _ = http
-                    .get(format!("http://{lb_ip}:{listener}{path}"))
-                    .header("host", "echo.example.com")
-                    // An address the GeoIP database knows.
-                    .header("x-real-ip", "81.2.69.142")
-                    .send()
-                    .await;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    });
-    let proxy = tokio::spawn(proxy(xds, dir.path().join("kubeconfig")));
-    // k6's metrics, as `fairlead loadtest --prometheus-rw` sends them, through the same proxy
-    // (the scenario's routes are not this world's: its checks fail; its metrics are what the
-    // load test's dashboard reads beside Envoy's).
-    let (rw, results) = (prometheus.remote_write_url(), dir.path().join("k6.json"));
+    .unwrap()
+}
+
+/// k6's metrics, as `fairlead loadtest --prometheus-rw` sends them, through the same proxy
+/// (the scenario's routes are not this world's: its checks fail; its metrics are what the
+/// load test's dashboard reads beside Envoy's).
+async fn k6_through_the_proxy(prometheus: &Prometheus, target: &str, dir: &Path) {
+    let (rw, results, target) = (
+        prometheus.remote_write_url(),
+        dir.join("k6.json"),
+        target.to_owned(),
+    );
     let k6 = tokio::task::spawn_blocking(move || {
-        Command::new(BIN)
+        Command::new(fairlead_e2e::binary::path())
             .args(["loadtest", "http-steady", "--rate", "5", "--duration", "5s"])
             .args(["--target", &target, "--prometheus-rw", &rw])
             .arg("--dir")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/loadtests"))
+            .arg(fairlead_e2e::workspace().join("loadtests"))
             .arg("--results")
             .arg(&results)
             .env("CI", "true")
             .env("K6_PROMETHEUS_RW_PUSH_INTERVAL", "1s")
             .output()
             .unwrap()
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let wanted = [
-        "swh_probe_total",
-        "swh_endpoints",
-        "swh_endpointslice_writes_total",
-        "swh_status_writes_total",
-        "alb_xds_connected_proxies",
-        "alb_xds_pushes_total",
-        "alb_xds_responses_total",
-        "alb_xds_push_latency_seconds_bucket",
-        "alb_xds_snapshot_resources",
-        "alb_xds_streams_refused_total",
-        "alb_xds_proxies_without_geoip",
-        "alb_controller_reconciles_total",
-        "alb_controller_instance_ready",
-        "alb_controller_certificate_expiry_timestamp_seconds",
-        "alb_controller_certificates_issued_total",
-        "alb_controller_webhook_requests_total",
-        "alb_controller_webhook_duration_seconds_bucket",
-        "envoy_http_downstream_rq_total",
-        "envoy_vhost_route_upstream_rq_completed",
-        "envoy_cluster_upstream_rq_xx",
-        "envoy_http_maxmind_total",
-        "envoy_http_maxmind_hit",
-        "envoy_maxmind_db_build_epoch",
-        "alb_geoproxy_downloads_total",
-        "alb_geoproxy_download_error",
-        "alb_geoproxy_database_build_timestamp_seconds",
-        "alb_geoproxy_served_bytes_total",
-        "k6_http_reqs_total",
-        "k6_http_req_duration_p99",
-        "k6_http_req_failed_rate",
-        "k6_checks_rate",
-        "k6_vus",
-        "k6_iterations_total",
-    ];
-    let k6 = k6.await.unwrap();
+    })
+    .await
+    .unwrap();
     assert!(
         matches!(k6.status.code(), Some(0 | 99)),
         "k6 did not run: {}",
         String::from_utf8_lossy(&k6.stderr)
     );
+}
+
+/// Waits until Prometheus holds every family of [`WANTED`].
+async fn every_family_scraped(prometheus: &Prometheus) {
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let names = prometheus.metric_names().await.unwrap();
-        if wanted.iter().all(|w| names.iter().any(|n| n == w)) {
-            break;
+        if WANTED.iter().all(|w| names.iter().any(|n| n == w)) {
+            return;
         }
         assert!(
             Instant::now() < deadline,
@@ -455,6 +506,12 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Every expression of the dashboards and rules parses and names only metrics Prometheus
+/// knows; every panel of the proxies' and the load test's dashboards shows data (the proxy
+/// carries traffic, k6 sent its own).
+async fn every_expression_known(prometheus: &Prometheus) {
     let known: BTreeSet<String> = prometheus
         .metric_names()
         .await
@@ -474,8 +531,6 @@ spec: {{ports: [{{name: http, port: 80}}]}}
             );
         }
     }
-    // Every panel of the proxies' and the load test's dashboards shows data: the proxy
-    // carries traffic, k6 sent its own.
     let deadline = Instant::now() + Duration::from_secs(30);
     for (source, expr) in expressions.iter().filter(|(source, _)| {
         source.contains("alb-proxy.json") || source.contains("alb-loadtest.json")
@@ -489,26 +544,14 @@ spec: {{ports: [{{name: http, port: 80}}]}}
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
-    let routes = prometheus
-        .query("sum by (route) (envoy_vhost_route_upstream_rq_completed)")
-        .await
-        .unwrap();
-    assert!(
-        routes
-            .iter()
-            .any(|r| r["metric"]["route"] == "httproute/default/echo/rule/0"),
-        "route statistics name their Gateway API rule: {routes:?}"
-    );
-    // The graph's traffic overlay: the route and its backend carry the proxy's numbers.
-    let overlaid = until("the graph's traffic overlay", || {
-        let out = Command::new("curl")
-            .args([
-                "-sf",
-                &format!("http://127.0.0.1:{graph}/api/v1/graph?namespace=default"),
-            ])
-            .output()
-            .ok()?;
-        let graph: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+}
+
+/// The graph's traffic overlay (on port `graph`): the route and its backend carry the
+/// proxy's numbers.
+async fn graph_overlays_traffic(graph: u16) {
+    let url = format!("http://127.0.0.1:{graph}/api/v1/graph?namespace=default");
+    let (route, backend) = until("the graph's traffic overlay", async || {
+        let graph: serde_json::Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
         let route = graph["elements"]["nodes"]
             .as_array()?
             .iter()
@@ -527,29 +570,17 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         (busy(&route["traffic"]) && busy(&backend["traffic"]) && timed).then_some((route, backend))
     })
     .await;
-    let (route, backend) = overlaid;
     assert!(route["traffic"]["p99Ms"].as_f64().is_some(), "{route}");
     assert!(
         backend["traffic"]["errorRatio"].as_f64().is_some(),
         "{backend}"
     );
-    traffic.abort();
-    let ready = prometheus
-        .query("sum by (swh, port) (swh_endpoints{state=\"ready\"})")
-        .await
-        .unwrap();
-    assert_eq!(
-        ready[0]["value"][1], "1",
-        "the dashboard's ready-endpoints query sees the probed pod"
-    );
-    // `kubectl get` shows the upstream bundle's columns for the generated Gateway API CRDs.
+}
+
+/// `kubectl get` shows the upstream bundle's columns for the generated Gateway API CRDs.
+fn kubectl_shows_the_bundles_columns(up: &Up) {
     let get = |args: &[&str]| {
-        let out = Command::new("kubectl")
-            .env("KUBECONFIG", dir.path().join("kubeconfig"))
-            .arg("get")
-            .args(args)
-            .output()
-            .unwrap();
+        let out = up.kubectl(&[&["get"], args].concat());
         assert!(
             out.status.success(),
             "{}",
@@ -578,15 +609,6 @@ spec: {{ports: [{{name: http, port: 80}}]}}
         get(&["httproute", "web"]).starts_with("NAME"),
         "routes print a table"
     );
-    // The proxy streams until aborted: finished means it failed (TLS refused, a panic).
-    if proxy.is_finished() {
-        let result = proxy.await;
-        panic!("the proxy stopped early: {result:?}");
-    }
-    proxy.abort();
-    let _ = up.kill();
-    let _ = up.wait();
-    drop(backend);
 }
 
 /// A backend answering 200, and 500 on `/fail`; its port.
@@ -619,6 +641,52 @@ async fn echo() -> u16 {
     port
 }
 
+/// Issues a proxy's certificate for `gateway` with `fairlead edge certificate`: (CA, its
+/// certificate, its key), the key readable by its owner only.
+fn issue(kubeconfig: &Path, gateway: &str) -> (String, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(fairlead_e2e::binary::path())
+        .env("KUBECONFIG", kubeconfig)
+        .args(["edge", "certificate", "--gateway", gateway, "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.path().join("tls.key"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "the proxy's key is its owner's only");
+    }
+    (read("ca.crt"), read("tls.crt"), read("tls.key"))
+}
+
+/// Whether the xDS server behind `endpoint` answers `hello` with a response.
+async fn answers(
+    endpoint: tonic::transport::Endpoint,
+    hello: envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest,
+) -> bool {
+    use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+    match endpoint.connect().await {
+        Err(_) => false,
+        Ok(channel) => match AggregatedDiscoveryServiceClient::new(channel)
+            .stream_aggregated_resources(tokio_stream::iter([hello]))
+            .await
+        {
+            Err(_) => false,
+            Ok(response) => matches!(response.into_inner().message().await, Ok(Some(_))),
+        },
+    }
+}
+
 /// A proxy of Gateway `d8-alb/gw` on `fairlead up`'s xDS server, over mutual TLS with a
 /// certificate `fairlead edge certificate` issued for it: it fetches and ACKs the clusters,
 /// then changes the route (so a push follows) and ACKs what comes, until aborted. Before
@@ -630,33 +698,8 @@ async fn proxy(xds: u16, kubeconfig: PathBuf) {
     use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
     use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
     const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-    let issue = |gateway: &str| {
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(BIN)
-            .env("KUBECONFIG", &kubeconfig)
-            .args(["edge", "certificate", "--gateway", gateway, "--dir"])
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(dir.path().join("tls.key"))
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777;
-            assert_eq!(mode, 0o600, "the proxy's key is its owner's only");
-        }
-        (read("ca.crt"), read("tls.crt"), read("tls.key"))
-    };
-    let (ca, cert, key) = issue("d8-alb/gw");
-    let (_, other_cert, other_key) = issue("d8-alb/other");
+    let (ca, cert, key) = issue(&kubeconfig, "d8-alb/gw");
+    let (_, other_cert, other_key) = issue(&kubeconfig, "d8-alb/other");
     let endpoint = |tls: Option<ClientTlsConfig>| {
         let scheme = if tls.is_some() { "https" } else { "http" };
         let endpoint = Channel::from_shared(format!("{scheme}://127.0.0.1:{xds}")).unwrap();
@@ -696,18 +739,8 @@ async fn proxy(xds: u16, kubeconfig: PathBuf) {
             tls().identity(Identity::from_pem(&other_cert, &other_key)),
         )),
     ] {
-        let answered = match refused.connect().await {
-            Err(_) => false,
-            Ok(channel) => match AggregatedDiscoveryServiceClient::new(channel)
-                .stream_aggregated_resources(tokio_stream::iter([hello()]))
-                .await
-            {
-                Err(_) => false,
-                Ok(response) => matches!(response.into_inner().message().await, Ok(Some(_))),
-            },
-        };
         assert!(
-            !answered,
+            !answers(refused, hello()).await,
             "the xDS server answered a client without a valid certificate"
         );
     }
@@ -751,17 +784,5 @@ async fn proxy(xds: u16, kubeconfig: PathBuf) {
                 .unwrap();
             assert!(status.success(), "kubectl patch failed");
         }
-    }
-}
-
-/// Waits until `check` returns something (checked every 200 ms, for 40 s).
-async fn until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -1,0 +1,58 @@
+//! Backends a world routes to: plain HTTP servers on loopback answering every request, with
+//! their name or with the request's headers.
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// A backend on `127.0.0.1` answering every request with `name`; its port.
+pub async fn named(name: &'static str) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{name}",
+                    name.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+/// A backend on `127.0.0.1` answering every request with its headers as a JSON object (names
+/// lower-cased): what a proxy added or removed is seen; its port.
+pub async fn echo() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16384];
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let headers: serde_json::Map<String, serde_json::Value> = request
+                    .lines()
+                    .skip(1)
+                    .take_while(|l| !l.is_empty())
+                    .filter_map(|l| l.split_once(':'))
+                    .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().into()))
+                    .collect();
+                let body = serde_json::Value::Object(headers).to_string();
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
+}

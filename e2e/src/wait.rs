@@ -1,0 +1,41 @@
+//! Waiting for a world to settle: a check asked again until it holds, or a failure naming
+//! what never happened.
+
+use std::time::{Duration, Instant};
+
+/// How long a world has to settle.
+pub const SETTLE: Duration = Duration::from_secs(40);
+
+/// Waits until `check` returns something (at most [`SETTLE`]), or fails naming `what`.
+pub async fn until<T>(what: &str, check: impl AsyncFnMut() -> Option<T>) -> T {
+    until_within(SETTLE, what, check).await
+}
+
+/// Waits until `check` returns something (at most `limit`), or fails naming `what`.
+pub async fn until_within<T>(
+    limit: Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until the blocking `check` returns something (at most `limit`), or fails naming
+/// `what` — for tests that drive commands rather than clients.
+pub fn blocking_until<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

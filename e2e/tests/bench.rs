@@ -1,0 +1,88 @@
+//! `fairlead bench edge`'s load figures run end to end (k6, wrk and real Envoys), so they cannot
+//! rot unnoticed.
+
+use std::process::Command;
+
+/// The load generators' benchmark runs end to end (one short round; its figures belong in
+/// BENCHMARKS.md, not here): `fairlead edge xds` as the benchmarks start it, k6, wrk, the
+/// configuration made static from Envoy's dump and the minimal peer through real Envoys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_loadgen_measures_k6_wrk_and_a_static_envoy_through_real_envoys() {
+    let _alone = fairlead_e2e::MEASURING.lock().await;
+    let out = Command::new(fairlead_e2e::binary::path())
+        .args(["bench", "edge", "--only", "loadgen"])
+        .args(["--loadgen-rounds", "1", "--loadgen-seconds", "1"])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for side in [
+        "k6 (32 VUs)",
+        "wrk (-c32) -> fairlead's",
+        "wrk (-c32) -> the same static resources without the access log ->",
+        "wrk (-c32) -> the same static resources without the access log and tracing",
+        "wrk (-c32) -> a static",
+    ] {
+        let line = printed
+            .lines()
+            .find(|l| l.contains(side))
+            .unwrap_or_default();
+        let rate: f64 = line
+            .split("| ")
+            .nth(2)
+            .and_then(|v| v.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
+        assert!(rate > 0.0, "{side}: {line}\n{printed}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_scale_measures_a_fixed_rate_through_routes_from_xds_and_static() {
+    let _alone = fairlead_e2e::MEASURING.lock().await;
+    let out = Command::new(fairlead_e2e::binary::path())
+        .args(["bench", "edge", "--only", "scale", "--scale-largest", "10"])
+        .args([
+            "--scale-rate",
+            "200",
+            "--scale-rounds",
+            "1",
+            "--scale-seconds",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for side in ["10 HTTPRoutes, k6 at 200 req/s", "10 HTTPRoutes: the same"] {
+        let line = printed
+            .lines()
+            .find(|l| l.contains(side))
+            .unwrap_or_default();
+        // The rate held (within k6's rounding), and the proxy's CPU and memory were read.
+        let rate: f64 = line
+            .split("| ")
+            .nth(2)
+            .and_then(|v| v.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
+        assert!((190.0..=210.0).contains(&rate), "{side}: {line}\n{printed}");
+        // Envoy's own quantiles were read too (its histograms merged at a stats flush).
+        assert!(
+            line.contains("(Envoy's own: ")
+                && line.contains("% of a core")
+                && !line.contains("NaN"),
+            "{line}"
+        );
+        assert!(!line.contains(" 0 MiB"), "{line}");
+    }
+    assert!(!printed.contains("100 HTTPRoutes"), "{printed}");
+}

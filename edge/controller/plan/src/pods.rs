@@ -1,0 +1,226 @@
+//! What every pod the controller makes shares, decided without I/O: the labels of what is
+//! made for a Gateway, the security contexts (non-root, read-only, no capability, seccomp
+//! `RuntimeDefault`), the kube-rbac-proxy container in front of a loopback metrics port, and
+//! the small parts containers are made of. The proxies' pods and the geoproxies' are built
+//! from these.
+
+use std::collections::BTreeMap;
+
+use fairlead_key::ObjectKey;
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PodSecurityContext, Probe, ResourceRequirements, SeccompProfile,
+    SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::instance::{INSTANCE_LABEL, Instance, MANAGER};
+
+pub use fairlead_edge_model::names::GATEWAY_LABEL;
+
+/// `app.kubernetes.io/name` of the proxies' pods.
+pub const PROXY_APP: &str = "alb-proxy";
+
+/// `app.kubernetes.io/name` of the geoproxies' pods (and everything made for them).
+pub const GEOPROXY_APP: &str = "alb-geoproxy";
+
+/// The user the containers run as.
+const USER: i64 = 64535;
+
+/// Labels.
+pub type Labels = BTreeMap<String, String>;
+
+/// The labels of what is made for `gateway` as the application `app` (`alb-proxy`,
+/// `alb-geoproxy`).
+pub fn labels(instance: &Instance, gateway: &ObjectKey, app: &str) -> Labels {
+    BTreeMap::from([
+        (GATEWAY_LABEL.to_owned(), gateway.name().to_owned()),
+        (
+            INSTANCE_LABEL.to_owned(),
+            format!("{}.{}", instance.kind, instance.key.name()),
+        ),
+        ("app.kubernetes.io/name".to_owned(), app.to_owned()),
+        (
+            "app.kubernetes.io/instance".to_owned(),
+            gateway.name().to_owned(),
+        ),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            MANAGER.to_owned(),
+        ),
+    ])
+}
+
+/// The selector of `gateway`'s pods of `app`.
+pub fn selector(gateway: &ObjectKey, app: &str) -> Labels {
+    BTreeMap::from([
+        (GATEWAY_LABEL.to_owned(), gateway.name().to_owned()),
+        ("app.kubernetes.io/name".to_owned(), app.to_owned()),
+    ])
+}
+
+/// A label selector matching `labels`.
+pub fn match_labels(labels: Labels) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels),
+        ..LabelSelector::default()
+    }
+}
+
+/// The metadata of `name` in `gateway`'s namespace with `labels`, owned by `owners`.
+pub fn metadata(
+    name: &str,
+    gateway: &ObjectKey,
+    labels: Labels,
+    owners: &[OwnerReference],
+) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(gateway.namespace().to_owned()),
+        labels: Some(labels),
+        owner_references: Some(owners.to_vec()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Every container's security context: non-root, nothing escalated, a read-only root
+/// filesystem, no capability, seccomp `RuntimeDefault`.
+pub fn hardened() -> SecurityContext {
+    SecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(USER),
+        run_as_group: Some(USER),
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            ..Capabilities::default()
+        }),
+        seccomp_profile: Some(runtime_default()),
+        ..SecurityContext::default()
+    }
+}
+
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".to_owned(),
+        ..SeccompProfile::default()
+    }
+}
+
+/// Every pod's security context.
+pub fn security() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(USER),
+        run_as_group: Some(USER),
+        fs_group: Some(USER),
+        seccomp_profile: Some(runtime_default()),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// Requests of `cpu` and `memory`, and a `limit` of memory.
+pub fn resources(cpu: &str, memory: &str, limit: &str) -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity(cpu.to_owned())),
+            ("memory".to_owned(), Quantity(memory.to_owned())),
+        ])),
+        limits: Some(BTreeMap::from([(
+            "memory".to_owned(),
+            Quantity(limit.to_owned()),
+        )])),
+        ..ResourceRequirements::default()
+    }
+}
+
+/// The variable `name` from the pod's field `path` (`metadata.name`, `status.podIP`).
+pub fn field(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.to_owned(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+/// A TCP port `name` at `port` (on the host at `host`, when given).
+pub fn port(name: &str, port: u16, protocol: &str, host: Option<u16>) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_owned()),
+        container_port: i32::from(port),
+        host_port: host.map(i32::from),
+        protocol: Some(protocol.to_owned()),
+        ..ContainerPort::default()
+    }
+}
+
+/// A probe getting `path` on `port` every `period` seconds, failing after `failures`.
+pub fn probe(path: &str, port: u16, period: i32, failures: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_owned()),
+            port: IntOrString::Int(i32::from(port)),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(period),
+        failure_threshold: Some(failures),
+        ..Probe::default()
+    }
+}
+
+/// The volume `name` mounted at `path`.
+pub fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// An emptyDir `name` of at most `size` (in memory when `memory`).
+pub fn empty_dir(name: &str, size: Option<&str>, memory: bool) -> Volume {
+    Volume {
+        name: name.to_owned(),
+        empty_dir: Some(k8s_openapi::api::core::v1::EmptyDirVolumeSource {
+            medium: memory.then(|| "Memory".to_owned()),
+            size_limit: size.map(|s| Quantity(s.to_owned())),
+        }),
+        ..Volume::default()
+    }
+}
+
+/// kube-rbac-proxy (`image`) on the pod's address at `port`, in front of the loopback
+/// `upstream` port, letting through `paths` (comma-separated) of callers allowed to get
+/// them.
+pub fn rbac_proxy(image: &str, port: u16, upstream: u16, paths: &str) -> Container {
+    Container {
+        name: "kube-rbac-proxy".to_owned(),
+        image: Some(image.to_owned()),
+        args: Some(vec![
+            format!("--secure-listen-address=$(POD_IP):{port}"),
+            format!("--upstream=http://127.0.0.1:{upstream}/"),
+            "--auth-header-fields-enabled".to_owned(),
+            format!("--allow-paths={paths}"),
+        ]),
+        env: Some(vec![field("POD_IP", "status.podIP")]),
+        ports: Some(vec![self::port("https-metrics", port, "TCP", None)]),
+        resources: Some(resources("10m", "20Mi", "64Mi")),
+        security_context: Some(hardened()),
+        ..Container::default()
+    }
+}
+
+/// An object as JSON (what tests read, and the order objects are applied in).
+pub fn value(object: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(object).expect("Kubernetes objects serialize")
+}
