@@ -175,6 +175,7 @@ const WANTED: &[&str] = &[
     "alb_xds_proxies_without_geoip",
     "alb_controller_reconciles_total",
     "alb_controller_instance_ready",
+    "alb_controller_instance_reconcile_failures",
     "alb_controller_certificate_expiry_timestamp_seconds",
     "alb_controller_certificates_issued_total",
     "alb_controller_webhook_requests_total",

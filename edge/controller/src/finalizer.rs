@@ -163,7 +163,7 @@ async fn remains(client: &kube::Client, gateway: &ObjectKey) -> Result<Vec<Strin
 }
 
 /// Deletes `gateway` (when managed) and everything made for its proxies.
-async fn remove(client: &kube::Client, gateway: &ObjectKey) -> Result<(), kube::Error> {
+pub async fn remove_made(client: &kube::Client, gateway: &ObjectKey) -> Result<(), kube::Error> {
     for what in remains(client, gateway).await? {
         let (kind, name) = what.split_once(' ').unwrap_or((&what, ""));
         let api: Api<DynamicObject> = Api::namespaced_with(
@@ -198,7 +198,7 @@ pub async fn apply(
         }
         Change::Release { subject, gateway } => {
             if !planned(gateway) {
-                remove(client, gateway).await?;
+                remove_made(client, gateway).await?;
                 let left = remains(client, gateway).await?;
                 if !left.is_empty() {
                     tracing::info!(instance = %subject.key, %gateway, left = ?left, "waiting for the Gateway's objects to go before the instance does");

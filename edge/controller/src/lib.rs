@@ -1,14 +1,16 @@
 //! The ALB's gateway controller: what turns ALB instances into Gateways and running Envoy
-//! proxies. The Gateway API CRDs and the `d8-alb` GatewayClass ([`crds`]); one instance
-//! ([`instance`]) and what instances decide — the Gateway each controls ([`instances`]), its
-//! proxy workload ([`workload`]) and GeoIP's geoproxy and downloads ([`geoproxy`]), from the
-//! parts every pod shares ([`pods`]); the CA and what it issues ([`certificates`]); Gateways
-//! no instance names ([`unmanaged`]); cert-manager's HTTP-01 bridges ([`http01`]); the
-//! module's cleanup ([`cleanup`]); the finalizer on instances ([`finalizer`]); the loop that
-//! applies it all ([`reconcile`], over [`apply`]) and its metrics ([`metrics`]); the
-//! admission webhooks: what they decide ([`admission`]) and their server and registration
-//! ([`webhook`]); what the controller and the cleanup waiter may do ([`rbac`]); how it starts
-//! in a process ([`start`]).
+//! proxies — the shell around `fairlead_edge_controller_plan`, whose decisions (one instance
+//! [`instance`], the Gateway each controls [`instances`], its proxy workload [`workload`],
+//! GeoIP's geoproxy and downloads [`geoproxy`], the parts every pod shares [`pods`]) it
+//! re-exports. Here: the Gateway API CRDs and the `d8-alb` GatewayClass ([`crds`]); the
+//! per-instance reconciles on kube-runtime's Controller ([`reconcile`]) and what they do for
+//! one Gateway ([`realize`], over [`apply`]); the cluster-wide jobs ([`jobs`]): the CA and
+//! what it issues ([`certificates`]), Gateways no instance names ([`unmanaged`]),
+//! cert-manager's HTTP-01 bridges ([`http01`]), the module's cleanup ([`cleanup`]); the
+//! finalizer on instances ([`finalizer`]); the metrics ([`metrics`]); the admission webhooks:
+//! what they decide ([`admission`]) and their server and registration ([`webhook`]); what the
+//! controller and the cleanup waiter may do ([`rbac`]); how it starts in a process
+//! ([`start`]).
 
 pub mod admission;
 pub mod apply;
@@ -17,8 +19,10 @@ pub mod cleanup;
 pub mod crds;
 pub mod finalizer;
 pub mod http01;
+mod jobs;
 pub mod metrics;
 pub mod rbac;
+mod realize;
 pub mod reconcile;
 pub mod start;
 pub mod unmanaged;

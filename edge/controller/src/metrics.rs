@@ -1,7 +1,8 @@
-//! The gateway controller's metrics (`alb_controller_` prefix): rounds and their duration
-//! and failures, instances by kind and state, each certificate it keeps, by Secret (when it
-//! expires and how often it was issued), and its admission reviews by webhook and verdict. Labels are kinds, states and Secret names, never a
-//! pod's.
+//! The gateway controller's metrics (`alb_controller_` prefix): its reconciles (of an
+//! instance's Gateway, and the cluster-wide jobs' rounds) and their duration, each instance's
+//! failures in a row, instances by kind and state, each certificate it keeps, by Secret (when
+//! it expires and how often it was issued), and its admission reviews by webhook and verdict.
+//! Labels are kinds, instances, states and Secret names, never a pod's.
 
 use fairlead_kit::metrics::{Metrics, MetricsError, NETWORK_LATENCY_BUCKETS};
 use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
@@ -9,10 +10,13 @@ use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
 /// The `alb_controller_*` families.
 #[derive(Clone)]
 pub struct ControllerMetrics {
-    /// Rounds, by result (`ok`, `error`).
+    /// Reconciles (of an instance's Gateway, and the jobs' rounds), by result (`ok`,
+    /// `error`).
     pub reconciles: IntCounterVec,
-    /// Round duration.
+    /// How long a reconcile of an instance's Gateway took.
     pub duration: HistogramVec,
+    /// Each instance's failed reconciles in a row (0 once one succeeds), by kind and instance.
+    pub instance_failures: IntGaugeVec,
     /// Instances by kind and state (`ready`, `not_ready`, `conflict`).
     pub instances: IntGaugeVec,
     /// Each controlling instance's readiness (1 or 0), by kind and instance (few: one per
@@ -42,14 +46,19 @@ impl ControllerMetrics {
         let this = Self {
             reconciles: metrics.counter_vec(
                 "alb_controller_reconciles_total",
-                "Rounds of the gateway controller over every instance, by result.",
+                "Reconciles of the gateway controller (of an instance's Gateway, and rounds of its cluster-wide jobs: certificates, the proxies' binding, HTTP-01, cleanup), by result.",
                 &["result"],
             )?,
             duration: metrics.histogram_vec(
                 "alb_controller_reconcile_duration_seconds",
-                "Duration of one round of the gateway controller.",
+                "Duration of one reconcile of an instance's Gateway by the gateway controller.",
                 &[],
                 NETWORK_LATENCY_BUCKETS,
+            )?,
+            instance_failures: metrics.gauge_vec(
+                "alb_controller_instance_reconcile_failures",
+                "Failed reconciles in a row of the instance's Gateway (0 once one succeeds; retried with backoff), by kind and instance (namespace/name for an ALBInstance).",
+                &["kind", "instance"],
             )?,
             instances: metrics.gauge_vec(
                 "alb_controller_instances",

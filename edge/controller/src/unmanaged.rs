@@ -4,20 +4,28 @@
 //! for one that no ClusterALBInstance or ALBInstance names: the control plane accepts and
 //! translates it, but nothing runs Envoy for it.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use fairlead_key::ObjectKey;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::instances::{MANAGER, Plan};
+use crate::instances::{Instance, MANAGER};
 
 /// The condition type.
 pub const PROVISIONED: &str = "alb.deckhouse.io/Provisioned";
 
-/// The condition `gateway` should carry (without its transition time).
-pub fn condition(gateway: &ObjectKey, plans: &[Plan], generation: i64) -> Value {
-    match plans.iter().find(|p| p.gateway == *gateway) {
-        Some(plan) => json!({"type": PROVISIONED, "status": "True", "reason": "Provisioned",
-            "message": format!("the proxies of {} {} serve this Gateway", plan.controller_kind, plan.controller),
+/// The condition `gateway` should carry (without its transition time), given the instance
+/// controlling each managed Gateway.
+pub fn condition(
+    gateway: &ObjectKey,
+    controlling: &BTreeMap<ObjectKey, &Instance>,
+    generation: i64,
+) -> Value {
+    match controlling.get(gateway) {
+        Some(instance) => json!({"type": PROVISIONED, "status": "True", "reason": "Provisioned",
+            "message": format!("the proxies of {} {} serve this Gateway", instance.kind, instance.key),
             "observedGeneration": generation}),
         None => json!({"type": PROVISIONED, "status": "False", "reason": "NoInstance",
             "message": format!("no ClusterALBInstance or ALBInstance names this Gateway (spec.gatewayName: {}), so no proxy runs for it; create one, or run `fairlead edge proxy --gateway {gateway}` yourself", gateway.name()),
@@ -25,10 +33,14 @@ pub fn condition(gateway: &ObjectKey, plans: &[Plan], generation: i64) -> Value 
     }
 }
 
-/// Writes [`PROVISIONED`] on every Gateway of class `d8-alb` whose condition differs.
-pub async fn mark(client: &kube::Client, plans: &[Plan]) -> Result<(), kube::Error> {
-    let all: Api<DynamicObject> = Api::all_with(client.clone(), &crate::crds::resource("Gateway"));
-    for gateway in all.list(&Default::default()).await?.items {
+/// Writes [`PROVISIONED`] on every Gateway of class `d8-alb` of `gateways` (the
+/// controller's cache) whose condition differs.
+pub async fn mark(
+    client: &kube::Client,
+    gateways: &[Arc<DynamicObject>],
+    controlling: &BTreeMap<ObjectKey, &Instance>,
+) -> Result<(), kube::Error> {
+    for gateway in gateways {
         if gateway.data["spec"]["gatewayClassName"] != crate::crds::GATEWAY_CLASS {
             continue;
         }
@@ -37,7 +49,11 @@ pub async fn mark(client: &kube::Client, plans: &[Plan]) -> Result<(), kube::Err
             continue;
         };
         let key = ObjectKey::new(namespace, name);
-        let wanted = condition(&key, plans, gateway.metadata.generation.unwrap_or_default());
+        let wanted = condition(
+            &key,
+            controlling,
+            gateway.metadata.generation.unwrap_or_default(),
+        );
         let stored = gateway.data["status"]["conditions"]
             .as_array()
             .and_then(|c| c.iter().find(|c| c["type"] == PROVISIONED));

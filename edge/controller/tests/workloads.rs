@@ -48,14 +48,16 @@ fn text(secret: &Secret, key: &str) -> String {
 }
 
 fn start(client: &kube::Client, config: Config) -> CancellationToken {
+    start_counted(client, config, ControllerMetrics::unregistered())
+}
+
+fn start_counted(
+    client: &kube::Client,
+    config: Config,
+    metrics: ControllerMetrics,
+) -> CancellationToken {
     let stop = CancellationToken::new();
-    tokio::spawn(run(
-        client.clone(),
-        None,
-        config,
-        ControllerMetrics::unregistered(),
-        stop.clone(),
-    ));
+    tokio::spawn(run(client.clone(), None, config, metrics, stop.clone()));
     stop
 }
 
@@ -440,7 +442,14 @@ async fn a_geoproxy_that_cannot_be_applied_holds_up_neither_the_proxies_nor_the_
         )
         .await
         .unwrap();
-    let stop = start(&controller, Config::default());
+    let metrics = ControllerMetrics::unregistered();
+    let stop = start_counted(&controller, Config::default(), metrics.clone());
+    let failures = || {
+        metrics
+            .instance_failures
+            .with_label_values(&["ClusterALBInstance", "main"])
+            .get()
+    };
     create(
         &dynamic(&admin, Some("d8-alb"), "v1", "Secret", "secrets"),
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "maxmind"},
@@ -478,6 +487,10 @@ async fn a_geoproxy_that_cannot_be_applied_holds_up_neither_the_proxies_nor_the_
     assert_eq!(failed["status"], "False");
     let message = failed["message"].as_str().unwrap();
     assert!(message.contains("forbidden"), "{message}");
+    eventually("the failed reconciles counted", async || {
+        (failures() >= 1).then_some(())
+    })
+    .await;
     let daemons = dynamic(&admin, Some("d8-alb"), "apps/v1", "DaemonSet", "daemonsets");
     let daemon = daemons.get_opt("d8-alb-public").await.unwrap();
     assert!(daemon.is_some(), "the proxies are applied all the same");
@@ -513,5 +526,9 @@ async fn a_geoproxy_that_cannot_be_applied_holds_up_neither_the_proxies_nor_the_
     geoip("GeoproxyNotReady").await;
     let set = sets.get_opt("d8-alb-public-geoproxy").await.unwrap();
     assert!(set.is_some(), "{:?}", sets.list(&Default::default()).await);
+    eventually("the instance no longer failing", async || {
+        (failures() == 0).then_some(())
+    })
+    .await;
     stop.cancel();
 }

@@ -1,0 +1,551 @@
+//! What the gateway controller does for one Gateway, given its plan: applies the Gateway, the
+//! proxies' client certificate (from the CA), the geoproxy (when its licence reads; the one
+//! no longer asked for removed) and the proxies' workload, all typed, server-side as
+//! [`MANAGER`]; reads back how they are; writes the status of every instance naming it. Thin:
+//! the decisions are `fairlead_edge_controller_plan`'s.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use fairlead_key::ObjectKey;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::instances::{Instance, MANAGER, Plan};
+use crate::reconcile::{Config, Context, Counted, Read, ReconcileError};
+use crate::workload::Proxies;
+
+/// Everything for `gateway`: the finalizer on the instances naming it; with live ones, their
+/// plan realized and every one's status written; without, what was made for it removed and
+/// the deleting instances' finalizers released.
+pub async fn gateway(
+    context: &Context,
+    ca: &fairlead_kit::pki::Ca,
+    gateway: &ObjectKey,
+    due: &mut Due,
+) -> Result<(), ReconcileError> {
+    let client = &context.client;
+    let all = context.instances();
+    let naming: Vec<&Read> = all
+        .iter()
+        .filter(|r| r.instance.gateway() == *gateway)
+        .collect();
+    // New instances get the finalizer before anything is made for them.
+    for read in &naming {
+        if let Some(change @ crate::finalizer::Change::Add(_)) = crate::finalizer::change(
+            read.instance.kind,
+            &read.meta,
+            &read.instance.spec.gateway_name,
+        ) {
+            crate::finalizer::apply(client, &change, |_| true).await?;
+        }
+    }
+    let live: Vec<Instance> = naming
+        .iter()
+        .filter(|r| r.meta.deletion_timestamp.is_none())
+        .map(|r| r.instance.clone())
+        .collect();
+    let planned = !live.is_empty();
+    if planned {
+        realize_all(context, ca, gateway, &live, due).await?;
+    } else {
+        // Nobody names it any more (the last instance going, or renamed).
+        crate::finalizer::remove_made(client, gateway).await?;
+        prune_geoproxy(client, gateway).await?;
+    }
+    // Releases after the plan: a Gateway another instance took over has been applied
+    // without the deleting one among its owners.
+    let mut gone = Vec::new();
+    for read in naming
+        .iter()
+        .filter(|r| r.meta.deletion_timestamp.is_some())
+    {
+        gone.push(((read.instance.kind, read.instance.key.clone()), None));
+        if let Some(change @ crate::finalizer::Change::Release { .. }) = crate::finalizer::change(
+            read.instance.kind,
+            &read.meta,
+            &read.instance.spec.gateway_name,
+        ) {
+            crate::finalizer::apply(client, &change, |_| planned).await?;
+        }
+    }
+    context.count(gone);
+    Ok(())
+}
+
+/// Plans the Gateway of the `live` instances naming it, applies what it makes, and writes
+/// each one's status.
+async fn realize_all(
+    context: &Context,
+    ca: &fairlead_kit::pki::Ca,
+    gateway: &ObjectKey,
+    live: &[Instance],
+    due: &mut Due,
+) -> Result<(), ReconcileError> {
+    let client = &context.client;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), gateway.namespace());
+    let certificate = secrets
+        .get_opt(&crate::instances::certificate_secret(gateway))
+        .await?
+        .is_some();
+    let plan = crate::instances::plan(live, |_| certificate, &context.config.workload)
+        .into_iter()
+        .next()
+        .expect("live instances name the Gateway");
+    let controlling = live
+        .iter()
+        .find(|i| i.key == plan.controller && i.kind == plan.controller_kind);
+    let mut state = realize(
+        client,
+        ca,
+        &plan,
+        controlling,
+        &context.config,
+        &context.metrics,
+        due,
+    )
+    .await?;
+    if plan.geoip.geoproxy.is_none() {
+        prune_geoproxy(client, gateway).await?;
+    }
+    // The platform's default Gateway is decided among every ClusterALBInstance.
+    let default = crate::instances::default_instance(&context.live());
+    let ready = state.programmed && state.proxies.0 > 0;
+    let mut counts = Vec::new();
+    if let Some(instance) = controlling {
+        write_status(client, instance, gateway, None, &state, default.as_ref()).await?;
+        let counted = if ready {
+            Counted::Ready
+        } else {
+            Counted::NotReady
+        };
+        counts.push(((instance.kind, instance.key.clone()), Some(counted)));
+    }
+    for (kind, key, message) in &plan.conflicts {
+        if let Some(instance) = live.iter().find(|i| i.key == *key && i.kind == *kind) {
+            write_status(
+                client,
+                instance,
+                gateway,
+                Some(message),
+                &State::default(),
+                default.as_ref(),
+            )
+            .await?;
+            counts.push(((*kind, key.clone()), Some(Counted::Conflict)));
+        }
+    }
+    context.count(counts);
+    match state.geoproxy_failed.take() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+fn gateways(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), namespace, &crate::crds::resource("Gateway"))
+}
+
+/// The earliest time a certificate the controller keeps is due for renewal.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Due(Option<std::time::SystemTime>);
+
+impl Due {
+    /// Adds a certificate due `at`.
+    pub fn add(&mut self, at: Option<std::time::SystemTime>) {
+        self.0 = match (self.0, at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// How long from now until then (`None` when nothing is due).
+    pub fn after(self) -> Option<Duration> {
+        self.0.map(|at| {
+            at.duration_since(std::time::SystemTime::now())
+                .unwrap_or_default()
+        })
+    }
+}
+
+/// How a realized Gateway is doing.
+#[derive(Debug, Default)]
+pub struct State {
+    /// The control plane has programmed it.
+    pub programmed: bool,
+    /// Proxies ready, of proxies wanted.
+    pub proxies: (i64, i64),
+    /// Where clients reach it.
+    pub addresses: Vec<String>,
+    /// The instance's `GeoIP` condition ([`crate::geoproxy::condition`]).
+    pub geoip: Option<(bool, &'static str, String)>,
+    /// Why applying the geoproxy failed: the proxies were applied all the same (those
+    /// holding their databases keep serving), and the reconcile is retried.
+    pub geoproxy_failed: Option<kube::Error>,
+}
+
+/// Reads the licence Secret of `geoproxy` (why there is none).
+async fn licence(
+    client: &kube::Client,
+    geoproxy: &crate::geoproxy::Geoproxy,
+) -> Result<Result<crate::geoproxy::Licence, crate::geoproxy::LicenceError>, kube::Error> {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), geoproxy.licence.namespace());
+    let Some(secret) = secrets.get_opt(geoproxy.licence.name()).await? else {
+        return Ok(Err(crate::geoproxy::LicenceError::NotFound(
+            geoproxy.licence.clone(),
+        )));
+    };
+    let data: Option<std::collections::BTreeMap<String, Vec<u8>>> = secret
+        .data
+        .map(|d| d.into_iter().map(|(k, v)| (k, v.0)).collect());
+    Ok(crate::geoproxy::Licence::read(
+        &geoproxy.licence,
+        data.as_ref(),
+    ))
+}
+
+/// Applies `object` (server-side, as [`MANAGER`]) in its namespace; what the API holds.
+async fn apply_object<K>(client: &kube::Client, object: &K) -> Result<K, kube::Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let meta = object.meta();
+    let api: Api<K> = Api::namespaced(
+        client.clone(),
+        meta.namespace.as_deref().unwrap_or_default(),
+    );
+    api.patch(
+        meta.name.as_deref().unwrap_or_default(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+}
+
+/// Applies the geoproxy `plan` asks for (when its licence reads), before the proxies that
+/// download from it; the instance's `GeoIP` condition.
+async fn realize_geoproxy(
+    client: &kube::Client,
+    plan: &Plan,
+    instance: &Instance,
+    config: &Config,
+) -> Result<Option<(bool, &'static str, String)>, kube::Error> {
+    let Some(geoproxy) = &plan.geoip.geoproxy else {
+        return Ok(crate::geoproxy::condition(&plan.geoip, None, (0, 0)));
+    };
+    let licence = licence(client, geoproxy).await?;
+    let mut replicas = (0, i64::from(config.workload.geoproxy.replicas));
+    match &licence {
+        Ok(read) => {
+            let images = crate::geoproxy::Images {
+                geoproxy: &config.workload.proxy_image,
+                rbac_proxy: &config.workload.rbac_proxy_image,
+            };
+            let objects = crate::geoproxy::objects(
+                instance,
+                &plan.gateway,
+                &plan.owners,
+                geoproxy,
+                read,
+                &config.workload.geoproxy,
+                images,
+            );
+            apply_object(client, &objects.licence).await?;
+            apply_object(client, &objects.service_account).await?;
+            apply_object(client, &objects.binding).await?;
+            apply_object(client, &objects.service).await?;
+            let set = apply_object(client, &objects.stateful_set).await?;
+            replicas.0 = set
+                .status
+                .and_then(|s| s.ready_replicas)
+                .map_or(0, i64::from);
+        }
+        Err(why) => {
+            tracing::warn!(gateway = %plan.gateway, reason = %why, "the geoproxy's licence cannot be read; not applying it");
+        }
+    }
+    Ok(crate::geoproxy::condition(
+        &plan.geoip,
+        Some(&licence),
+        replicas,
+    ))
+}
+
+/// Removes `gateway`'s geoproxy when its controlling instance no longer asks for one (its
+/// licence or its editions taken out of `spec.geoIP`, or no instance left naming the
+/// Gateway): the objects it was made of, by name — when its StatefulSet or its Lease's
+/// binding (which no owner reference takes away) is still there.
+pub async fn prune_geoproxy(client: &kube::Client, gateway: &ObjectKey) -> Result<(), kube::Error> {
+    let made = crate::geoproxy::made(gateway);
+    let exists = async |kind: &str, key: &ObjectKey| {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            key.namespace(),
+            &crate::apply::resource(kind),
+        );
+        api.get_opt(key.name()).await.map(|o| o.is_some())
+    };
+    let (set, binding) = (&made[4], &made[1]);
+    if !exists(set.0, &set.1).await? && !exists(binding.0, &binding.1).await? {
+        return Ok(());
+    }
+    tracing::info!(%gateway, "removing the geoproxy its instance no longer asks for");
+    for (kind, key) in made {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            key.namespace(),
+            &crate::apply::resource(kind),
+        );
+        match api
+            .delete(key.name(), &kube::api::DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Applies a plan's Gateway, the proxies' client certificate, the geoproxy and the
+/// proxies' workload; how they are.
+pub async fn realize(
+    client: &kube::Client,
+    ca: &fairlead_kit::pki::Ca,
+    plan: &Plan,
+    instance: Option<&Instance>,
+    config: &Config,
+    metrics: &crate::metrics::ControllerMetrics,
+    due: &mut Due,
+) -> Result<State, ReconcileError> {
+    let programmed = apply_gateway(client, plan).await?;
+    let identity = crate::workload::identity(&config.workload.trust_domain, &plan.gateway);
+    let lifetime = config.lifetime();
+    due.add(
+        crate::certificates::keep(
+            client,
+            ca,
+            &crate::certificates::Leaf {
+                secret: ObjectKey::new(
+                    plan.gateway.namespace(),
+                    crate::workload::client_secret(&plan.gateway),
+                ),
+                owners: &plan.owners,
+                labels: BTreeMap::from([
+                    (
+                        "app.kubernetes.io/managed-by".to_owned(),
+                        MANAGER.to_owned(),
+                    ),
+                    (
+                        crate::pods::GATEWAY_LABEL.to_owned(),
+                        plan.gateway.name().to_owned(),
+                    ),
+                ]),
+                names: crate::certificates::Names::Identity(&identity),
+            },
+            metrics,
+            |ca| ca.issue_client_uri(&identity, lifetime),
+        )
+        .await?,
+    );
+    let workload = plan
+        .workload
+        .as_ref()
+        .map_err(|e| ReconcileError::Render(e.to_string()))?;
+    let mut state = State {
+        programmed,
+        ..State::default()
+    };
+    if let Some(instance) = instance {
+        match realize_geoproxy(client, plan, instance, config).await {
+            Ok(geoip) => state.geoip = geoip,
+            Err(e) => {
+                tracing::warn!(gateway = %plan.gateway, error = %e, "applying the geoproxy failed; applying the proxies all the same");
+                state.geoip = Some((
+                    false,
+                    "GeoproxyNotApplied",
+                    format!("applying the geoproxy failed: {e}"),
+                ));
+                state.geoproxy_failed = Some(e);
+            }
+        }
+    }
+    apply_object(client, &workload.service_account).await?;
+    apply_object(client, &workload.bootstrap).await?;
+    state.proxies = match &workload.proxies {
+        Proxies::DaemonSet(set) => {
+            let status = apply_object(client, set.as_ref()).await?.status;
+            status.map_or((0, 0), |s| {
+                (
+                    i64::from(s.number_ready),
+                    i64::from(s.desired_number_scheduled),
+                )
+            })
+        }
+        Proxies::Deployment(deployment, budget) => {
+            let applied = apply_object(client, deployment.as_ref()).await?;
+            apply_object(client, budget.as_ref()).await?;
+            (
+                applied
+                    .status
+                    .and_then(|s| s.ready_replicas)
+                    .map_or(0, i64::from),
+                i64::from(
+                    deployment
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.replicas)
+                        .unwrap_or(0),
+                ),
+            )
+        }
+    };
+    if let Some(service) = &workload.service {
+        let applied = apply_object(client, service).await?;
+        state.addresses = applied
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i.ip.or(i.hostname))
+            .collect();
+    }
+    let host_ports = workload.host_ports();
+    if host_ports {
+        state.addresses = crate::apply::node_addresses(client, &plan.gateway).await?;
+    }
+    Ok(state)
+}
+
+/// Applies the plan's Gateway; whether the control plane has programmed it.
+async fn apply_gateway(client: &kube::Client, plan: &Plan) -> Result<bool, kube::Error> {
+    let api = gateways(client, plan.gateway.namespace());
+    let applied = api
+        .patch(
+            plan.gateway.name(),
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&plan.object),
+        )
+        .await?;
+    Ok(applied.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Programmed" && c["status"] == "True"))
+}
+
+/// Writes `instance`'s status: its Gateway, `Conflict` (with `conflict`'s message), `Ready`,
+/// whether its Gateway is the platform's default (ClusterALBInstance), and `IstioSidecar`
+/// (unsupported) when it asks for one.
+pub async fn write_status(
+    client: &kube::Client,
+    instance: &Instance,
+    gateway: &ObjectKey,
+    conflict: Option<&String>,
+    state: &State,
+    default: Option<&ObjectKey>,
+) -> Result<(), kube::Error> {
+    let now = fairlead_kit::conditions::now();
+    let generation = instance.generation;
+    let (ready_proxies, wanted) = state.proxies;
+    let (ready, reason, message) = match (conflict, state.programmed) {
+        (Some(_), _) => (
+            false,
+            "Conflict",
+            "another instance controls the Gateway".to_owned(),
+        ),
+        (None, false) => (
+            false,
+            "GatewayNotProgrammed",
+            format!("Gateway {gateway} is not programmed by the control plane yet"),
+        ),
+        (None, true) if ready_proxies == 0 => (
+            false,
+            "ProxiesNotReady",
+            format!("Gateway {gateway} is programmed; {ready_proxies} of {wanted} proxies ready"),
+        ),
+        (None, true) => (
+            true,
+            "Ready",
+            format!("Gateway {gateway} is programmed; {ready_proxies} of {wanted} proxies ready"),
+        ),
+    };
+    let mut conditions = vec![
+        json!({"type": "Ready", "status": if ready { "True" } else { "False" }, "reason": reason,
+               "message": message, "observedGeneration": generation, "lastTransitionTime": now}),
+        json!({"type": "Conflict", "status": if conflict.is_some() { "True" } else { "False" },
+               "reason": if conflict.is_some() { "GatewayControlledByAnother" } else { "NoConflict" },
+               "message": conflict.cloned().unwrap_or_else(|| "this instance controls its Gateway".into()),
+               "observedGeneration": generation, "lastTransitionTime": now}),
+    ];
+    if let Some((ready, reason, message)) = &state.geoip {
+        conditions.push(
+            json!({"type": "GeoIP", "status": if *ready { "True" } else { "False" },
+            "reason": reason, "message": message,
+            "observedGeneration": generation, "lastTransitionTime": now}),
+        );
+    }
+    if instance.spec.istio_sidecar == Some(true) {
+        conditions.push(
+            json!({"type": "IstioSidecar", "status": "False", "reason": "Unsupported",
+            "message": "fairlead runs no Istio sidecar beside its proxies; the setting is ignored",
+            "observedGeneration": generation, "lastTransitionTime": now}),
+        );
+    }
+    let resource = crate::apply::resource(instance.kind);
+    let api: Api<DynamicObject> = if instance.kind == "ClusterALBInstance" {
+        Api::all_with(client.clone(), &resource)
+    } else {
+        Api::namespaced_with(client.clone(), instance.key.namespace(), &resource)
+    };
+    let current = api.get_status(instance.key.name()).await?;
+    let stored = &current.data["status"];
+    let conditions = fairlead_kit::conditions::merge(conditions, Some(&stored["conditions"]), &now);
+    let mut status: Value = json!({
+        "gateway": gateway.to_string(),
+        "conditions": conditions,
+        "addresses": state.addresses,
+        "observedGeneration": generation,
+    });
+    if instance.kind == "ClusterALBInstance" {
+        status["defaultDeckhouseGateway"] = json!(default == Some(&instance.key));
+    }
+    if stored["gateway"] == status["gateway"]
+        && stored["addresses"]
+            .as_array()
+            .map_or(state.addresses.is_empty(), |a| {
+                *a == status["addresses"].as_array().cloned().unwrap_or_default()
+            })
+        && stored["observedGeneration"] == status["observedGeneration"]
+        && stored["defaultDeckhouseGateway"] == status["defaultDeckhouseGateway"]
+        && strip_times(&stored["conditions"]) == strip_times(&status["conditions"])
+    {
+        return Ok(());
+    }
+    api.patch_status(
+        instance.key.name(),
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": status})),
+    )
+    .await?;
+    Ok(())
+}
+
+fn strip_times(conditions: &Value) -> Value {
+    let mut conditions = conditions.clone();
+    for c in conditions.as_array_mut().into_iter().flatten() {
+        if let Some(map) = c.as_object_mut() {
+            map.remove("lastTransitionTime");
+        }
+    }
+    conditions
+}
