@@ -27,8 +27,8 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::context::{Context, Due, ReconcileError};
 use crate::instances::{CLUSTER_NAMESPACE, MANAGER};
-use crate::reconcile::{Context, ReconcileError};
 
 /// The jobs' pace: changes collected for 50 ms, everything again every 30 s, retries from
 /// 1 s.
@@ -276,7 +276,7 @@ async fn certificates(
 async fn keep_certificates(
     context: &Context,
     handed: &watch::Sender<Option<Arc<Ca>>>,
-) -> Result<crate::realize::Due, ReconcileError> {
+) -> Result<Due, ReconcileError> {
     let client = &context.client;
     let config = &context.config;
     ensure_namespace(client).await?;
@@ -289,7 +289,7 @@ async fn keep_certificates(
         .cloned()
         .chain(ips.iter().map(ToString::to_string))
         .collect();
-    let mut due = crate::realize::Due::default();
+    let mut due = Due::default();
     due.add(
         crate::certificates::keep(
             client,

@@ -16,6 +16,7 @@ pub mod admission;
 pub mod apply;
 pub mod certificates;
 pub mod cleanup;
+mod context;
 pub mod crds;
 pub mod finalizer;
 pub mod http01;

@@ -5,14 +5,13 @@
 //! the decisions are `fairlead_edge_controller_plan`'s.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use fairlead_key::ObjectKey;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use crate::context::{Config, Context, Counted, Due, Read, ReconcileError};
 use crate::instances::{Instance, MANAGER, Plan};
-use crate::reconcile::{Config, Context, Counted, Read, ReconcileError};
 use crate::workload::Proxies;
 
 /// Everything for `gateway`: the finalizer on the instances naming it; with live ones, their
@@ -145,28 +144,6 @@ async fn realize_all(
 
 fn gateways(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), namespace, &crate::crds::resource("Gateway"))
-}
-
-/// The earliest time a certificate the controller keeps is due for renewal.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Due(Option<std::time::SystemTime>);
-
-impl Due {
-    /// Adds a certificate due `at`.
-    pub fn add(&mut self, at: Option<std::time::SystemTime>) {
-        self.0 = match (self.0, at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-    }
-
-    /// How long from now until then (`None` when nothing is due).
-    pub fn after(self) -> Option<Duration> {
-        self.0.map(|at| {
-            at.duration_since(std::time::SystemTime::now())
-                .unwrap_or_default()
-        })
-    }
 }
 
 /// How a realized Gateway is doing.
