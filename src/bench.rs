@@ -11,6 +11,9 @@ pub enum BenchCommand {
     Health(HealthArgs),
     /// The edge control plane: translation time and memory, push latency.
     Edge(EdgeArgs),
+    /// The gateway controller: what one instance's change costs among many (API requests and
+    /// writes, reconciles, time to its status).
+    Controller(ControllerArgs),
     /// The relationship graph: build and JSON time, memory per object, change-to-watch latency.
     Graph(GraphArgs),
 }
@@ -28,6 +31,75 @@ pub struct GraphArgs {
     /// Changes for the change-to-watch latency.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     changes: u64,
+}
+
+/// Options of `fairlead bench controller`.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// ClusterALBInstances in the world, each naming a Gateway of its own.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..1000))]
+    instances: u64,
+    /// Changes of one instance, each measured once the controller is quiet again.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    changes: u64,
+}
+
+/// The rows of `fairlead bench controller`.
+async fn controller_rows(args: &ControllerArgs) -> anyhow::Result<Vec<fairlead_bench::Row>> {
+    let figures = fairlead_bench::controller::per_change(
+        usize::try_from(args.instances)?,
+        usize::try_from(args.changes)?,
+    )
+    .await?;
+    let n = figures.instances;
+    let (settled, all) = &figures.settle;
+    let mut rows = vec![fairlead_bench::Row {
+        metric: format!("{n} instances created -> every status written"),
+        value: format!(
+            "{:.2} s; {} requests, {} writes, {} reconciles of an instance's Gateway",
+            settled.as_secs_f64(),
+            all.requests,
+            all.writes,
+            all.reconciles
+        ),
+    }];
+    let median = |mut v: Vec<usize>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let range = |f: &dyn Fn(&fairlead_bench::controller::Cost) -> usize| {
+        let values: Vec<usize> = figures.changes.iter().map(|(_, c)| f(c)).collect();
+        let (min, max) = (
+            values.iter().min().copied().unwrap_or_default(),
+            values.iter().max().copied().unwrap_or_default(),
+        );
+        format!("median {}, {min}–{max}", median(values))
+    };
+    let changes = figures.changes.len();
+    rows.push(fairlead_bench::Row {
+        metric: format!("one of {n} instances changed ({changes} changes): controller's requests"),
+        value: range(&|c| c.requests),
+    });
+    rows.push(fairlead_bench::Row {
+        metric: "… of which writes".into(),
+        value: range(&|c| c.writes),
+    });
+    rows.push(fairlead_bench::Row {
+        metric: "… naming another instance's objects".into(),
+        value: range(&|c| c.others),
+    });
+    rows.push(fairlead_bench::Row {
+        metric: "… reconciles of an instance's Gateway".into(),
+        value: range(&|c| usize::try_from(c.reconciles).unwrap_or(usize::MAX)),
+    });
+    let mut took: Vec<std::time::Duration> = figures.changes.iter().map(|(d, _)| *d).collect();
+    took.sort_unstable();
+    let ms = |q| fairlead_bench::percentile(&took, q).as_secs_f64() * 1000.0;
+    rows.push(fairlead_bench::Row {
+        metric: "change -> the instance's status observes it".into(),
+        value: format!("p50 {:.1} ms, max {:.1} ms", ms(0.5), ms(1.0)),
+    });
+    Ok(rows)
 }
 
 /// Options of `fairlead bench edge`.
@@ -524,6 +596,9 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             })
             .await?;
             print!("{}", fairlead_bench::table(&rows));
+        }
+        BenchCommand::Controller(args) => {
+            print!("{}", fairlead_bench::table(&controller_rows(&args).await?));
         }
         BenchCommand::Graph(args) => {
             print!("{}", fairlead_bench::table(&graph_rows(&args).await?));

@@ -1,11 +1,12 @@
 //! `fairlead bench …`: the benchmarks of every component, kept out of the production crates.
-//! Each module measures one (the embedded API server, the health module, the edge control
-//! plane, a real Envoy taking route changes, Envoy's GeoIP filter, the load generators
+//! Each module measures one (the embedded API server, the health module, the gateway
+//! controller's work per change, the edge control plane, a real Envoy taking route changes, Envoy's GeoIP filter, the load generators
 //! through a real Envoy) and returns rows of a
 //! Markdown table or figures; the figures go to BENCHMARKS.md with the
 //! machine and the command.
 
 pub mod apiserver;
+pub mod controller;
 pub mod edge;
 pub mod envoy;
 pub mod geoip;

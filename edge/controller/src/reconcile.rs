@@ -12,6 +12,7 @@
 //! requested, instances are left alone). A failed reconcile is retried with backoff; what was
 //! made for an instance goes with its last owner (garbage collection).
 
+use std::hash::{Hash as _, Hasher as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,8 +25,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{PredicateConfig, WatchStreamExt as _, watcher};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -131,18 +132,12 @@ pub async fn run(
 async fn per_instance(context: Arc<Context>, term: CancellationToken) {
     let client = context.client.clone();
     let clusters = watching(
-        Controller::new(
-            Api::<ClusterALBInstance>::all(client.clone()),
-            watcher::Config::default(),
-        ),
+        on_instances::<ClusterALBInstance>(&client),
         &client,
         context.clone(),
     );
     let namespaced = watching(
-        Controller::new(
-            Api::<ALBInstance>::all(client.clone()),
-            watcher::Config::default(),
-        ),
+        on_instances::<ALBInstance>(&client),
         &client,
         context.clone(),
     );
@@ -159,6 +154,42 @@ async fn per_instance(context: Arc<Context>, term: CancellationToken) {
             .run(reconcile_namespaced, error_policy, context)
             .for_each(|_| std::future::ready(())),
     );
+}
+
+/// A Controller of the instances of kind `K`, woken by a change of what a reconcile reads of
+/// one ([`read_of`]) — not by its status alone, which the reconcile itself writes.
+fn on_instances<K>(client: &kube::Client) -> Controller<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(read_of::<K>, PredicateConfig::default());
+    Controller::for_stream(trigger, reader)
+}
+
+/// A digest of what a reconcile reads of an instance: its spec (by its generation), whether
+/// it is being deleted, its finalizers and its route-statistics annotation.
+fn read_of<K: Resource>(instance: &K) -> Option<u64> {
+    let meta = instance.meta();
+    let mut digest = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut digest);
+    meta.deletion_timestamp.is_some().hash(&mut digest);
+    meta.finalizers.hash(&mut digest);
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(fairlead_edge_model::names::ROUTE_STATISTICS))
+        .hash(&mut digest);
+    Some(digest.finish())
 }
 
 /// The instance of kind `K` an object made for a Gateway names in its
