@@ -258,23 +258,28 @@ async fn realize_geoproxy(
 /// Removes `gateway`'s geoproxy when its controlling instance no longer asks for one (its
 /// licence or its editions taken out of `spec.geoIP`, or no instance left naming the
 /// Gateway): the objects it was made of, by name — when its StatefulSet or its Lease's
-/// binding (which no owner reference takes away) is still there.
+/// binding (which no owner reference takes away) is still there, found by their labels.
 pub async fn prune_geoproxy(client: &kube::Client, gateway: &ObjectKey) -> Result<(), kube::Error> {
-    let made = crate::geoproxy::made(gateway);
-    let exists = async |kind: &str, key: &ObjectKey| {
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            client.clone(),
-            key.namespace(),
-            &crate::apply::resource(kind),
-        );
-        api.get_opt(key.name()).await.map(|o| o.is_some())
+    use crate::geoproxy::{GATEWAY_NAMESPACE_LABEL, LEASE_NAMESPACE, SELECTOR};
+    let its = format!(
+        "{SELECTOR},{}={}",
+        crate::pods::GATEWAY_LABEL,
+        gateway.name()
+    );
+    let any = async |kind: &str, namespace: &str, selector: &str| {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), namespace, &crate::apply::resource(kind));
+        let params = kube::api::ListParams::default().labels(selector).limit(1);
+        api.list(&params).await.map(|l| !l.items.is_empty())
     };
-    let (set, binding) = (&made[4], &made[1]);
-    if !exists(set.0, &set.1).await? && !exists(binding.0, &binding.1).await? {
+    let binding = format!("{its},{GATEWAY_NAMESPACE_LABEL}={}", gateway.namespace());
+    if !any("StatefulSet", gateway.namespace(), &its).await?
+        && !any("RoleBinding", LEASE_NAMESPACE, &binding).await?
+    {
         return Ok(());
     }
     tracing::info!(%gateway, "removing the geoproxy its instance no longer asks for");
-    for (kind, key) in made {
+    for (kind, key) in crate::geoproxy::made(gateway) {
         let api: Api<DynamicObject> = Api::namespaced_with(
             client.clone(),
             key.namespace(),
