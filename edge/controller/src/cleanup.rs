@@ -54,13 +54,19 @@ pub async fn requested(client: &kube::Client) -> Result<bool, kube::Error> {
 pub async fn request(client: &kube::Client) -> Result<(), kube::Error> {
     let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(client.clone(), CLUSTER_NAMESPACE);
-    let patch = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": MARKER, "namespace": CLUSTER_NAMESPACE,
-            "annotations": {CLEANUP_ANNOTATION: "requested"}}});
+    let marked = k8s_openapi::api::core::v1::ConfigMap {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(MARKER.to_owned()),
+            namespace: Some(CLUSTER_NAMESPACE.to_owned()),
+            annotations: Some([(CLEANUP_ANNOTATION.to_owned(), "requested".to_owned())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     maps.patch(
         MARKER,
         &PatchParams::apply("alb-cleanup-waiter").force(),
-        &Patch::Apply(&patch),
+        &Patch::Apply(&marked),
     )
     .await?;
     Ok(())

@@ -6,7 +6,14 @@
 //! same Service. The Ingress is owned by its route, so it goes when cert-manager deletes the
 //! route; the controller also removes bridges whose route is gone.
 
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::networking::v1::{
+    HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
+    IngressServiceBackend, IngressSpec, ServiceBackendPort,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde_json::Value;
 
 use crate::instance::MANAGER;
 
@@ -18,7 +25,7 @@ pub const BRIDGE_LABEL: &str = "alb.deckhouse.io/http01-bridge-for";
 
 /// The Ingress bridging `route` (an HTTPRoute as JSON) through the ingress class `class`;
 /// `None` for a route that is not a solver's or names no Service backend.
-pub fn bridge(route: &Value, class: &str) -> Option<Value> {
+pub fn bridge(route: &Value, class: &str) -> Option<Ingress> {
     let meta = &route["metadata"];
     if meta["labels"][SOLVER_LABEL] != "true" {
         return None;
@@ -36,7 +43,13 @@ pub fn bridge(route: &Value, class: &str) -> Option<Value> {
         }) else {
             continue;
         };
-        let service = json!({"name": backend["name"], "port": {"number": backend["port"]}});
+        let service = IngressServiceBackend {
+            name: backend["name"].as_str().unwrap_or_default().to_owned(),
+            port: Some(ServiceBackendPort {
+                number: backend["port"].as_i64().and_then(|p| i32::try_from(p).ok()),
+                name: None,
+            }),
+        };
         for m in rule["matches"].as_array().into_iter().flatten() {
             let Some(path) = m["path"]["value"].as_str() else {
                 continue;
@@ -46,38 +59,65 @@ pub fn bridge(route: &Value, class: &str) -> Option<Value> {
             } else {
                 "Exact"
             };
-            paths.push(json!({"path": path, "pathType": kind, "backend": {"service": service}}));
+            paths.push(HTTPIngressPath {
+                path: Some(path.to_owned()),
+                path_type: kind.to_owned(),
+                backend: IngressBackend {
+                    service: Some(service.clone()),
+                    resource: None,
+                },
+            });
         }
     }
     if paths.is_empty() {
         return None;
     }
+    let http = Some(HTTPIngressRuleValue { paths });
     let hosts: Vec<&str> = route["spec"]["hostnames"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let rules: Vec<Value> = if hosts.is_empty() {
-        vec![json!({"http": {"paths": paths}})]
+    let rules: Vec<IngressRule> = if hosts.is_empty() {
+        vec![IngressRule { host: None, http }]
     } else {
         hosts
             .iter()
-            .map(|host| json!({"host": host, "http": {"paths": paths}}))
+            .map(|host| IngressRule {
+                host: Some((*host).to_owned()),
+                http: http.clone(),
+            })
             .collect()
     };
-    Some(json!({
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {
-            "name": format!("{name}-http01"),
-            "namespace": namespace,
-            "labels": {BRIDGE_LABEL: name, "app.kubernetes.io/managed-by": MANAGER},
-            "ownerReferences": [{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-                "name": name, "uid": meta["uid"], "controller": true, "blockOwnerDeletion": true}],
+    Some(Ingress {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-http01")),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(BTreeMap::from([
+                (BRIDGE_LABEL.to_owned(), name.to_owned()),
+                (
+                    "app.kubernetes.io/managed-by".to_owned(),
+                    MANAGER.to_owned(),
+                ),
+            ])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "gateway.networking.k8s.io/v1".to_owned(),
+                kind: "HTTPRoute".to_owned(),
+                name: name.to_owned(),
+                uid: meta["uid"].as_str().unwrap_or_default().to_owned(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
         },
-        "spec": {"ingressClassName": class, "rules": rules},
-    }))
+        spec: Some(IngressSpec {
+            ingress_class_name: Some(class.to_owned()),
+            rules: Some(rules),
+            ..IngressSpec::default()
+        }),
+        status: None,
+    })
 }
 
 /// Applies the bridge of every solver route, and removes bridges whose route is gone.
@@ -97,19 +137,9 @@ pub async fn sync(client: &kube::Client, class: &str) -> Result<(), kube::Error>
         else {
             continue;
         };
-        let namespace = ingress["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let name = ingress["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            client.clone(),
-            &namespace,
-            &crate::apply::resource("Ingress"),
-        );
+        let namespace = ingress.metadata.namespace.clone().unwrap_or_default();
+        let name = ingress.metadata.name.clone().unwrap_or_default();
+        let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace);
         api.patch(
             &name,
             &PatchParams::apply(MANAGER).force(),
@@ -118,8 +148,7 @@ pub async fn sync(client: &kube::Client, class: &str) -> Result<(), kube::Error>
         .await?;
         wanted.insert((namespace, name));
     }
-    let ingresses: Api<DynamicObject> =
-        Api::all_with(client.clone(), &crate::apply::resource("Ingress"));
+    let ingresses: Api<Ingress> = Api::all(client.clone());
     for ingress in ingresses
         .list(&ListParams::default().labels(BRIDGE_LABEL))
         .await?
@@ -130,11 +159,7 @@ pub async fn sync(client: &kube::Client, class: &str) -> Result<(), kube::Error>
             continue;
         };
         if !wanted.contains(&(namespace.clone(), name.clone())) {
-            let api: Api<DynamicObject> = Api::namespaced_with(
-                client.clone(),
-                &namespace,
-                &crate::apply::resource("Ingress"),
-            );
+            let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace);
             api.delete(&name, &DeleteParams::default()).await?;
             tracing::info!(ingress = %format!("{namespace}/{name}"), "removed an HTTP-01 bridge whose route is gone");
         }
@@ -144,6 +169,8 @@ pub async fn sync(client: &kube::Client, class: &str) -> Result<(), kube::Error>
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -154,7 +181,7 @@ mod tests {
                 "rules": [{"matches": [{"path": {"type": "Exact",
                         "value": "/.well-known/acme-challenge/token123"}}],
                     "backendRefs": [{"name": "cm-acme-http-solver-xyz", "port": 8089}]}]}});
-        let ingress = bridge(&route, "nginx").unwrap();
+        let ingress = serde_json::to_value(bridge(&route, "nginx").unwrap()).unwrap();
         assert_eq!(
             ingress["metadata"]["name"],
             "cm-acme-http-solver-abc-http01"

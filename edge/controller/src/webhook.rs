@@ -10,14 +10,20 @@
 //! A review whose lookups fail (the API server unreachable) is refused by the webhooks that
 //! fail closed and admitted with a warning by the others; each is counted by verdict.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use base64::Engine as _;
 use fairlead_key::ObjectKey;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    RuleWithOperations, ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration,
+    WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
@@ -134,39 +140,55 @@ impl WebhookService {
 }
 
 /// The ValidatingWebhookConfiguration of [`WEBHOOKS`] at `service`, trusting `ca_pem`.
-pub fn configuration(service: &WebhookService, ca_pem: &str) -> Value {
-    let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    let webhooks: Vec<Value> = WEBHOOKS
+pub fn configuration(service: &WebhookService, ca_pem: &str) -> ValidatingWebhookConfiguration {
+    let strings = |values: &[&str]| Some(values.iter().map(|v| (*v).to_owned()).collect());
+    let managed = || {
+        Some(BTreeMap::from([(
+            "app.kubernetes.io/managed-by".to_owned(),
+            MANAGER.to_owned(),
+        )]))
+    };
+    let webhooks = WEBHOOKS
         .iter()
-        .map(|w| {
-            let mut hook = json!({
-                "name": format!("{}.alb.deckhouse.io", w.path),
-                "clientConfig": {
-                    "service": {"namespace": service.service.namespace(), "name": service.service.name(),
-                        "port": service.port, "path": format!("/validate/{}", w.path)},
-                    "caBundle": bundle,
-                },
-                "rules": [{"apiGroups": w.groups, "apiVersions": ["*"], "resources": w.resources,
-                    "operations": w.operations, "scope": "*"}],
-                "failurePolicy": if w.fail_closed { "Fail" } else { "Ignore" },
-                "matchPolicy": "Equivalent",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": if w.fail_closed { 10 } else { 5 },
-            });
-            if w.managed_only {
-                hook["objectSelector"] =
-                    json!({"matchLabels": {"app.kubernetes.io/managed-by": MANAGER}});
-            }
-            hook
+        .map(|w| ValidatingWebhook {
+            name: format!("{}.alb.deckhouse.io", w.path),
+            client_config: WebhookClientConfig {
+                service: Some(ServiceReference {
+                    namespace: service.service.namespace().to_owned(),
+                    name: service.service.name().to_owned(),
+                    port: Some(i32::from(service.port)),
+                    path: Some(format!("/validate/{}", w.path)),
+                }),
+                ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
+                url: None,
+            },
+            rules: Some(vec![RuleWithOperations {
+                api_groups: strings(w.groups),
+                api_versions: strings(&["*"]),
+                resources: strings(w.resources),
+                operations: strings(w.operations),
+                scope: Some("*".to_owned()),
+            }]),
+            failure_policy: Some(if w.fail_closed { "Fail" } else { "Ignore" }.to_owned()),
+            match_policy: Some("Equivalent".to_owned()),
+            side_effects: "None".to_owned(),
+            admission_review_versions: vec!["v1".to_owned()],
+            timeout_seconds: Some(if w.fail_closed { 10 } else { 5 }),
+            object_selector: w.managed_only.then(|| LabelSelector {
+                match_labels: managed(),
+                match_expressions: None,
+            }),
+            ..ValidatingWebhook::default()
         })
         .collect();
-    json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": CONFIGURATION, "labels": {"app.kubernetes.io/managed-by": MANAGER}},
-        "webhooks": webhooks,
-    })
+    ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(CONFIGURATION.to_owned()),
+            labels: managed(),
+            ..ObjectMeta::default()
+        },
+        webhooks: Some(webhooks),
+    }
 }
 
 /// Applies the [`configuration`] (field manager [`MANAGER`]).
@@ -175,10 +197,7 @@ pub async fn register(
     service: &WebhookService,
     ca_pem: &str,
 ) -> Result<(), kube::Error> {
-    let api: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &crate::apply::resource("ValidatingWebhookConfiguration"),
-    );
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     api.patch(
         CONFIGURATION,
         &kube::api::PatchParams::apply(MANAGER).force(),
@@ -468,7 +487,8 @@ mod tests {
 
     #[test]
     fn the_configuration_fails_closed_only_where_it_must() {
-        let config = configuration(&WebhookService::default(), "PEM");
+        let config =
+            serde_json::to_value(configuration(&WebhookService::default(), "PEM")).unwrap();
         let hooks = config["webhooks"].as_array().unwrap();
         let policy = |name: &str| {
             hooks
