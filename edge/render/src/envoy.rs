@@ -106,6 +106,7 @@ pub(crate) fn edge_manager(
     client: &ClientAddress<'_>,
     http3: bool,
     edge: &fairlead_edge_model::instance::Settings,
+    filters: crate::features::Filters,
 ) -> hcm::HttpConnectionManager {
     use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
     let (use_remote_address, original_ip_detection_extensions) = match client {
@@ -152,8 +153,23 @@ pub(crate) fn edge_manager(
         request_headers_timeout: Some(duration(limits::REQUEST_HEADERS_TIMEOUT)),
         access_log: vec![crate::telemetry::access_log(stat_prefix)],
         tracing: Some(crate::telemetry::tracing(edge.otlp_http_uri.as_deref())),
-        ..geoip(edge.geoip.as_ref(), manager(stat_prefix, route_config))
+        ..geoip(
+            edge.geoip.as_ref(),
+            routes_filters(filters, manager(stat_prefix, route_config)),
+        )
     }
+}
+
+/// `manager` with the filters its routes ask for ([`crate::features`]) before the router.
+fn routes_filters(
+    filters: crate::features::Filters,
+    mut manager: hcm::HttpConnectionManager,
+) -> hcm::HttpConnectionManager {
+    let router = manager.http_filters.len().saturating_sub(1);
+    manager
+        .http_filters
+        .splice(router..router, filters.http_filters());
+    manager
 }
 
 /// `manager` with what `geoip` asks: the named headers removed before anything reads the
@@ -294,11 +310,12 @@ pub(crate) fn connection_manager(
     client: &ClientAddress<'_>,
     http3: bool,
     edge: &fairlead_edge_model::instance::Settings,
+    filters: crate::features::Filters,
 ) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".into(),
         config_type: Some(listener::filter::ConfigType::TypedConfig(any(
-            &edge_manager(stat_prefix, route_config, client, http3, edge),
+            &edge_manager(stat_prefix, route_config, client, http3, edge, filters),
         ))),
     }
 }

@@ -11,11 +11,15 @@
 //! one-off.
 //!
 //! A route-level feature is a module of its own here (its Envoy filter or route
-//! configuration) beside one in the translate stage (the decision and its status).
+//! configuration) beside one in the translate stage (the decision and its status): `access`
+//! (who may pass) and `traffic` (rates, buffers, timeouts, rewrites, headers), enabled per
+//! route on the connection managers whose routes ask for them (`features`).
 
+pub mod access;
 pub mod cluster;
 pub mod endpoint;
 pub mod envoy;
+pub mod features;
 pub mod listener;
 mod memo;
 pub mod pb;
@@ -24,6 +28,7 @@ mod resources;
 pub mod route;
 pub mod secret;
 pub mod telemetry;
+pub mod traffic;
 pub mod wire;
 
 use std::collections::BTreeMap;

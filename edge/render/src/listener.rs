@@ -7,6 +7,7 @@ use envoy_types::pb::envoy::config::listener::v3 as listener;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 
 use crate::envoy::{ClientAddress, ads, any, cidr, connection_manager, socket, tls_socket};
+use crate::features::ByConfig;
 use fairlead_edge_model::Encoded;
 use fairlead_edge_model::instance::{RealIp, Settings};
 use fairlead_edge_model::names::container_port;
@@ -16,7 +17,12 @@ use fairlead_key::ObjectKey;
 /// The Envoy listener of `l`, bound to `address` (every address when `None`) at the
 /// container port of its Gateway port ([`container_port`]), with what its instance asks
 /// (`edge`, see [`fairlead_edge_model::instance`]).
-pub fn encode(l: &Listener, address: Option<std::net::IpAddr>, edge: &Settings) -> Encoded {
+pub fn encode(
+    l: &Listener,
+    address: Option<std::net::IpAddr>,
+    edge: &Settings,
+    filters: &ByConfig<'_>,
+) -> Encoded {
     let bind = address.map_or_else(|| "0.0.0.0".to_owned(), |ip| ip.to_string());
     let port = container_port(l.port);
     let mut listener_filters = Vec::new();
@@ -34,7 +40,7 @@ pub fn encode(l: &Listener, address: Option<std::net::IpAddr>, edge: &Settings) 
             filter_chains: http_chains(
                 &l.name,
                 &l.name,
-                edge,
+                (edge, filters),
                 listener::FilterChain::default(),
                 false,
             ),
@@ -54,7 +60,10 @@ pub fn encode(l: &Listener, address: Option<std::net::IpAddr>, edge: &Settings) 
                 name: l.name.clone(),
                 address: Some(socket(&bind, port, false)),
                 listener_filters,
-                filter_chains: chains.iter().flat_map(|c| chain(c, edge)).collect(),
+                filter_chains: chains
+                    .iter()
+                    .flat_map(|c| chain(c, edge, filters))
+                    .collect(),
                 ..Default::default()
             }
         }
@@ -123,12 +132,13 @@ fn guarded(edge: &Settings, filter: listener::Filter) -> Vec<listener::Filter> {
 fn http_chains(
     stat_prefix: &str,
     route_config: &str,
-    edge: &Settings,
+    (edge, filters): (&Settings, &ByConfig<'_>),
     base: listener::FilterChain,
     http3: bool,
 ) -> Vec<listener::FilterChain> {
+    let asked = filters.get(route_config).copied().unwrap_or_default();
     let manager = |client: ClientAddress<'_>| {
-        let manager = connection_manager(stat_prefix, route_config, &client, http3, edge);
+        let manager = connection_manager(stat_prefix, route_config, &client, http3, edge, asked);
         // A QUIC chain takes the connection manager alone: it matches only the peers of
         // `acceptRequestsFrom` instead (below).
         if http3 {
@@ -198,11 +208,11 @@ fn base_chain(c: &Chain, transport: Option<core::TransportSocket>) -> listener::
 /// The filter chains of `c`: matched by its server names (none: the default chain),
 /// terminating TLS when it has certificates, then an HTTP connection manager (see
 /// [`http_chains`]) or a TCP proxy.
-fn chain(c: &Chain, edge: &Settings) -> Vec<listener::FilterChain> {
+fn chain(c: &Chain, edge: &Settings, filters: &ByConfig<'_>) -> Vec<listener::FilterChain> {
     let base = base_chain(c, c.certificates.as_deref().map(downstream_tls));
     match &c.forward {
         Forward::Http { route_config } => {
-            http_chains(route_config, route_config, edge, base, false)
+            http_chains(route_config, route_config, (edge, filters), base, false)
         }
         Forward::Tcp {
             stat_prefix,
@@ -220,6 +230,7 @@ pub fn encode_quic(
     l: &Listener,
     address: Option<std::net::IpAddr>,
     edge: &Settings,
+    filters: &ByConfig<'_>,
 ) -> Option<Encoded> {
     let Serves::Chains { chains, .. } = &l.serves else {
         return None;
@@ -236,7 +247,13 @@ pub fn encode_quic(
                 return None;
             };
             let base = base_chain(c, Some(quic_tls(certificates)));
-            Some(http_chains(route_config, route_config, edge, base, true))
+            Some(http_chains(
+                route_config,
+                route_config,
+                (edge, filters),
+                base,
+                true,
+            ))
         })
         .flatten()
         .collect();

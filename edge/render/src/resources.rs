@@ -5,22 +5,23 @@
 use fairlead_edge_model::instance::Settings;
 use fairlead_edge_model::{Encoded, Resources, WithoutGeoip};
 use fairlead_edge_translate::ir::Gateway;
-use prost::Message;
 
+use crate::features::{ByConfig, Filters};
 use crate::memo::Recall;
 use crate::{cluster, endpoint, listener, route, secret};
 
-/// The listeners of `ir` with what its instance asks (`edge`).
-fn listeners(ir: &Gateway, edge: &Settings) -> Vec<Encoded> {
+/// The listeners of `ir` with what its instance asks (`edge`) and the filters its routes ask
+/// for (`filters`).
+fn listeners(ir: &Gateway, edge: &Settings, filters: &ByConfig<'_>) -> Vec<Encoded> {
     let mut listeners: Vec<Encoded> = ir
         .listeners
         .iter()
-        .map(|l| listener::encode(l, ir.address, edge))
+        .map(|l| listener::encode(l, ir.address, edge, filters))
         .collect();
     listeners.extend(
         ir.listeners
             .iter()
-            .filter_map(|l| listener::encode_quic(l, ir.address, edge)),
+            .filter_map(|l| listener::encode_quic(l, ir.address, edge, filters)),
     );
     listeners
 }
@@ -28,11 +29,12 @@ fn listeners(ir: &Gateway, edge: &Settings) -> Vec<Encoded> {
 /// The resources of `ir`.
 pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
     let editions = ir.edge.geoip_editions();
+    let filters = Filters::by_config(&ir.route_configs);
     let mut out = Resources {
-        listeners: listeners(ir, &ir.edge),
+        listeners: listeners(ir, &ir.edge, &filters),
         without_geoip: (!editions.is_empty()).then(|| WithoutGeoip {
             editions,
-            listeners: listeners(ir, &ir.edge.without_geoip_filter()),
+            listeners: listeners(ir, &ir.edge.without_geoip_filter(), &filters),
         }),
         ..Resources::default()
     };
@@ -46,7 +48,7 @@ pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
                 recall.encoded_route(
                     r,
                     origin,
-                    || route::entry(&r.entry, origin, r.drained).encode_to_vec(),
+                    || route::encode_entry(&r.entry, origin, r.drained),
                     write,
                 );
             })

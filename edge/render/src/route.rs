@@ -230,7 +230,30 @@ fn prefix_replacement(matched: &PathMatch, replacement: &str) -> PrefixReplaceme
     }
 }
 
-/// The Envoy route of one entry, served at `origin`, its `drained` backends weighted 0.
+/// The encoding of [`entry`]'s route: its per-filter configurations (a protobuf map, which
+/// prost writes in the random order of a `HashMap`) written last and by name, so the same
+/// route always encodes to the same bytes (the xDS server compares resources by content).
+pub fn encode_entry(e: &Entry, origin: Origin, drained: Drained) -> Vec<u8> {
+    use prost::Message as _;
+    let mut r = entry(e, origin, drained);
+    let per_filter: std::collections::BTreeMap<String, envoy_types::pb::google::protobuf::Any> =
+        std::mem::take(&mut r.typed_per_filter_config)
+            .into_iter()
+            .collect();
+    let mut bytes = r.encode_to_vec();
+    let mut pair = Vec::new();
+    for (name, config) in &per_filter {
+        pair.clear();
+        wire::string(1, name, &mut pair);
+        wire::message(2, config, &mut pair);
+        // Route.typed_per_filter_config.
+        wire::bytes(13, &pair, &mut bytes);
+    }
+    bytes
+}
+
+/// The Envoy route of one entry, served at `origin`, its `drained` backends weighted 0, with
+/// what its annotations ask ([`crate::features`], [`crate::traffic`]).
 pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
     let action = match entry.action.as_ref() {
         Action::Redirect(r) => {
@@ -393,6 +416,11 @@ pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
                         }
                     }
                 }
+                crate::traffic::route_action(
+                    &entry.annotations.traffic,
+                    &entry.matcher.path,
+                    &mut action,
+                );
                 route::route::Action::Route(action)
             }
         }
@@ -408,8 +436,14 @@ pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
         action: Some(action),
         request_headers_to_add: header_options(&entry.request_headers),
         request_headers_to_remove: entry.request_headers.remove.clone(),
-        response_headers_to_add: header_options(&entry.response_headers),
+        response_headers_to_add: header_options(&entry.response_headers)
+            .into_iter()
+            .chain(crate::traffic::response_headers(&entry.annotations.traffic))
+            .collect(),
         response_headers_to_remove: entry.response_headers.remove.clone(),
+        typed_per_filter_config: crate::features::per_route(&entry.annotations)
+            .into_iter()
+            .collect(),
         ..Default::default()
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::backend::{self, Backend, Unresolved};
 use crate::refs::Grants;
+use fairlead_edge_model::annotations::Annotations;
 use fairlead_edge_model::input::{
     BackendRef, HeaderModifier, HttpFilter, HttpRoute, Input, RequestRedirect, UrlRewrite,
 };
@@ -110,6 +111,9 @@ pub struct Entry {
     /// Rule-level response header changes.
     #[serde(skip_serializing_if = "HeaderModifier::is_empty")]
     pub response_headers: HeaderModifier,
+    /// The route's ALB annotations (shared by its entries; see [`crate::annotations`]).
+    #[serde(skip_serializing_if = "crate::annotations::asks_nothing")]
+    pub annotations: std::sync::Arc<Annotations>,
 }
 
 /// `name` as Envoy statistics carry it: dots (which Kubernetes names may hold) become `_`,
@@ -499,6 +503,7 @@ pub fn translate(
     grants: &Grants<'_>,
 ) -> Result<Translated, Rejected> {
     let (namespace, name, created) = identity(&route.metadata);
+    let annotations = crate::annotations::read(&route.metadata)?;
     let mut unresolved = None;
     let default_rule = [fairlead_edge_model::input::HttpRule::default()];
     let rules = if route.spec.rules.is_empty() {
@@ -525,6 +530,7 @@ pub fn translate(
             &mut unresolved,
         )?;
         let timeout = timeout(&field, rule.timeouts.as_ref())?;
+        crate::annotations::check_rule(&annotations, &field, rule, rule_filters.rewrite.as_ref())?;
         let action = std::sync::Arc::new(match rule_filters.redirect.clone() {
             Some(redirect) => Action::Redirect(redirect),
             None => Action::Forward {
@@ -562,6 +568,7 @@ pub fn translate(
                 action: action.clone(),
                 request_headers: rule_filters.request.clone(),
                 response_headers: rule_filters.response.clone(),
+                annotations: annotations.clone(),
             }));
         }
     }

@@ -14,8 +14,10 @@
 //! change touches.
 //!
 //! A route-level feature is a module of its own here (the decision and its status) beside
-//! one in the render stage (its Envoy configuration).
+//! one in the render stage (its Envoy configuration); `annotations` decides what an
+//! HTTPRoute's `alb.network.deckhouse.io/*` annotations ask.
 
+pub mod annotations;
 pub mod attach;
 pub mod backend;
 pub mod backend_tls;

@@ -1,0 +1,122 @@
+//! The HTTP filters routes ask for by their annotations ([`crate::access`],
+//! [`crate::traffic`]): a connection manager carries each filter some route of its route
+//! configuration asks for, disabled, and each such route enables it with its own
+//! configuration (Envoy's route-based filter chain: `FilterConfig` in the route's
+//! `typed_per_filter_config`). A route asking nothing pays nothing, and a connection manager
+//! whose routes ask nothing is the one it always was.
+
+use std::collections::{BTreeMap, HashMap};
+
+use envoy_types::pb::envoy::config::route::v3 as route;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3 as hcm;
+use envoy_types::pb::google::protobuf::Any;
+
+use crate::envoy::any;
+use crate::{access, traffic};
+use fairlead_edge_model::annotations::Annotations;
+use fairlead_edge_translate::ir::RouteConfig;
+
+/// The filters a route configuration's routes ask for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// `whitelist-source-range`: RBAC.
+    pub allowlist: bool,
+    /// `limit-rps`: the local rate limit.
+    pub rate_limit: bool,
+    /// `buffer-max-request-bytes`: the buffer.
+    pub buffer: bool,
+}
+
+/// The filters of each route configuration that needs any, by its name.
+pub type ByConfig<'a> = HashMap<&'a str, Filters>;
+
+impl Filters {
+    /// What `annotations` ask.
+    pub fn of(annotations: &Annotations) -> Self {
+        Self {
+            allowlist: annotations.access.allow_from.is_some(),
+            rate_limit: annotations.traffic.limit_rps.is_some(),
+            buffer: annotations.traffic.buffer_max_request_bytes.is_some(),
+        }
+    }
+
+    /// Whether none is asked.
+    pub fn is_empty(self) -> bool {
+        self == Self::default()
+    }
+
+    fn union(self, other: Self) -> Self {
+        Self {
+            allowlist: self.allowlist || other.allowlist,
+            rate_limit: self.rate_limit || other.rate_limit,
+            buffer: self.buffer || other.buffer,
+        }
+    }
+
+    /// What the routes of `config` ask.
+    pub fn of_config(config: &RouteConfig) -> Self {
+        config
+            .virtual_hosts
+            .iter()
+            .flat_map(|h| &h.routes)
+            .filter(|r| !r.entry.annotations.is_empty())
+            .fold(Self::default(), |all, r| {
+                all.union(Self::of(&r.entry.annotations))
+            })
+    }
+
+    /// The filters of every route configuration in `configs` whose routes ask for some.
+    pub fn by_config(configs: &[RouteConfig]) -> ByConfig<'_> {
+        configs
+            .iter()
+            .map(|c| (c.name.as_str(), Self::of_config(c)))
+            .filter(|(_, f)| !f.is_empty())
+            .collect()
+    }
+
+    /// The connection manager's filters, disabled, in the order they run (before the
+    /// router): who may pass, then how many, then the body.
+    pub fn http_filters(self) -> Vec<hcm::HttpFilter> {
+        let disabled = |name: &str, config: Any| hcm::HttpFilter {
+            name: name.to_owned(),
+            config_type: Some(hcm::http_filter::ConfigType::TypedConfig(config)),
+            disabled: true,
+            ..Default::default()
+        };
+        let mut filters = Vec::new();
+        if self.allowlist {
+            filters.push(disabled(access::RBAC, access::filter()));
+        }
+        if self.rate_limit {
+            filters.push(disabled(traffic::RATE_LIMIT, traffic::rate_limit_filter()));
+        }
+        if self.buffer {
+            filters.push(disabled(traffic::BUFFER, traffic::buffer_filter()));
+        }
+        filters
+    }
+}
+
+/// The filters a route enables, with its configuration of each, by filter name.
+pub fn per_route(annotations: &Annotations) -> BTreeMap<String, Any> {
+    let enabled = |config: Any| {
+        any(&route::FilterConfig {
+            config: Some(config),
+            ..Default::default()
+        })
+    };
+    let mut out = BTreeMap::new();
+    if let Some(ranges) = &annotations.access.allow_from {
+        out.insert(access::RBAC.to_owned(), enabled(access::allowlist(ranges)));
+    }
+    if let Some(rps) = annotations.traffic.limit_rps {
+        out.insert(
+            traffic::RATE_LIMIT.to_owned(),
+            enabled(traffic::rate_limit(rps)),
+        );
+    }
+    if let Some(bytes) = annotations.traffic.buffer_max_request_bytes {
+        out.insert(traffic::BUFFER.to_owned(), enabled(traffic::buffer(bytes)));
+    }
+    out
+}

@@ -1,0 +1,174 @@
+//! What an HTTPRoute's `alb.network.deckhouse.io/*` annotations ask, decided for the route:
+//! read once per route ([`fairlead_edge_model::annotations`]) and shared by all its entries.
+//! A malformed value rejects the route (`Accepted=False`, `UnsupportedValue`, the message
+//! naming the annotation), as does an annotation this version does not serve yet: a route is
+//! never served without the protection or behaviour it asks for. `rewrite-target` is checked
+//! against each rule's `RegularExpression` path matches (the groups it names must exist).
+
+use std::sync::Arc;
+
+use fairlead_edge_model::annotations::{AnnotationError, Annotations, PREFIX};
+use fairlead_edge_model::input::{HttpRule, UrlRewrite};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::http::Rejected;
+
+/// Whether `annotations` ask nothing (the IR leaves them out).
+pub fn asks_nothing(annotations: &Arc<Annotations>) -> bool {
+    annotations.is_empty()
+}
+
+/// The annotations this version does not serve yet, with the condition under which a route
+/// asks for one.
+const NOT_YET: &[(&str, fn(&Annotations) -> bool)] = &[
+    ("tls-disable-protocol", |a| a.disable_http2),
+    ("basic-auth-secret", |a| a.access.basic_auth.is_some()),
+    ("satisfy", |a| {
+        a.access.satisfy != fairlead_edge_model::annotations::Satisfy::All
+    }),
+    ("auth-url", |a| a.access.external.is_some()),
+    ("session-affinity", |a| {
+        matches!(
+            a.upstream.affinity,
+            Some(fairlead_edge_model::annotations::Affinity::Cookie { .. })
+        )
+    }),
+    ("hash-key", |a| {
+        a.upstream.affinity == Some(fairlead_edge_model::annotations::Affinity::SourceIp)
+    }),
+    ("service-upstream", |a| a.upstream.service_upstream),
+    ("backend-tls-settings", |a| a.upstream.tls.is_some()),
+    ("proxy-buffer-size", |a| a.traffic.proxy_buffer_size.is_some()),
+];
+
+/// The route's annotations, or why the route is rejected.
+pub(crate) fn read(metadata: &ObjectMeta) -> Result<Arc<Annotations>, Rejected> {
+    let empty = std::collections::BTreeMap::new();
+    let annotations = Annotations::read(metadata.annotations.as_ref().unwrap_or(&empty))
+        .map_err(|e| Rejected(e.to_string()))?;
+    if annotations.is_empty() {
+        return Ok(Arc::default());
+    }
+    if annotations.waf.is_some() {
+        return Err(Rejected(
+            AnnotationError::new(
+                "mod-security",
+                "the WAF is not served by this version; the route is refused rather than served without it",
+            )
+            .to_string(),
+        ));
+    }
+    if let Some((name, _)) = NOT_YET.iter().find(|(_, asks)| asks(&annotations)) {
+        return Err(Rejected(format!(
+            "metadata.annotations[{PREFIX}{name}]: not served by this version yet; the route is refused rather than served without it"
+        )));
+    }
+    Ok(Arc::new(annotations))
+}
+
+/// Checks `rewrite-target` against rule `field`: the groups it names exist in each of the
+/// rule's `RegularExpression` path matches, and the rule rewrites no path of its own.
+pub(crate) fn check_rule(
+    annotations: &Annotations,
+    field: &str,
+    rule: &HttpRule,
+    rewrite: Option<&UrlRewrite>,
+) -> Result<(), Rejected> {
+    let Some(target) = &annotations.traffic.rewrite_target else {
+        return Ok(());
+    };
+    let wanted = fairlead_edge_model::annotations::traffic::highest_group(target);
+    let mut applies = false;
+    for (m, spec) in rule.matches.iter().enumerate() {
+        let Some(path) = &spec.path else { continue };
+        if path.type_.as_deref() != Some("RegularExpression") {
+            continue;
+        }
+        applies = true;
+        let pattern = path.value.as_deref().unwrap_or("/");
+        let groups = regex::Regex::new(pattern)
+            .map(|r| r.captures_len() - 1)
+            .unwrap_or(0);
+        if usize::try_from(wanted).unwrap_or(usize::MAX) > groups {
+            return Err(Rejected(
+                AnnotationError::new(
+                    "rewrite-target",
+                    format!(
+                        "{target:?} names group \\{wanted}, but {field}.matches[{m}].path.value {pattern:?} has {groups}"
+                    ),
+                )
+                .to_string(),
+            ));
+        }
+    }
+    if applies && rewrite.is_some_and(|r| r.path.is_some()) {
+        return Err(Rejected(
+            AnnotationError::new(
+                "rewrite-target",
+                format!("{field} rewrites its path with a URLRewrite filter already"),
+            )
+            .to_string(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(pairs: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            annotations: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (format!("{PREFIX}{k}"), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn rule(path: &str) -> HttpRule {
+        serde_json::from_value(serde_json::json!({
+            "matches": [{"path": {"type": "RegularExpression", "value": path}}]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn what_is_not_served_yet_refuses_the_route() {
+        let Err(Rejected(message)) = read(&meta(&[("basic-auth-secret", "users")])) else {
+            panic!("a route asking for basic auth is not served without it");
+        };
+        assert!(message.contains("basic-auth-secret"), "{message}");
+        let Err(Rejected(message)) = read(&meta(&[("mod-security", "{\"mode\":\"on\"}")])) else {
+            panic!("nor one asking for the WAF");
+        };
+        assert!(message.contains("mod-security") && message.contains("WAF"), "{message}");
+        assert!(read(&meta(&[("limit-rps", "5")])).is_ok());
+        assert!(read(&ObjectMeta::default()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_rewrite_names_only_groups_its_matches_have() {
+        let a = read(&meta(&[("rewrite-target", "/v2/\\2")])).unwrap();
+        assert!(check_rule(&a, "spec.rules[0]", &rule("/api/(v1)/(.*)"), None).is_ok());
+        let Err(Rejected(message)) = check_rule(&a, "spec.rules[0]", &rule("/api/(.*)"), None)
+        else {
+            panic!("a group the match lacks");
+        };
+        assert!(
+            message.contains("rewrite-target") && message.contains("spec.rules[0].matches[0]"),
+            "{message}"
+        );
+        let prefix: HttpRule = serde_json::from_value(serde_json::json!({
+            "matches": [{"path": {"type": "PathPrefix", "value": "/"}}]
+        }))
+        .unwrap();
+        assert!(
+            check_rule(&a, "spec.rules[0]", &prefix, None).is_ok(),
+            "rules without expressions are not rewritten"
+        );
+    }
+}
