@@ -1,5 +1,5 @@
 //! Backends a world routes to: plain HTTP servers on loopback answering every request, with
-//! their name or with the request's headers.
+//! their name, with the request's headers, or with its target (after a delay).
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -55,4 +55,62 @@ pub async fn echo() -> u16 {
         }
     });
     port
+}
+
+/// A backend on `127.0.0.1` answering every request with its request target (the path and
+/// query the proxy sent), after `delay`; its port.
+pub async fn paths(delay: std::time::Duration) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let head = whole_request(&mut socket).await;
+                let target = head
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned();
+                tokio::time::sleep(delay).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{target}",
+                    target.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+/// Reads a request whole (its head, then the body its `content-length` announces), so the
+/// answer never races a body still arriving; its head.
+async fn whole_request(socket: &mut tokio::net::TcpStream) -> String {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let Ok(n) = socket.read(&mut buf).await else {
+            break;
+        };
+        if n == 0 {
+            break;
+        }
+        data.extend_from_slice(&buf[..n]);
+        let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&data[..end]).into_owned();
+        let length: usize = head
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or(0);
+        if data.len() >= end + 4 + length {
+            return head;
+        }
+    }
+    String::from_utf8_lossy(&data).into_owned()
 }

@@ -13,8 +13,11 @@
 //! - **ListenerSets** ([`listener_set`]): a ListenerSet of an ALBInstance's Gateway must live
 //!   in that Gateway's namespace; two ListenerSets of one `d8-alb` Gateway may not claim the
 //!   same port and hostname.
-//! - **Routes** ([`route`]): never refused; a `sectionName` naming no listener of a `d8-alb`
-//!   Gateway is a warning.
+//! - **Routes** ([`route`]): an HTTPRoute whose `alb.network.deckhouse.io/*` annotation is
+//!   malformed is refused, naming the annotation
+//!   ([`fairlead_edge_model::annotations::Annotations::read`], what the translator reads);
+//!   an undocumented ALB annotation (a typo) and the deprecated `response-headers-to-add` are
+//!   warnings, as is a `sectionName` naming no listener of a `d8-alb` Gateway.
 //!
 //! Every denial names the field it is about.
 
@@ -388,13 +391,44 @@ pub fn route_parents(request: &Request<'_>) -> Vec<(usize, ObjectKey)> {
         .collect()
 }
 
-/// Routes are admitted; a `sectionName` naming no listener of a `d8-alb` Gateway is a
-/// warning. `parents` are the Gateways [`route_parents`] names that exist, by index.
+/// The verdict on an HTTPRoute's ALB annotations: refused when one is malformed; warnings
+/// for undocumented ALB annotations and the deprecated `response-headers-to-add`.
+fn annotations(object: &Value) -> Result<Vec<String>, String> {
+    use fairlead_edge_model::annotations::{Annotations, PREFIX};
+    let Ok(map) = serde_json::from_value::<std::collections::BTreeMap<String, String>>(
+        object["metadata"]["annotations"].clone(),
+    ) else {
+        return Ok(Vec::new());
+    };
+    let read = Annotations::read(&map).map_err(|e| e.to_string())?;
+    let mut warnings: Vec<String> = Annotations::unknown(&map)
+        .into_iter()
+        .map(|name| {
+            format!("metadata.annotations[{name}]: not an annotation of the ALB; it does nothing")
+        })
+        .collect();
+    if !read.traffic.response_headers.is_empty() {
+        warnings.push(format!(
+            "metadata.annotations[{PREFIX}response-headers-to-add]: deprecated; use a ResponseHeaderModifier filter"
+        ));
+    }
+    Ok(warnings)
+}
+
+/// Routes are admitted unless an HTTPRoute's ALB annotation is malformed ([`annotations`]);
+/// a `sectionName` naming no listener of a `d8-alb` Gateway is a warning. `parents` are the
+/// Gateways [`route_parents`] names that exist, by index.
 pub fn route(request: &Request<'_>, parents: &[(usize, Value)]) -> Verdict {
     let Some(object) = request.object else {
         return Verdict::allow();
     };
     let mut warnings = Vec::new();
+    if request.kind == "HTTPRoute" {
+        match annotations(object) {
+            Ok(found) => warnings.extend(found),
+            Err(message) => return Verdict::invalid(message),
+        }
+    }
     for (n, gateway) in parents {
         if gateway["spec"]["gatewayClassName"] != crate::crds::GATEWAY_CLASS {
             continue;
@@ -776,12 +810,52 @@ mod tests {
             .map(|(n, _)| (n, gateway.clone()))
             .collect();
         let Verdict::Allow(warnings) = route(&create, &found) else {
-            panic!("routes are never refused");
+            panic!("a route without annotations is not refused");
         };
         assert_eq!(
             warnings,
             [
                 "spec.parentRefs[0].sectionName: Gateway team/shop has no listener \"d8-htps\" (its listeners: d8-http); the route does not attach there"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_malformed_alb_annotation_refuses_the_route_naming_it() {
+        let annotated = |annotations: Value| json!({"metadata": {"annotations": annotations}, "spec": {"parentRefs": []}});
+        let verdict = |object: &Value, kind: &str| {
+            route(
+                &request(Operation::Create, kind, "apps", "alice", Some(object), None),
+                &[],
+            )
+        };
+        let malformed = annotated(json!({"alb.network.deckhouse.io/limit-rps": "fast"}));
+        assert_eq!(
+            verdict(&malformed, "HTTPRoute"),
+            Verdict::Deny(
+                422,
+                "metadata.annotations[alb.network.deckhouse.io/limit-rps]: \"fast\" is not a positive integer".into()
+            )
+        );
+        assert_eq!(
+            verdict(&malformed, "GRPCRoute"),
+            Verdict::allow(),
+            "only HTTPRoutes carry them"
+        );
+        let Verdict::Allow(warnings) = verdict(
+            &annotated(json!({
+                "alb.network.deckhouse.io/limit-rsp": "5",
+                "alb.network.deckhouse.io/response-headers-to-add": "{\"X-A\": \"1\"}"
+            })),
+            "HTTPRoute",
+        ) else {
+            panic!("a typo and a deprecated annotation are warnings");
+        };
+        assert_eq!(
+            warnings,
+            [
+                "metadata.annotations[alb.network.deckhouse.io/limit-rsp]: not an annotation of the ALB; it does nothing",
+                "metadata.annotations[alb.network.deckhouse.io/response-headers-to-add]: deprecated; use a ResponseHeaderModifier filter"
             ]
         );
     }

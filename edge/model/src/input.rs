@@ -737,7 +737,7 @@ pub struct Input {
     pub services: Vec<Arc<Service>>,
     /// EndpointSlices.
     pub endpoint_slices: Vec<Arc<EndpointSlice>>,
-    /// TLS Secrets.
+    /// Secrets (TLS certificates, and those route annotations name).
     pub secrets: Vec<Arc<Secret>>,
     /// Namespaces (for label selectors).
     pub namespaces: Vec<Arc<Namespace>>,
@@ -790,7 +790,7 @@ pub enum Object {
     Service(Arc<Service>),
     /// An EndpointSlice.
     EndpointSlice(Arc<EndpointSlice>),
-    /// A TLS Secret.
+    /// A Secret.
     Secret(Arc<Secret>),
     /// A Namespace.
     Namespace(Arc<Namespace>),

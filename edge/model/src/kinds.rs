@@ -28,7 +28,8 @@ pub struct Kind {
     pub kind: &'static str,
     /// Its resource (plural), as RBAC rules name it.
     pub plural: &'static str,
-    /// A field selector its watch uses (only TLS Secrets are read).
+    /// A field selector its watch uses (Secrets: not ServiceAccount tokens or Helm releases,
+    /// which no route or listener names).
     pub fields: Option<&'static str>,
     /// What of its status is written.
     pub status: Status,
@@ -85,7 +86,7 @@ pub const KINDS: &[Kind] = &[
         Status::Read,
     ),
     Kind {
-        fields: Some("type=kubernetes.io/tls"),
+        fields: Some(SECRET_FIELDS),
         ..kind("", "Secret", "secrets", Status::Read)
     },
     kind("", "Namespace", "namespaces", Status::Read),
@@ -98,6 +99,12 @@ pub const KINDS: &[Kind] = &[
     ),
     kind(INSTANCE_GROUP, "ALBInstance", "albinstances", Status::Read),
 ];
+
+/// The Secrets the edge reads: TLS certificates, and the Secrets route annotations name
+/// (`backend-tls-settings`, of any type); ServiceAccount tokens and Helm releases are never
+/// read.
+pub const SECRET_FIELDS: &str =
+    "type!=kubernetes.io/service-account-token,type!=helm.sh/release.v1";
 
 /// The group of the ALB instances.
 const INSTANCE_GROUP: &str = "network.deckhouse.io";
@@ -135,6 +142,6 @@ mod tests {
             ["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"]
         );
         assert!(status_written("Gateway") && !status_written("Service"));
-        assert_eq!(of("Secret").unwrap().fields, Some("type=kubernetes.io/tls"));
+        assert_eq!(of("Secret").unwrap().fields, Some(SECRET_FIELDS));
     }
 }

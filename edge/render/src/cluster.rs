@@ -1,6 +1,7 @@
 //! Envoy `Cluster`s from the IR: EDS over ADS, a connect timeout, HTTP/2 upstream for
 //! backends that speak it, and TLS to the backend under a BackendTLSPolicy (SNI, trust
-//! anchors, the names the certificate must carry).
+//! anchors, the names the certificate must carry); what a route's annotations change of its
+//! clusters is [`crate::upstream`]'s.
 
 use envoy_types::pb::envoy::config::cluster::v3 as cluster;
 use envoy_types::pb::envoy::config::core::v3 as core;
@@ -17,7 +18,7 @@ use fairlead_edge_translate::ir::Cluster;
 pub fn encode(c: &Cluster) -> Vec<u8> {
     let backend = &c.backend;
     let upstream = c.tls.as_ref();
-    cluster::Cluster {
+    let mut out = cluster::Cluster {
         // Without a trust anchor there is no TLS to configure (Envoy refuses name checks
         // without a CA): the cluster gets no endpoints instead (`ir::Cluster::endpoints`).
         transport_socket: upstream
@@ -34,33 +35,51 @@ pub fn encode(c: &Cluster) -> Vec<u8> {
             ..Default::default()
         }),
         connect_timeout: Some(duration(std::time::Duration::from_secs(5))),
-        typed_extension_protocol_options: if backend.http2 {
-            use envoy_types::pb::envoy::extensions::upstreams::http::v3 as upstream;
-            let options = upstream::HttpProtocolOptions {
-                upstream_protocol_options: Some(
-                    upstream::http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
-                        upstream::http_protocol_options::ExplicitHttpConfig {
-                            protocol_config: Some(
-                                upstream::http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
-                                    core::Http2ProtocolOptions::default(),
-                                ),
-                            ),
-                        },
-                    ),
-                ),
-                ..Default::default()
-            };
-            [(
-                "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_owned(),
-                any(&options),
-            )]
-            .into()
-        } else {
-            Default::default()
-        },
+        typed_extension_protocol_options: protocol_options(c),
         ..Default::default()
+    };
+    if let Some(variant) = backend.variant.as_deref() {
+        crate::upstream::cluster(variant, upstream.is_some(), backend.http2, &mut out);
     }
-    .encode_to_vec()
+    out.encode_to_vec()
+}
+
+/// The upstream HTTP protocol options of `c`: HTTP/2 for backends that speak it, the
+/// response header limit its routes ask for; none when neither applies.
+fn protocol_options(
+    c: &Cluster,
+) -> std::collections::HashMap<String, envoy_types::pb::google::protobuf::Any> {
+    use envoy_types::pb::envoy::extensions::upstreams::http::v3 as upstream;
+    use upstream::http_protocol_options::{
+        ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
+    };
+    let common = c
+        .backend
+        .variant
+        .as_deref()
+        .and_then(crate::upstream::max_response_headers);
+    if !c.backend.http2 && common.is_none() {
+        return Default::default();
+    }
+    let protocol = if c.backend.http2 {
+        ProtocolConfig::Http2ProtocolOptions(core::Http2ProtocolOptions::default())
+    } else {
+        ProtocolConfig::HttpProtocolOptions(core::Http1ProtocolOptions::default())
+    };
+    let options = upstream::HttpProtocolOptions {
+        common_http_protocol_options: common,
+        upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+            ExplicitHttpConfig {
+                protocol_config: Some(protocol),
+            },
+        )),
+        ..Default::default()
+    };
+    [(
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_owned(),
+        any(&options),
+    )]
+    .into()
 }
 
 /// The TLS transport socket of a cluster under a BackendTLSPolicy: SNI, trust anchors, and

@@ -13,7 +13,8 @@
 //! A route-level feature is a module of its own here (its Envoy filter or route
 //! configuration) beside one in the translate stage (the decision and its status): `access`
 //! (who may pass) and `traffic` (rates, buffers, timeouts, rewrites, headers), enabled per
-//! route on the connection managers whose routes ask for them (`features`).
+//! route on the connection managers whose routes ask for them (`features`), and `upstream`
+//! (affinity, response header limits, TLS to the backends of a route's own clusters).
 
 pub mod access;
 pub mod cluster;
@@ -29,6 +30,7 @@ pub mod route;
 pub mod secret;
 pub mod telemetry;
 pub mod traffic;
+pub mod upstream;
 pub mod wire;
 
 use std::collections::BTreeMap;

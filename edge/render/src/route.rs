@@ -421,6 +421,7 @@ pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
                     &entry.matcher.path,
                     &mut action,
                 );
+                crate::upstream::route_action(&entry.annotations.upstream, &mut action);
                 route::route::Action::Route(action)
             }
         }

@@ -85,9 +85,7 @@ pub fn buffer(bytes: u32) -> Any {
 /// by `path`, the rewrite.
 pub fn route_action(traffic: &Traffic, path: &PathMatch, action: &mut route::RouteAction) {
     if let Some(seconds) = traffic.idle_timeout_seconds {
-        action.idle_timeout = Some(duration(std::time::Duration::from_secs(u64::from(
-            seconds,
-        ))));
+        action.idle_timeout = Some(duration(std::time::Duration::from_secs(u64::from(seconds))));
     }
     if let (Some(target), PathMatch::Regex(pattern)) = (&traffic.rewrite_target, path) {
         action.regex_rewrite = Some(matcher::RegexMatchAndSubstitute {
@@ -102,14 +100,17 @@ pub fn route_action(traffic: &Traffic, path: &PathMatch, action: &mut route::Rou
 
 /// The response headers of `response-headers-to-add` (each replaces one the backend sent).
 pub fn response_headers(traffic: &Traffic) -> impl Iterator<Item = core::HeaderValueOption> + '_ {
-    traffic.response_headers.iter().map(|h| core::HeaderValueOption {
-        header: Some(core::HeaderValue {
-            key: h.name.clone(),
-            value: h.value.clone(),
+    traffic
+        .response_headers
+        .iter()
+        .map(|h| core::HeaderValueOption {
+            header: Some(core::HeaderValue {
+                key: h.name.clone(),
+                value: h.value.clone(),
+                ..Default::default()
+            }),
+            append_action: core::header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd
+                as i32,
             ..Default::default()
-        }),
-        append_action: core::header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd
-            as i32,
-        ..Default::default()
-    })
+        })
 }

@@ -27,19 +27,20 @@ const NOT_YET: &[(&str, fn(&Annotations) -> bool)] = &[
         a.access.satisfy != fairlead_edge_model::annotations::Satisfy::All
     }),
     ("auth-url", |a| a.access.external.is_some()),
-    ("session-affinity", |a| {
-        matches!(
-            a.upstream.affinity,
-            Some(fairlead_edge_model::annotations::Affinity::Cookie { .. })
-        )
-    }),
-    ("hash-key", |a| {
-        a.upstream.affinity == Some(fairlead_edge_model::annotations::Affinity::SourceIp)
-    }),
-    ("service-upstream", |a| a.upstream.service_upstream),
-    ("backend-tls-settings", |a| a.upstream.tls.is_some()),
-    ("proxy-buffer-size", |a| a.traffic.proxy_buffer_size.is_some()),
 ];
+
+/// The annotations that may name a Secret: a route carrying one is translated afresh every
+/// time (its translation depends on the Secret, which the memo does not follow).
+const NAMING_SECRETS: &[&str] = &["basic-auth-secret", "backend-tls-settings"];
+
+/// Whether the route's translation may read a Secret ([`NAMING_SECRETS`]).
+pub(crate) fn reads_secrets(metadata: &ObjectMeta) -> bool {
+    metadata.annotations.as_ref().is_some_and(|a| {
+        NAMING_SECRETS
+            .iter()
+            .any(|name| a.contains_key(&format!("{PREFIX}{name}")))
+    })
+}
 
 /// The route's annotations, or why the route is rejected.
 pub(crate) fn read(metadata: &ObjectMeta) -> Result<Arc<Annotations>, Rejected> {
@@ -145,7 +146,10 @@ mod tests {
         let Err(Rejected(message)) = read(&meta(&[("mod-security", "{\"mode\":\"on\"}")])) else {
             panic!("nor one asking for the WAF");
         };
-        assert!(message.contains("mod-security") && message.contains("WAF"), "{message}");
+        assert!(
+            message.contains("mod-security") && message.contains("WAF"),
+            "{message}"
+        );
         assert!(read(&meta(&[("limit-rps", "5")])).is_ok());
         assert!(read(&ObjectMeta::default()).unwrap().is_empty());
     }

@@ -26,6 +26,9 @@ pub struct Backend {
     /// UDP, so no BackendTLSPolicy applies (it would wrap TLS in TLS, or TLS around
     /// datagrams).
     pub opaque: bool,
+    /// What the route's annotations change of its cluster ([`crate::upstream`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<std::sync::Arc<crate::upstream::Variant>>,
 }
 
 impl Backend {
@@ -48,6 +51,9 @@ impl Backend {
         }
         if self.opaque {
             name.push_str("/opaque");
+        }
+        if let Some(v) = &self.variant {
+            name.push_str(&v.suffix);
         }
         name
     }
@@ -128,5 +134,6 @@ pub fn resolve(
         port_name: service_port.name.as_deref().unwrap_or_default().into(),
         http2: http2 || matches!(app, "kubernetes.io/h2c" | "grpc" | "h2c"),
         opaque: false,
+        variant: None,
     })
 }

@@ -82,6 +82,7 @@ pub fn translate(
             field: &field,
             http2: true,
             headers_only: false,
+            variant: None,
         };
         let (backends, mirrors) = refs.resolve(
             &rule.backend_refs,

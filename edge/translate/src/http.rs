@@ -423,6 +423,8 @@ pub(crate) struct RuleRefs<'a> {
     pub(crate) http2: bool,
     /// Backend filters other than header modifiers are refused.
     pub(crate) headers_only: bool,
+    /// What the route's annotations change of its backends' clusters.
+    pub(crate) variant: Option<std::sync::Arc<crate::upstream::Variant>>,
 }
 
 impl RuleRefs<'_> {
@@ -454,7 +456,10 @@ impl RuleRefs<'_> {
             }
             let weight = u32::try_from(backend_ref.weight.unwrap_or(1).max(0)).unwrap_or(1);
             let backend = match resolve(backend_ref, &f) {
-                Ok(b) => Some(b),
+                Ok(b) => Some(Backend {
+                    variant: self.variant.clone(),
+                    ..b
+                }),
                 Err(problem) => {
                     unresolved.get_or_insert(problem);
                     None
@@ -504,7 +509,8 @@ pub fn translate(
 ) -> Result<Translated, Rejected> {
     let (namespace, name, created) = identity(&route.metadata);
     let annotations = crate::annotations::read(&route.metadata)?;
-    let mut unresolved = None;
+    let (variant, mut unresolved) =
+        crate::upstream::Variant::of(&annotations, &namespace, input, grants);
     let default_rule = [fairlead_edge_model::input::HttpRule::default()];
     let rules = if route.spec.rules.is_empty() {
         &default_rule[..]
@@ -521,6 +527,7 @@ pub fn translate(
             field: &field,
             http2: false,
             headers_only: true,
+            variant: variant.clone(),
         };
         let (backends, mirrors) = refs.resolve(
             &rule.backend_refs,

@@ -403,16 +403,23 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
     out.clusters.reserve_exact(backends.len());
     for backend in backends {
         let upstream = tls.for_backend(&backend).cloned();
-        // No valid trust anchor: no endpoint, so requests fail (503) instead of going out
-        // unchecked.
-        let endpoints = upstream
-            .as_ref()
-            .is_none_or(|u| u.anchors.is_some())
-            .then(|| {
-                input
-                    .slices_of(&backend.namespace, &backend.service)
-                    .cloned()
-                    .collect()
+        let variant = backend.variant.as_deref();
+        // No valid trust anchor (or an annotation's TLS Secret that cannot be read, where no
+        // policy decides): no endpoint, so requests fail (503) instead of going out unchecked.
+        let refused = upstream.is_none()
+            && variant
+                .and_then(|v| v.tls.as_ref())
+                .is_some_and(|t| t.refused);
+        let endpoints =
+            (upstream.as_ref().is_none_or(|u| u.anchors.is_some()) && !refused).then(|| {
+                if variant.is_some_and(|v| v.service_address) {
+                    service_address(input, &backend).into_iter().collect()
+                } else {
+                    input
+                        .slices_of(&backend.namespace, &backend.service)
+                        .cloned()
+                        .collect()
+                }
             });
         out.clusters.push(Cluster {
             name: backend.cluster(),
@@ -438,6 +445,42 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
         }
     }
     out
+}
+
+/// The one endpoint of a backend reached at its Service's address (`service-upstream`): the
+/// cluster IP and Service port, as an EndpointSlice of the Service (none for a headless
+/// Service or one without an address yet: its requests get 503).
+fn service_address(input: &Input, backend: &Backend) -> Option<Arc<EndpointSlice>> {
+    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
+    let service = input.service(&backend.namespace, &backend.service)?;
+    let ip = service
+        .spec
+        .as_ref()?
+        .cluster_ip
+        .as_deref()
+        .filter(|ip| !ip.is_empty() && *ip != "None")?;
+    let address_type = if ip.contains(':') { "IPv6" } else { "IPv4" };
+    Some(Arc::new(EndpointSlice {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(format!("{}-service-address", backend.service)),
+            namespace: Some(backend.namespace.to_string()),
+            ..Default::default()
+        },
+        address_type: address_type.to_owned(),
+        endpoints: Some(vec![Endpoint {
+            addresses: vec![ip.to_owned()],
+            conditions: Some(EndpointConditions {
+                ready: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
+        ports: Some(vec![EndpointPort {
+            name: Some(backend.port_name.to_string()),
+            port: Some(i32::from(backend.port)),
+            ..Default::default()
+        }]),
+    }))
 }
 
 /// Marks, on every route, the backends whose cluster has no ready endpoint.
@@ -508,6 +551,7 @@ fn stream_shares(
         .map(|w| {
             let backend = w.backend.as_ref().map(|b| Backend {
                 opaque,
+                variant: None,
                 ..b.clone()
             });
             let cluster = backend
@@ -604,6 +648,7 @@ fn udp_cluster(
                 |b| {
                     let b = Backend {
                         opaque: true,
+                        variant: None,
                         ..b.clone()
                     };
                     let name = b.cluster();

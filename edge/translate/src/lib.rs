@@ -15,7 +15,8 @@
 //!
 //! A route-level feature is a module of its own here (the decision and its status) beside
 //! one in the render stage (its Envoy configuration); `annotations` decides what an
-//! HTTPRoute's `alb.network.deckhouse.io/*` annotations ask.
+//! HTTPRoute's `alb.network.deckhouse.io/*` annotations ask, `upstream` what they change of
+//! the clusters of its backends.
 
 pub mod annotations;
 pub mod attach;
@@ -32,6 +33,7 @@ pub mod refs;
 mod routes;
 pub mod status;
 pub mod stream;
+pub mod upstream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

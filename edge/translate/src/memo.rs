@@ -1,6 +1,7 @@
 //! What one translation keeps for the next, so that a change costs in proportion to what it
 //! touches: the translated rules of each route, reused while the route, the Services and the
-//! ReferenceGrants are the same objects or equal ones. Only work is saved: a memo never
+//! ReferenceGrants are the same objects or equal ones (a route whose annotations name a
+//! Secret is translated every time). Only work is saved: a memo never
 //! changes the output, which the tests check by translating the same inputs with and without
 //! one. (The render stage keeps the encodings the same way, on the same [`Generations`].)
 //!
@@ -169,10 +170,14 @@ impl Recall for Memo {
         source: &Source,
         make: impl FnOnce() -> Outcome,
     ) -> Arc<Outcome> {
+        // A route whose annotations name a Secret is translated again: the memo follows
+        // routes, Services and grants, not Secrets.
+        let fresh =
+            matches!(source, Source::Http(r) if crate::annotations::reads_secrets(&r.metadata));
         self.routes
             .get_or_make(
                 key(),
-                |old| old.source.same(source),
+                |old| !fresh && old.source.same(source),
                 || Translated {
                     source: source.clone(),
                     outcome: Arc::new(make()),

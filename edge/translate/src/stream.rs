@@ -40,6 +40,7 @@ pub fn translate(
         field: "spec.rules[0]",
         http2: false,
         headers_only: false,
+        variant: None,
     };
     let backend_refs = route
         .spec

@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-use super::values::{self, is_header_name};
 use super::AnnotationError;
+use super::values::{self, is_header_name};
 use crate::instance::Cidr;
 
 /// The response headers of an external authentication service copied to the backend without
@@ -221,7 +221,11 @@ mod tests {
 
     #[test]
     fn allowlists_take_the_documented_forms() {
-        let a = read(&[("whitelist-source-range", "10.1.1.10/32, 10.2.2.0/24,192.0.2.7")]).unwrap();
+        let a = read(&[(
+            "whitelist-source-range",
+            "10.1.1.10/32, 10.2.2.0/24,192.0.2.7",
+        )])
+        .unwrap();
         let ranges: Vec<String> = a
             .allow_from
             .unwrap()
@@ -243,29 +247,47 @@ mod tests {
         assert_eq!(a.satisfy, Satisfy::Any);
         let own = read(&[("basic-auth-secret", "users")]).unwrap();
         assert_eq!(own.basic_auth.unwrap().secret.namespace_or("apps"), "apps");
-        assert_eq!(read(&[("satisfy", "some")]).unwrap_err().annotation, "satisfy");
+        assert_eq!(
+            read(&[("satisfy", "some")]).unwrap_err().annotation,
+            "satisfy"
+        );
     }
 
     #[test]
     fn external_auth_takes_absolute_urls_and_adds_the_default_headers() {
         let a = read(&[
             ("auth-url", "https://auth.team.svc/dex-authenticator/auth"),
-            ("auth-signin", "https://app.example.com/dex-authenticator/sign_in"),
+            (
+                "auth-signin",
+                "https://app.example.com/dex-authenticator/sign_in",
+            ),
             ("auth-response-headers", "Authorization"),
         ])
         .unwrap();
         let e = a.external.unwrap();
-        assert_eq!(e.response_headers.last().map(String::as_str), Some("Authorization"));
-        assert!(e.response_headers.iter().any(|h| h == "X-Auth-Request-Email"));
+        assert_eq!(
+            e.response_headers.last().map(String::as_str),
+            Some("Authorization")
+        );
+        assert!(
+            e.response_headers
+                .iter()
+                .any(|h| h == "X-Auth-Request-Email")
+        );
         let variable = read(&[
             ("auth-url", "http://auth/"),
             ("auth-signin", "https://$host/sign_in"),
         ])
         .unwrap_err();
         assert_eq!(variable.annotation, "auth-signin");
-        assert_eq!(read(&[("auth-url", "/auth")]).unwrap_err().annotation, "auth-url");
         assert_eq!(
-            read(&[("auth-signin", "https://a/")]).unwrap_err().annotation,
+            read(&[("auth-url", "/auth")]).unwrap_err().annotation,
+            "auth-url"
+        );
+        assert_eq!(
+            read(&[("auth-signin", "https://a/")])
+                .unwrap_err()
+                .annotation,
             "auth-signin",
             "a sign-in without a service is a mistake"
         );

@@ -166,7 +166,11 @@ mod tests {
             e.to_string(),
             "metadata.annotations[alb.network.deckhouse.io/tls-disable-protocol]: \"tls1.0\": only http2 can be disabled"
         );
-        assert!(read(&[("tls-disable-protocol", "HTTP2")]).unwrap().disable_http2);
+        assert!(
+            read(&[("tls-disable-protocol", "HTTP2")])
+                .unwrap()
+                .disable_http2
+        );
         let waf = read(&[("mod-security", "{\"mode\": \"on\"}")]).unwrap();
         assert_eq!(waf.waf.as_deref(), Some("{\"mode\": \"on\"}"));
     }

@@ -6,8 +6,8 @@
 
 use serde::Serialize;
 
-use super::values::{self, is_header_name};
 use super::AnnotationError;
+use super::values::{self, is_header_name};
 use crate::input::Header;
 
 /// Limits and changes of requests and answers.

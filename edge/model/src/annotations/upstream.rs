@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::access::SecretRef;
-use super::{values, AnnotationError};
+use super::{AnnotationError, values};
 
 /// How requests stick to endpoints.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -123,7 +123,10 @@ impl Upstream {
                 if a.mode.as_deref().is_some_and(|m| m != "cookie") {
                     return Err(AnnotationError::new(
                         "session-affinity",
-                        format!("mode {:?}: only cookie is supported", a.mode.unwrap_or_default()),
+                        format!(
+                            "mode {:?}: only cookie is supported",
+                            a.mode.unwrap_or_default()
+                        ),
                     ));
                 }
                 let name = a
@@ -136,7 +139,10 @@ impl Upstream {
                         format!("cookieName {name:?} is not a cookie name"),
                     ));
                 }
-                let path = a.path.filter(|p| !p.is_empty()).unwrap_or_else(|| "/".into());
+                let path = a
+                    .path
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| "/".into());
                 if !path.starts_with('/') {
                     return Err(AnnotationError::new(
                         "session-affinity",
@@ -271,17 +277,31 @@ mod tests {
             })
         );
         let defaults = read(&[("session-affinity", "{}")]).unwrap();
-        assert!(matches!(defaults.affinity, Some(Affinity::Cookie { ref name, .. }) if name == DEFAULT_AFFINITY_COOKIE));
+        assert!(
+            matches!(defaults.affinity, Some(Affinity::Cookie { ref name, .. }) if name == DEFAULT_AFFINITY_COOKIE)
+        );
         let e = read(&[("session-affinity", r#"{"cookie": "x"}"#)]).unwrap_err();
         assert!(e.message.contains("unknown field `cookie`"), "{e}");
-        assert_eq!(read(&[("hash-key", "source-ip")]).unwrap().affinity, Some(Affinity::SourceIp));
-        assert_eq!(read(&[("hash-key", "$request_uri")]).unwrap_err().annotation, "hash-key");
+        assert_eq!(
+            read(&[("hash-key", "source-ip")]).unwrap().affinity,
+            Some(Affinity::SourceIp)
+        );
+        assert_eq!(
+            read(&[("hash-key", "$request_uri")])
+                .unwrap_err()
+                .annotation,
+            "hash-key"
+        );
         assert!(read(&[("hash-key", "source-ip"), ("session-affinity", "{}")]).is_err());
     }
 
     #[test]
     fn service_upstream_and_tls() {
-        assert!(read(&[("service-upstream", "true")]).unwrap().service_upstream);
+        assert!(
+            read(&[("service-upstream", "true")])
+                .unwrap()
+                .service_upstream
+        );
         assert!(read(&[("service-upstream", "yes")]).is_err());
         let dex = read(&[(
             "backend-tls-settings",
@@ -298,14 +318,25 @@ mod tests {
         .unwrap();
         assert_eq!(template.sni.as_deref(), Some("example.com"));
         assert_eq!(template.secret.unwrap().namespace_or("apps"), "team");
-        assert_eq!(read(&[("backend-tls-settings", r#"{"mode": "DISABLE"}"#)]).unwrap().tls, None);
+        assert_eq!(
+            read(&[("backend-tls-settings", r#"{"mode": "DISABLE"}"#)])
+                .unwrap()
+                .tls,
+            None
+        );
         for bad in [
             r#"{"mode": "ISTIO_MUTUAL"}"#,
             r#"{"mode": "MUTUAL"}"#,
             r#"{"caCertificates": "/etc/ca.pem"}"#,
             r#"{"clientCertificate": "-----BEGIN CERTIFICATE-----"}"#,
         ] {
-            assert_eq!(read(&[("backend-tls-settings", bad)]).unwrap_err().annotation, "backend-tls-settings", "{bad}");
+            assert_eq!(
+                read(&[("backend-tls-settings", bad)])
+                    .unwrap_err()
+                    .annotation,
+                "backend-tls-settings",
+                "{bad}"
+            );
         }
     }
 }

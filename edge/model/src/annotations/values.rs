@@ -122,7 +122,10 @@ mod tests {
         assert_eq!(list("x", "a, b,,c").unwrap(), ["a", "b", "c"]);
         assert!(list("x", " , ").is_err());
         assert!(is_header_name("X-Auth-Request-User") && !is_header_name("a b"));
-        assert_eq!(reference("x", "", "team/users"), Ok((Some("team"), "users")));
+        assert_eq!(
+            reference("x", "", "team/users"),
+            Ok((Some("team"), "users"))
+        );
         assert_eq!(reference("x", "", "users"), Ok((None, "users")));
         assert!(reference("x", "", "Team/users").is_err());
         assert!(reference("x", "", "a/b/c").is_err());
