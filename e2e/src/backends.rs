@@ -1,5 +1,6 @@
 //! Backends a world routes to: plain HTTP servers on loopback answering every request, with
-//! their name, with the request's headers, or with its target (after a delay).
+//! their name, with the request's headers, or with its target (after a delay), or with a
+//! large response header.
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -90,10 +91,7 @@ pub async fn paths(delay: std::time::Duration) -> u16 {
 async fn whole_request(socket: &mut tokio::net::TcpStream) -> String {
     let mut data = Vec::new();
     let mut buf = [0u8; 8192];
-    loop {
-        let Ok(n) = socket.read(&mut buf).await else {
-            break;
-        };
+    while let Ok(n) = socket.read(&mut buf).await {
         if n == 0 {
             break;
         }
@@ -113,4 +111,28 @@ async fn whole_request(socket: &mut tokio::net::TcpStream) -> String {
         }
     }
     String::from_utf8_lossy(&data).into_owned()
+}
+
+/// A backend on `127.0.0.1` answering every request with `name` and a response header of
+/// `header_bytes` bytes (`x-padding`); its port.
+pub async fn heavy(name: &'static str, header_bytes: usize) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    let padding = "x".repeat(header_bytes);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let padding = padding.clone();
+            tokio::spawn(async move {
+                whole_request(&mut socket).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nx-padding: {padding}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{name}",
+                    name.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
 }

@@ -2,8 +2,11 @@
 //! behaviour on an annotated route and its absence on a plain one beside it — an allowlist
 //! (403 for other client addresses, a forged `X-Forwarded-For` not believed), a rate limit
 //! (429 beyond the burst), a request buffer (413 beyond its size), an idle timeout, a regular
-//! expression rewrite, response headers; a malformed value is refused by the webhook naming
-//! the annotation, and an annotation not served yet leaves its route unserved and says so.
+//! expression rewrite, response headers; a cookie and a client-address affinity that keep
+//! most clients where they were when an endpoint is added, the Service's own address instead
+//! of its endpoints, a response header limit; a malformed value is refused by the webhook
+//! naming the annotation, and an annotation not served yet leaves its route unserved and says
+//! so.
 
 use std::time::Duration;
 
@@ -70,7 +73,10 @@ impl World {
             "apiVersion: network.deckhouse.io/v1alpha1
 kind: ClusterALBInstance
 metadata: {{name: annotated}}
-spec: {{gatewayName: annotated, inlet: {{type: HostPort, hostPort: {{httpPort: {port}}}}}}}
+spec:
+  gatewayName: annotated
+  inlet: {{type: HostPort, hostPort: {{httpPort: {port}}}}}
+  originalIPDetection: {{realIPHeader: X-Real-IP, setRealIPFrom: [127.0.0.0/8]}}
 ---
 "
         );
@@ -159,18 +165,28 @@ spec: {{gatewayName: annotated, inlet: {{type: HostPort, hostPort: {{httpPort: {
         self.send(name, request).await.map_or(0, |(s, _)| s)
     }
 
-    /// `whitelist-source-range`: this client (127.0.0.1) passes a list holding it and gets
-    /// 403 from one that does not, even claiming an allowed address in `X-Forwarded-For`.
+    /// `whitelist-source-range`, on the client address the instance's `originalIPDetection`
+    /// settles on (`X-Real-IP` from the trusted load balancer in front — here the local
+    /// runner's forwarder): a listed client passes, another gets 403, and an address a client
+    /// wrote into `X-Forwarded-For` is not believed.
     async fn allowlists(&self) {
         let url = format!("http://127.0.0.1:{}/", self.port);
-        assert_eq!(self.status("allowed", self.http.get(&url)).await, 200);
-        assert_eq!(self.status("denied", self.http.get(&url)).await, 403);
-        let forged = self.http.get(&url).header("x-forwarded-for", "10.1.1.10");
+        let from = |client: &str| self.http.get(&url).header("x-real-ip", client);
+        assert_eq!(
+            self.status("allowed", self.http.get(&url)).await,
+            200,
+            "the peer itself"
+        );
+        assert_eq!(self.status("allowed", from("10.1.1.10")).await, 200);
+        assert_eq!(self.status("denied", from("10.1.1.10")).await, 200);
+        assert_eq!(self.status("denied", from("192.0.2.1")).await, 403);
+        let forged = from("192.0.2.1").header("x-forwarded-for", "10.1.1.10");
         assert_eq!(
             self.status("denied", forged).await,
             403,
             "a header a client chose"
         );
+        assert_eq!(self.status("open", from("192.0.2.1")).await, 200);
     }
 
     /// `limit-rps: 2`: a burst of ten passes, then 429; the plain route is not limited.
@@ -213,11 +229,17 @@ spec: {{gatewayName: annotated, inlet: {{type: HostPort, hostPort: {{httpPort: {
         assert_eq!(plain, "/legacy/abc/x");
     }
 
-    /// `idle-timeout: 1`: a backend silent for 3 s ends the request (408); without it the
-    /// answer comes.
+    /// `idle-timeout: 1`: a backend silent for 3 s ends the request after a second (504:
+    /// the request was sent whole, the answer never came); without it the answer comes.
     async fn idle_timeouts(&self) {
+        let started = std::time::Instant::now();
         let (idle, _) = self.get("idle", "/").await.unwrap();
-        assert_eq!(idle, 408, "the route's idle timeout");
+        assert_eq!(idle, 504, "the route's idle timeout");
+        assert!(
+            started.elapsed() < Duration::from_millis(2500),
+            "{:?}",
+            started.elapsed()
+        );
         let (patient, _) = self.get("patient", "/").await.unwrap();
         assert_eq!(patient, 200);
     }
@@ -239,6 +261,205 @@ spec: {{gatewayName: annotated, inlet: {{type: HostPort, hostPort: {{httpPort: {
         };
         assert_eq!(sts("headers").await.as_deref(), Some("max-age=31536000"));
         assert_eq!(sts("open").await, None);
+    }
+}
+
+/// A Service `name` whose endpoints are `127.0.0.1` at each of `ports` (one EndpointSlice
+/// each), at cluster IP `127.0.0.1` and port `service_port`.
+fn service(name: &str, service_port: u16, ports: &[u16]) -> String {
+    let mut yaml = format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: default}}
+spec: {{clusterIP: 127.0.0.1, ports: [{{name: http, port: {service_port}, targetPort: {service_port}}}]}}
+---
+"
+    );
+    for port in ports {
+        yaml += &slice(name, *port);
+    }
+    yaml
+}
+
+/// An EndpointSlice of Service `name`: `127.0.0.1` at `port`.
+fn slice(name: &str, port: u16) -> String {
+    format!(
+        "apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: {name}-{port}, namespace: default, labels: {{kubernetes.io/service-name: {name}}}}}
+addressType: IPv4
+ports: [{{name: http, port: {port}}}]
+endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
+---
+"
+    )
+}
+
+/// A route `name` to Service `to` at `port`.
+fn route_to_service(name: &str, annotations: &str, to: &str, port: u16) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: {name}
+  namespace: default
+  annotations: {{{annotations}}}
+spec:
+  parentRefs: [{{name: annotated, namespace: d8-alb}}]
+  hostnames: [{name}.example.com]
+  rules: [{{backendRefs: [{{name: {to}, port: {port}}}]}}]
+---
+"
+    )
+}
+
+/// Routes that change how their backends are reached: affinities over Service `pair`
+/// (backends `a` and `b`; `c` joins later), the Service's own address (`service`) against
+/// its endpoint (`pods`), and a response header limit against a backend sending 8 KiB.
+struct Upstream {
+    /// The backend (`c`) that joins `pair` later.
+    third: u16,
+}
+
+impl Upstream {
+    async fn apply(up: &Up, world: &World) -> Self {
+        let (a, b, third) = (
+            backends::named("a").await,
+            backends::named("b").await,
+            backends::named("c").await,
+        );
+        let (by_service, pods) = (
+            backends::named("service").await,
+            backends::named("pods").await,
+        );
+        let heavy = backends::heavy("heavy", 8192).await;
+        let pair_port = free_port();
+        let mut yaml = service("pair", pair_port, &[a, b]);
+        yaml += &service("served", by_service, &[pods]);
+        yaml += &service("heavy", heavy, &[heavy]);
+        for (name, annotations, to, port) in [
+            (
+                "sticky",
+                format!("{PREFIX}session-affinity: '{{\"cookieName\": \"pin\"}}'"),
+                "pair",
+                pair_port,
+            ),
+            (
+                "hashed",
+                format!("{PREFIX}hash-key: source-ip"),
+                "pair",
+                pair_port,
+            ),
+            ("spread", String::new(), "pair", pair_port),
+            (
+                "via-service",
+                format!("{PREFIX}service-upstream: \"true\""),
+                "served",
+                by_service,
+            ),
+            ("via-pods", String::new(), "served", by_service),
+            (
+                "small-headers",
+                format!("{PREFIX}proxy-buffer-size: 4k"),
+                "heavy",
+                heavy,
+            ),
+            ("large-headers", String::new(), "heavy", heavy),
+        ] {
+            yaml += &route_to_service(name, &annotations, to, port);
+        }
+        up.apply(&yaml);
+        until("the upstream routes served", async || {
+            let (status, _) = world.get("via-pods", "/").await?;
+            (status == 200).then_some(())
+        })
+        .await;
+        Self { third }
+    }
+
+    /// Which backend of `pair` each client answers from: clients by cookie value on
+    /// `sticky`, by address (`X-Real-IP`, as the load balancer in front says) on `hashed`.
+    async fn placements(world: &World, name: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for client in 10..70u8 {
+            let url = format!("http://127.0.0.1:{}/", world.port);
+            let request = if name == "sticky" {
+                world
+                    .http
+                    .get(&url)
+                    .header("cookie", format!("pin=client-{client}"))
+            } else {
+                world
+                    .http
+                    .get(&url)
+                    .header("x-real-ip", format!("10.0.0.{client}"))
+            };
+            let body = world.send(name, request).await;
+            out.push(body.map(|(_, b)| b).unwrap_or_default());
+        }
+        out
+    }
+
+    /// Each client sticks to one backend while the plain route spreads; an endpoint added
+    /// moves about a third of the clients, not all.
+    async fn affinities(&self, up: &Up, world: &World) {
+        let url = format!("http://127.0.0.1:{}/", world.port);
+        let mut spread = std::collections::BTreeSet::new();
+        for _ in 0..10 {
+            spread.insert(world.send("spread", world.http.get(&url)).await.unwrap().1);
+        }
+        assert_eq!(spread.len(), 2, "the plain route spreads: {spread:?}");
+        let mut before = Vec::new();
+        for name in ["sticky", "hashed"] {
+            let first = Self::placements(world, name).await;
+            assert_eq!(
+                first,
+                Self::placements(world, name).await,
+                "{name}: clients stay"
+            );
+            assert!(
+                first.iter().all(|b| b == "a" || b == "b"),
+                "{name}: {first:?}"
+            );
+            before.push(first);
+        }
+        up.apply(&slice("pair", self.third));
+        until("the third endpoint serving", async || {
+            let placed = Self::placements(world, "sticky").await;
+            placed.iter().any(|b| b == "c").then_some(())
+        })
+        .await;
+        for (name, first) in ["sticky", "hashed"].into_iter().zip(before) {
+            let after = Self::placements(world, name).await;
+            let moved = first.iter().zip(&after).filter(|(x, y)| x != y).count();
+            assert!(
+                (1..=30).contains(&moved),
+                "{name}: {moved} of 60 clients moved (about 20 expected; half or more is no affinity): {first:?} → {after:?}"
+            );
+            assert!(
+                after.iter().any(|b| b == "c"),
+                "{name}: the new endpoint takes clients"
+            );
+        }
+    }
+
+    /// `service-upstream`: the Service's address, not its endpoint; `proxy-buffer-size`:
+    /// 8 KiB of response headers beyond a 4 KiB limit fail (502, Envoy's upstream protocol
+    /// error), within the default they pass.
+    async fn addresses_and_header_limits(world: &World) {
+        assert_eq!(
+            world.get("via-service", "/").await.unwrap(),
+            (200, "service".into())
+        );
+        assert_eq!(
+            world.get("via-pods", "/").await.unwrap(),
+            (200, "pods".into())
+        );
+        assert_eq!(world.get("small-headers", "/").await.unwrap().0, 502);
+        assert_eq!(
+            world.get("large-headers", "/").await.unwrap(),
+            (200, "heavy".into())
+        );
     }
 }
 
@@ -297,6 +518,9 @@ async fn annotations_change_what_envoy_serves_on_their_routes_only() {
     world.rewrites().await;
     world.idle_timeouts().await;
     world.response_headers().await;
+    let upstream = Upstream::apply(&up, &world).await;
+    upstream.affinities(&up, &world).await;
+    Upstream::addresses_and_header_limits(&world).await;
     refusals(&up, &world).await;
     let output = up.stopped().await;
     assert!(output.status.success(), "{output:?}");

@@ -34,8 +34,9 @@ use kube::runtime::watcher;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-/// The prefix of the annotations the edge reads; others are dropped from the index.
-const OWN_ANNOTATIONS: &str = "fairlead.io/";
+/// The prefixes of the annotations the edge reads (fairlead's own, and the ALB's route
+/// annotations); others are dropped from the index.
+const READ_ANNOTATIONS: &[&str] = &["fairlead.io/", fairlead_edge_model::annotations::PREFIX];
 
 /// How often kinds that are not served yet are looked for again.
 const REDISCOVER: Duration = Duration::from_secs(15);
@@ -279,12 +280,15 @@ async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationTok
                                     // Neither the translator nor the status writer
                                     // reads these (`kubectl apply` keeps a copy of the
                                     // whole object in an annotation), but for fairlead's
-                                    // own annotations (`fairlead.io/listen-address`).
+                                    // own annotations (`fairlead.io/listen-address`) and
+                                    // the ALB's route annotations.
                                     meta.remove("managedFields");
                                     if let Some(annotations) =
                                         meta.get_mut("annotations").and_then(|a| a.as_object_mut())
                                     {
-                                        annotations.retain(|k, _| k.starts_with(OWN_ANNOTATIONS));
+                                        annotations.retain(|k, _| {
+                                            READ_ANNOTATIONS.iter().any(|p| k.starts_with(p))
+                                        });
                                         if annotations.is_empty() {
                                             meta.remove("annotations");
                                         }

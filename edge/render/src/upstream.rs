@@ -3,7 +3,7 @@
 //! route (Envoy sets the cookie when a request has none) and `hash-key: source-ip` a hash of
 //! the client's address, both over a ring-hash cluster (an endpoint added moves only about
 //! 1/N of the clients); `proxy-buffer-size` bounds the response headers the cluster takes
-//! (beyond it, 503); `backend-tls-settings` is the cluster's TLS when no BackendTLSPolicy
+//! (beyond it, 502: an upstream protocol error); `backend-tls-settings` is the cluster's TLS when no BackendTLSPolicy
 //! decides it.
 
 use envoy_types::pb::envoy::config::cluster::v3 as cluster;

@@ -18,9 +18,12 @@ pub fn asks_nothing(annotations: &Arc<Annotations>) -> bool {
     annotations.is_empty()
 }
 
+/// Whether a route's annotations ask for one feature.
+type Asks = fn(&Annotations) -> bool;
+
 /// The annotations this version does not serve yet, with the condition under which a route
 /// asks for one.
-const NOT_YET: &[(&str, fn(&Annotations) -> bool)] = &[
+const NOT_YET: &[(&str, Asks)] = &[
     ("tls-disable-protocol", |a| a.disable_http2),
     ("basic-auth-secret", |a| a.access.basic_auth.is_some()),
     ("satisfy", |a| {
