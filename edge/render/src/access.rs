@@ -7,7 +7,8 @@ use envoy_types::pb::envoy::config::rbac::v3 as rbac;
 use envoy_types::pb::envoy::extensions::filters::http::rbac::v3 as http_rbac;
 use envoy_types::pb::google::protobuf::Any;
 
-use crate::envoy::{any, cidr};
+use crate::envoy::cidr;
+use crate::pb::any;
 use fairlead_edge_model::instance::Cidr;
 
 /// The RBAC filter's name.

@@ -106,7 +106,7 @@ pub(crate) fn edge_manager(
     client: &ClientAddress<'_>,
     http3: bool,
     edge: &fairlead_edge_model::instance::Settings,
-    filters: crate::features::Filters,
+    filters: Vec<hcm::HttpFilter>,
 ) -> hcm::HttpConnectionManager {
     use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
     let (use_remote_address, original_ip_detection_extensions) = match client {
@@ -160,15 +160,13 @@ pub(crate) fn edge_manager(
     }
 }
 
-/// `manager` with the filters its routes ask for ([`crate::features`]) before the router.
+/// `manager` with `filters` (those its routes ask for) before the router.
 fn routes_filters(
-    filters: crate::features::Filters,
+    filters: Vec<hcm::HttpFilter>,
     mut manager: hcm::HttpConnectionManager,
 ) -> hcm::HttpConnectionManager {
     let router = manager.http_filters.len().saturating_sub(1);
-    manager
-        .http_filters
-        .splice(router..router, filters.http_filters());
+    manager.http_filters.splice(router..router, filters);
     manager
 }
 
@@ -310,7 +308,7 @@ pub(crate) fn connection_manager(
     client: &ClientAddress<'_>,
     http3: bool,
     edge: &fairlead_edge_model::instance::Settings,
-    filters: crate::features::Filters,
+    filters: Vec<hcm::HttpFilter>,
 ) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".into(),

@@ -11,7 +11,7 @@ use envoy_types::pb::envoy::config::route::v3 as route;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3 as hcm;
 use envoy_types::pb::google::protobuf::Any;
 
-use crate::envoy::any;
+use crate::pb::any;
 use crate::{access, traffic};
 use fairlead_edge_model::annotations::Annotations;
 use fairlead_edge_translate::ir::RouteConfig;

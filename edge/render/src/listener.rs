@@ -138,7 +138,14 @@ fn http_chains(
 ) -> Vec<listener::FilterChain> {
     let asked = filters.get(route_config).copied().unwrap_or_default();
     let manager = |client: ClientAddress<'_>| {
-        let manager = connection_manager(stat_prefix, route_config, &client, http3, edge, asked);
+        let manager = connection_manager(
+            stat_prefix,
+            route_config,
+            &client,
+            http3,
+            edge,
+            asked.http_filters(),
+        );
         // A QUIC chain takes the connection manager alone: it matches only the peers of
         // `acceptRequestsFrom` instead (below).
         if http3 {

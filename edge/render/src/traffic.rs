@@ -14,7 +14,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
 use envoy_types::pb::envoy::r#type::v3 as types;
 use envoy_types::pb::google::protobuf::{Any, UInt32Value};
 
-use crate::envoy::{any, duration};
+use crate::pb::{any, duration};
 use fairlead_edge_model::annotations::Traffic;
 use fairlead_edge_translate::http::PathMatch;
 

@@ -11,8 +11,6 @@ use fairlead_edge_model::annotations::{AnnotationError, Annotations, PREFIX};
 use fairlead_edge_model::input::{HttpRule, UrlRewrite};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::http::Rejected;
-
 /// Whether `annotations` ask nothing (the IR leaves them out).
 pub fn asks_nothing(annotations: &Arc<Annotations>) -> bool {
     annotations.is_empty()
@@ -46,26 +44,24 @@ pub(crate) fn reads_secrets(metadata: &ObjectMeta) -> bool {
 }
 
 /// The route's annotations, or why the route is rejected.
-pub(crate) fn read(metadata: &ObjectMeta) -> Result<Arc<Annotations>, Rejected> {
+pub(crate) fn read(metadata: &ObjectMeta) -> Result<Arc<Annotations>, String> {
     let empty = std::collections::BTreeMap::new();
     let annotations = Annotations::read(metadata.annotations.as_ref().unwrap_or(&empty))
-        .map_err(|e| Rejected(e.to_string()))?;
+        .map_err(|e| e.to_string())?;
     if annotations.is_empty() {
         return Ok(Arc::default());
     }
     if annotations.waf.is_some() {
-        return Err(Rejected(
-            AnnotationError::new(
-                "mod-security",
-                "the WAF is not served by this version; the route is refused rather than served without it",
-            )
-            .to_string(),
-        ));
+        return Err(AnnotationError::new(
+            "mod-security",
+            "the WAF is not served by this version; the route is refused rather than served without it",
+        )
+        .to_string());
     }
     if let Some((name, _)) = NOT_YET.iter().find(|(_, asks)| asks(&annotations)) {
-        return Err(Rejected(format!(
+        return Err(format!(
             "metadata.annotations[{PREFIX}{name}]: not served by this version yet; the route is refused rather than served without it"
-        )));
+        ));
     }
     Ok(Arc::new(annotations))
 }
@@ -77,7 +73,7 @@ pub(crate) fn check_rule(
     field: &str,
     rule: &HttpRule,
     rewrite: Option<&UrlRewrite>,
-) -> Result<(), Rejected> {
+) -> Result<(), String> {
     let Some(target) = &annotations.traffic.rewrite_target else {
         return Ok(());
     };
@@ -94,25 +90,21 @@ pub(crate) fn check_rule(
             .map(|r| r.captures_len() - 1)
             .unwrap_or(0);
         if usize::try_from(wanted).unwrap_or(usize::MAX) > groups {
-            return Err(Rejected(
-                AnnotationError::new(
-                    "rewrite-target",
-                    format!(
-                        "{target:?} names group \\{wanted}, but {field}.matches[{m}].path.value {pattern:?} has {groups}"
-                    ),
-                )
-                .to_string(),
-            ));
+            return Err(AnnotationError::new(
+                "rewrite-target",
+                format!(
+                    "{target:?} names group \\{wanted}, but {field}.matches[{m}].path.value {pattern:?} has {groups}"
+                ),
+            )
+            .to_string());
         }
     }
     if applies && rewrite.is_some_and(|r| r.path.is_some()) {
-        return Err(Rejected(
-            AnnotationError::new(
-                "rewrite-target",
-                format!("{field} rewrites its path with a URLRewrite filter already"),
-            )
-            .to_string(),
-        ));
+        return Err(AnnotationError::new(
+            "rewrite-target",
+            format!("{field} rewrites its path with a URLRewrite filter already"),
+        )
+        .to_string());
     }
     Ok(())
 }
@@ -142,11 +134,11 @@ mod tests {
 
     #[test]
     fn what_is_not_served_yet_refuses_the_route() {
-        let Err(Rejected(message)) = read(&meta(&[("basic-auth-secret", "users")])) else {
+        let Err(message) = read(&meta(&[("basic-auth-secret", "users")])) else {
             panic!("a route asking for basic auth is not served without it");
         };
         assert!(message.contains("basic-auth-secret"), "{message}");
-        let Err(Rejected(message)) = read(&meta(&[("mod-security", "{\"mode\":\"on\"}")])) else {
+        let Err(message) = read(&meta(&[("mod-security", "{\"mode\":\"on\"}")])) else {
             panic!("nor one asking for the WAF");
         };
         assert!(
@@ -161,8 +153,7 @@ mod tests {
     fn a_rewrite_names_only_groups_its_matches_have() {
         let a = read(&meta(&[("rewrite-target", "/v2/\\2")])).unwrap();
         assert!(check_rule(&a, "spec.rules[0]", &rule("/api/(v1)/(.*)"), None).is_ok());
-        let Err(Rejected(message)) = check_rule(&a, "spec.rules[0]", &rule("/api/(.*)"), None)
-        else {
+        let Err(message) = check_rule(&a, "spec.rules[0]", &rule("/api/(.*)"), None) else {
             panic!("a group the match lacks");
         };
         assert!(

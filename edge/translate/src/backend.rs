@@ -4,6 +4,7 @@
 use k8s_openapi::api::core::v1::ServicePort;
 
 use crate::refs::Grants;
+pub use crate::refs::Unresolved;
 use fairlead_edge_model::input::{BackendRef, GATEWAY_GROUP, Input};
 
 /// A resolved backend: one port of one Service; it becomes one Envoy cluster. Its names are
@@ -57,15 +58,6 @@ impl Backend {
         }
         name
     }
-}
-
-/// Why a reference does not resolve: the reason and a message naming the field.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Unresolved {
-    /// `InvalidKind`, `RefNotPermitted` or `BackendNotFound`.
-    pub reason: &'static str,
-    /// For a person.
-    pub message: String,
 }
 
 /// Resolves `backend` of a route of `route_kind` in `route_namespace`; `field` names it in

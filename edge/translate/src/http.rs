@@ -508,7 +508,7 @@ pub fn translate(
     grants: &Grants<'_>,
 ) -> Result<Translated, Rejected> {
     let (namespace, name, created) = identity(&route.metadata);
-    let annotations = crate::annotations::read(&route.metadata)?;
+    let annotations = crate::annotations::read(&route.metadata).map_err(Rejected)?;
     let (variant, mut unresolved) =
         crate::upstream::Variant::of(&annotations, &namespace, input, grants);
     let default_rule = [fairlead_edge_model::input::HttpRule::default()];
@@ -537,7 +537,8 @@ pub fn translate(
             &mut unresolved,
         )?;
         let timeout = timeout(&field, rule.timeouts.as_ref())?;
-        crate::annotations::check_rule(&annotations, &field, rule, rule_filters.rewrite.as_ref())?;
+        crate::annotations::check_rule(&annotations, &field, rule, rule_filters.rewrite.as_ref())
+            .map_err(Rejected)?;
         let action = std::sync::Arc::new(match rule_filters.redirect.clone() {
             Some(redirect) => Action::Redirect(redirect),
             None => Action::Forward {

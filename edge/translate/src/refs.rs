@@ -1,5 +1,6 @@
 //! References between namespaces: allowed only when a `ReferenceGrant` in the target's
-//! namespace admits the referrer's kind and namespace. Grants are not inherited (a route
+//! namespace admits the referrer's kind and namespace; a reference that does not resolve is
+//! an [`Unresolved`], its reason the spec's. Grants are not inherited (a route
 //! attached to a ListenerSet is still the route, a ListenerSet's certificate is still the
 //! ListenerSet's).
 
@@ -41,4 +42,13 @@ impl<'a> Grants<'a> {
                 })
             })
     }
+}
+
+/// Why a reference does not resolve: the reason and a message naming the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unresolved {
+    /// `InvalidKind`, `RefNotPermitted` or `BackendNotFound`.
+    pub reason: &'static str,
+    /// For a person.
+    pub message: String,
 }

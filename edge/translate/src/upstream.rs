@@ -14,8 +14,7 @@ use fairlead_edge_model::annotations::{Annotations, BackendTlsSettings};
 use fairlead_edge_model::input::{GATEWAY_GROUP, Input};
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::backend::Unresolved;
-use crate::refs::Grants;
+use crate::refs::{Grants, Unresolved};
 
 /// TLS to the backends, as `backend-tls-settings` asks (a BackendTLSPolicy on the same
 /// Service wins).
