@@ -54,3 +54,7 @@ pub const OTLP_CLUSTER: &str = "fairlead-otlp";
 
 /// The service name of the proxies' spans.
 pub const SERVICE_NAME: &str = "fairlead-alb-proxy";
+
+/// The cluster of the proxy's authentication service (basic auth), which the proxy
+/// supervisor gives Envoy beside the bootstrap; the routes' `ext_authz` filter names it.
+pub const AUTH_CLUSTER: &str = "fairlead-auth";

@@ -13,12 +13,15 @@
 //! - **Envoy's logs** pass through to stderr line by line; the last of them are kept, and an
 //!   Envoy that dies takes the supervisor down with them in the error ([`logs`]);
 //! - Envoy's admin stays on 127.0.0.1; its Prometheus stats are served by the supervisor's
-//!   metrics port ([`stats_router`]).
+//!   metrics port ([`stats_router`]);
+//! - **basic auth** for the routes that ask for it: the authentication service Envoy's
+//!   `ext_authz` filter asks over a Unix socket in the work directory ([`auth`]).
 //!
 //! `fairlead edge proxy` runs one, in the proxy container of every ALB instance's pods (and
 //! on `fairlead up`'s local runner).
 
 pub mod admin;
+pub mod auth;
 pub mod drain;
 pub mod logs;
 
@@ -112,8 +115,13 @@ impl Bootstrap {
 fn overrides(
     admin: Option<std::net::SocketAddr>,
     geoip: Option<&[fairlead_edge_api::geoip::Edition]>,
+    auth_socket: &std::path::Path,
 ) -> Vec<String> {
     let mut config = serde_json::Map::new();
+    config.insert(
+        "static_resources".into(),
+        serde_json::json!({"clusters": [auth::cluster(auth_socket)]}),
+    );
     if let Some(address) = admin {
         config.insert(
             "admin".into(),
@@ -127,9 +135,6 @@ fn overrides(
             "node".into(),
             serde_json::json!({"metadata": {"geoip_editions": ids}}),
         );
-    }
-    if config.is_empty() {
-        return Vec::new();
     }
     vec![
         "--config-yaml".into(),
@@ -222,6 +227,19 @@ pub async fn run(
     ready: impl Fn(bool) + Send + 'static,
 ) -> Result<(), ProxyError> {
     let bootstrap = write_bootstrap(&settings)?;
+    // The authentication service routes with basic auth ask (through Envoy's ext_authz),
+    // for as long as Envoy runs.
+    let auth_socket = std::path::absolute(settings.work_dir.join(auth::SOCKET))
+        .map_err(io("the authentication socket's path"))?;
+    let auth_stop = CancellationToken::new();
+    {
+        let (socket, stop) = (auth_socket.clone(), auth_stop.clone());
+        tokio::spawn(async move {
+            if let Err(e) = auth::serve(socket.clone(), stop).await {
+                tracing::error!(socket = %socket.display(), error = %e, "the authentication service stopped; routes with basic auth answer 503");
+            }
+        });
+    }
     let admin_address = match settings.admin_address {
         Some(address) => address,
         None => settings.bootstrap.admin()?,
@@ -256,7 +274,11 @@ pub async fn run(
         .arg("--config-path")
         .arg(&bootstrap)
         .args(["--log-level", &settings.log_level])
-        .args(overrides(settings.admin_address, geoip.as_deref()))
+        .args(overrides(
+            settings.admin_address,
+            geoip.as_deref(),
+            &auth_socket,
+        ))
         // Several proxies share a host (`fairlead up`): each gets its own shared-memory id.
         .arg("--use-dynamic-base-id")
         .stdin(Stdio::null())
@@ -289,6 +311,7 @@ pub async fn run(
         }
     };
     watching.cancel();
+    auth_stop.cancel();
     outcome
 }
 
@@ -376,7 +399,8 @@ mod tests {
         std::fs::create_dir(dir.path().join("GeoIP2-ASN.mmdb")).unwrap();
         let held = held_editions(dir.path());
         assert_eq!(held, [Edition::LiteCity]);
-        let args = overrides(Some("127.0.0.1:15000".parse().unwrap()), Some(&held));
+        let socket = std::path::Path::new("/var/run/fairlead/auth.sock");
+        let args = overrides(Some("127.0.0.1:15000".parse().unwrap()), Some(&held), socket);
         assert_eq!(args[0], "--config-yaml");
         let merged: serde_json::Value = serde_json::from_str(&args[1]).unwrap();
         assert_eq!(
@@ -387,9 +411,16 @@ mod tests {
             merged["admin"]["address"]["socket_address"]["port_value"],
             15000
         );
-        let none: Vec<String> = overrides(None, None);
-        assert!(none.is_empty(), "nothing to merge, no argument");
-        let empty = overrides(None, Some(&[]));
+        let cluster = &merged["static_resources"]["clusters"][0];
+        assert_eq!(cluster["name"], "fairlead-auth");
+        assert_eq!(
+            cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+                ["pipe"]["path"],
+            "/var/run/fairlead/auth.sock"
+        );
+        let none: Vec<String> = overrides(None, None, socket);
+        assert!(!none[1].contains("node"), "no editions, no node metadata");
+        let empty = overrides(None, Some(&[]), socket);
         assert!(empty[1].contains("\"geoip_editions\":[]"));
     }
 }
