@@ -35,7 +35,9 @@ pub enum HtpasswdError {
     #[error("line {0}: not user:hash")]
     Line(usize),
     /// A hash of a kind nginx reads but this proxy does not (crypt(3) DES, plain text).
-    #[error("line {line}: user {user:?}: only bcrypt ($2y$), apr1 ($apr1$) and {{SHA}} hashes are supported")]
+    #[error(
+        "line {line}: user {user:?}: only bcrypt ($2y$), apr1 ($apr1$) and {{SHA}} hashes are supported"
+    )]
     Kind {
         /// The line.
         line: usize,
@@ -119,7 +121,10 @@ mod tests {
             parse("alice:$apr1$x$y\n").unwrap_err().to_string(),
             "line 1: user \"alice\": only bcrypt ($2y$), apr1 ($apr1$) and {SHA} hashes are supported"
         );
-        assert!(matches!(parse("dave:abJnggxhB/yWI"), Err(HtpasswdError::Kind { .. })), "crypt(3)");
+        assert!(
+            matches!(parse("dave:abJnggxhB/yWI"), Err(HtpasswdError::Kind { .. })),
+            "crypt(3)"
+        );
         assert_eq!(parse("# nobody\n"), Err(HtpasswdError::Empty));
     }
 }

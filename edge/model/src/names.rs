@@ -58,3 +58,8 @@ pub const SERVICE_NAME: &str = "fairlead-alb-proxy";
 /// The cluster of the proxy's authentication service (basic auth), which the proxy
 /// supervisor gives Envoy beside the bootstrap; the routes' `ext_authz` filter names it.
 pub const AUTH_CLUSTER: &str = "fairlead-auth";
+
+/// The `ext_authz` context entry carrying a route's guard to the authentication service: a
+/// JSON object with the htpasswd users (`htpasswd`) and, under `satisfy: any`, the ranges that
+/// pass without credentials (`allow`, comma-separated).
+pub const AUTH_CONTEXT: &str = "fairlead-guard";

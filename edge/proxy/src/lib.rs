@@ -400,7 +400,11 @@ mod tests {
         let held = held_editions(dir.path());
         assert_eq!(held, [Edition::LiteCity]);
         let socket = std::path::Path::new("/var/run/fairlead/auth.sock");
-        let args = overrides(Some("127.0.0.1:15000".parse().unwrap()), Some(&held), socket);
+        let args = overrides(
+            Some("127.0.0.1:15000".parse().unwrap()),
+            Some(&held),
+            socket,
+        );
         assert_eq!(args[0], "--config-yaml");
         let merged: serde_json::Value = serde_json::from_str(&args[1]).unwrap();
         assert_eq!(
@@ -414,8 +418,8 @@ mod tests {
         let cluster = &merged["static_resources"]["clusters"][0];
         assert_eq!(cluster["name"], "fairlead-auth");
         assert_eq!(
-            cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
-                ["pipe"]["path"],
+            cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["pipe"]
+                ["path"],
             "/var/run/fairlead/auth.sock"
         );
         let none: Vec<String> = overrides(None, None, socket);

@@ -1,15 +1,20 @@
 //! Who may pass a route, in Envoy: `whitelist-source-range` is the RBAC HTTP filter's
 //! per-route policy allowing only those client addresses (Envoy's `remote_ip`: the address
 //! the connection manager settled on under the instance's `originalIPDetection`, never a
-//! header a client chose); other clients get 403.
+//! header a client chose); other clients get 403. `basic-auth-secret` is the `ext_authz`
+//! filter asking the proxy's authentication service (the cluster
+//! [`fairlead_edge_model::names::AUTH_CLUSTER`], which the proxy supervisor gives Envoy) with
+//! the route's users — and under `satisfy: any` its allowlist — in the question's context;
+//! when the service cannot answer, the request gets 503, never the backend.
 
 use envoy_types::pb::envoy::config::rbac::v3 as rbac;
 use envoy_types::pb::envoy::extensions::filters::http::rbac::v3 as http_rbac;
 use envoy_types::pb::google::protobuf::Any;
 
 use crate::envoy::cidr;
-use crate::pb::any;
+use crate::pb::{any, duration};
 use fairlead_edge_model::instance::Cidr;
+use fairlead_edge_translate::access::Guard;
 
 /// The RBAC filter's name.
 pub const RBAC: &str = "envoy.filters.http.rbac";
@@ -44,4 +49,63 @@ pub fn allowlist(ranges: &[Cidr]) -> Any {
             ..Default::default()
         }),
     })
+}
+
+/// The external authorization filter's name (basic auth).
+pub const BASIC_AUTH: &str = "envoy.filters.http.ext_authz";
+
+/// The `ext_authz` filter as a connection manager carries it: the proxy's authentication
+/// service over gRPC, closed when it cannot answer (503).
+pub fn basic_auth_filter() -> Any {
+    use envoy_types::pb::envoy::config::core::v3 as core;
+    use envoy_types::pb::envoy::extensions::filters::http::ext_authz::v3 as ext_authz;
+    use envoy_types::pb::envoy::r#type::v3 as types;
+    any(&ext_authz::ExtAuthz {
+        services: Some(ext_authz::ext_authz::Services::GrpcService(
+            core::GrpcService {
+                target_specifier: Some(core::grpc_service::TargetSpecifier::EnvoyGrpc(
+                    core::grpc_service::EnvoyGrpc {
+                        cluster_name: fairlead_edge_model::names::AUTH_CLUSTER.into(),
+                        ..Default::default()
+                    },
+                )),
+                timeout: Some(duration(std::time::Duration::from_secs(2))),
+                ..Default::default()
+            },
+        )),
+        transport_api_version: core::ApiVersion::V3 as i32,
+        failure_mode_allow: false,
+        status_on_error: Some(types::HttpStatus {
+            code: types::StatusCode::ServiceUnavailable as i32,
+        }),
+        stat_prefix: "basic_auth".into(),
+        ..Default::default()
+    })
+}
+
+/// The per-route question of `guard`: its users, and the ranges passing without them, as one
+/// JSON context entry (`guard`; a protobuf map of one entry encodes the same every time).
+pub fn basic_auth(guard: &Guard) -> Option<Any> {
+    use envoy_types::pb::envoy::extensions::filters::http::ext_authz::v3 as ext_authz;
+    let users = guard.users.as_ref()?;
+    let mut question = serde_json::json!({"htpasswd": users});
+    if let Some(ranges) = &guard.any_from {
+        let list: Vec<String> = ranges
+            .iter()
+            .map(|r| format!("{}/{}", r.address, r.prefix))
+            .collect();
+        question["allow"] = list.join(",").into();
+    }
+    Some(any(&ext_authz::ExtAuthzPerRoute {
+        r#override: Some(ext_authz::ext_authz_per_route::Override::CheckSettings(
+            ext_authz::CheckSettings {
+                context_extensions: [(
+                    fairlead_edge_model::names::AUTH_CONTEXT.to_owned(),
+                    question.to_string(),
+                )]
+                .into(),
+                ..Default::default()
+            },
+        )),
+    }))
 }

@@ -13,7 +13,7 @@ use envoy_types::pb::google::protobuf::Any;
 
 use crate::pb::any;
 use crate::{access, traffic};
-use fairlead_edge_model::annotations::Annotations;
+use fairlead_edge_translate::http::Entry;
 use fairlead_edge_translate::ir::RouteConfig;
 
 /// The filters a route configuration's routes ask for.
@@ -21,6 +21,8 @@ use fairlead_edge_translate::ir::RouteConfig;
 pub struct Filters {
     /// `whitelist-source-range`: RBAC.
     pub allowlist: bool,
+    /// `basic-auth-secret`: external authorization by the proxy's service.
+    pub basic_auth: bool,
     /// `limit-rps`: the local rate limit.
     pub rate_limit: bool,
     /// `buffer-max-request-bytes`: the buffer.
@@ -31,10 +33,15 @@ pub struct Filters {
 pub type ByConfig<'a> = HashMap<&'a str, Filters>;
 
 impl Filters {
-    /// What `annotations` ask.
-    pub fn of(annotations: &Annotations) -> Self {
+    /// What `entry` asks.
+    pub fn of(entry: &Entry) -> Self {
+        let annotations = &entry.annotations;
+        let basic_auth = entry.guard.as_ref().is_some_and(|g| g.users.is_some());
+        let any_from = entry.guard.as_ref().is_some_and(|g| g.any_from.is_some());
         Self {
-            allowlist: annotations.access.allow_from.is_some(),
+            // Under `satisfy: any` the authentication service decides on the ranges.
+            allowlist: annotations.access.allow_from.is_some() && !any_from,
+            basic_auth,
             rate_limit: annotations.traffic.limit_rps.is_some(),
             buffer: annotations.traffic.buffer_max_request_bytes.is_some(),
         }
@@ -48,6 +55,7 @@ impl Filters {
     fn union(self, other: Self) -> Self {
         Self {
             allowlist: self.allowlist || other.allowlist,
+            basic_auth: self.basic_auth || other.basic_auth,
             rate_limit: self.rate_limit || other.rate_limit,
             buffer: self.buffer || other.buffer,
         }
@@ -60,9 +68,7 @@ impl Filters {
             .iter()
             .flat_map(|h| &h.routes)
             .filter(|r| !r.entry.annotations.is_empty())
-            .fold(Self::default(), |all, r| {
-                all.union(Self::of(&r.entry.annotations))
-            })
+            .fold(Self::default(), |all, r| all.union(Self::of(&r.entry)))
     }
 
     /// The filters of every route configuration in `configs` whose routes ask for some.
@@ -87,6 +93,9 @@ impl Filters {
         if self.allowlist {
             filters.push(disabled(access::RBAC, access::filter()));
         }
+        if self.basic_auth {
+            filters.push(disabled(access::BASIC_AUTH, access::basic_auth_filter()));
+        }
         if self.rate_limit {
             filters.push(disabled(traffic::RATE_LIMIT, traffic::rate_limit_filter()));
         }
@@ -98,7 +107,9 @@ impl Filters {
 }
 
 /// The filters a route enables, with its configuration of each, by filter name.
-pub fn per_route(annotations: &Annotations) -> BTreeMap<String, Any> {
+pub fn per_route(entry: &Entry) -> BTreeMap<String, Any> {
+    let annotations = &entry.annotations;
+    let asked = Filters::of(entry);
     let enabled = |config: Any| {
         any(&route::FilterConfig {
             config: Some(config),
@@ -106,8 +117,11 @@ pub fn per_route(annotations: &Annotations) -> BTreeMap<String, Any> {
         })
     };
     let mut out = BTreeMap::new();
-    if let Some(ranges) = &annotations.access.allow_from {
+    if let (Some(ranges), true) = (&annotations.access.allow_from, asked.allowlist) {
         out.insert(access::RBAC.to_owned(), enabled(access::allowlist(ranges)));
+    }
+    if let Some(question) = entry.guard.as_deref().and_then(access::basic_auth) {
+        out.insert(access::BASIC_AUTH.to_owned(), enabled(question));
     }
     if let Some(rps) = annotations.traffic.limit_rps {
         out.insert(

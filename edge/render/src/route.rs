@@ -255,7 +255,13 @@ pub fn encode_entry(e: &Entry, origin: Origin, drained: Drained) -> Vec<u8> {
 /// The Envoy route of one entry, served at `origin`, its `drained` backends weighted 0, with
 /// what its annotations ask ([`crate::features`], [`crate::traffic`]).
 pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
+    let shut = entry.guard.as_ref().is_some_and(|g| g.shut);
     let action = match entry.action.as_ref() {
+        // A guard that cannot be applied: the route answers 503, never its backends.
+        _ if shut => route::route::Action::DirectResponse(route::DirectResponseAction {
+            status: 503,
+            ..Default::default()
+        }),
         Action::Redirect(r) => {
             use route::redirect_action as ra;
             let path = r.path.as_ref().and_then(|p| match p.type_.as_str() {
@@ -442,9 +448,7 @@ pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
             .chain(crate::traffic::response_headers(&entry.annotations.traffic))
             .collect(),
         response_headers_to_remove: entry.response_headers.remove.clone(),
-        typed_per_filter_config: crate::features::per_route(&entry.annotations)
-            .into_iter()
-            .collect(),
+        typed_per_filter_config: crate::features::per_route(entry).into_iter().collect(),
         ..Default::default()
     }
 }

@@ -79,6 +79,14 @@ fn bootstrap(gateway: &str, resources: &Resources, listeners: &[Encoded]) -> Val
             "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
             "explicitHttpConfig": {"http2ProtocolOptions": {}}}},
     });
+    // The proxy's authentication service, which the supervisor gives Envoy beside the
+    // bootstrap and routes with basic auth name.
+    let auth = json!({
+        "name": fairlead_edge_model::names::AUTH_CLUSTER, "type": "STATIC",
+        "typedExtensionProtocolOptions": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "explicitHttpConfig": {"http2ProtocolOptions": {}}}},
+    });
     let clusters: Vec<Value> = json_of::<pb::config::cluster::v3::Cluster>(&resources.clusters)
         .into_iter()
         .map(|(name, mut cluster)| {
@@ -91,7 +99,7 @@ fn bootstrap(gateway: &str, resources: &Resources, listeners: &[Encoded]) -> Val
             map.insert("loadAssignment".into(), assignment.clone());
             cluster
         })
-        .chain([collector])
+        .chain([collector, auth])
         .collect();
     let secrets: Vec<Value> =
         json_of::<pb::extensions::transport_sockets::tls::v3::Secret>(&resources.secrets)

@@ -23,10 +23,6 @@ type Asks = fn(&Annotations) -> bool;
 /// asks for one.
 const NOT_YET: &[(&str, Asks)] = &[
     ("tls-disable-protocol", |a| a.disable_http2),
-    ("basic-auth-secret", |a| a.access.basic_auth.is_some()),
-    ("satisfy", |a| {
-        a.access.satisfy != fairlead_edge_model::annotations::Satisfy::All
-    }),
     ("auth-url", |a| a.access.external.is_some()),
 ];
 
@@ -134,10 +130,10 @@ mod tests {
 
     #[test]
     fn what_is_not_served_yet_refuses_the_route() {
-        let Err(message) = read(&meta(&[("basic-auth-secret", "users")])) else {
-            panic!("a route asking for basic auth is not served without it");
+        let Err(message) = read(&meta(&[("auth-url", "http://auth.example.com/")])) else {
+            panic!("a route asking for external auth is not served without it");
         };
-        assert!(message.contains("basic-auth-secret"), "{message}");
+        assert!(message.contains("auth-url"), "{message}");
         let Err(message) = read(&meta(&[("mod-security", "{\"mode\":\"on\"}")])) else {
             panic!("nor one asking for the WAF");
         };

@@ -137,6 +137,7 @@ pub fn translate(
                 request_headers: rule_filters.request.clone(),
                 response_headers: rule_filters.response.clone(),
                 annotations: std::sync::Arc::default(),
+                guard: None,
             }));
         }
     }

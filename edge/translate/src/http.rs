@@ -114,6 +114,9 @@ pub struct Entry {
     /// The route's ALB annotations (shared by its entries; see [`crate::annotations`]).
     #[serde(skip_serializing_if = "crate::annotations::asks_nothing")]
     pub annotations: std::sync::Arc<Annotations>,
+    /// Who may pass, as the annotations decided it ([`crate::access`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard: Option<std::sync::Arc<crate::access::Guard>>,
 }
 
 /// `name` as Envoy statistics carry it: dots (which Kubernetes names may hold) become `_`,
@@ -511,6 +514,10 @@ pub fn translate(
     let annotations = crate::annotations::read(&route.metadata).map_err(Rejected)?;
     let (variant, mut unresolved) =
         crate::upstream::Variant::of(&annotations, &namespace, input, grants);
+    let (guard, unguarded) = crate::access::Guard::of(&annotations, &namespace, input, grants);
+    if let Some(problem) = unguarded {
+        unresolved.get_or_insert(problem);
+    }
     let default_rule = [fairlead_edge_model::input::HttpRule::default()];
     let rules = if route.spec.rules.is_empty() {
         &default_rule[..]
@@ -577,6 +584,7 @@ pub fn translate(
                 request_headers: rule_filters.request.clone(),
                 response_headers: rule_filters.response.clone(),
                 annotations: annotations.clone(),
+                guard: guard.clone(),
             }));
         }
     }

@@ -15,9 +15,10 @@
 //!
 //! A route-level feature is a module of its own here (the decision and its status) beside
 //! one in the render stage (its Envoy configuration); `annotations` decides what an
-//! HTTPRoute's `alb.network.deckhouse.io/*` annotations ask, `upstream` what they change of
-//! the clusters of its backends.
+//! HTTPRoute's `alb.network.deckhouse.io/*` annotations ask, `access` who may pass (basic
+//! auth), `upstream` what they change of the clusters of its backends.
 
+pub mod access;
 pub mod annotations;
 pub mod attach;
 pub mod backend;

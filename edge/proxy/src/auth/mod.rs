@@ -1,8 +1,9 @@
 //! The proxy's authentication service beside Envoy: Envoy's `ext_authz` filter asks it, over
 //! a Unix socket in the supervisor's work directory (gRPC), about each request of a route
 //! with `basic-auth-secret`. The route's configuration travels with the question (its
-//! `context_extensions`): the htpasswd users (`htpasswd`) and, under `satisfy: any`, the
-//! client ranges that pass without credentials (`allow`). A request passes with a user's
+//! `context_extensions` entry [`fairlead_edge_model::names::AUTH_CONTEXT`], a JSON object):
+//! the htpasswd users (`htpasswd`) and, under `satisfy: any`, the client ranges that pass
+//! without credentials (`allow`). A request passes with a user's
 //! password ([`verify`]); otherwise the answer is 401 with `WWW-Authenticate`, as nginx
 //! gives. Answers are cached by what decided them (the users' text and the credentials, as
 //! a digest), so bcrypt's cost is paid once per client rather than per request.
@@ -17,8 +18,8 @@ use std::sync::Mutex;
 
 use base64::Engine as _;
 use envoy_types::pb::envoy::config::core::v3 as core;
-use envoy_types::pb::envoy::r#type::v3 as types;
 use envoy_types::pb::envoy::service::auth::v3 as auth;
+use envoy_types::pb::envoy::r#type::v3 as types;
 use sha1::Digest as _;
 
 /// The socket's name in the work directory.
@@ -44,14 +45,33 @@ pub enum Decision {
     Broken(String),
 }
 
-/// Decides a request: `context` is the route's (`htpasswd`, `allow`), `source` the client's
-/// address as Envoy settled it, `authorization` the request's header.
+/// A route's guard as the question carries it.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Guard {
+    /// The users.
+    #[serde(default)]
+    pub htpasswd: Option<String>,
+    /// Ranges passing without credentials.
+    #[serde(default)]
+    pub allow: Option<String>,
+}
+
+/// The guard of a question's context; a context without one is a broken route.
+pub fn guard(context: &HashMap<String, String>) -> Result<Guard, String> {
+    let text = context
+        .get(fairlead_edge_model::names::AUTH_CONTEXT)
+        .ok_or("the route's question carries no guard")?;
+    serde_json::from_str(text).map_err(|e| format!("the route's guard: {e}"))
+}
+
+/// Decides a request: `context` is the route's guard, `source` the client's address as
+/// Envoy settled it, `authorization` the request's header.
 pub fn decide(
-    context: &HashMap<String, String>,
+    context: &Guard,
     source: Option<std::net::IpAddr>,
     authorization: Option<&str>,
 ) -> Decision {
-    let allowed = context.get("allow").is_some_and(|ranges| {
+    let allowed = context.allow.as_ref().is_some_and(|ranges| {
         source.is_some_and(|ip| {
             ranges
                 .split(',')
@@ -62,7 +82,7 @@ pub fn decide(
     if allowed {
         return Decision::Allow;
     }
-    let Some(text) = context.get("htpasswd") else {
+    let Some(text) = &context.htpasswd else {
         return Decision::Broken("no users for the route".into());
     };
     let users = match fairlead_edge_model::htpasswd::parse(text) {
@@ -112,8 +132,9 @@ impl Service {
     ) -> Decision {
         let mut key = sha1::Sha1::new();
         for part in [
-            context.get("htpasswd").map(String::as_str),
-            context.get("allow").map(String::as_str),
+            context
+                .get(fairlead_edge_model::names::AUTH_CONTEXT)
+                .map(String::as_str),
             authorization,
         ] {
             key.update(part.unwrap_or_default());
@@ -124,7 +145,10 @@ impl Service {
         if let Some(d) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return d;
         }
-        let decision = decide(context, source, authorization);
+        let decision = match guard(context) {
+            Ok(g) => decide(&g, source, authorization),
+            Err(why) => Decision::Broken(why),
+        };
         if let Ok(mut cache) = self.cache.lock() {
             if cache.len() >= CACHED {
                 cache.clear();
@@ -157,10 +181,7 @@ fn answer(decision: &Decision) -> auth::CheckResponse {
         })
     };
     let (code, response) = match decision {
-        Decision::Allow => (
-            0,
-            HttpResponse::OkResponse(auth::OkHttpResponse::default()),
-        ),
+        Decision::Allow => (0, HttpResponse::OkResponse(auth::OkHttpResponse::default())),
         Decision::Challenge => (
             16,
             denied(
@@ -266,11 +287,10 @@ mod tests {
 
     #[test]
     fn credentials_or_an_allowed_address_pass() {
-        let context: HashMap<String, String> = [(
-            "htpasswd".to_owned(),
-            "alice:$apr1$fairlead$t6vvlCQ7SxpycJ3UcbhX50".to_owned(),
-        )]
-        .into();
+        let context = Guard {
+            htpasswd: Some("alice:$apr1$fairlead$t6vvlCQ7SxpycJ3UcbhX50".to_owned()),
+            allow: None,
+        };
         let client = "192.0.2.7".parse().ok();
         assert_eq!(decide(&context, client, None), Decision::Challenge);
         assert_eq!(
@@ -285,15 +305,30 @@ mod tests {
             decide(&context, client, Some(&basic("mallory", "secret"))),
             Decision::Challenge
         );
-        let mut any = context.clone();
-        any.insert("allow".into(), "192.0.2.0/24, 10.0.0.0/8".into());
+        let any = Guard {
+            allow: Some("192.0.2.0/24, 10.0.0.0/8".into()),
+            ..context
+        };
         assert_eq!(decide(&any, client, None), Decision::Allow, "satisfy: any");
         assert_eq!(
             decide(&any, "198.51.100.1".parse().ok(), None),
             Decision::Challenge
         );
-        let broken: HashMap<String, String> = [("htpasswd".to_owned(), "x".to_owned())].into();
+        let broken = Guard {
+            htpasswd: Some("x".to_owned()),
+            allow: None,
+        };
         assert!(matches!(decide(&broken, client, None), Decision::Broken(_)));
+        let question: HashMap<String, String> = [(
+            fairlead_edge_model::names::AUTH_CONTEXT.to_owned(),
+            r#"{"htpasswd": "a:{SHA}x", "allow": "10.0.0.0/8"}"#.to_owned(),
+        )]
+        .into();
+        assert_eq!(
+            guard(&question).unwrap().allow.as_deref(),
+            Some("10.0.0.0/8")
+        );
+        assert!(guard(&HashMap::new()).is_err());
     }
 
     #[test]

@@ -12,8 +12,8 @@ pub fn matches(hash: &Hash, password: &str) -> bool {
         Hash::Apr1 { salt, hash } => apr1(password.as_bytes(), salt.as_bytes()) == *hash,
         Hash::Sha(digest) => {
             use sha1::Sha1;
-            let computed = base64::engine::general_purpose::STANDARD
-                .encode(Sha1::digest(password.as_bytes()));
+            let computed =
+                base64::engine::general_purpose::STANDARD.encode(Sha1::digest(password.as_bytes()));
             computed == *digest
         }
     }
