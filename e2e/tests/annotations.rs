@@ -4,9 +4,11 @@
 //! (429 beyond the burst), a request buffer (413 beyond its size), an idle timeout, a regular
 //! expression rewrite, response headers; a cookie and a client-address affinity that keep
 //! most clients where they were when an endpoint is added, the Service's own address instead
-//! of its endpoints, a response header limit; a malformed value is refused by the webhook
-//! naming the annotation, and an annotation not served yet leaves its route unserved and says
-//! so.
+//! of its endpoints, a response header limit; basic auth with bcrypt, apr1 and SHA users,
+//! alone, with an allowlist, or either under `satisfy: any`, and a users Secret in another
+//! namespace that is used only once a ReferenceGrant allows it (503 until then, never the
+//! backend); a malformed value is refused by the webhook naming the annotation, and an
+//! annotation not served yet leaves its route unserved and says so.
 
 use std::time::Duration;
 
@@ -122,7 +124,7 @@ spec:
             ),
             (
                 "guarded",
-                format!("{PREFIX}basic-auth-secret: users"),
+                format!("{PREFIX}auth-url: \"http://auth.example.com/\""),
                 ANY,
                 quick,
             ),
@@ -463,6 +465,148 @@ impl Upstream {
     }
 }
 
+/// Basic auth: htpasswd users of each kind nginx reads (apr1, SHA, bcrypt), alone
+/// (`members`), either it or the allowlist (`office`, `satisfy: any`), both (`strict`), and
+/// from a Secret in another namespace (`borrowed`).
+async fn basic_auth(up: &Up, world: &World) {
+    use base64::Engine as _;
+    let carol = bcrypt::hash("secret", 4).unwrap();
+    let users = format!(
+        "alice:$apr1$fairlead$t6vvlCQ7SxpycJ3UcbhX50\nbob:{{SHA}}5en6G6MezRroT3XKqkdPOmY/BfQ=\ncarol:{carol}\n"
+    );
+    let data = base64::engine::general_purpose::STANDARD.encode(&users);
+    let backend = backends::named("inside").await;
+    let mut yaml = format!(
+        "apiVersion: v1
+kind: Secret
+metadata: {{name: users, namespace: default}}
+data: {{auth: {data}}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: vault}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: users, namespace: vault}}
+data: {{auth: {data}}}
+---
+"
+    );
+    yaml += &service("inside", backend, &[backend]);
+    let allow = format!("{PREFIX}whitelist-source-range: 10.0.0.0/8");
+    for (name, annotations) in [
+        ("members", format!("{PREFIX}basic-auth-secret: users")),
+        (
+            "office",
+            format!("{PREFIX}basic-auth-secret: default/users, {allow}, {PREFIX}satisfy: any"),
+        ),
+        (
+            "strict",
+            format!("{PREFIX}basic-auth-secret: users, {allow}"),
+        ),
+        (
+            "borrowed",
+            format!("{PREFIX}basic-auth-secret: vault/users"),
+        ),
+    ] {
+        yaml += &route_to_service(name, &annotations, "inside", backend);
+    }
+    up.apply(&yaml);
+    let url = format!("http://127.0.0.1:{}/", world.port);
+    let ask = |client: &str, user: Option<(&str, &str)>| {
+        let request = world.http.get(&url).header("x-real-ip", client);
+        match user {
+            Some((u, p)) => request.basic_auth(u, Some(p)),
+            None => request,
+        }
+    };
+    let challenge = until("the members' route asking for credentials", async || {
+        let r = ask("192.0.2.1", None)
+            .header("host", "members.example.com")
+            .send()
+            .await
+            .ok()?;
+        (r.status() == 401).then(|| r.headers().get("www-authenticate").cloned())?
+    })
+    .await;
+    assert_eq!(challenge, "Basic realm=\"Authentication Required\"");
+    for user in ["alice", "bob", "carol"] {
+        let passed = world
+            .send("members", ask("192.0.2.1", Some((user, "secret"))))
+            .await;
+        assert_eq!(passed, Some((200, "inside".into())), "{user}");
+        let wrong = world
+            .status("members", ask("192.0.2.1", Some((user, "Secret"))))
+            .await;
+        assert_eq!(wrong, 401, "{user}: a wrong password");
+    }
+    let office = |client, user| world.status("office", ask(client, user));
+    assert_eq!(
+        office("10.1.2.3", None).await,
+        200,
+        "satisfy any: the allowlist"
+    );
+    assert_eq!(office("192.0.2.1", None).await, 401);
+    assert_eq!(
+        office("192.0.2.1", Some(("bob", "secret"))).await,
+        200,
+        "or a user"
+    );
+    let strict = |client, user| world.status("strict", ask(client, user));
+    assert_eq!(strict("10.1.2.3", None).await, 401, "satisfy all: both");
+    assert_eq!(strict("10.1.2.3", Some(("bob", "secret"))).await, 200);
+    assert_eq!(strict("192.0.2.1", Some(("bob", "secret"))).await, 403);
+    borrowed_users(up, world, &ask).await;
+}
+
+/// A users Secret in another namespace: the route answers 503 and says why until a
+/// ReferenceGrant there allows it, then asks for credentials.
+async fn borrowed_users(
+    up: &Up,
+    world: &World,
+    ask: &impl Fn(&str, Option<(&str, &str)>) -> reqwest::RequestBuilder,
+) {
+    let routes = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        up.client().await,
+        "default",
+        &fairlead_edge_controller::crds::resource("HTTPRoute"),
+    );
+    let resolved = until("the borrowed route's ResolvedRefs", async || {
+        let r = routes.get("borrowed").await.ok()?;
+        r.data["status"]["parents"][0]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "ResolvedRefs")
+            .cloned()
+    })
+    .await;
+    assert_eq!(resolved["status"], "False", "{resolved}");
+    assert_eq!(resolved["reason"], "RefNotPermitted", "{resolved}");
+    let shut = world
+        .status("borrowed", ask("192.0.2.1", Some(("bob", "secret"))))
+        .await;
+    assert_eq!(shut, 503, "never the backend, credentials or not");
+    up.apply(
+        "apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: routes-read-users, namespace: vault}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: default}]
+  to: [{group: \"\", kind: Secret, name: users}]
+",
+    );
+    until("the granted route asking for credentials", async || {
+        let status = world.status("borrowed", ask("192.0.2.1", None)).await;
+        (status == 401).then_some(())
+    })
+    .await;
+    let granted = world
+        .status("borrowed", ask("192.0.2.1", Some(("bob", "secret"))))
+        .await;
+    assert_eq!(granted, 200);
+}
+
 /// A malformed value is refused at the door, naming the annotation; a route asking for what
 /// this version does not serve yet is not served, and its status says why.
 async fn refusals(up: &Up, world: &World) {
@@ -495,10 +639,7 @@ async fn refusals(up: &Up, world: &World) {
     .await;
     assert_eq!(accepted["status"], "False");
     assert!(
-        accepted["message"]
-            .as_str()
-            .unwrap()
-            .contains("basic-auth-secret"),
+        accepted["message"].as_str().unwrap().contains("auth-url"),
         "{accepted}"
     );
     let (status, _) = world.get("guarded", "/").await.unwrap();
@@ -521,6 +662,7 @@ async fn annotations_change_what_envoy_serves_on_their_routes_only() {
     let upstream = Upstream::apply(&up, &world).await;
     upstream.affinities(&up, &world).await;
     Upstream::addresses_and_header_limits(&world).await;
+    basic_auth(&up, &world).await;
     refusals(&up, &world).await;
     let output = up.stopped().await;
     assert!(output.status.success(), "{output:?}");

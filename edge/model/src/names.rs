@@ -60,6 +60,11 @@ pub const SERVICE_NAME: &str = "fairlead-alb-proxy";
 pub const AUTH_CLUSTER: &str = "fairlead-auth";
 
 /// The `ext_authz` context entry carrying a route's guard to the authentication service: a
-/// JSON object with the htpasswd users (`htpasswd`) and, under `satisfy: any`, the ranges that
-/// pass without credentials (`allow`, comma-separated).
+/// JSON object with the htpasswd users (`htpasswd`) and whether, under `satisfy: any`, the
+/// route's allowlist lets a client through without credentials (`any`).
 pub const AUTH_CONTEXT: &str = "fairlead-guard";
+
+/// Where Envoy's RBAC filter leaves a shadow policy's verdict (`allowed` or `denied`): its
+/// metadata namespace and key. Under `satisfy: any` a route's allowlist is such a policy, and
+/// the authentication service reads its verdict.
+pub const RBAC_VERDICT: (&str, &str) = ("envoy.filters.http.rbac", "shadow_engine_result");

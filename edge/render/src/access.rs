@@ -4,8 +4,11 @@
 //! header a client chose); other clients get 403. `basic-auth-secret` is the `ext_authz`
 //! filter asking the proxy's authentication service (the cluster
 //! [`fairlead_edge_model::names::AUTH_CLUSTER`], which the proxy supervisor gives Envoy) with
-//! the route's users — and under `satisfy: any` its allowlist — in the question's context;
-//! when the service cannot answer, the request gets 503, never the backend.
+//! the route's users in the question's context; under `satisfy: any` the allowlist is an RBAC
+//! policy in shadow mode, whose verdict on the client's address (Envoy's own, as for the
+//! allowlist) reaches the service in the question's metadata, and lets the request through
+//! without credentials. When the service cannot answer, the request gets 503, never the
+//! backend.
 
 use envoy_types::pb::envoy::config::rbac::v3 as rbac;
 use envoy_types::pb::envoy::extensions::filters::http::rbac::v3 as http_rbac;
@@ -25,8 +28,10 @@ pub fn filter() -> Any {
     any(&http_rbac::Rbac::default())
 }
 
-/// The per-route policy of `whitelist-source-range`.
-pub fn allowlist(ranges: &[Cidr]) -> Any {
+/// The per-route policy of `whitelist-source-range`: enforced, or (`shadow`, under
+/// `satisfy: any`) only judged, its verdict left in the request's metadata
+/// ([`fairlead_edge_model::names::RBAC_VERDICT`]) for the authentication service.
+pub fn allowlist(ranges: &[Cidr], shadow: bool) -> Any {
     let policy = rbac::Policy {
         permissions: vec![rbac::Permission {
             rule: Some(rbac::permission::Rule::Any(true)),
@@ -39,14 +44,22 @@ pub fn allowlist(ranges: &[Cidr]) -> Any {
             .collect(),
         ..Default::default()
     };
+    let rules = rbac::Rbac {
+        action: rbac::rbac::Action::Allow as i32,
+        policies: [("whitelist-source-range".to_owned(), policy)].into(),
+        ..Default::default()
+    };
     any(&http_rbac::RbacPerRoute {
-        rbac: Some(http_rbac::Rbac {
-            rules: Some(rbac::Rbac {
-                action: rbac::rbac::Action::Allow as i32,
-                policies: [("whitelist-source-range".to_owned(), policy)].into(),
+        rbac: Some(if shadow {
+            http_rbac::Rbac {
+                shadow_rules: Some(rules),
                 ..Default::default()
-            }),
-            ..Default::default()
+            }
+        } else {
+            http_rbac::Rbac {
+                rules: Some(rules),
+                ..Default::default()
+            }
         }),
     })
 }
@@ -79,23 +92,19 @@ pub fn basic_auth_filter() -> Any {
             code: types::StatusCode::ServiceUnavailable as i32,
         }),
         stat_prefix: "basic_auth".into(),
+        metadata_context_namespaces: vec![fairlead_edge_model::names::RBAC_VERDICT.0.to_owned()],
         ..Default::default()
     })
 }
 
-/// The per-route question of `guard`: its users, and the ranges passing without them, as one
-/// JSON context entry (`guard`; a protobuf map of one entry encodes the same every time).
+/// The per-route question of `guard`: its users, and (`satisfy: any`) whether the
+/// allowlist's verdict lets a request through without them, as one JSON context entry
+/// ([`fairlead_edge_model::names::AUTH_CONTEXT`]; a protobuf map of one entry encodes the
+/// same every time).
 pub fn basic_auth(guard: &Guard) -> Option<Any> {
     use envoy_types::pb::envoy::extensions::filters::http::ext_authz::v3 as ext_authz;
     let users = guard.users.as_ref()?;
-    let mut question = serde_json::json!({"htpasswd": users});
-    if let Some(ranges) = &guard.any_from {
-        let list: Vec<String> = ranges
-            .iter()
-            .map(|r| format!("{}/{}", r.address, r.prefix))
-            .collect();
-        question["allow"] = list.join(",").into();
-    }
+    let question = serde_json::json!({"htpasswd": users, "any": guard.any_from.is_some()});
     Some(any(&ext_authz::ExtAuthzPerRoute {
         r#override: Some(ext_authz::ext_authz_per_route::Override::CheckSettings(
             ext_authz::CheckSettings {

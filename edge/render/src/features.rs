@@ -36,12 +36,9 @@ impl Filters {
     /// What `entry` asks.
     pub fn of(entry: &Entry) -> Self {
         let annotations = &entry.annotations;
-        let basic_auth = entry.guard.as_ref().is_some_and(|g| g.users.is_some());
-        let any_from = entry.guard.as_ref().is_some_and(|g| g.any_from.is_some());
         Self {
-            // Under `satisfy: any` the authentication service decides on the ranges.
-            allowlist: annotations.access.allow_from.is_some() && !any_from,
-            basic_auth,
+            allowlist: annotations.access.allow_from.is_some(),
+            basic_auth: entry.guard.as_ref().is_some_and(|g| g.users.is_some()),
             rate_limit: annotations.traffic.limit_rps.is_some(),
             buffer: annotations.traffic.buffer_max_request_bytes.is_some(),
         }
@@ -109,7 +106,11 @@ impl Filters {
 /// The filters a route enables, with its configuration of each, by filter name.
 pub fn per_route(entry: &Entry) -> BTreeMap<String, Any> {
     let annotations = &entry.annotations;
-    let asked = Filters::of(entry);
+    // Under `satisfy: any` the allowlist only judges; the authentication service decides.
+    let satisfy_any = entry
+        .guard
+        .as_ref()
+        .is_some_and(|g| g.users.is_some() && g.any_from.is_some());
     let enabled = |config: Any| {
         any(&route::FilterConfig {
             config: Some(config),
@@ -117,8 +118,11 @@ pub fn per_route(entry: &Entry) -> BTreeMap<String, Any> {
         })
     };
     let mut out = BTreeMap::new();
-    if let (Some(ranges), true) = (&annotations.access.allow_from, asked.allowlist) {
-        out.insert(access::RBAC.to_owned(), enabled(access::allowlist(ranges)));
+    if let Some(ranges) = &annotations.access.allow_from {
+        out.insert(
+            access::RBAC.to_owned(),
+            enabled(access::allowlist(ranges, satisfy_any)),
+        );
     }
     if let Some(question) = entry.guard.as_deref().and_then(access::basic_auth) {
         out.insert(access::BASIC_AUTH.to_owned(), enabled(question));

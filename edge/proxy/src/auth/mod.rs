@@ -2,8 +2,9 @@
 //! a Unix socket in the supervisor's work directory (gRPC), about each request of a route
 //! with `basic-auth-secret`. The route's configuration travels with the question (its
 //! `context_extensions` entry [`fairlead_edge_model::names::AUTH_CONTEXT`], a JSON object):
-//! the htpasswd users (`htpasswd`) and, under `satisfy: any`, the client ranges that pass
-//! without credentials (`allow`). A request passes with a user's
+//! the htpasswd users (`htpasswd`) and, under `satisfy: any` (`any`), whether the route's
+//! allowlist lets the client through without credentials — the verdict Envoy's RBAC filter
+//! left in the request's metadata on the address Envoy settled for the client. A request passes with a user's
 //! password ([`verify`]); otherwise the answer is 401 with `WWW-Authenticate`, as nginx
 //! gives. Answers are cached by what decided them (the users' text and the credentials, as
 //! a digest), so bcrypt's cost is paid once per client rather than per request.
@@ -51,9 +52,9 @@ pub struct Guard {
     /// The users.
     #[serde(default)]
     pub htpasswd: Option<String>,
-    /// Ranges passing without credentials.
+    /// `satisfy: any`: the allowlist's verdict lets a request through.
     #[serde(default)]
-    pub allow: Option<String>,
+    pub any: bool,
 }
 
 /// The guard of a question's context; a context without one is a broken route.
@@ -64,22 +65,10 @@ pub fn guard(context: &HashMap<String, String>) -> Result<Guard, String> {
     serde_json::from_str(text).map_err(|e| format!("the route's guard: {e}"))
 }
 
-/// Decides a request: `context` is the route's guard, `source` the client's address as
-/// Envoy settled it, `authorization` the request's header.
-pub fn decide(
-    context: &Guard,
-    source: Option<std::net::IpAddr>,
-    authorization: Option<&str>,
-) -> Decision {
-    let allowed = context.allow.as_ref().is_some_and(|ranges| {
-        source.is_some_and(|ip| {
-            ranges
-                .split(',')
-                .filter_map(|r| r.trim().parse::<ipnet::IpNet>().ok())
-                .any(|net| net.contains(&ip))
-        })
-    });
-    if allowed {
+/// Decides a request: `context` is the route's guard, `allowlisted` whether the route's
+/// allowlist judged the client allowed, `authorization` the request's header.
+pub fn decide(context: &Guard, allowlisted: bool, authorization: Option<&str>) -> Decision {
+    if context.any && allowlisted {
         return Decision::Allow;
     }
     let Some(text) = &context.htpasswd else {
@@ -127,7 +116,7 @@ impl Service {
     fn cached(
         &self,
         context: &HashMap<String, String>,
-        source: Option<std::net::IpAddr>,
+        allowlisted: bool,
         authorization: Option<&str>,
     ) -> Decision {
         let mut key = sha1::Sha1::new();
@@ -140,13 +129,13 @@ impl Service {
             key.update(part.unwrap_or_default());
             key.update([0]);
         }
-        key.update(source.map(|s| s.to_string()).unwrap_or_default());
+        key.update([u8::from(allowlisted)]);
         let key: [u8; 20] = key.finalize().into();
         if let Some(d) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return d;
         }
         let decision = match guard(context) {
-            Ok(g) => decide(&g, source, authorization),
+            Ok(g) => decide(&g, allowlisted, authorization),
             Err(why) => Decision::Broken(why),
         };
         if let Ok(mut cache) = self.cache.lock() {
@@ -218,12 +207,15 @@ impl auth::authorization_server::Authorization for Service {
         request: tonic::Request<auth::CheckRequest>,
     ) -> Result<tonic::Response<auth::CheckResponse>, tonic::Status> {
         let attributes = request.into_inner().attributes.unwrap_or_default();
-        let source = attributes
-            .source
-            .and_then(|p| p.address)
-            .and_then(|a| match a.address {
-                Some(core::address::Address::SocketAddress(s)) => s.address.parse().ok(),
-                _ => None,
+        let (namespace, key) = fairlead_edge_model::names::RBAC_VERDICT;
+        let allowlisted = attributes
+            .metadata_context
+            .as_ref()
+            .and_then(|m| m.filter_metadata.get(namespace))
+            .and_then(|s| s.fields.get(key))
+            .and_then(|v| v.kind.as_ref())
+            .is_some_and(|k| {
+                matches!(k, envoy_types::pb::google::protobuf::value::Kind::StringValue(v) if v == "allowed")
             });
         let headers = attributes
             .request
@@ -231,7 +223,7 @@ impl auth::authorization_server::Authorization for Service {
             .map(|h| h.headers)
             .unwrap_or_default();
         let authorization = headers.get("authorization").map(String::as_str);
-        let decision = self.cached(&attributes.context_extensions, source, authorization);
+        let decision = self.cached(&attributes.context_extensions, allowlisted, authorization);
         Ok(tonic::Response::new(answer(&decision)))
     }
 }
@@ -289,45 +281,43 @@ mod tests {
     fn credentials_or_an_allowed_address_pass() {
         let context = Guard {
             htpasswd: Some("alice:$apr1$fairlead$t6vvlCQ7SxpycJ3UcbhX50".to_owned()),
-            allow: None,
+            any: false,
         };
-        let client = "192.0.2.7".parse().ok();
-        assert_eq!(decide(&context, client, None), Decision::Challenge);
+        assert_eq!(decide(&context, false, None), Decision::Challenge);
         assert_eq!(
-            decide(&context, client, Some(&basic("alice", "secret"))),
+            decide(&context, false, Some(&basic("alice", "secret"))),
             Decision::Allow
         );
         assert_eq!(
-            decide(&context, client, Some(&basic("alice", "wrong"))),
+            decide(&context, false, Some(&basic("alice", "wrong"))),
             Decision::Challenge
         );
         assert_eq!(
-            decide(&context, client, Some(&basic("mallory", "secret"))),
+            decide(&context, false, Some(&basic("mallory", "secret"))),
             Decision::Challenge
+        );
+        assert_eq!(
+            decide(&context, true, None),
+            Decision::Challenge,
+            "satisfy: all — the allowlist is not enough"
         );
         let any = Guard {
-            allow: Some("192.0.2.0/24, 10.0.0.0/8".into()),
+            any: true,
             ..context
         };
-        assert_eq!(decide(&any, client, None), Decision::Allow, "satisfy: any");
-        assert_eq!(
-            decide(&any, "198.51.100.1".parse().ok(), None),
-            Decision::Challenge
-        );
+        assert_eq!(decide(&any, true, None), Decision::Allow, "satisfy: any");
+        assert_eq!(decide(&any, false, None), Decision::Challenge);
         let broken = Guard {
             htpasswd: Some("x".to_owned()),
-            allow: None,
+            any: false,
         };
-        assert!(matches!(decide(&broken, client, None), Decision::Broken(_)));
+        assert!(matches!(decide(&broken, false, None), Decision::Broken(_)));
         let question: HashMap<String, String> = [(
             fairlead_edge_model::names::AUTH_CONTEXT.to_owned(),
-            r#"{"htpasswd": "a:{SHA}x", "allow": "10.0.0.0/8"}"#.to_owned(),
+            r#"{"htpasswd": "a:{SHA}x", "any": true}"#.to_owned(),
         )]
         .into();
-        assert_eq!(
-            guard(&question).unwrap().allow.as_deref(),
-            Some("10.0.0.0/8")
-        );
+        assert!(guard(&question).unwrap().any);
         assert!(guard(&HashMap::new()).is_err());
     }
 
