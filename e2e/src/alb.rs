@@ -247,6 +247,7 @@ pub async fn alb_instances_world(up: &Up) {
     world.instances_are_ready().await;
     world.a_held_port_is_named().await;
     world.unmanaged_and_managed_gateways().await;
+    world.health_checks_answer_load_balancers().await;
     world.a_dead_proxy_is_restarted().await;
     world.a_deleted_instance_stops_its_proxies().await;
 }
@@ -489,6 +490,49 @@ impl<'a> World<'a> {
         .await;
         let public = format!("http://{}:{}/", self.public, self.lb_port);
         assert_eq!(self.answer("again after the restart", &public).await, "one");
+    }
+
+    /// A load balancer's health check, `GET /healthz` addressed to the proxy's IP, answers
+    /// 200 while the proxy serves and 503 once Envoy fails its health checks (the first step
+    /// of a drain); an application's route on a host name is not shadowed.
+    pub async fn health_checks_answer_load_balancers(&self) {
+        let d8: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(self.client.clone(), "d8-alb");
+        let selector = kube::api::ListParams::default().labels("alb.deckhouse.io/gateway=public");
+        let pod = d8.list(&selector).await.unwrap().items.remove(0);
+        let admin = format!("http://{}:19000", pod.status.unwrap().pod_ip.unwrap());
+        let check = format!("http://{}:{}/healthz", self.public, self.lb_port);
+        let status = async || {
+            self.http
+                .get(&check)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        };
+        assert_eq!(status().await.unwrap(), 200, "a serving proxy");
+        let named = self
+            .http
+            .get(&check)
+            .header("host", "app.example.com")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            named.text().await.unwrap(),
+            "one",
+            "the route's own /healthz"
+        );
+        let post = |path: &str| self.http.post(format!("{admin}{path}")).send();
+        assert!(
+            post("/healthcheck/fail")
+                .await
+                .unwrap()
+                .status()
+                .is_success()
+        );
+        assert_eq!(status().await.unwrap(), 503, "a draining proxy");
+        assert!(post("/healthcheck/ok").await.unwrap().status().is_success());
+        assert_eq!(status().await.unwrap(), 200);
     }
 
     /// Deleting an instance stops its proxies and removes what it made.

@@ -109,6 +109,10 @@ pub struct Settings {
     /// Geolocation headers.
     #[serde(rename = "geoIP", skip_serializing_if = "Option::is_none")]
     pub geoip: Option<GeoIp>,
+    /// `/healthz` answers a load balancer's health check (an instance's Gateway): 200 while
+    /// the proxy serves, 503 once it drains.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub health_check: bool,
 }
 
 /// What `spec.geoIP` asks of the connection managers.
@@ -408,6 +412,7 @@ pub fn of(gateway: &Gateway, input: &Input) -> Settings {
         }];
     }
     Settings {
+        health_check: true,
         accept_from,
         proxy_protocol: spec.use_proxy_protocol == Some(true),
         real_ip,

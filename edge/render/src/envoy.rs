@@ -99,7 +99,8 @@ pub mod limits {
 /// ([`crate::telemetry`], over OTLP/HTTP when the instance asks). An instance's
 /// `originalIPDetection` replaces `use_remote_address` ([`ClientAddress`]), here and only
 /// here; its `geoIP` removes client-sent geolocation headers first and adds Envoy's GeoIP
-/// filter before the router ([`geoip`]).
+/// filter before the router ([`geoip`]); its Gateway answers load balancers' health checks
+/// ([`health_check`]).
 pub(crate) fn edge_manager(
     stat_prefix: &str,
     route_config: &str,
@@ -155,9 +156,69 @@ pub(crate) fn edge_manager(
         tracing: Some(crate::telemetry::tracing(edge.otlp_http_uri.as_deref())),
         ..geoip(
             edge.geoip.as_ref(),
-            routes_filters(filters, manager(stat_prefix, route_config)),
+            health_check(
+                edge.health_check,
+                routes_filters(filters, manager(stat_prefix, route_config)),
+            ),
         )
     }
+}
+
+/// The path a load balancer's health check asks of an instance's proxies.
+pub const HEALTH_CHECK_PATH: &str = "/healthz";
+
+/// `manager` with, for an instance's Gateway (`on`), Envoy's health check filter first:
+/// `GET /healthz` addressed to an IP (as load balancers ask; an application's own
+/// `/healthz` on a host name still reaches it) answers 200 while the proxy serves and 503
+/// once it drains (the supervisor fails Envoy's health checks before draining).
+fn health_check(on: bool, mut manager: hcm::HttpConnectionManager) -> hcm::HttpConnectionManager {
+    use envoy_types::pb::envoy::config::route::v3::{HeaderMatcher, header_matcher};
+    use envoy_types::pb::envoy::extensions::filters::http::health_check::v3::HealthCheck;
+    use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
+    use envoy_types::pb::google::protobuf::BoolValue;
+    if !on {
+        return manager;
+    }
+    let string = |pattern: matcher::string_matcher::MatchPattern| {
+        Some(header_matcher::HeaderMatchSpecifier::StringMatch(
+            matcher::StringMatcher {
+                match_pattern: Some(pattern),
+                ..Default::default()
+            },
+        ))
+    };
+    let check = HealthCheck {
+        pass_through_mode: Some(BoolValue { value: false }),
+        headers: vec![
+            HeaderMatcher {
+                name: ":path".into(),
+                header_match_specifier: string(matcher::string_matcher::MatchPattern::Exact(
+                    HEALTH_CHECK_PATH.into(),
+                )),
+                ..Default::default()
+            },
+            HeaderMatcher {
+                name: ":authority".into(),
+                header_match_specifier: string(matcher::string_matcher::MatchPattern::SafeRegex(
+                    matcher::RegexMatcher {
+                        regex: r"(\d{1,3}\.){3}\d{1,3}(:\d+)?|\[[0-9a-fA-F:.]+\](:\d+)?".into(),
+                        ..Default::default()
+                    },
+                )),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    manager.http_filters.insert(
+        0,
+        hcm::HttpFilter {
+            name: "envoy.filters.http.health_check".into(),
+            config_type: Some(hcm::http_filter::ConfigType::TypedConfig(any(&check))),
+            ..Default::default()
+        },
+    );
+    manager
 }
 
 /// `manager` with `filters` (those its routes ask for) before the router.
