@@ -254,9 +254,15 @@ pub struct InstanceStatus {
     /// `Ready`, `Conflict` (naming the instance that controls the Gateway), ….
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
-    /// The managed Gateway, `namespace/name`.
+    /// The managed Gateway's name (its namespace is `d8-alb` for a ClusterALBInstance, the
+    /// instance's own for an ALBInstance), as Deckhouse's documentation reads it with
+    /// `jsonpath='{.status.gateway}'`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<String>,
+    /// The `Ready` condition as a boolean: the Gateway programmed and every wanted proxy
+    /// ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
     /// Where clients reach the Gateway (load balancer ingress or node addresses).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<String>,
@@ -282,8 +288,8 @@ pub struct InstanceStatus {
         shortname = "calbi",
         status = "InstanceStatus",
         printcolumn = r#"{"name": "Gateway", "type": "string", "jsonPath": ".status.gateway"}"#,
+        printcolumn = r#"{"name": "Ready", "type": "boolean", "jsonPath": ".status.ready"}"#,
         printcolumn = r#"{"name": "Inlet", "type": "string", "jsonPath": ".spec.inlet.type"}"#,
-        printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
         printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
     )
 )]
@@ -314,8 +320,8 @@ pub struct ClusterALBInstanceSpec {
         namespaced,
         status = "InstanceStatus",
         printcolumn = r#"{"name": "Gateway", "type": "string", "jsonPath": ".status.gateway"}"#,
+        printcolumn = r#"{"name": "Ready", "type": "boolean", "jsonPath": ".status.ready"}"#,
         printcolumn = r#"{"name": "Inlet", "type": "string", "jsonPath": ".spec.inlet.type"}"#,
-        printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
         printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
     )
 )]

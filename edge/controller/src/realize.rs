@@ -493,7 +493,8 @@ pub async fn write_status(
     let stored = &current.data["status"];
     let conditions = fairlead_kit::conditions::merge(conditions, Some(&stored["conditions"]), &now);
     let mut status: Value = json!({
-        "gateway": gateway.to_string(),
+        "gateway": gateway.name(),
+        "ready": ready,
         "conditions": conditions,
         "addresses": state.addresses,
         "observedGeneration": generation,
@@ -502,6 +503,7 @@ pub async fn write_status(
         status["defaultDeckhouseGateway"] = json!(default == Some(&instance.key));
     }
     if stored["gateway"] == status["gateway"]
+        && stored["ready"] == status["ready"]
         && stored["addresses"]
             .as_array()
             .map_or(state.addresses.is_empty(), |a| {

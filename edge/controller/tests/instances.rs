@@ -80,7 +80,7 @@ async fn instances_become_gateways() {
     );
     let status = eventually("main's status", async || {
         let i = instances.get_status("main").await.ok()?;
-        (i.data["status"]["gateway"] == "d8-alb/public").then_some(i.data["status"].clone())
+        (i.data["status"]["gateway"] == "public").then_some(i.data["status"].clone())
     })
     .await;
     let condition = |status: &Value, kind: &str| {
@@ -93,6 +93,11 @@ async fn instances_become_gateways() {
             .unwrap()
     };
     assert_eq!(condition(&status, "Conflict")["status"], "False");
+    assert_eq!(
+        status["ready"],
+        condition(&status, "Ready")["status"] == "True",
+        "status.ready is the Ready condition"
+    );
     assert_eq!(
         condition(&status, "Ready")["status"],
         "False",
