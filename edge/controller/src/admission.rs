@@ -5,6 +5,8 @@
 //!   is not managed by an ALB instance (the controller would otherwise take over a user's
 //!   Gateway). `spec.geoIP.headers` may not name a header requests and proxies rely on
 //!   ([`fairlead_edge_api::geoip::header_problems`]) when they or `realIPHeader` change.
+//!   `spec.inlet.additionalPorts` may not take the Gateway's HTTP and HTTPS ports (80, 443)
+//!   nor a port the proxy pod holds for itself (admin, metrics, health, kube-rbac-proxy).
 //!   Immutable fields are the CRD's `oldSelf` rules.
 //! - **Managed Gateways** ([`gateway`]): created, changed or deleted only by the controller
 //!   and the editors configured beside it (and by the cluster's garbage collector and
@@ -156,6 +158,36 @@ fn header_problems(instance: &Value, old: Option<&Value>) -> Vec<String> {
     fairlead_edge_api::geoip::header_problems(&headers, inputs.1.as_str())
 }
 
+/// The `additionalPorts` of `instance` that collide with the Gateway's own listeners or the
+/// proxy pod's own ports, each a message naming the field.
+fn port_problems(instance: &Value) -> Vec<String> {
+    use fairlead_edge_controller_plan::workload::OWN_PORTS;
+    use fairlead_edge_model::names::container_port;
+    let ports = instance["spec"]["inlet"]["additionalPorts"].as_array();
+    ports
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let port = u16::try_from(p["port"].as_u64()?).ok()?;
+            let field = format!("spec.inlet.additionalPorts[{i}].port");
+            if port == 80 || port == 443 {
+                return Some(format!(
+                    "{field}: {port} is the Gateway's {} port (listener d8-{}); pick another",
+                    if port == 80 { "HTTP" } else { "HTTPS" },
+                    if port == 80 { "http" } else { "https" }
+                ));
+            }
+            let inside = container_port(port);
+            OWN_PORTS.iter().find(|(own, _)| *own == inside).map(|(_, what)| {
+                format!(
+                    "{field}: {port} is served at container port {inside}, {what} port in the proxy pod; pick another"
+                )
+            })
+        })
+        .collect()
+}
+
 /// An instance may not name a Gateway that exists and is no instance's, nor GeoIP headers
 /// that would break requests; `existing` is the Gateway [`instance_gateway`] names, if
 /// there is one.
@@ -164,7 +196,8 @@ pub fn instance(request: &Request<'_>, existing: Option<&Value>) -> Verdict {
         return Verdict::allow();
     }
     if let Some(object) = request.object {
-        let problems = header_problems(object, request.old_object);
+        let mut problems = header_problems(object, request.old_object);
+        problems.extend(port_problems(object));
         if !problems.is_empty() {
             return Verdict::invalid(problems.join("; "));
         }
@@ -858,6 +891,38 @@ mod tests {
                 "metadata.annotations[alb.network.deckhouse.io/response-headers-to-add]: deprecated; use a ResponseHeaderModifier filter"
             ]
         );
+    }
+
+    #[test]
+    fn additional_ports_may_not_take_the_proxys_own() {
+        let instance = json!({"spec": {"gatewayName": "main", "inlet": {"type": "LoadBalancer",
+            "additionalPorts": [{"port": 5432}, {"port": 19001}, {"port": 443}, {"port": 9000}]}}});
+        let review = request(
+            Operation::Create,
+            "ClusterALBInstance",
+            "",
+            "alice",
+            Some(&instance),
+            None,
+        );
+        let Verdict::Deny(422, message) = super::instance(&review, None) else {
+            panic!("colliding ports are refused");
+        };
+        assert_eq!(
+            message,
+            "spec.inlet.additionalPorts[1].port: 19001 is served at container port 19001, the supervisor's metrics port in the proxy pod; pick another; spec.inlet.additionalPorts[2].port: 443 is the Gateway's HTTPS port (listener d8-https); pick another"
+        );
+        let fine = json!({"spec": {"gatewayName": "main", "inlet": {"type": "LoadBalancer",
+            "additionalPorts": [{"port": 5432}, {"port": 9000}]}}});
+        let review = request(
+            Operation::Create,
+            "ClusterALBInstance",
+            "",
+            "alice",
+            Some(&fine),
+            None,
+        );
+        assert_eq!(super::instance(&review, None), Verdict::allow());
     }
 
     #[test]

@@ -70,6 +70,15 @@ const HEALTH_PORT: u16 = 19002;
 /// kube-rbac-proxy's port in front of the metrics.
 pub const RBAC_PROXY_PORT: u16 = 19101;
 
+/// The ports a proxy pod holds for itself, with what each is: a Gateway port whose container
+/// port ([`fairlead_edge_model::names::container_port`]) is one of them cannot be served.
+pub const OWN_PORTS: &[(u16, &str)] = &[
+    (ADMIN_PORT, "Envoy's admin"),
+    (METRICS_PORT, "the supervisor's metrics"),
+    (HEALTH_PORT, "the supervisor's health"),
+    (RBAC_PROXY_PORT, "kube-rbac-proxy's"),
+];
+
 /// The longest drain of a stopping proxy, in seconds.
 const DRAIN_SECONDS: u64 = 60;
 
