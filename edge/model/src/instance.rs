@@ -349,6 +349,15 @@ impl Settings {
     }
 }
 
+/// Whether `gateway` is an ALB instance's (labelled with its instance).
+pub fn managed(gateway: &Gateway) -> bool {
+    gateway
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(fairlead_edge_api::INSTANCE_LABEL))
+}
+
 /// The settings of the instance controlling `gateway` (the defaults when none does).
 pub fn of(gateway: &Gateway, input: &Input) -> Settings {
     let Some(label) = gateway

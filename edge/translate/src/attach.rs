@@ -1,5 +1,7 @@
 //! Routes to listeners: a route's `parentRefs` (with `sectionName` and `port`), each listener's
-//! `allowedRoutes` (kinds; namespaces Same/All/Selector) and hostname intersection decide
+//! `allowedRoutes` (kinds; namespaces Same/All/Selector; a ReferenceGrant `to: ListenerSet`
+//! for a ListenerSet's listeners; a ReferenceGrant `to: Gateway` for an ALB instance's
+//! additional TCP/UDP ports, from another namespace) and hostname intersection decide
 //! where a route attaches; the route's parent status says why it did or did not.
 
 use std::collections::BTreeMap;
@@ -196,6 +198,60 @@ pub fn namespace_allowed(
         "Same" => gateway_namespace == route_namespace,
         _ => false,
     }
+}
+
+/// Whether a ReferenceGrant in a ListenerSet's namespace lets routes of `kind` from
+/// `route_namespace` attach to its listener `l` (as Deckhouse's ALB documents for
+/// cross-namespace ListenerSets: `from` the route's kind and namespace, `to` the
+/// ListenerSet).
+fn granted_set(l: &ResolvedListener, kind: &str, route_namespace: &str, input: &Input) -> bool {
+    let Some(set) = &l.set else {
+        return false;
+    };
+    Grants::new(input).allows(
+        (GATEWAY_GROUP, kind, route_namespace),
+        (GATEWAY_GROUP, "ListenerSet", set.namespace(), set.name()),
+    )
+}
+
+/// On an ALB instance's Gateway, a TCPRoute or UDPRoute from another namespace attaches to an
+/// additional port's listener (`tcp-port-N`, `udp-port-N`) only under a ReferenceGrant in the
+/// Gateway's namespace (`from` the route, `to` the Gateway), as Deckhouse's ALB documents;
+/// the refusal otherwise.
+fn additional_port_grant(
+    state: &GatewayState<'_>,
+    l: &ResolvedListener,
+    kind: &str,
+    route_namespace: &str,
+    input: &Input,
+) -> Option<Refusal> {
+    let managed = fairlead_edge_model::instance::managed(state.gateway);
+    let additional =
+        l.set.is_none() && (l.name.starts_with("tcp-port-") || l.name.starts_with("udp-port-"));
+    if !managed || !additional || route_namespace == state.key.namespace() {
+        return None;
+    }
+    let granted = Grants::new(input).allows(
+        (GATEWAY_GROUP, kind, route_namespace),
+        (
+            GATEWAY_GROUP,
+            "Gateway",
+            state.key.namespace(),
+            state.key.name(),
+        ),
+    );
+    (!granted).then(|| {
+        (
+            "NotAllowedByListeners",
+            format!(
+                "listener {} of Gateway {} takes {kind}s from namespace {route_namespace} only under a ReferenceGrant in namespace {} (to: Gateway {})",
+                l.name,
+                state.key,
+                state.key.namespace(),
+                state.key.name()
+            ),
+        )
+    })
 }
 
 /// Attaches every translated route, recording the parent statuses.
@@ -418,7 +474,9 @@ fn attach(
             ));
             continue;
         }
-        if !namespace_allowed(&l.namespaces, &l.home, route_namespace, input) {
+        if !namespace_allowed(&l.namespaces, &l.home, route_namespace, input)
+            && !granted_set(l, kind, route_namespace, input)
+        {
             reason.get_or_insert((
                 "NotAllowedByListeners",
                 format!(
@@ -426,6 +484,10 @@ fn attach(
                     l.name
                 ),
             ));
+            continue;
+        }
+        if let Some(refused) = additional_port_grant(state, l, kind, route_namespace, input) {
+            reason.get_or_insert(refused);
             continue;
         }
         let served = crate::hostname::intersect(l.hostname.as_deref(), hostnames);
