@@ -11,6 +11,15 @@ use fairlead_edge_model::annotations::{AnnotationError, Annotations, PREFIX};
 use fairlead_edge_model::input::{HttpRule, UrlRewrite};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+/// What every route without ALB annotations shares (most routes, and every GRPCRoute: they
+/// cost no allocation).
+static NONE: std::sync::LazyLock<Arc<Annotations>> = std::sync::LazyLock::new(Arc::default);
+
+/// The annotations of a route that carries none.
+pub(crate) fn none() -> Arc<Annotations> {
+    NONE.clone()
+}
+
 /// Whether `annotations` ask nothing (the IR leaves them out).
 pub fn asks_nothing(annotations: &Arc<Annotations>) -> bool {
     annotations.is_empty()
@@ -41,11 +50,16 @@ pub(crate) fn reads_secrets(metadata: &ObjectMeta) -> bool {
 
 /// The route's annotations, or why the route is rejected.
 pub(crate) fn read(metadata: &ObjectMeta) -> Result<Arc<Annotations>, String> {
-    let empty = std::collections::BTreeMap::new();
-    let annotations = Annotations::read(metadata.annotations.as_ref().unwrap_or(&empty))
-        .map_err(|e| e.to_string())?;
+    let Some(all) = metadata
+        .annotations
+        .as_ref()
+        .filter(|a| a.keys().any(|k| k.starts_with(PREFIX)))
+    else {
+        return Ok(none());
+    };
+    let annotations = Annotations::read(all).map_err(|e| e.to_string())?;
     if annotations.is_empty() {
-        return Ok(Arc::default());
+        return Ok(none());
     }
     if annotations.waf.is_some() {
         return Err(AnnotationError::new(

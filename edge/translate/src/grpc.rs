@@ -136,7 +136,7 @@ pub fn translate(
                 action: action.clone(),
                 request_headers: rule_filters.request.clone(),
                 response_headers: rule_filters.response.clone(),
-                annotations: std::sync::Arc::default(),
+                annotations: crate::annotations::none(),
                 guard: None,
             }));
         }
