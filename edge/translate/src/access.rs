@@ -13,8 +13,9 @@ use fairlead_edge_model::instance::Cidr;
 
 use crate::refs::{Grants, Unresolved};
 
-/// A route's guard: the users that pass, and the ranges that pass without credentials.
-#[derive(Clone, Debug, Default, serde::Serialize, PartialEq, Eq)]
+/// A route's guard: the users that pass, and the ranges that pass without credentials. Its
+/// `Debug` shows how many users, not their hashes.
+#[derive(Clone, Default, serde::Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Guard {
     /// The htpasswd text of the users (never written out: the IR shows how many).
@@ -26,6 +27,16 @@ pub struct Guard {
     /// The guard cannot be applied: the route answers 503.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub shut: bool,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("users", &self.users.as_deref().map(|t| t.lines().count()))
+            .field("any_from", &self.any_from)
+            .field("shut", &self.shut)
+            .finish()
+    }
 }
 
 fn users<S: serde::Serializer>(text: &Option<String>, s: S) -> Result<S::Ok, S::Error> {

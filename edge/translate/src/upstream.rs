@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::Secret;
 use crate::refs::{Grants, Unresolved};
 
 /// TLS to the backends, as `backend-tls-settings` asks (a BackendTLSPolicy on the same
-/// Service wins).
-#[derive(Clone, Debug, Default, serde::Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Service wins). Its `Debug` leaves the client key out.
+#[derive(Clone, Default, serde::Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct AnnotatedTls {
     /// The SNI sent.
@@ -36,6 +36,18 @@ pub struct AnnotatedTls {
     /// Its Secret could not be read: no connection is made.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub refused: bool,
+}
+
+impl std::fmt::Debug for AnnotatedTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnnotatedTls")
+            .field("sni", &self.sni)
+            .field("insecure", &self.insecure)
+            .field("ca", &self.ca.as_ref().map(Vec::len))
+            .field("client", &self.client.is_some())
+            .field("refused", &self.refused)
+            .finish()
+    }
 }
 
 fn size<S: serde::Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {

@@ -43,7 +43,8 @@ struct SessionAffinity {
 
 /// `backend-tls-settings`: TLS to the backends. Certificates are PEM, written inline or taken
 /// from `secret` (`ca.crt`, `tls.crt`, `tls.key`, as Istio's `credentialName` reads them).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+/// Its `Debug` leaves the private key out.
+#[derive(Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendTlsSettings {
     /// `MUTUAL` (a client certificate is presented) rather than `SIMPLE`.
@@ -67,6 +68,20 @@ pub struct BackendTlsSettings {
     /// A Secret with the certificates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<SecretRef>,
+}
+
+impl std::fmt::Debug for BackendTlsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendTlsSettings")
+            .field("mutual", &self.mutual)
+            .field("insecure_skip_verify", &self.insecure_skip_verify)
+            .field("ca_certificates", &self.ca_certificates.is_some())
+            .field("client_certificate", &self.client_certificate.is_some())
+            .field("private_key", &self.private_key.is_some())
+            .field("sni", &self.sni)
+            .field("secret", &self.secret)
+            .finish()
+    }
 }
 
 #[derive(Deserialize)]
@@ -338,5 +353,19 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_private_key_is_never_shown() {
+        let u = read(&[(
+            "backend-tls-settings",
+            r#"{"mode": "MUTUAL", "clientCertificate": "-----BEGIN CERTIFICATE-----x", "privateKey": "-----BEGIN PRIVATE KEY-----k3yb1t5"}"#,
+        )])
+        .unwrap();
+        let shown = format!("{u:?}");
+        assert!(
+            !shown.contains("PRIVATE KEY") && !shown.contains("k3yb1t5"),
+            "{shown}"
+        );
     }
 }
