@@ -1,7 +1,7 @@
 //! What a request and its answer may be, in Envoy: `limit-rps` is the local rate limit
-//! filter's per-route token bucket (per proxy, as ingress-nginx limits per pod: `limit-rps`
-//! tokens a second, a burst of five times that, as ingress-nginx's default burst multiplier;
-//! beyond it 429); `buffer-max-request-bytes` is the buffer filter's per-route limit (the
+//! filter's per-route token bucket (per proxy and per route rule match, shared by all clients
+//! — ingress-nginx's is per client address; `limit-rps` tokens a second, a burst of five times
+//! that, ingress-nginx's default burst multiplier; beyond it 429); `buffer-max-request-bytes` is the buffer filter's per-route limit (the
 //! request is buffered whole, a larger body gets 413); `idle-timeout` is the route's
 //! `idle_timeout`; `rewrite-target` is a `regex_rewrite` of the rule's path expression;
 //! `response-headers-to-add` are the route's response headers.
