@@ -434,9 +434,13 @@ impl Upstream {
         for (name, first) in ["sticky", "hashed"].into_iter().zip(before) {
             let after = Self::placements(world, name).await;
             let moved = first.iter().zip(&after).filter(|(x, y)| x != y).count();
+            // A third would move to the new endpoint on an ideal ring; Envoy's ring gives each
+            // endpoint fewer points when one joins (its size is fixed), so some clients also
+            // move between the old ones: 25–31 of 60 seen. Without affinity two thirds (40)
+            // would move.
             assert!(
-                (1..=30).contains(&moved),
-                "{name}: {moved} of 60 clients moved (about 20 expected; half or more is no affinity): {first:?} → {after:?}"
+                (1..=34).contains(&moved),
+                "{name}: {moved} of 60 clients moved (20 ideal; about 40 without affinity): {first:?} → {after:?}"
             );
             assert!(
                 after.iter().any(|b| b == "c"),
