@@ -83,13 +83,7 @@ impl Guard {
                 ),
             );
         }
-        let text = input
-            .secrets
-            .iter()
-            .find(|s| {
-                s.metadata.namespace.as_deref() == Some(secret_namespace)
-                    && s.metadata.name.as_deref() == Some(name.as_str())
-            })
+        let text = crate::refs::secret(input, secret_namespace, name)
             .and_then(|s| s.data.as_ref()?.get("auth"))
             .map(|v| String::from_utf8_lossy(&v.0).into_owned());
         let Some(text) = text else {

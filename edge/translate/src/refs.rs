@@ -5,6 +5,7 @@
 //! ListenerSet's).
 
 use fairlead_edge_model::input::{Input, ReferenceGrant};
+use k8s_openapi::api::core::v1::Secret;
 
 /// Checks references against the grants of the input.
 pub struct Grants<'a> {
@@ -51,4 +52,16 @@ pub struct Unresolved {
     pub reason: &'static str,
     /// For a person.
     pub message: String,
+}
+
+/// The Secret `namespace/name`, any type.
+pub(crate) fn secret<'a>(input: &'a Input, namespace: &str, name: &str) -> Option<&'a Secret> {
+    input
+        .secrets
+        .iter()
+        .find(|s| {
+            s.metadata.namespace.as_deref() == Some(namespace)
+                && s.metadata.name.as_deref() == Some(name)
+        })
+        .map(AsRef::as_ref)
 }

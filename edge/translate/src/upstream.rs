@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use fairlead_edge_model::annotations::{Annotations, BackendTlsSettings};
 use fairlead_edge_model::input::{GATEWAY_GROUP, Input};
-use k8s_openapi::api::core::v1::Secret;
 
 use crate::refs::{Grants, Unresolved};
 
@@ -140,18 +139,6 @@ impl Variant {
     }
 }
 
-/// The Secret `namespace/name`, any type.
-fn secret<'a>(input: &'a Input, namespace: &str, name: &str) -> Option<&'a Secret> {
-    input
-        .secrets
-        .iter()
-        .find(|s| {
-            s.metadata.namespace.as_deref() == Some(namespace)
-                && s.metadata.name.as_deref() == Some(name)
-        })
-        .map(AsRef::as_ref)
-}
-
 /// `backend-tls-settings` resolved: inline certificates, or those of its Secret (`ca.crt`,
 /// `tls.crt`, `tls.key`).
 fn tls(
@@ -182,7 +169,7 @@ fn tls(
         ("", "Secret", secret_namespace, &reference.name),
     );
     let found = allowed
-        .then(|| secret(input, secret_namespace, &reference.name))
+        .then(|| crate::refs::secret(input, secret_namespace, &reference.name))
         .flatten();
     let Some(found) = found else {
         out.refused = true;
