@@ -14,7 +14,6 @@ use envoy_types::pb::envoy::config::rbac::v3 as rbac;
 use envoy_types::pb::envoy::extensions::filters::http::rbac::v3 as http_rbac;
 use envoy_types::pb::google::protobuf::Any;
 
-use crate::envoy::cidr;
 use crate::pb::{any, duration};
 use fairlead_edge_model::instance::Cidr;
 use fairlead_edge_translate::access::Guard;
@@ -32,18 +31,7 @@ pub fn filter() -> Any {
 /// `satisfy: any`) only judged, its verdict left in the request's metadata
 /// ([`fairlead_edge_model::names::RBAC_VERDICT`]) for the authentication service.
 pub fn allowlist(ranges: &[Cidr], shadow: bool) -> Any {
-    let policy = rbac::Policy {
-        permissions: vec![rbac::Permission {
-            rule: Some(rbac::permission::Rule::Any(true)),
-        }],
-        principals: ranges
-            .iter()
-            .map(|range| rbac::Principal {
-                identifier: Some(rbac::principal::Identifier::RemoteIp(cidr(range))),
-            })
-            .collect(),
-        ..Default::default()
-    };
+    let policy = crate::envoy::allow_from(ranges, rbac::principal::Identifier::RemoteIp);
     let rules = rbac::Rbac {
         action: rbac::rbac::Action::Allow as i32,
         policies: [("whitelist-source-range".to_owned(), policy)].into(),

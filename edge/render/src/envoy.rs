@@ -336,6 +336,30 @@ pub(crate) fn cidr(range: &fairlead_edge_model::instance::Cidr) -> core::CidrRan
     }
 }
 
+/// An RBAC policy allowing every request from `ranges`, each client address made a principal
+/// by `principal` (the connection's peer, or the client address the connection manager
+/// settled on).
+pub(crate) fn allow_from(
+    ranges: &[fairlead_edge_model::instance::Cidr],
+    principal: fn(
+        core::CidrRange,
+    ) -> envoy_types::pb::envoy::config::rbac::v3::principal::Identifier,
+) -> envoy_types::pb::envoy::config::rbac::v3::Policy {
+    use envoy_types::pb::envoy::config::rbac::v3 as rbac;
+    rbac::Policy {
+        permissions: vec![rbac::Permission {
+            rule: Some(rbac::permission::Rule::Any(true)),
+        }],
+        principals: ranges
+            .iter()
+            .map(|range| rbac::Principal {
+                identifier: Some(principal(cidr(range))),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
 /// Envoy's `xff` original-IP detection, trusting `trusted`'s entries.
 fn xff(trusted: &[fairlead_edge_model::instance::Cidr]) -> core::TypedExtensionConfig {
     use envoy_types::pb::envoy::extensions::http::original_ip_detection::xff::v3 as xff;

@@ -88,18 +88,7 @@ fn listener_filter(
 fn accept_from(ranges: &[fairlead_edge_model::instance::Cidr]) -> listener::Filter {
     use envoy_types::pb::envoy::config::rbac::v3 as rbac;
     use envoy_types::pb::envoy::extensions::filters::network::rbac::v3 as network;
-    let policy = rbac::Policy {
-        permissions: vec![rbac::Permission {
-            rule: Some(rbac::permission::Rule::Any(true)),
-        }],
-        principals: ranges
-            .iter()
-            .map(|range| rbac::Principal {
-                identifier: Some(rbac::principal::Identifier::DirectRemoteIp(cidr(range))),
-            })
-            .collect(),
-        ..Default::default()
-    };
+    let policy = crate::envoy::allow_from(ranges, rbac::principal::Identifier::DirectRemoteIp);
     listener::Filter {
         name: "envoy.filters.network.rbac".into(),
         config_type: Some(listener::filter::ConfigType::TypedConfig(any(
