@@ -282,7 +282,9 @@ impl<'a> World<'a> {
             backends::named("three").await,
         );
         let (lb_port, host_port) = (free_port(), free_port());
-        let held = std::net::TcpListener::bind(format!("127.{}.2.1:0", up.block)).unwrap();
+        // Held on every address: which Service address `main` gets depends on which
+        // instance's pods come up first.
+        let held = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
         let taken = held.local_addr().unwrap().port();
         let mut yaml = instances_yaml(lb_port, host_port, taken);
         yaml.push_str(&route_to("one", "public", "d8-alb", one));
