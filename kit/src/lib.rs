@@ -30,6 +30,7 @@ pub mod conditions;
 pub mod crds;
 #[cfg(feature = "kube")]
 pub mod events;
+pub mod exchange;
 pub mod executables;
 #[cfg(feature = "kube")]
 pub mod fieldset;

@@ -82,13 +82,7 @@ async fn realize_all(
     due: &mut Due,
 ) -> Result<(), ReconcileError> {
     let client = &context.client;
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(client.clone(), gateway.namespace());
-    let certificate = secrets
-        .get_opt(&crate::instances::certificate_secret(gateway))
-        .await?
-        .is_some();
-    let plan = crate::instances::plan(live, |_| certificate, &context.config.workload)
+    let plan = crate::instances::plan(live, &context.config.workload)
         .into_iter()
         .next()
         .expect("live instances name the Gateway");

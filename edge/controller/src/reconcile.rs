@@ -20,7 +20,7 @@ use fairlead_edge_api::{ALBInstance, ClusterALBInstance};
 use fairlead_key::ObjectKey;
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, DynamicObject};
@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use crate::context::Config;
 use crate::context::{Context, Due, ReconcileError, read};
-use crate::instances::{self, INSTANCE_LABEL, Instance};
+use crate::instances::{INSTANCE_LABEL, Instance};
 
 /// The Lease whose holder reconciles.
 pub const LEASE: &str = "alb-gateway-controller-leader";
@@ -131,16 +131,8 @@ pub async fn run(
 /// The per-instance reconciles of one term, one Controller per instance kind.
 async fn per_instance(context: Arc<Context>, term: CancellationToken) {
     let client = context.client.clone();
-    let clusters = watching(
-        on_instances::<ClusterALBInstance>(&client),
-        &client,
-        context.clone(),
-    );
-    let namespaced = watching(
-        on_instances::<ALBInstance>(&client),
-        &client,
-        context.clone(),
-    );
+    let clusters = watching(on_instances::<ClusterALBInstance>(&client), &client);
+    let namespaced = watching(on_instances::<ALBInstance>(&client), &client);
     let config = || ControllerConfig::default().debounce(DEBOUNCE);
     futures::join!(
         clusters
@@ -207,12 +199,8 @@ fn labelled<K: Resource<DynamicType = ()>>(meta: &ObjectMeta) -> Option<ObjectRe
 }
 
 /// `controller` woken by what is made for its instances' Gateways (their workloads,
-/// Services, Pods and Gateways, by their labels) and by a Gateway's certificate Secret.
-fn watching<K>(
-    controller: Controller<K>,
-    client: &kube::Client,
-    context: Arc<Context>,
-) -> Controller<K>
+/// Services, Pods and Gateways, by their labels).
+fn watching<K>(controller: Controller<K>, client: &kube::Client) -> Controller<K>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -246,36 +234,6 @@ where
             made(),
             |o| labelled::<K>(&o.metadata),
         )
-        // A certificate Secret appearing adds a Gateway's HTTPS listener.
-        .watches(
-            Api::<Secret>::all(client.clone()),
-            watcher::Config::default().fields("type=kubernetes.io/tls"),
-            move |secret| certificate_of::<K>(&context, &secret.metadata),
-        )
-}
-
-/// The instances of kind `K` naming the Gateway whose certificate `secret` is.
-fn certificate_of<K: Resource<DynamicType = ()>>(
-    context: &Context,
-    secret: &ObjectMeta,
-) -> Vec<ObjectRef<K>> {
-    let (Some(namespace), Some(name)) = (&secret.namespace, &secret.name) else {
-        return Vec::new();
-    };
-    let kind = K::kind(&());
-    context
-        .live()
-        .into_iter()
-        .filter(|i| i.kind == kind)
-        .filter(|i| {
-            let gateway = i.gateway();
-            gateway.namespace() == namespace && instances::certificate_secret(&gateway) == *name
-        })
-        .map(|i| match i.key.namespace() {
-            "" => ObjectRef::new(i.key.name()),
-            ns => ObjectRef::new(i.key.name()).within(ns),
-        })
-        .collect()
 }
 
 async fn reconcile_cluster(

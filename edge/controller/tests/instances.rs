@@ -69,8 +69,8 @@ async fn instances_become_gateways() {
         .collect();
     assert_eq!(
         listeners,
-        ["d8-http", "tcp-port-5432"],
-        "no certificate yet, no HTTPS"
+        ["d8-http", "d8-https", "tcp-port-5432"],
+        "HTTPS before the platform certificate exists: ListenerSets' own certificates serve on it"
     );
     assert_eq!(gateway.data["spec"]["gatewayClassName"], "d8-alb");
     let owners = gateway.metadata.owner_references.clone().unwrap();
@@ -103,31 +103,6 @@ async fn instances_become_gateways() {
         "False",
         "no control plane programs it here"
     );
-
-    // The certificate Secret appears: the HTTPS listener follows.
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(client.clone(), "d8-alb");
-    let ca = fairlead_kit::pki::Ca::generate("test").unwrap();
-    let cert = ca.issue_server(&["public.example.com"], &[]).unwrap();
-    secrets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "d8-alb-public-tls"},
-                "type": "kubernetes.io/tls",
-                "stringData": {"tls.crt": cert.cert_pem, "tls.key": cert.key_pem}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    eventually("the HTTPS listener", async || {
-        let g = gateways.get("public").await.ok()?;
-        g.data["spec"]["listeners"]
-            .as_array()?
-            .iter()
-            .any(|l| l["name"] == "d8-https")
-            .then_some(())
-    })
-    .await;
 
     // A younger instance naming the same Gateway is in conflict, naming main.
     tokio::time::sleep(Duration::from_millis(1100)).await;

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use http_body_util::{BodyExt as _, Empty, Limited};
+use http_body_util::{BodyExt as _, Limited};
 
 /// The most redirects followed.
 const MAX_REDIRECTS: usize = 5;
@@ -155,49 +155,20 @@ impl Http {
             url: shown(uri),
             message: format!("{what} timed out"),
         };
-        let https = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(HttpError::Url(shown(uri))),
-        };
-        let host = uri.host().ok_or_else(|| HttpError::Url(shown(uri)))?;
-        let bare = host.trim_matches(['[', ']']);
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let mut builder = http::Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
-            .header(
-                http::header::HOST,
-                match uri.port() {
-                    Some(p) => format!("{host}:{p}"),
-                    None => host.to_owned(),
-                },
-            )
-            .header(
-                http::header::USER_AGENT,
-                concat!("fairlead/", env!("CARGO_PKG_VERSION")),
-            );
-        for (name, value) in headers {
-            builder = builder.header(name, value);
-        }
-        let request = builder
-            .body(Empty::<bytes::Bytes>::new())
-            .map_err(|e| transport(&e))?;
+        let mut sent = headers.clone();
+        sent.insert(
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(concat!("fairlead/", env!("CARGO_PKG_VERSION"))),
+        );
         let exchange = async {
-            let tcp = tokio::net::TcpStream::connect((bare, port))
+            fairlead_kit::exchange::exchange(&self.tls, http::Method::GET, uri, &sent)
                 .await
-                .map_err(|e| transport(&e))?;
-            let _ = tcp.set_nodelay(true);
-            if https {
-                let name = rustls::pki_types::ServerName::try_from(bare.to_owned())
-                    .map_err(|e| transport(&e))?;
-                let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
-                    .connect(name, tcp)
-                    .await
-                    .map_err(|e| transport(&e))?;
-                send(hyper_util::rt::TokioIo::new(tls), request).await
-            } else {
-                send(hyper_util::rt::TokioIo::new(tcp), request).await
-            }
-            .map_err(|e| transport(&e))
+                .map_err(|e| match e {
+                    fairlead_kit::exchange::ExchangeError::Url => HttpError::Url(shown(uri)),
+                    fairlead_kit::exchange::ExchangeError::Transport(message) => {
+                        transport(&message)
+                    }
+                })
         };
         let response = tokio::time::timeout(HEADERS_TIMEOUT, exchange)
             .await
@@ -222,18 +193,6 @@ impl Http {
             body,
         })
     }
-}
-
-async fn send<T>(
-    io: T,
-    request: http::Request<Empty<bytes::Bytes>>,
-) -> Result<http::Response<hyper::body::Incoming>, hyper::Error>
-where
-    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
-    tokio::spawn(connection);
-    sender.send_request(request).await
 }
 
 /// `location` (absolute, or a path) against `base`.

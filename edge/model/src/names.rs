@@ -55,14 +55,20 @@ pub const OTLP_CLUSTER: &str = "fairlead-otlp";
 /// The service name of the proxies' spans.
 pub const SERVICE_NAME: &str = "fairlead-alb-proxy";
 
-/// The cluster of the proxy's authentication service (basic auth), which the proxy
+/// The cluster of the proxy's authentication service (basic auth, `auth-url`), which the proxy
 /// supervisor gives Envoy beside the bootstrap; the routes' `ext_authz` filter names it.
 pub const AUTH_CLUSTER: &str = "fairlead-auth";
 
 /// The `ext_authz` context entry carrying a route's guard to the authentication service: a
-/// JSON object with the htpasswd users (`htpasswd`) and whether, under `satisfy: any`, the
-/// route's allowlist lets a client through without credentials (`any`).
+/// JSON object with the htpasswd users (`htpasswd`), whether, under `satisfy: any`, the
+/// route's allowlist lets a client through without credentials (`any`), and the external
+/// service of `auth-url` (`external`: an [`crate::annotations::ExternalAuth`]).
 pub const AUTH_CONTEXT: &str = "fairlead-guard";
+
+/// How long the authentication service waits for an `auth-url` service's answer before the
+/// request gets 500 (ingress-nginx's default connect timeout is 5 s; an answer may take
+/// longer).
+pub const AUTH_URL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where Envoy's RBAC filter leaves a shadow policy's verdict (`allowed` or `denied`): its
 /// metadata namespace and key. Under `satisfy: any` a route's allowlist is such a policy, and

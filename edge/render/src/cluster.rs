@@ -39,7 +39,8 @@ pub fn encode(c: &Cluster) -> Vec<u8> {
         ..Default::default()
     };
     if let Some(variant) = backend.variant.as_deref() {
-        crate::upstream::cluster(variant, upstream.is_some(), backend.http2, &mut out);
+        let ring = crate::upstream::ring_endpoints(c);
+        crate::upstream::cluster(variant, upstream.is_some(), backend.http2, ring, &mut out);
     }
     out.encode_to_vec()
 }

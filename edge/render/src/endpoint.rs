@@ -34,7 +34,47 @@ pub fn encode(c: &Cluster) -> Vec<u8> {
 /// Encoded as it is built (a decoded `LbEndpoint` is about 400 bytes): the cluster's name and
 /// one locality holding every endpoint.
 fn from_slices(backend: &Backend, cluster_name: &str, slices: &[Arc<EndpointSlice>]) -> Vec<u8> {
-    let mut hosts: BTreeMap<(String, u16), i32> = BTreeMap::new();
+    let hosts = hosts(backend, slices);
+    // gRPC's xDS client rejects a locality without its (even empty) `locality` field and
+    // drops one without a weight.
+    let mut locality = Vec::new();
+    wire::message(1, &core::Locality::default(), &mut locality);
+    for ((address, port), health) in hosts {
+        let lb_endpoint = endpoint::LbEndpoint {
+            health_status: health as i32,
+            host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
+                endpoint::Endpoint {
+                    address: Some(socket(&address, port, false)),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        };
+        wire::message(2, &lb_endpoint, &mut locality);
+    }
+    wire::message(3, &UInt32Value { value: 1 }, &mut locality);
+    let mut assignment = Vec::with_capacity(cluster_name.len() + locality.len() + 8);
+    wire::string(1, cluster_name, &mut assignment);
+    wire::bytes(2, &locality, &mut assignment);
+    assignment
+}
+
+/// How many of `c`'s endpoints take new requests (HEALTHY in its assignment).
+pub fn healthy(c: &Cluster) -> usize {
+    c.endpoints.as_deref().map_or(0, |slices| {
+        hosts(&c.backend, slices)
+            .values()
+            .filter(|h| **h == core::HealthStatus::Healthy)
+            .count()
+    })
+}
+
+/// The endpoints of `backend` in `slices`, by address and port, with their health.
+fn hosts(
+    backend: &Backend,
+    slices: &[Arc<EndpointSlice>],
+) -> BTreeMap<(String, u16), core::HealthStatus> {
+    let mut hosts = BTreeMap::new();
     for slice in slices {
         // Envoy's EDS takes IP addresses only: an FQDN slice would fail the whole update.
         if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
@@ -60,30 +100,9 @@ fn from_slices(backend: &Backend, cluster_name: &str, slices: &[Arc<EndpointSlic
                 continue;
             };
             for address in &e.addresses {
-                hosts.insert((address.clone(), port), health as i32);
+                hosts.insert((address.clone(), port), health);
             }
         }
     }
-    // gRPC's xDS client rejects a locality without its (even empty) `locality` field and
-    // drops one without a weight.
-    let mut locality = Vec::new();
-    wire::message(1, &core::Locality::default(), &mut locality);
-    for ((address, port), health) in hosts {
-        let lb_endpoint = endpoint::LbEndpoint {
-            health_status: health,
-            host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
-                endpoint::Endpoint {
-                    address: Some(socket(&address, port, false)),
-                    ..Default::default()
-                },
-            )),
-            ..Default::default()
-        };
-        wire::message(2, &lb_endpoint, &mut locality);
-    }
-    wire::message(3, &UInt32Value { value: 1 }, &mut locality);
-    let mut assignment = Vec::with_capacity(cluster_name.len() + locality.len() + 8);
-    wire::string(1, cluster_name, &mut assignment);
-    wire::bytes(2, &locality, &mut assignment);
-    assignment
+    hosts
 }

@@ -21,8 +21,8 @@ use fairlead_edge_translate::ir::RouteConfig;
 pub struct Filters {
     /// `whitelist-source-range`: RBAC.
     pub allowlist: bool,
-    /// `basic-auth-secret`: external authorization by the proxy's service.
-    pub basic_auth: bool,
+    /// `basic-auth-secret`, `auth-url`: external authorization by the proxy's service.
+    pub authentication: bool,
     /// `limit-rps`: the local rate limit.
     pub rate_limit: bool,
     /// `buffer-max-request-bytes`: the buffer.
@@ -38,7 +38,10 @@ impl Filters {
         let annotations = &entry.annotations;
         Self {
             allowlist: annotations.access.allow_from.is_some(),
-            basic_auth: entry.guard.as_ref().is_some_and(|g| g.users.is_some()),
+            authentication: entry
+                .guard
+                .as_ref()
+                .is_some_and(|g| g.users.is_some() || g.external.is_some()),
             rate_limit: annotations.traffic.limit_rps.is_some(),
             buffer: annotations.traffic.buffer_max_request_bytes.is_some(),
         }
@@ -52,7 +55,7 @@ impl Filters {
     fn union(self, other: Self) -> Self {
         Self {
             allowlist: self.allowlist || other.allowlist,
-            basic_auth: self.basic_auth || other.basic_auth,
+            authentication: self.authentication || other.authentication,
             rate_limit: self.rate_limit || other.rate_limit,
             buffer: self.buffer || other.buffer,
         }
@@ -90,8 +93,11 @@ impl Filters {
         if self.allowlist {
             filters.push(disabled(access::RBAC, access::filter()));
         }
-        if self.basic_auth {
-            filters.push(disabled(access::BASIC_AUTH, access::basic_auth_filter()));
+        if self.authentication {
+            filters.push(disabled(
+                access::AUTHENTICATION,
+                access::authentication_filter(),
+            ));
         }
         if self.rate_limit {
             filters.push(disabled(traffic::RATE_LIMIT, traffic::rate_limit_filter()));
@@ -124,8 +130,8 @@ pub fn per_route(entry: &Entry) -> BTreeMap<String, Any> {
             enabled(access::allowlist(ranges, satisfy_any)),
         );
     }
-    if let Some(question) = entry.guard.as_deref().and_then(access::basic_auth) {
-        out.insert(access::BASIC_AUTH.to_owned(), enabled(question));
+    if let Some(question) = entry.guard.as_deref().and_then(access::authentication) {
+        out.insert(access::AUTHENTICATION.to_owned(), enabled(question));
     }
     if let Some(rps) = annotations.traffic.limit_rps {
         out.insert(

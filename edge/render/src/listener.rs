@@ -205,7 +205,12 @@ fn base_chain(c: &Chain, transport: Option<core::TransportSocket>) -> listener::
 /// terminating TLS when it has certificates, then an HTTP connection manager (see
 /// [`http_chains`]) or a TCP proxy.
 fn chain(c: &Chain, edge: &Settings, filters: &ByConfig<'_>) -> Vec<listener::FilterChain> {
-    let base = base_chain(c, c.certificates.as_deref().map(downstream_tls));
+    let base = base_chain(
+        c,
+        c.certificates
+            .as_deref()
+            .map(|certificates| downstream_tls(certificates, c.http1_only)),
+    );
     match &c.forward {
         Forward::Http { route_config } => {
             http_chains(route_config, route_config, (edge, filters), base, false)
@@ -325,8 +330,9 @@ fn quic_tls(certificates: &[ObjectKey]) -> core::TransportSocket {
     }
 }
 
-/// TLS termination presenting `certificates` (fetched over SDS), offering HTTP/2 and 1.1.
-fn downstream_tls(certificates: &[ObjectKey]) -> core::TransportSocket {
+/// TLS termination presenting `certificates` (fetched over SDS), offering HTTP/2 and 1.1
+/// (1.1 only: `http1_only`).
+fn downstream_tls(certificates: &[ObjectKey], http1_only: bool) -> core::TransportSocket {
     let context = tls::DownstreamTlsContext {
         common_tls_context: Some(tls::CommonTlsContext {
             tls_certificate_sds_secret_configs: certificates
@@ -336,7 +342,11 @@ fn downstream_tls(certificates: &[ObjectKey]) -> core::TransportSocket {
                     sds_config: Some(ads()),
                 })
                 .collect(),
-            alpn_protocols: vec!["h2".into(), "http/1.1".into()],
+            alpn_protocols: if http1_only {
+                vec!["http/1.1".into()]
+            } else {
+                vec!["h2".into(), "http/1.1".into()]
+            },
             ..Default::default()
         }),
         ..Default::default()

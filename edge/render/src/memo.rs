@@ -65,8 +65,9 @@ impl Recall for Forget {
 /// again; an unchanged route keeps its entries and their encodings.
 type EncodedRoutes = Generations<(usize, Origin, Drained), (Arc<Entry>, Vec<u8>)>;
 
-/// Encoded clusters by backend, with the TLS each was made with.
-type EncodedClusters = Generations<Backend, (Option<UpstreamTls>, Vec<u8>)>;
+/// Encoded clusters by backend, with the TLS each was made with and (ring hash) how many
+/// endpoints its ring was sized for.
+type EncodedClusters = Generations<Backend, ((Option<UpstreamTls>, Option<usize>), Vec<u8>)>;
 
 /// Encoded endpoint assignments by backend, with the EndpointSlices each was made from
 /// (`None`: failing closed, no endpoints).
@@ -100,10 +101,11 @@ impl Recall for Memo {
     }
 
     fn cluster(&mut self, c: &Cluster, make: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+        let ring = crate::upstream::ring_endpoints(c);
         let (_, bytes) = self.clusters.get_or_make(
             c.backend.clone(),
-            |(made_with, _)| *made_with == c.tls,
-            || (c.tls.clone(), make()),
+            |((tls, sized_for), _)| *tls == c.tls && *sized_for == ring,
+            || ((c.tls.clone(), ring), make()),
         );
         bytes.clone()
     }

@@ -1,13 +1,14 @@
 //! Who may pass a route, decided: `basic-auth-secret` resolved to the htpasswd users of the
-//! Secret's `auth` key (ingress-nginx's), and under `satisfy: any` the allowlist's ranges
-//! that pass without credentials. A Secret in another namespace is read only under a
+//! Secret's `auth` key (ingress-nginx's), under `satisfy: any` the allowlist's ranges
+//! that pass without credentials, and the external authentication service of `auth-url`
+//! (asked after basic auth, whatever `satisfy` says, as ingress-nginx's `auth_request`). A Secret in another namespace is read only under a
 //! ReferenceGrant (`from: HTTPRoute` of the route's namespace, `to: Secret`); one that cannot
 //! be read, or whose users the proxy cannot check, leaves the route [`Guard::shut`]: it
 //! answers 503 and never reaches its backends.
 
 use std::sync::Arc;
 
-use fairlead_edge_model::annotations::{Annotations, Satisfy};
+use fairlead_edge_model::annotations::{Annotations, ExternalAuth, Satisfy};
 use fairlead_edge_model::input::{GATEWAY_GROUP, Input};
 use fairlead_edge_model::instance::Cidr;
 
@@ -24,6 +25,9 @@ pub struct Guard {
     /// `satisfy: any`: client ranges that pass without credentials.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub any_from: Option<Vec<Cidr>>,
+    /// `auth-url`: the external authentication service asked about every request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external: Option<ExternalAuth>,
     /// The guard cannot be applied: the route answers 503.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub shut: bool,
@@ -34,6 +38,7 @@ impl std::fmt::Debug for Guard {
         f.debug_struct("Guard")
             .field("users", &self.users.as_deref().map(|t| t.lines().count()))
             .field("any_from", &self.any_from)
+            .field("external", &self.external)
             .field("shut", &self.shut)
             .finish()
     }
@@ -48,8 +53,8 @@ fn users<S: serde::Serializer>(text: &Option<String>, s: S) -> Result<S::Ok, S::
 }
 
 impl Guard {
-    /// The guard `annotations` ask of a route in `namespace`; `None` without basic auth. A
-    /// Secret that cannot be used is the [`Unresolved`] reference.
+    /// The guard `annotations` ask of a route in `namespace`; `None` without basic auth or
+    /// an external service. A Secret that cannot be used is the [`Unresolved`] reference.
     pub fn of(
         annotations: &Annotations,
         namespace: &str,
@@ -57,8 +62,15 @@ impl Guard {
         grants: &Grants<'_>,
     ) -> (Option<Arc<Self>>, Option<Unresolved>) {
         let access = &annotations.access;
+        let external = access.external.clone();
         let Some(basic) = &access.basic_auth else {
-            return (None, None);
+            let guard = external.map(|external| {
+                Arc::new(Self {
+                    external: Some(external),
+                    ..Self::default()
+                })
+            });
+            return (guard, None);
         };
         let field = "metadata.annotations[alb.network.deckhouse.io/basic-auth-secret]";
         let secret_namespace = basic.secret.namespace_or(namespace);
@@ -105,6 +117,7 @@ impl Guard {
             any_from: (access.satisfy == Satisfy::Any)
                 .then(|| access.allow_from.clone())
                 .flatten(),
+            external,
             shut: false,
         };
         (Some(Arc::new(guard)), None)

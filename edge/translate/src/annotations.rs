@@ -1,15 +1,19 @@
 //! What an HTTPRoute's `alb.network.deckhouse.io/*` annotations ask, decided for the route:
 //! read once per route ([`fairlead_edge_model::annotations`]) and shared by all its entries.
 //! A malformed value rejects the route (`Accepted=False`, `UnsupportedValue`, the message
-//! naming the annotation), as does an annotation this version does not serve yet: a route is
-//! never served without the protection or behaviour it asks for. `rewrite-target` is checked
+//! naming the annotation), as does `mod-security`, which this version does not serve yet: a
+//! route is never served without the protection or behaviour it asks for. `rewrite-target` is checked
 //! against each rule's `RegularExpression` path matches (the groups it names must exist).
+//! `tls-disable-protocol` shapes the HTTPS chains of the route's hostnames ([`http1_chains`]).
 
 use std::sync::Arc;
 
 use fairlead_edge_model::annotations::{AnnotationError, Annotations, PREFIX};
 use fairlead_edge_model::input::{HttpRule, UrlRewrite};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::attach::Attached;
+use crate::ir::Chain;
 
 /// What every route without ALB annotations shares (most routes, and every GRPCRoute: they
 /// cost no allocation).
@@ -24,16 +28,6 @@ pub(crate) fn none() -> Arc<Annotations> {
 pub fn asks_nothing(annotations: &Arc<Annotations>) -> bool {
     annotations.is_empty()
 }
-
-/// Whether a route's annotations ask for one feature.
-type Asks = fn(&Annotations) -> bool;
-
-/// The annotations this version does not serve yet, with the condition under which a route
-/// asks for one.
-const NOT_YET: &[(&str, Asks)] = &[
-    ("tls-disable-protocol", |a| a.disable_http2),
-    ("auth-url", |a| a.access.external.is_some()),
-];
 
 /// The annotations that may name a Secret: a route carrying one is translated afresh every
 /// time (its translation depends on the Secret, which the memo does not follow).
@@ -67,11 +61,6 @@ pub(crate) fn read(metadata: &ObjectMeta) -> Result<Arc<Annotations>, String> {
             "the WAF is not served by this version; the route is refused rather than served without it",
         )
         .to_string());
-    }
-    if let Some((name, _)) = NOT_YET.iter().find(|(_, asks)| asks(&annotations)) {
-        return Err(format!(
-            "metadata.annotations[{PREFIX}{name}]: not served by this version yet; the route is refused rather than served without it"
-        ));
     }
     Ok(Arc::new(annotations))
 }
@@ -119,6 +108,46 @@ pub(crate) fn check_rule(
     Ok(())
 }
 
+/// `tls-disable-protocol: http2` on an HTTPS listener's chain: when a route attached there
+/// (`attached`) carries it, the chain of the route's hostnames offers HTTP/1.1 only — the
+/// whole chain when the route serves every name of the listener or the listener's one name,
+/// else a chain of its own for those names ahead of the listener's.
+pub(crate) fn http1_chains(chain: Chain, attached: &[Attached]) -> Vec<Chain> {
+    let mut names = std::collections::BTreeSet::new();
+    for a in attached
+        .iter()
+        .filter(|a| a.entry.annotations.disable_http2)
+    {
+        match &a.hostnames {
+            None => {
+                return vec![Chain {
+                    http1_only: true,
+                    ..chain
+                }];
+            }
+            Some(hostnames) => names.extend(hostnames.iter().cloned()),
+        }
+    }
+    if names.is_empty() {
+        return vec![chain];
+    }
+    if chain.server_names.len() == 1 && names.contains(&chain.server_names[0]) {
+        return vec![Chain {
+            http1_only: true,
+            ..chain
+        }];
+    }
+    vec![
+        Chain {
+            name: format!("{}-http1", chain.name),
+            server_names: names.into_iter().collect(),
+            http1_only: true,
+            ..chain.clone()
+        },
+        chain,
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,11 +172,8 @@ mod tests {
     }
 
     #[test]
-    fn what_is_not_served_yet_refuses_the_route() {
-        let Err(message) = read(&meta(&[("auth-url", "http://auth.example.com/")])) else {
-            panic!("a route asking for external auth is not served without it");
-        };
-        assert!(message.contains("auth-url"), "{message}");
+    fn only_the_waf_refuses_the_route_for_now() {
+        assert!(read(&meta(&[("auth-url", "http://auth.example.com/")])).is_ok());
         let Err(message) = read(&meta(&[("mod-security", "{\"mode\":\"on\"}")])) else {
             panic!("nor one asking for the WAF");
         };

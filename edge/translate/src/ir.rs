@@ -103,6 +103,10 @@ pub struct Chain {
     pub certificates: Option<Vec<ObjectKey>>,
     /// Where connections go.
     pub forward: Forward,
+    /// TLS offers HTTP/1.1 only (no `h2` in ALPN): a route served here carries
+    /// `tls-disable-protocol: http2`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub http1_only: bool,
 }
 
 /// Where a chain's connections go.
@@ -352,14 +356,16 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
                         &mut backends,
                     ));
                     secrets.extend(l.certificates.iter().cloned());
-                    chains.push(Chain {
+                    let chain = Chain {
                         name: l.envoy_name(),
                         server_names: l.hostname.iter().cloned().collect(),
                         certificates: Some(l.certificates.clone()),
                         forward: Forward::Http {
                             route_config: config,
                         },
-                    });
+                        http1_only: false,
+                    };
+                    chains.extend(crate::annotations::http1_chains(chain, &state.http[*i]));
                 }
                 Some(Protocol::Tls | Protocol::Tcp) => {
                     chains.extend(stream_chains(&name, l, &state.streams[*i], &mut backends));
@@ -601,6 +607,7 @@ fn stream_chains(
                     .unwrap_or_default(),
                 certificates: None,
                 forward: tcp(entry, true, backends),
+                http1_only: false,
             })
             .collect(),
         (Some(Protocol::Tls), false) => entries
@@ -610,6 +617,7 @@ fn stream_chains(
                 server_names: l.hostname.iter().cloned().collect(),
                 certificates: Some(l.certificates.clone()),
                 forward: tcp(entry, false, backends),
+                http1_only: false,
             })
             .into_iter()
             .collect(),
@@ -620,6 +628,7 @@ fn stream_chains(
                 server_names: Vec::new(),
                 certificates: None,
                 forward: tcp(entry, false, backends),
+                http1_only: false,
             })
             .into_iter()
             .collect(),

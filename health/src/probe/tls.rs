@@ -95,7 +95,9 @@ pub fn client_config(
         }
         Verify::Nothing => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider))),
+            .with_custom_certificate_verifier(Arc::new(fairlead_kit::pki::AcceptAny::new(
+                provider,
+            ))),
     };
     let mut config = match identity {
         Some(id) => {
@@ -119,54 +121,6 @@ pub fn client_config(
 pub fn server_name(host: &str) -> Result<ServerName<'static>, ProbeFailure> {
     ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
         .map_err(|e| ProbeFailure::Config(format!("invalid TLS server name {host:?}: {e}")))
-}
-
-#[derive(Debug)]
-struct AcceptAny(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[derive(Debug)]

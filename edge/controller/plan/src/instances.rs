@@ -5,9 +5,11 @@
 //! - class `d8-alb`, named `gatewayName`, in `d8-alb` for a ClusterALBInstance and in the
 //!   instance's namespace for an ALBInstance;
 //! - listener `d8-http` (port 80) unless `httpPort: 0`; `d8-https` (443, TLS terminated with
-//!   the Secret [`certificate_secret`]) when that Secret exists and `httpsPort` is not 0 — the
-//!   platform's certificate for its default domain, which Deckhouse's cert-manager writes
-//!   there; `tcp-port-<port>` / `udp-port-<port>` for `inlet.additionalPorts`;
+//!   the Secret [`certificate_secret`]) unless `httpsPort: 0` — the platform's certificate for
+//!   its default domain, which Deckhouse's cert-manager writes there. The port is served
+//!   whatever that Secret's state, so ListenerSets' HTTPS listeners with certificates of
+//!   their own work without it (until it exists, `d8-https` alone is `ResolvedRefs=False`);
+//!   `tcp-port-<port>` / `udp-port-<port>` for `inlet.additionalPorts`;
 //! - `allowedListeners`: ListenerSets from every namespace for a ClusterALBInstance, from
 //!   its own for an ALBInstance;
 //! - the instance's annotation `fairlead.io/route-statistics` (statistics per route rule),
@@ -79,13 +81,8 @@ pub fn sharing<'a>(all: &'a [Instance], gateway: &ObjectKey) -> Vec<&'a Instance
     all.iter().filter(|i| i.gateway() == *gateway).collect()
 }
 
-/// The plans for `instances`; `has_certificate` says which Gateways have their certificate
-/// Secret.
-pub fn plan(
-    instances: &[Instance],
-    has_certificate: impl Fn(&ObjectKey) -> bool,
-    settings: &crate::workload::Settings,
-) -> Vec<Plan> {
+/// The plans for `instances`.
+pub fn plan(instances: &[Instance], settings: &crate::workload::Settings) -> Vec<Plan> {
     let mut by_gateway: BTreeMap<ObjectKey, Vec<&Instance>> = BTreeMap::new();
     for i in instances {
         by_gateway.entry(i.gateway()).or_default().push(i);
@@ -114,15 +111,13 @@ pub fn plan(
                 .enumerate()
                 .map(|(n, i)| i.reference(n == 0))
                 .collect();
-            let certificate = has_certificate(&gateway);
             let geoip = crate::geoproxy::plan(controlling, &gateway);
             Plan {
-                object: gateway_object(controlling, &gateway, owners.clone(), certificate),
+                object: gateway_object(controlling, &gateway, owners.clone()),
                 workload: crate::workload::objects(
                     controlling,
                     &gateway,
                     &owners,
-                    certificate,
                     geoip.downloads.as_ref(),
                     settings,
                 ),
@@ -216,9 +211,8 @@ fn gateway_object(
     instance: &Instance,
     gateway: &ObjectKey,
     owners: Vec<OwnerReference>,
-    has_certificate: bool,
 ) -> Gateway {
-    let listeners = crate::workload::ports(&instance.spec, has_certificate)
+    let listeners = crate::workload::ports(&instance.spec)
         .iter()
         .filter_map(|p| {
             let protocol = p.listener_protocol?;
@@ -333,7 +327,6 @@ mod tests {
         );
         let plans = plan(
             &[younger.clone(), local, older.clone(), other],
-            |_| false,
             &Default::default(),
         );
         assert_eq!(plans.len(), 2, "d8-alb/public and team/public");
@@ -399,7 +392,7 @@ mod tests {
             older.key
         );
         assert_eq!(controllers[&ObjectKey::new("team", "public")].key, team.key);
-        let plans = plan(&all, |_| false, &Default::default());
+        let plans = plan(&all, &Default::default());
         for p in &plans {
             assert_eq!(
                 controllers[&p.gateway].key, p.controller,
@@ -475,8 +468,8 @@ mod tests {
             ]),
             ..Default::default()
         });
-        let names = |i: &Instance, has: bool| -> Vec<String> {
-            value(&plan(std::slice::from_ref(i), |_| has, &Default::default())[0].object)["spec"]["listeners"]
+        let names = |i: &Instance| -> Vec<String> {
+            value(&plan(std::slice::from_ref(i), &Default::default())[0].object)["spec"]["listeners"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -484,16 +477,12 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            names(&i, false),
-            ["d8-http", "tcp-port-5432", "udp-port-53"]
+            names(&i),
+            ["d8-http", "d8-https", "tcp-port-5432", "udp-port-53"],
+            "d8-https whatever the platform certificate's state"
         );
-        assert_eq!(
-            names(&i, true),
-            ["d8-http", "d8-https", "tcp-port-5432", "udp-port-53"]
-        );
-        let https = &value(
-            &plan(std::slice::from_ref(&i), |_| true, &Default::default())[0].object,
-        )["spec"]["listeners"][1];
+        let https = &value(&plan(std::slice::from_ref(&i), &Default::default())[0].object)["spec"]
+            ["listeners"][1];
         assert_eq!(https["tls"]["certificateRefs"][0]["name"], "d8-alb-gw-tls");
         // httpPort: 0 disables the HTTP listener.
         i.spec
@@ -504,17 +493,14 @@ mod tests {
             .as_mut()
             .unwrap()
             .http_port = Some(0);
-        assert_eq!(
-            names(&i, true),
-            ["d8-https", "tcp-port-5432", "udp-port-53"]
-        );
+        assert_eq!(names(&i), ["d8-https", "tcp-port-5432", "udp-port-53"]);
     }
 
     #[test]
     fn route_statistics_are_asked_for_on_the_instance() {
         let mut i = instance("ClusterALBInstance", ObjectKey::cluster("main"), "t", "gw");
         let annotations = |i: &Instance| {
-            value(&plan(std::slice::from_ref(i), |_| false, &Default::default())[0].object)
+            value(&plan(std::slice::from_ref(i), &Default::default())[0].object)
                 ["metadata"]["annotations"]
                 .clone()
         };

@@ -207,10 +207,9 @@ pub struct InletPort {
     pub listener_protocol: Option<&'static str>,
 }
 
-/// The ports of `spec`: `d8-http` unless its port is 0, `d8-https` when `has_certificate`
-/// and its port is not 0 (and, with `enableHTTP3`, its UDP twin for QUIC), then the
-/// additional ports.
-pub fn ports(spec: &InstanceSpec, has_certificate: bool) -> Vec<InletPort> {
+/// The ports of `spec`: `d8-http` and `d8-https` unless their port is 0 (and, with
+/// `enableHTTP3`, the HTTPS port's UDP twin for QUIC), then the additional ports.
+pub fn ports(spec: &InstanceSpec) -> Vec<InletPort> {
     let inlet = spec.inlet.as_ref();
     let load_balancer = inlet.and_then(|i| i.load_balancer.as_ref());
     let host_port = inlet.and_then(|i| i.host_port.as_ref());
@@ -239,7 +238,7 @@ pub fn ports(spec: &InstanceSpec, has_certificate: bool) -> Vec<InletPort> {
             listener_protocol: Some("HTTP"),
         });
     }
-    if let (Some(exposed), true) = (https, has_certificate) {
+    if let Some(exposed) = https {
         ports.push(InletPort {
             name: "d8-https".into(),
             listener: 443,
@@ -454,7 +453,6 @@ pub fn objects(
     instance: &Instance,
     gateway: &ObjectKey,
     owners: &[OwnerReference],
-    has_certificate: bool,
     downloads: Option<&crate::geoproxy::Downloads>,
     settings: &Settings,
 ) -> Result<Workload, RenderError> {
@@ -471,7 +469,7 @@ pub fn objects(
         .unwrap_or_default();
     let bootstrap = fairlead_edge_bootstrap::yaml(&spec).map_err(error)?;
     let name = workload_name(gateway);
-    let ports = ports(&instance.spec, has_certificate);
+    let ports = ports(&instance.spec);
     let host_ports = instance
         .spec
         .inlet
@@ -861,7 +859,7 @@ mod tests {
         i.spec.enable_http3 = Some(true);
         let gateway = ObjectKey::new("d8-alb", "public");
         let owners = [i.reference(true)];
-        let objects = objects(&i, &gateway, &owners, true, None, &Settings::default())
+        let objects = objects(&i, &gateway, &owners, None, &Settings::default())
             .unwrap()
             .values();
         let kinds: Vec<&str> = objects
@@ -973,7 +971,7 @@ mod tests {
             },
         );
         let gateway = ObjectKey::new("d8-alb", "public");
-        let objects = objects(&i, &gateway, &[], true, None, &Settings::default())
+        let objects = objects(&i, &gateway, &[], None, &Settings::default())
             .unwrap()
             .values();
         assert!(
@@ -1012,7 +1010,7 @@ mod tests {
             }),
         });
         let gateway = ObjectKey::new("team", "public");
-        let objects = objects(&i, &gateway, &[], false, None, &Settings::default())
+        let objects = objects(&i, &gateway, &[], None, &Settings::default())
             .unwrap()
             .values();
         let kinds: Vec<&str> = objects
@@ -1036,11 +1034,17 @@ mod tests {
             find(&objects, "PodDisruptionBudget").unwrap()["spec"]["maxUnavailable"],
             1
         );
-        let ports = find(&objects, "Service").unwrap()["spec"]["ports"]
+        let ports: Vec<&str> = find(&objects, "Service").unwrap()["spec"]["ports"]
             .as_array()
             .unwrap()
-            .len();
-        assert_eq!(ports, 1, "no certificate: no HTTPS port");
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ports,
+            ["d8-http", "d8-https"],
+            "HTTPS whether or not the platform certificate exists"
+        );
         assert_eq!(
             bootstrap_spec(&i, &gateway, &Settings::default()).otlp,
             Some(fairlead_edge_bootstrap::Otlp::grpc(
@@ -1076,7 +1080,7 @@ mod tests {
             .otlp
             .unwrap();
         assert_eq!(otlp.ca_file.as_deref(), Some("otlp-ca/cacert"));
-        let with_ca = super::objects(&i, &gateway, &[], false, None, &Settings::default())
+        let with_ca = super::objects(&i, &gateway, &[], None, &Settings::default())
             .unwrap()
             .values();
         let pod = &find(&with_ca, "Deployment").unwrap()["spec"]["template"]["spec"];
@@ -1107,7 +1111,7 @@ mod tests {
             },
         );
         let gateway = ObjectKey::new("d8-alb", "public");
-        let plain = objects(&i, &gateway, &[], false, None, &Settings::default())
+        let plain = objects(&i, &gateway, &[], None, &Settings::default())
             .unwrap()
             .values();
         let pod = &find(&plain, "DaemonSet").unwrap()["spec"]["template"]["spec"];
@@ -1125,7 +1129,6 @@ mod tests {
             &i,
             &gateway,
             &[],
-            false,
             plan.downloads.as_ref(),
             &Settings::default(),
         )

@@ -63,7 +63,7 @@ pub struct BasicAuth {
 }
 
 /// `auth-url`, `auth-signin`, `auth-response-headers`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExternalAuth {
     /// The service asked about every request (`http` or `https`, absolute).

@@ -1,17 +1,20 @@
 //! The proxy's authentication service beside Envoy: Envoy's `ext_authz` filter asks it, over
 //! a Unix socket in the supervisor's work directory (gRPC), about each request of a route
-//! with `basic-auth-secret`. The route's configuration travels with the question (its
-//! `context_extensions` entry [`fairlead_edge_model::names::AUTH_CONTEXT`], a JSON object):
-//! the htpasswd users (`htpasswd`) and, under `satisfy: any` (`any`), whether the route's
-//! allowlist lets the client through without credentials — the verdict Envoy's RBAC filter
-//! left in the request's metadata on the address Envoy settled for the client. A request passes with a user's
-//! password ([`verify`]); otherwise the answer is 401 with `WWW-Authenticate`, as nginx
-//! gives. Answers are cached by what decided them (the users' text and the credentials, as
-//! a digest), so bcrypt's cost is paid once per client rather than per request.
+//! with `basic-auth-secret` or `auth-url`. The route's configuration travels with the
+//! question (its `context_extensions` entry [`fairlead_edge_model::names::AUTH_CONTEXT`], a
+//! JSON object): the htpasswd users (`htpasswd`), under `satisfy: any` (`any`) whether the
+//! route's allowlist lets the client through without credentials — the verdict Envoy's RBAC
+//! filter left in the request's metadata on the address Envoy settled for the client — and
+//! the external service (`external`, asked by [`external`]). Basic auth goes first: a request
+//! passes with a user's password ([`verify`]), otherwise the answer is 401 with
+//! `WWW-Authenticate`, as nginx gives; its answers are cached by what decided them (the
+//! users' text and the credentials, as a digest), so bcrypt's cost is paid once per client
+//! rather than per request. Then the external service, if any, decides.
 //!
 //! Envoy refuses a route's requests when this service cannot answer (`failure_mode_allow`
 //! off): a protected route is never served unprotected.
 
+pub mod external;
 pub mod verify;
 
 use std::collections::HashMap;
@@ -38,12 +41,35 @@ const CACHED: usize = 4096;
 /// What a request gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Through.
-    Allow,
-    /// 401 with a challenge.
+    /// Through, with these headers set on the request to the backend (`None`: removed) and
+    /// these `Set-Cookie` values added to the response.
+    Allow {
+        /// Request headers.
+        upstream: Vec<(String, Option<String>)>,
+        /// Response cookies.
+        cookies: Vec<String>,
+    },
+    /// 401 with the basic challenge.
     Challenge,
-    /// The route's configuration cannot be used (500).
+    /// Refused with this status and these response headers.
+    Refuse {
+        /// The status.
+        status: u16,
+        /// Response headers.
+        headers: Vec<(String, String)>,
+    },
+    /// The route's configuration cannot be used, or its external service failed (500).
     Broken(String),
+}
+
+impl Decision {
+    /// Through, nothing changed.
+    pub fn allow() -> Self {
+        Self::Allow {
+            upstream: Vec::new(),
+            cookies: Vec::new(),
+        }
+    }
 }
 
 /// A route's guard as the question carries it.
@@ -55,6 +81,9 @@ pub struct Guard {
     /// `satisfy: any`: the allowlist's verdict lets a request through.
     #[serde(default)]
     pub any: bool,
+    /// The external service of `auth-url`.
+    #[serde(default)]
+    pub external: Option<fairlead_edge_model::annotations::ExternalAuth>,
 }
 
 /// The guard of a question's context; a context without one is a broken route.
@@ -65,11 +94,11 @@ pub fn guard(context: &HashMap<String, String>) -> Result<Guard, String> {
     serde_json::from_str(text).map_err(|e| format!("the route's guard: {e}"))
 }
 
-/// Decides a request: `context` is the route's guard, `allowlisted` whether the route's
-/// allowlist judged the client allowed, `authorization` the request's header.
+/// Decides a request by basic auth: `context` is the route's guard, `allowlisted` whether
+/// the route's allowlist judged the client allowed, `authorization` the request's header.
 pub fn decide(context: &Guard, allowlisted: bool, authorization: Option<&str>) -> Decision {
     if context.any && allowlisted {
-        return Decision::Allow;
+        return Decision::allow();
     }
     let Some(text) = &context.htpasswd else {
         return Decision::Broken("no users for the route".into());
@@ -86,7 +115,7 @@ pub fn decide(context: &Guard, allowlisted: bool, authorization: Option<&str>) -
         .find(|u| u.name == name)
         .is_some_and(|u| verify::matches(&u.hash, &password));
     if known {
-        Decision::Allow
+        Decision::allow()
     } else {
         Decision::Challenge
     }
@@ -107,25 +136,32 @@ fn credentials(header: &str) -> Option<(String, String)> {
 }
 
 /// The service.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Service {
     cache: Mutex<HashMap<[u8; 20], Decision>>,
+    external: external::Client,
 }
 
 impl Service {
-    fn cached(
+    /// The service, with its client of `auth-url` services.
+    pub fn new() -> Result<Self, fairlead_kit::pki::PkiError> {
+        Ok(Self {
+            cache: Mutex::default(),
+            external: external::Client::new()?,
+        })
+    }
+
+    /// Basic auth's decision for `guard` (whose text is `context`), from the cache when the
+    /// same users and credentials were decided before.
+    fn basic(
         &self,
-        context: &HashMap<String, String>,
+        context: &str,
+        guard: &Guard,
         allowlisted: bool,
         authorization: Option<&str>,
     ) -> Decision {
         let mut key = sha1::Sha1::new();
-        for part in [
-            context
-                .get(fairlead_edge_model::names::AUTH_CONTEXT)
-                .map(String::as_str),
-            authorization,
-        ] {
+        for part in [Some(context), authorization] {
             key.update(part.unwrap_or_default());
             key.update([0]);
         }
@@ -134,10 +170,7 @@ impl Service {
         if let Some(d) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return d;
         }
-        let decision = match guard(context) {
-            Ok(g) => decide(&g, allowlisted, authorization),
-            Err(why) => Decision::Broken(why),
-        };
+        let decision = decide(guard, allowlisted, authorization);
         if let Ok(mut cache) = self.cache.lock() {
             if cache.len() >= CACHED {
                 cache.clear();
@@ -159,6 +192,14 @@ fn header(key: &str, value: &str) -> core::HeaderValueOption {
     }
 }
 
+/// A header replacing any the request carries.
+fn replace(key: &str, value: &str) -> core::HeaderValueOption {
+    core::HeaderValueOption {
+        append_action: core::header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
+        ..header(key, value)
+    }
+}
+
 /// The answer Envoy reads.
 fn answer(decision: &Decision) -> auth::CheckResponse {
     use auth::check_response::HttpResponse;
@@ -170,7 +211,22 @@ fn answer(decision: &Decision) -> auth::CheckResponse {
         })
     };
     let (code, response) = match decision {
-        Decision::Allow => (0, HttpResponse::OkResponse(auth::OkHttpResponse::default())),
+        Decision::Allow { upstream, cookies } => (
+            0,
+            HttpResponse::OkResponse(auth::OkHttpResponse {
+                headers: upstream
+                    .iter()
+                    .filter_map(|(name, value)| Some(replace(name, value.as_deref()?)))
+                    .collect(),
+                headers_to_remove: upstream
+                    .iter()
+                    .filter(|(_, value)| value.is_none())
+                    .map(|(name, _)| name.to_ascii_lowercase())
+                    .collect(),
+                response_headers_to_add: cookies.iter().map(|c| header("set-cookie", c)).collect(),
+                ..Default::default()
+            }),
+        ),
         Decision::Challenge => (
             16,
             denied(
@@ -182,8 +238,18 @@ fn answer(decision: &Decision) -> auth::CheckResponse {
                 "401 Authorization Required\n",
             ),
         ),
+        Decision::Refuse { status, headers } => (
+            7,
+            HttpResponse::DeniedResponse(auth::DeniedHttpResponse {
+                status: Some(types::HttpStatus {
+                    code: i32::from(*status),
+                }),
+                headers: headers.iter().map(|(k, v)| header(k, v)).collect(),
+                body: String::new(),
+            }),
+        ),
         Decision::Broken(why) => {
-            tracing::error!(%why, "a route's basic auth cannot be checked");
+            tracing::error!(%why, "a route's authentication cannot be decided");
             (
                 13,
                 denied(types::StatusCode::InternalServerError, Vec::new(), ""),
@@ -217,13 +283,41 @@ impl auth::authorization_server::Authorization for Service {
             .is_some_and(|k| {
                 matches!(k, envoy_types::pb::google::protobuf::value::Kind::StringValue(v) if v == "allowed")
             });
-        let headers = attributes
-            .request
-            .and_then(|r| r.http)
-            .map(|h| h.headers)
-            .unwrap_or_default();
-        let authorization = headers.get("authorization").map(String::as_str);
-        let decision = self.cached(&attributes.context_extensions, allowlisted, authorization);
+        let http = attributes.request.and_then(|r| r.http).unwrap_or_default();
+        let authorization = http.headers.get("authorization").map(String::as_str);
+        let context = attributes
+            .context_extensions
+            .get(fairlead_edge_model::names::AUTH_CONTEXT);
+        let decision = match guard(&attributes.context_extensions) {
+            Err(why) => Decision::Broken(why),
+            Ok(g) => {
+                let basic = match (&g.htpasswd, context) {
+                    (Some(_), Some(text)) => self.basic(text, &g, allowlisted, authorization),
+                    _ => Decision::allow(),
+                };
+                match (&g.external, basic) {
+                    (Some(service), Decision::Allow { .. }) => {
+                        let client =
+                            attributes.source.and_then(|s| s.address).and_then(|a| {
+                                match a.address? {
+                                    core::address::Address::SocketAddress(s) => Some(s.address),
+                                    _ => None,
+                                }
+                            });
+                        let original = external::Original {
+                            method: &http.method,
+                            scheme: &http.scheme,
+                            host: &http.host,
+                            uri: &http.path,
+                            headers: &http.headers,
+                            client: client.as_deref(),
+                        };
+                        self.external.ask(service, &original).await
+                    }
+                    (_, basic) => basic,
+                }
+            }
+        };
         Ok(tonic::Response::new(answer(&decision)))
     }
 }
@@ -238,7 +332,7 @@ pub async fn serve(
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
     tonic::transport::Server::builder()
         .add_service(auth::authorization_server::AuthorizationServer::new(
-            Service::default(),
+            Service::new().map_err(std::io::Error::other)?,
         ))
         .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
         .await
@@ -281,12 +375,12 @@ mod tests {
     fn credentials_or_an_allowed_address_pass() {
         let context = Guard {
             htpasswd: Some("alice:$apr1$fairlead$t6vvlCQ7SxpycJ3UcbhX50".to_owned()),
-            any: false,
+            ..Guard::default()
         };
         assert_eq!(decide(&context, false, None), Decision::Challenge);
         assert_eq!(
             decide(&context, false, Some(&basic("alice", "secret"))),
-            Decision::Allow
+            Decision::allow()
         );
         assert_eq!(
             decide(&context, false, Some(&basic("alice", "wrong"))),
@@ -305,11 +399,11 @@ mod tests {
             any: true,
             ..context
         };
-        assert_eq!(decide(&any, true, None), Decision::Allow, "satisfy: any");
+        assert_eq!(decide(&any, true, None), Decision::allow(), "satisfy: any");
         assert_eq!(decide(&any, false, None), Decision::Challenge);
         let broken = Guard {
             htpasswd: Some("x".to_owned()),
-            any: false,
+            ..Guard::default()
         };
         assert!(matches!(decide(&broken, false, None), Decision::Broken(_)));
         let question: HashMap<String, String> = [(
