@@ -19,7 +19,12 @@
 //!   malformed is refused, naming the annotation
 //!   ([`fairlead_edge_model::annotations::Annotations::read`], what the translator reads);
 //!   an undocumented ALB annotation (a typo) and the deprecated `response-headers-to-add` are
-//!   warnings, as is a `sectionName` naming no listener of a `d8-alb` Gateway.
+//!   warnings, as is a `sectionName` naming no listener of a `d8-alb` Gateway, and a route
+//!   attaching to an instance Gateway's reserved listeners (`d8-http`, `d8-https`, or all of
+//!   them without a `sectionName`): they serve the platform (load balancer health checks,
+//!   HTTP-01, the platform's own routes), and applications belong on ListenerSets. A warning
+//!   rather than a refusal: the controller's own routes attach there, and routes that did
+//!   before keep serving while they move.
 //!
 //! Every denial names the field it is about.
 
@@ -113,6 +118,9 @@ impl Verdict {
         Self::Deny(422, message)
     }
 }
+
+/// The listeners an instance's Gateway keeps for the platform.
+const RESERVED_LISTENERS: &[&str] = &["d8-http", "d8-https"];
 
 /// Whether `object` is a Gateway the controller manages.
 pub fn is_managed(object: &Value) -> bool {
@@ -467,7 +475,16 @@ pub fn route(request: &Request<'_>, parents: &[(usize, Value)]) -> Verdict {
             continue;
         }
         let reference = &object["spec"]["parentRefs"][*n];
-        let Some(section) = reference["sectionName"].as_str() else {
+        let section = reference["sectionName"].as_str();
+        if is_managed(gateway) && section.is_none_or(|s| RESERVED_LISTENERS.contains(&s)) {
+            warnings.push(format!(
+                "spec.parentRefs[{n}]: listener(s) {} of Gateway {}/{} are reserved for the platform (health checks, HTTP-01, its own routes); publish applications through a ListenerSet of their own",
+                section.map_or_else(|| RESERVED_LISTENERS.join(" and "), str::to_owned),
+                gateway["metadata"]["namespace"].as_str().unwrap_or_default(),
+                gateway["metadata"]["name"].as_str().unwrap_or_default(),
+            ));
+        }
+        let Some(section) = section else {
             continue;
         };
         let names: Vec<&str> = gateway["spec"]["listeners"]
@@ -848,8 +865,31 @@ mod tests {
         assert_eq!(
             warnings,
             [
-                "spec.parentRefs[0].sectionName: Gateway team/shop has no listener \"d8-htps\" (its listeners: d8-http); the route does not attach there"
+                "spec.parentRefs[0].sectionName: Gateway team/shop has no listener \"d8-htps\" (its listeners: d8-http); the route does not attach there",
+                "spec.parentRefs[1]: listener(s) d8-http of Gateway team/shop are reserved for the platform (health checks, HTTP-01, its own routes); publish applications through a ListenerSet of their own"
             ]
+        );
+        let whole = json!({"spec": {"parentRefs": [{"name": "shop", "namespace": "team"}]}});
+        let attach = request(
+            Operation::Create,
+            "HTTPRoute",
+            "apps",
+            "alice",
+            Some(&whole),
+            None,
+        );
+        let Verdict::Allow(warnings) = route(&attach, &[(0, gateway.clone())]) else {
+            panic!("warned, not refused");
+        };
+        assert!(warnings[0].contains("d8-http and d8-https"), "{warnings:?}");
+        let mut plain = gateway.clone();
+        plain["metadata"]["labels"] = json!({});
+        let Verdict::Allow(warnings) = route(&attach, &[(0, plain)]) else {
+            panic!("allowed");
+        };
+        assert!(
+            warnings.is_empty(),
+            "a Gateway of the user's own: {warnings:?}"
         );
     }
 
