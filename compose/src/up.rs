@@ -110,6 +110,15 @@ pub struct UpArgs {
     #[arg(long, default_value = "127.0.0.1:9810", env = "FAIRLEAD_GRAPH_ADDR")]
     graph_addr: SocketAddr,
 
+    /// Address of the ingress-nginx converter (`POST /ingress2gateway`), which `up` serves as
+    /// a Deckhouse cluster with `migrations.ingress2Gateway.enabled` does on port 8082.
+    #[arg(
+        long,
+        default_value = "127.0.0.1:8082",
+        env = "FAIRLEAD_INGRESS2GATEWAY_ADDR"
+    )]
+    ingress2gateway_addr: SocketAddr,
+
     /// Prometheus, for the graph's traffic overlay (none without).
     #[arg(long, env = "FAIRLEAD_PROMETHEUS_URL")]
     prometheus_url: Option<String>,
@@ -343,6 +352,9 @@ async fn start_edge(
             webhook::CONTROLLER_USER.to_owned(),
             fairlead_runner::USER.to_owned(),
         ],
+        ingress2gateway_listener: Some(
+            crate::pods::bind("ingress2gateway", args.ingress2gateway_addr).await?,
+        ),
     };
     let graph = fairlead_graph_service::Settings {
         addr: args.graph_addr,

@@ -13,6 +13,7 @@ pub mod alb;
 pub mod backends;
 pub mod binary;
 pub mod geo;
+pub mod https;
 pub mod kubectl;
 pub mod up;
 pub mod wait;

@@ -111,6 +111,7 @@ impl Builder {
             ("--api-addr", "127.0.0.1:0".to_owned()),
             ("--loopback-block", block.to_string()),
             ("--graph-addr", "127.0.0.1:0".to_owned()),
+            ("--ingress2gateway-addr", "127.0.0.1:0".to_owned()),
             ("--xds-addr", format!("127.0.0.1:{}", free_port())),
             ("--admin-addr", format!("127.0.0.1:{}", free_port())),
             ("--kubeconfig", kubeconfig.display().to_string()),
@@ -324,6 +325,14 @@ impl Up {
         self.logged("relationship graph", "url")
             .trim_end_matches("/graph/")
             .to_owned()
+    }
+
+    /// Where its ingress-nginx converter is served (`http://host:port`), from its log.
+    pub fn ingress2gateway_base(&self) -> String {
+        format!(
+            "http://{}",
+            self.logged("serving ingress2gateway", "address")
+        )
     }
 
     /// Waits (at most `limit`) for it to exit by itself; what it did, or `None`.

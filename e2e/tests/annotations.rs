@@ -607,6 +607,40 @@ spec:
     assert_eq!(granted, 200);
 }
 
+/// `response-headers-to-add` is served and, being deprecated, told in a Warning Event on
+/// its route.
+async fn deprecation_told(up: &Up) {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(up.client().await, "default");
+    let event = until(
+        "the Warning Event of the deprecated annotation",
+        async || {
+            events
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("DeprecatedAnnotation")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("headers")
+                })
+        },
+    )
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        event.regarding.and_then(|r| r.kind).as_deref(),
+        Some("HTTPRoute")
+    );
+    assert!(
+        event
+            .note
+            .is_some_and(|n| n.contains("response-headers-to-add")),
+        "the note names the annotation"
+    );
+}
+
 /// A malformed value is refused at the door, naming the annotation; a route asking for the
 /// WAF, which this version does not serve yet, is not served, and its status says why.
 async fn refusals(up: &Up, world: &World) {
@@ -662,6 +696,7 @@ async fn annotations_change_what_envoy_serves_on_their_routes_only() {
     world.rewrites().await;
     world.idle_timeouts().await;
     world.response_headers().await;
+    deprecation_told(&up).await;
     let upstream = Upstream::apply(&up, &world).await;
     upstream.affinities(&up, &world).await;
     Upstream::addresses_and_header_limits(&world).await;

@@ -11,7 +11,6 @@
 //! and leaves the other names be.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use fairlead_e2e::{Up, backends, until};
 use fairlead_kit::testing::free_port;
@@ -135,7 +134,6 @@ spec:
 struct World {
     https: u16,
     asked: Asked,
-    tls: Arc<rustls::ClientConfig>,
 }
 
 impl World {
@@ -214,12 +212,7 @@ spec:
             80,
         );
         up.apply(&yaml);
-        let tls = fairlead_kit::pki::insecure_client_config(&[b"http/1.1"]).unwrap();
-        let world = Self {
-            https,
-            asked,
-            tls: Arc::new(tls),
-        };
+        let world = Self { https, asked };
         until("the legacy route served over HTTPS", async || {
             let (status, _, _) = world.get("legacy", "/", None).await?;
             (status == 200).then_some(())
@@ -228,43 +221,20 @@ spec:
         world
     }
 
-    /// A GET of `path` on `<host>.example.com` over HTTPS (a certificate of the test's own
-    /// CA, not checked), with a session cookie and a forged `X-Auth-Request-User`: status,
-    /// headers, body.
+    /// A GET of `path` on `<host>.example.com` over HTTPS, with a session cookie and a
+    /// forged `X-Auth-Request-User`.
     async fn get(
         &self,
         host: &str,
         path: &str,
         session: Option<&str>,
-    ) -> Option<(u16, http::HeaderMap, String)> {
-        use http_body_util::BodyExt as _;
-        let uri: http::Uri = format!("https://{host}.example.com:{}{path}", self.https)
-            .parse()
-            .ok()?;
+    ) -> Option<fairlead_e2e::https::Answer> {
         let mut headers = http::HeaderMap::new();
         headers.insert("x-auth-request-user", "mallory".parse().ok()?);
         if let Some(session) = session {
             headers.insert("cookie", format!("_oauth2_proxy={session}").parse().ok()?);
         }
-        let at = std::net::SocketAddr::from(([127, 0, 0, 1], self.https));
-        let response = fairlead_kit::exchange::exchange_at(
-            &self.tls,
-            http::Method::GET,
-            &uri,
-            &headers,
-            Some(at),
-        );
-        let response = tokio::time::timeout(Duration::from_secs(15), response)
-            .await
-            .ok()?
-            .ok()?;
-        let (parts, body) = response.into_parts();
-        let body = body.collect().await.ok()?.to_bytes();
-        Some((
-            parts.status.as_u16(),
-            parts.headers,
-            String::from_utf8_lossy(&body).into_owned(),
-        ))
+        fairlead_e2e::https::get(self.https, &format!("{host}.example.com"), path, headers).await
     }
 
     /// The ALPN protocol the listener picks for `host` when a client offers h2 and 1.1.

@@ -6,6 +6,7 @@
 //! module's cleanup waiter (`cleanup-wait`), and the module's RBAC (`rbac`).
 
 pub mod geoproxy;
+pub mod migrate;
 
 use std::net::SocketAddr;
 
@@ -54,6 +55,11 @@ pub enum EdgeCommand {
     /// pre-delete hook): marks the module as going, then checks until nothing is left, or
     /// fails after `--timeout` naming what is.
     CleanupWait(CleanupWaitArgs),
+    /// Convert ingress-nginx Ingresses (with their Services and DexAuthenticators) to draft
+    /// ListenerSets, HTTPRoutes and ReferenceGrants for an ALB instance's Gateway, printed as
+    /// YAML with a comment for each thing not carried — what the gateway controller's
+    /// `/ingress2gateway` answers.
+    Ingress2gateway(migrate::Ingress2gatewayArgs),
 }
 
 /// Options of `fairlead edge cleanup-wait`.
@@ -129,6 +135,10 @@ pub struct ControllerArgs {
     /// Address of the admission webhooks' server (TLS, certificate from the controller's CA).
     #[arg(long, default_value = "0.0.0.0:9443")]
     pub webhook_addr: SocketAddr,
+    /// Serve the ingress-nginx converter (`POST /ingress2gateway`) here: the module's
+    /// `migrations.ingress2Gateway.enabled` (Deckhouse's port is 8082); off without it.
+    #[arg(long)]
+    pub ingress2gateway_addr: Option<SocketAddr>,
     /// The Service the API server reaches the webhooks through, `namespace/name` (the
     /// serving certificate names it; the chart makes it).
     #[arg(long, value_parser = gateway, default_value = "d8-alb/alb-gateway-controller")]
@@ -561,6 +571,10 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
         reconcile: config,
         webhook_listener: pods::bind("admission webhooks", args.webhook_addr).await?,
         managed_gateway_editors: args.managed_gateway_editors,
+        ingress2gateway_listener: match args.ingress2gateway_addr {
+            Some(address) => Some(pods::bind("ingress2gateway", address).await?),
+            None => None,
+        },
     };
     pods::gateway_controller(
         &runtime,
@@ -639,6 +653,7 @@ pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()
             );
             Ok(())
         }
+        EdgeCommand::Ingress2gateway(args) => migrate::run(&args),
         EdgeCommand::Crd => {
             for crd in fairlead_edge_api::crd::crds() {
                 print!("---\n{}", serde_yaml_ng::to_string(&crd)?);

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use fairlead_edge_index::Index;
 use fairlead_edge_model::ObjectKey;
+use fairlead_edge_translate::status::{Notice, RouteKey, Statuses};
 use fairlead_edge_xds::cache::short;
 use fairlead_edge_xds::cache::{Cache, Snapshot};
 use fairlead_edge_xds::metrics::XdsMetrics;
@@ -73,6 +74,7 @@ pub async fn run(
     let (statuses, latest) = tokio::sync::watch::channel(None);
     tokio::spawn(write_statuses(
         writer,
+        events.clone(),
         index.clone(),
         latest,
         leadership,
@@ -160,18 +162,19 @@ pub async fn run(
 
 /// Writes the latest statuses `latest` holds whenever they change (and this replica holds
 /// the Lease; the 30 s resync hands them again, so a new leader writes within it), until
-/// `stop`. Failed writes are retried with backoff (`PACING`'s), with whatever is latest by
+/// `stop`, and tells each route's notices in Warning Events (once per route generation and
+/// message). Failed writes are retried with backoff (`PACING`'s), with whatever is latest by
 /// then.
 async fn write_statuses(
     writer: StatusWriter,
+    events: fairlead_kit::events::Events,
     index: Arc<Index>,
-    mut latest: tokio::sync::watch::Receiver<
-        Option<Arc<fairlead_edge_translate::status::Statuses>>,
-    >,
+    mut latest: tokio::sync::watch::Receiver<Option<Arc<Statuses>>>,
     leadership: lease::Leadership,
     metrics: XdsMetrics,
     stop: CancellationToken,
 ) {
+    let mut told: BTreeSet<(RouteKey, Notice)> = BTreeSet::new();
     let longest = PACING.retry * 2u32.pow(PACING.max_doublings);
     loop {
         tokio::select! {
@@ -187,6 +190,7 @@ async fn write_statuses(
                 break;
             }
             let written = writer.write(&index, &statuses).await;
+            tell(&events, &index, &statuses, &mut told).await;
             metrics
                 .status_writes
                 .with_label_values(&["ok"])
@@ -204,6 +208,42 @@ async fn write_statuses(
                 () = tokio::time::sleep(backoff) => {}
             }
             backoff = (backoff * 2).min(longest);
+        }
+    }
+}
+
+/// A Warning Event for each route notice of `statuses` not told before (`told`).
+async fn tell(
+    events: &fairlead_kit::events::Events,
+    index: &Index,
+    statuses: &Statuses,
+    told: &mut BTreeSet<(RouteKey, Notice)>,
+) {
+    told.retain(|(route, notice)| {
+        statuses
+            .notices
+            .get(route)
+            .is_some_and(|n| n.contains(notice))
+    });
+    for (route, notices) in &statuses.notices {
+        for notice in notices {
+            if !told.insert((route.clone(), notice.clone())) {
+                continue;
+            }
+            let Some(object) = index.object(route.kind, &route.key) else {
+                continue;
+            };
+            let reference = k8s_openapi::api::core::v1::ObjectReference {
+                api_version: object["apiVersion"].as_str().map(str::to_owned),
+                kind: Some(route.kind.to_owned()),
+                name: Some(route.key.name().to_owned()),
+                namespace: Some(route.key.namespace().to_owned()),
+                uid: object["metadata"]["uid"].as_str().map(str::to_owned),
+                ..Default::default()
+            };
+            events
+                .warning(&reference, notice.reason, "Translate", &notice.message)
+                .await;
         }
     }
 }

@@ -20,6 +20,7 @@ mod context;
 pub mod crds;
 pub mod finalizer;
 pub mod http01;
+pub mod ingress2gateway;
 mod jobs;
 pub mod metrics;
 pub mod rbac;

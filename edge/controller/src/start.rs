@@ -1,7 +1,8 @@
 //! How the gateway controller starts in a process (the CLI's pod and `fairlead up` both call
 //! [`start`]): the Gateway API CRDs and the `d8-alb` GatewayClass installed and their storage
-//! versions checked (readiness `crds`), the admission webhooks served on every replica, and
-//! the reconcile loop of the Lease holder.
+//! versions checked (readiness `crds`), the admission webhooks (and, when asked, the
+//! ingress-nginx converter) served on every replica, and the reconcile loop of the Lease
+//! holder.
 
 use fairlead_key::ObjectKey;
 use fairlead_kit::Runtime;
@@ -40,6 +41,9 @@ pub struct Settings {
     pub webhook_listener: tokio::net::TcpListener,
     /// The users whose changes to managed Gateways the webhooks admit.
     pub managed_gateway_editors: Vec<String>,
+    /// Where the ingress-nginx converter is served, when the module's
+    /// `migrations.ingress2Gateway.enabled` is on ([`crate::ingress2gateway`]).
+    pub ingress2gateway_listener: Option<tokio::net::TcpListener>,
 }
 
 /// Why the controller could not start.
@@ -108,6 +112,9 @@ pub async fn start(
         metrics.clone(),
         runtime.shutdown.token(),
     )?;
+    if let Some(listener) = settings.ingress2gateway_listener {
+        crate::ingress2gateway::serve(listener, runtime.shutdown.token());
+    }
     let (leadership, _lease) =
         fairlead_kit::lease::spawn(client.clone(), settings.lease, runtime.shutdown.token());
     runtime.shutdown.spawn(reconcile::run(

@@ -4,16 +4,14 @@
 //! naming the annotation), as does `mod-security`, which this version does not serve yet: a
 //! route is never served without the protection or behaviour it asks for. `rewrite-target` is checked
 //! against each rule's `RegularExpression` path matches (the groups it names must exist).
-//! `tls-disable-protocol` shapes the HTTPS chains of the route's hostnames ([`http1_chains`]).
+//! `tls-disable-protocol` shapes the HTTPS chains of the route's hostnames (the IR's
+//! `http1_chains`).
 
 use std::sync::Arc;
 
 use fairlead_edge_model::annotations::{AnnotationError, Annotations, PREFIX};
 use fairlead_edge_model::input::{HttpRule, UrlRewrite};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-use crate::attach::Attached;
-use crate::ir::Chain;
 
 /// What every route without ALB annotations shares (most routes, and every GRPCRoute: they
 /// cost no allocation).
@@ -65,6 +63,27 @@ pub(crate) fn read(metadata: &ObjectMeta) -> Result<Arc<Annotations>, String> {
     Ok(Arc::new(annotations))
 }
 
+/// What the owner of the route of `metadata` is told in a Warning Event: that
+/// `response-headers-to-add` is deprecated (Deckhouse's documentation says so; it is
+/// served all the same).
+pub(crate) fn notices(metadata: &ObjectMeta) -> Vec<crate::status::Notice> {
+    let deprecated = format!("{PREFIX}response-headers-to-add");
+    let carries = metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(&deprecated));
+    if !carries {
+        return Vec::new();
+    }
+    vec![crate::status::Notice {
+        reason: "DeprecatedAnnotation",
+        message: format!(
+            "metadata.annotations[{deprecated}] is deprecated and served for now; add the headers with a ResponseHeaderModifier filter"
+        ),
+        generation: metadata.generation,
+    }]
+}
+
 /// Checks `rewrite-target` against rule `field`: the groups it names exist in each of the
 /// rule's `RegularExpression` path matches, and the rule rewrites no path of its own.
 pub(crate) fn check_rule(
@@ -106,46 +125,6 @@ pub(crate) fn check_rule(
         .to_string());
     }
     Ok(())
-}
-
-/// `tls-disable-protocol: http2` on an HTTPS listener's chain: when a route attached there
-/// (`attached`) carries it, the chain of the route's hostnames offers HTTP/1.1 only — the
-/// whole chain when the route serves every name of the listener or the listener's one name,
-/// else a chain of its own for those names ahead of the listener's.
-pub(crate) fn http1_chains(chain: Chain, attached: &[Attached]) -> Vec<Chain> {
-    let mut names = std::collections::BTreeSet::new();
-    for a in attached
-        .iter()
-        .filter(|a| a.entry.annotations.disable_http2)
-    {
-        match &a.hostnames {
-            None => {
-                return vec![Chain {
-                    http1_only: true,
-                    ..chain
-                }];
-            }
-            Some(hostnames) => names.extend(hostnames.iter().cloned()),
-        }
-    }
-    if names.is_empty() {
-        return vec![chain];
-    }
-    if chain.server_names.len() == 1 && names.contains(&chain.server_names[0]) {
-        return vec![Chain {
-            http1_only: true,
-            ..chain
-        }];
-    }
-    vec![
-        Chain {
-            name: format!("{}-http1", chain.name),
-            server_names: names.into_iter().collect(),
-            http1_only: true,
-            ..chain.clone()
-        },
-        chain,
-    ]
 }
 
 #[cfg(test)]

@@ -258,7 +258,7 @@ fn additional_port_grant(
 pub(crate) fn routes(
     gateways: &mut [GatewayState<'_>],
     mut routes: Vec<RouteView<'_>>,
-    input: &Input,
+    (input, policies): (&Input, &crate::backend_tls::Policies),
     controller_name: &str,
     statuses: &mut Statuses,
 ) {
@@ -381,7 +381,11 @@ pub(crate) fn routes(
                     "ResolvedRefs",
                     true,
                     "ResolvedRefs",
-                    "references resolved",
+                    translated
+                        .as_ref()
+                        .ok()
+                        .and_then(|(content, _)| policy_over_annotation(content, policies))
+                        .unwrap_or_else(|| "references resolved".to_owned()),
                     generation,
                 ),
             };
@@ -392,12 +396,54 @@ pub(crate) fn routes(
             });
         }
         if !parents.is_empty() {
-            statuses.routes.insert(
-                RouteKey::new(route.kind, ObjectKey::new(namespace, name)),
-                parents,
-            );
+            let key = RouteKey::new(route.kind, ObjectKey::new(namespace, name));
+            // The deprecated annotation is documented for HTTPRoutes only.
+            let notices = if route.kind == "HTTPRoute" {
+                crate::annotations::notices(route.metadata)
+            } else {
+                Vec::new()
+            };
+            if !notices.is_empty() {
+                statuses.notices.insert(key.clone(), notices);
+            }
+            statuses.routes.insert(key, parents);
         }
     }
+}
+
+/// Where a BackendTLSPolicy decides TLS to a backend whose route also asks for it by
+/// `backend-tls-settings`: the policy wins, and the route's status says so.
+fn policy_over_annotation(
+    content: &Content,
+    policies: &crate::backend_tls::Policies,
+) -> Option<String> {
+    let Content::Http(entries) = content else {
+        return None;
+    };
+    if policies.is_empty() {
+        return None;
+    }
+    entries
+        .iter()
+        .filter_map(|e| {
+            if let http::Action::Forward { backends, .. } = e.action.as_ref() {
+                Some(backends)
+            } else {
+                None
+            }
+        })
+        .flatten()
+        .filter_map(|w| w.backend.as_ref())
+        .filter(|b| b.variant.as_ref().is_some_and(|v| v.tls.is_some()))
+        .find_map(|b| {
+            let policy = policies.policy_for(b)?;
+            Some(format!(
+                "references resolved; BackendTLSPolicy {policy} decides TLS to Service {}/{}, not metadata.annotations[{}backend-tls-settings]",
+                b.namespace,
+                b.service,
+                fairlead_edge_model::annotations::PREFIX
+            ))
+        })
 }
 
 /// The index of the Gateway a parentRef names (directly, or through one of its

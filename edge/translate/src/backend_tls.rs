@@ -99,6 +99,13 @@ impl Policies {
     /// The TLS settings for `backend`: the policy on its port, else the one on the whole
     /// Service; none behind TLS passthrough or for UDP (forwarded as is).
     pub fn for_backend(&self, backend: &Backend) -> Option<&UpstreamTls> {
+        self.policy_for(backend)
+            .and_then(|key| self.decided.get(key))
+            .map(|d| &d.tls)
+    }
+
+    /// The policy deciding TLS to `backend` ([`Self::for_backend`]'s).
+    pub fn policy_for(&self, backend: &Backend) -> Option<&ObjectKey> {
         if self.winners.is_empty() || backend.opaque {
             return None;
         }
@@ -108,11 +115,7 @@ impl Policies {
             Some(backend.port_name.to_string()),
         );
         let whole = (port.0.clone(), port.1.clone(), None);
-        let key = self
-            .winners
-            .get(&port)
-            .or_else(|| self.winners.get(&whole))?;
-        self.decided.get(key).map(|d| &d.tls)
+        self.winners.get(&port).or_else(|| self.winners.get(&whole))
     }
 
     /// The policies' statuses: one ancestor entry per Gateway whose configuration reaches a

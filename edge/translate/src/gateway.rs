@@ -64,11 +64,15 @@ impl Protocol {
         })
     }
 
-    /// The route kinds a listener of this protocol accepts.
-    pub fn kinds(self) -> &'static [&'static str] {
+    /// The route kinds a listener of this protocol accepts (`passthrough`: a TLS listener
+    /// that does not terminate). A terminating TLS listener also takes TCPRoutes, whose
+    /// connections it decrypts and forwards as plain TCP — Deckhouse's "TLS termination then
+    /// TCP".
+    pub fn kinds(self, passthrough: bool) -> &'static [&'static str] {
         match self {
             Self::Http | Self::Https => &["HTTPRoute", "GRPCRoute"],
-            Self::Tls => &["TLSRoute"],
+            Self::Tls if passthrough => &["TLSRoute"],
+            Self::Tls => &["TLSRoute", "TCPRoute"],
             Self::Tcp => &["TCPRoute"],
             Self::Udp => &["UDPRoute"],
         }
@@ -331,7 +335,7 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
         }
     }
     let allowed = listener.allowed_routes.clone().unwrap_or_default();
-    let supported = protocol.map_or(&[][..], Protocol::kinds);
+    let supported = protocol.map_or(&[][..], |p| p.kinds(passthrough));
     let kinds: Vec<GroupKind> = if allowed.kinds.is_empty() {
         supported
             .iter()

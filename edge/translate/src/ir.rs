@@ -365,7 +365,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
                         },
                         http1_only: false,
                     };
-                    chains.extend(crate::annotations::http1_chains(chain, &state.http[*i]));
+                    chains.extend(http1_chains(chain, &state.http[*i]));
                 }
                 Some(Protocol::Tls | Protocol::Tcp) => {
                     chains.extend(stream_chains(&name, l, &state.streams[*i], &mut backends));
@@ -633,6 +633,46 @@ fn stream_chains(
             .into_iter()
             .collect(),
     }
+}
+
+/// `tls-disable-protocol: http2` on an HTTPS listener's chain: when a route attached there
+/// (`attached`) carries it, the chain of the route's hostnames offers HTTP/1.1 only — the
+/// whole chain when the route serves every name of the listener or the listener's one name,
+/// else a chain of its own for those names ahead of the listener's.
+pub(crate) fn http1_chains(chain: Chain, attached: &[Attached]) -> Vec<Chain> {
+    let mut names = std::collections::BTreeSet::new();
+    for a in attached
+        .iter()
+        .filter(|a| a.entry.annotations.disable_http2)
+    {
+        match &a.hostnames {
+            None => {
+                return vec![Chain {
+                    http1_only: true,
+                    ..chain
+                }];
+            }
+            Some(hostnames) => names.extend(hostnames.iter().cloned()),
+        }
+    }
+    if names.is_empty() {
+        return vec![chain];
+    }
+    if chain.server_names.len() == 1 && names.contains(&chain.server_names[0]) {
+        return vec![Chain {
+            http1_only: true,
+            ..chain
+        }];
+    }
+    vec![
+        Chain {
+            name: format!("{}-http1", chain.name),
+            server_names: names.into_iter().collect(),
+            http1_only: true,
+            ..chain.clone()
+        },
+        chain,
+    ]
 }
 
 /// The cluster of a UDP port: the first UDPRoute by precedence, to its first backend that

@@ -132,8 +132,14 @@ fn translate_with(
         .collect();
     gateways.sort_by(|a, b| a.key.cmp(&b.key));
     let routes = translated_routes(input, &grants, recall);
-    attach::routes(&mut gateways, routes, input, controller_name, &mut statuses);
     let tls = backend_tls::Policies::new(input);
+    attach::routes(
+        &mut gateways,
+        routes,
+        (input, &tls),
+        controller_name,
+        &mut statuses,
+    );
     // The backends each Gateway reaches, when some BackendTLSPolicy may report on them.
     let mut reached: Vec<(&ObjectKey, Vec<backend::Backend>)> = Vec::new();
     for g in &gateways {

@@ -172,4 +172,20 @@ pub struct Statuses {
     /// BackendTLSPolicies: our entries of `status.ancestors`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub backend_tls_policies: BTreeMap<ObjectKey, Vec<PolicyAncestorStatus>>,
+    /// What a route's owner is told in a Warning Event rather than a condition.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub notices: BTreeMap<RouteKey, Vec<Notice>>,
+}
+
+/// Something a route's owner should hear of in a Warning Event (a deprecated annotation):
+/// told once per generation of the route.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Notice {
+    /// The Event's reason.
+    pub reason: &'static str,
+    /// What it says.
+    pub message: String,
+    /// The route's generation it is about.
+    pub generation: Option<i64>,
 }
