@@ -228,6 +228,11 @@ fn wrong_values_are_refused_naming_the_field() {
         ("alb", "cleanup: {timeoutSeconds: -1}", "timeoutSeconds"),
         ("alb", "gatewayAPI: {channel: nightly}", "channel"),
         (
+            "alb",
+            "migrations: {http01CertificateSolverBridging: {enabled: true}}",
+            "ingressClassName",
+        ),
+        (
             "service-with-healthchecks",
             "agent: {concurency: 8}",
             "concurency",

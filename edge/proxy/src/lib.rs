@@ -227,8 +227,8 @@ pub async fn run(
     ready: impl Fn(bool) + Send + 'static,
 ) -> Result<(), ProxyError> {
     let bootstrap = write_bootstrap(&settings)?;
-    // The authentication service routes with basic auth ask (through Envoy's ext_authz),
-    // for as long as Envoy runs.
+    // The authentication service routes with basic auth or auth-url ask (through Envoy's
+    // ext_authz), for as long as Envoy runs.
     let auth_socket = std::path::absolute(settings.work_dir.join(auth::SOCKET))
         .map_err(io("the authentication socket's path"))?;
     let auth_stop = CancellationToken::new();
@@ -236,7 +236,7 @@ pub async fn run(
         let (socket, stop) = (auth_socket.clone(), auth_stop.clone());
         tokio::spawn(async move {
             if let Err(e) = auth::serve(socket.clone(), stop).await {
-                tracing::error!(socket = %socket.display(), error = %e, "the authentication service stopped; routes with basic auth answer 503");
+                tracing::error!(socket = %socket.display(), error = %e, "the authentication service stopped; routes with basic auth or auth-url answer 503");
             }
         });
     }
