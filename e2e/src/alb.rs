@@ -115,19 +115,8 @@ spec:
   parentRefs: [{{name: {parent}, namespace: {parent_namespace}}}]
   rules: [{{backendRefs: [{{name: {name}, port: 80}}]}}]
 ---
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: default}}
-spec: {{ports: [{{name: http, port: 80, targetPort: {backend}}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}, namespace: default, labels: {{kubernetes.io/service-name: {name}}}}}
-addressType: IPv4
-ports: [{{name: http, port: {backend}}}]
-endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
----
-"
+{}",
+        crate::backends::service("default", name, 80, backend)
     )
 }
 

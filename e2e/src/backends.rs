@@ -1,8 +1,29 @@
 //! Backends a world routes to: plain HTTP servers on loopback answering every request, with
 //! their name, with the request's headers, or with its target (after a delay), or with a
-//! large response header.
+//! large response header; and the Service that reaches one ([`service`]).
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// The YAML of a Service `namespace/name` (port `port`, named `http`) whose one endpoint is
+/// the backend at `127.0.0.1:<target>` (an EndpointSlice of its own, as the endpoint
+/// controller would write).
+pub fn service(namespace: &str, name: &str, port: u16, target: u16) -> String {
+    format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {namespace}}}
+spec: {{ports: [{{name: http, port: {port}, targetPort: {target}}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: {name}, namespace: {namespace}, labels: {{kubernetes.io/service-name: {name}}}}}
+addressType: IPv4
+ports: [{{name: http, port: {target}}}]
+endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
+---
+"
+    )
+}
 
 /// A backend on `127.0.0.1` answering every request with `name`; its port.
 pub async fn named(name: &'static str) -> u16 {

@@ -27,6 +27,32 @@ pub async fn until_within<T>(
     }
 }
 
+/// Waits (as [`until`]) for an Event in `namespace` about the object `regarding` (its name)
+/// that `matches`; fails naming `what`.
+pub async fn event(
+    client: &kube::Client,
+    namespace: &str,
+    regarding: &str,
+    what: &str,
+    matches: impl Fn(&k8s_openapi::api::events::v1::Event) -> bool,
+) -> k8s_openapi::api::events::v1::Event {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), namespace);
+    until(what, async || {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding)
+                    && matches(e)
+            })
+    })
+    .await
+}
+
 /// Waits until the blocking `check` returns something (at most `limit`), or fails naming
 /// `what` — for tests that drive commands rather than clients.
 pub fn blocking_until<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {

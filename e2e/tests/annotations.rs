@@ -39,21 +39,7 @@ spec:
 
 /// A Service `backend-<port>` whose one endpoint is `127.0.0.1:<port>`.
 fn backend(port: u16) -> String {
-    format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: backend-{port}, namespace: default}}
-spec: {{ports: [{{name: http, port: 80, targetPort: {port}}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: backend-{port}, namespace: default, labels: {{kubernetes.io/service-name: backend-{port}}}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
----
-"
-    )
+    backends::service("default", &format!("backend-{port}"), 80, port)
 }
 
 const PREFIX: &str = "alb.network.deckhouse.io/";
@@ -610,22 +596,12 @@ spec:
 /// `response-headers-to-add` is served and, being deprecated, told in a Warning Event on
 /// its route.
 async fn deprecation_told(up: &Up) {
-    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
-        kube::Api::namespaced(up.client().await, "default");
-    let event = until(
+    let event = fairlead_e2e::wait::event(
+        &up.client().await,
+        "default",
+        "headers",
         "the Warning Event of the deprecated annotation",
-        async || {
-            events
-                .list(&Default::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|e| {
-                    e.reason.as_deref() == Some("DeprecatedAnnotation")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("headers")
-                })
-        },
+        |e| e.reason.as_deref() == Some("DeprecatedAnnotation"),
     )
     .await;
     assert_eq!(event.type_.as_deref(), Some("Warning"));

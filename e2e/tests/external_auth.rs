@@ -89,25 +89,6 @@ fn answer(head: &str) -> String {
     )
 }
 
-/// A Service `name` (port `port`) whose one endpoint is `127.0.0.1:<target>`.
-fn service(name: &str, port: u16, target: u16) -> String {
-    format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: default}}
-spec: {{ports: [{{name: http, port: {port}, targetPort: {target}}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}, namespace: default, labels: {{kubernetes.io/service-name: {name}}}}}
-addressType: IPv4
-ports: [{{name: http, port: {target}}}]
-endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
----
-"
-    )
-}
-
 /// An HTTPRoute `name` on the application's ListenerSet for `host`, to `to`:`port` under
 /// `path`.
 fn route(name: &str, annotations: &str, host: &str, path: &str, to: &str, port: u16) -> String {
@@ -179,8 +160,8 @@ spec:
             b64(&pair.cert_pem),
             b64(&pair.key_pem)
         );
-        yaml += &service("app", 80, echo);
-        yaml += &service("dash-dex-authenticator", 443, auth_port);
+        yaml += &backends::service("default", "app", 80, echo);
+        yaml += &backends::service("default", "dash-dex-authenticator", 443, auth_port);
         let guarded = format!(
             "{PREFIX}auth-url: \"{auth_url}\", {PREFIX}auth-signin: \"https://app.example.com/dex-authenticator/sign_in\", {PREFIX}auth-response-headers: Authorization"
         );

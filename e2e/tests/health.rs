@@ -147,20 +147,13 @@ spec:
     );
     // The backend goes: the probe fails, and a Warning Event on the resource says so.
     drop(backend);
-    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
-        kube::Api::namespaced(client.clone(), "default");
-    until("a Warning Event of the failing probe", async || {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.type_.as_deref() == Some("Warning")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web")
-            })
-    })
+    fairlead_e2e::wait::event(
+        &client,
+        "default",
+        "web",
+        "a Warning Event of the failing probe",
+        |e| e.type_.as_deref() == Some("Warning"),
+    )
     .await;
     // The resource goes, and its slices with it.
     let deleted = Command::new("kubectl")

@@ -9,26 +9,6 @@
 use fairlead_e2e::{Up, backends, until};
 use fairlead_kit::testing::free_port;
 
-/// A Service `shop/<name>` (port `port`, named `http`) whose one endpoint is
-/// `127.0.0.1:<target>`.
-fn service(name: &str, port: u16, target: u16) -> String {
-    format!(
-        "apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: shop}}
-spec: {{ports: [{{name: http, port: {port}, targetPort: {target}}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}, namespace: shop, labels: {{kubernetes.io/service-name: {name}}}}}
-addressType: IPv4
-ports: [{{name: http, port: {target}}}]
-endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
----
-"
-    )
-}
-
 const INGRESSES: &str = "apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
@@ -81,8 +61,9 @@ async fn converted_ingresses_serve_as_the_ingresses_meant() {
         use base64::Engine as _;
         base64::engine::general_purpose::STANDARD.encode(pem)
     };
-    let services =
-        service("web", 80, web) + &service("api", 8080, api) + &service("paths", 80, paths);
+    let services = backends::service("shop", "web", 80, web)
+        + &backends::service("shop", "api", 8080, api)
+        + &backends::service("shop", "paths", 80, paths);
     up.apply(&format!(
         "apiVersion: v1
 kind: Namespace
