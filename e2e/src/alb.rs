@@ -396,6 +396,34 @@ impl<'a> World<'a> {
             kube::Api::namespaced(self.client.clone(), "team");
         let shop_deployment = deployments.get("d8-alb-shop").await.unwrap();
         assert_eq!(shop_deployment.status.unwrap().ready_replicas, Some(2));
+        // Every proxy ACKed its Gateway's configuration: the Gateway says how many, the
+        // instance says synced.
+        let team_gateways = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+            self.client.clone(),
+            "team",
+            &fairlead_edge_controller::crds::resource("Gateway"),
+        );
+        let synced = until("the shop's two proxies synced", async || {
+            let g = team_gateways.get("shop").await.ok()?;
+            g.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| {
+                    c["type"] == "Synced"
+                        && c["status"] == "True"
+                        && c["message"]
+                            .as_str()
+                            .is_some_and(|m| m.starts_with("2 of 2 proxies"))
+                })
+                .cloned()
+        })
+        .await;
+        assert_eq!(synced["reason"], "Synced");
+        until("main synced", async || {
+            let i = instances.get("main").await.ok()?;
+            (i.data["status"]["synced"] == true).then_some(())
+        })
+        .await;
     }
 
     /// A port another program holds is named in the Service's status.

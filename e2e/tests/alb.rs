@@ -97,6 +97,27 @@ spec: {{gatewayName: lonely, inlet: {{type: LoadBalancer, loadBalancer: {{httpPo
     })
     .await;
     assert_eq!(ready["status"], "False");
+    // No proxy connected: the Gateway's Synced says so, and the instance is not synced.
+    let gateways = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        client.clone(),
+        "d8-alb",
+        &fairlead_edge_controller::crds::resource("Gateway"),
+    );
+    let synced = until("the Gateway's Synced condition", async || {
+        let g = gateways.get("lonely").await.ok()?;
+        g.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Synced")
+            .cloned()
+    })
+    .await;
+    assert_eq!(
+        (&synced["status"], &synced["reason"]),
+        (&serde_json::json!("False"), &serde_json::json!("NoProxies"))
+    );
+    let lonely = instances.get("lonely").await.unwrap();
+    assert_eq!(lonely.data["status"]["synced"], false);
     let output = up.stopped().await;
     assert!(output.status.success());
     let logs = String::from_utf8_lossy(&output.stdout).into_owned()

@@ -263,6 +263,51 @@ pub struct InstanceStatus {
     /// ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
+    /// Every proxy connected to the control plane runs the configuration last translated
+    /// for the Gateway (each xDS type ACKed at its version): the Gateway's `Synced`
+    /// condition, as a boolean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced: Option<bool>,
+    /// This instance's Gateway listeners (`httpPort`/`httpsPort: 0`, `additionalPorts`)
+    /// differ from those of the older instance controlling the shared Gateway, and are not
+    /// served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict_ports: Option<bool>,
+    /// The instance whose ports the Gateway has, when `conflictPorts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict_ports_owner: Option<String>,
+    /// This instance's client-facing settings (`useProxyProtocol`, `enableHTTP3`,
+    /// `acceptRequestsFrom`, `originalIPDetection`, `geoIP`) differ from the controlling
+    /// instance's, which the Gateway follows.
+    #[serde(
+        default,
+        rename = "conflictFrontendTLS",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub conflict_frontend_tls: Option<bool>,
+    /// The instance whose client-facing settings the Gateway follows, when
+    /// `conflictFrontendTLS`.
+    #[serde(
+        default,
+        rename = "conflictFrontendTLSOwner",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub conflict_frontend_tls_owner: Option<String>,
+    /// This instance's settings of the proxies' own connections (`openTelemetry`) differ
+    /// from the controlling instance's, which the Gateway follows.
+    #[serde(
+        default,
+        rename = "conflictBackendTLS",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub conflict_backend_tls: Option<bool>,
+    /// The instance whose outbound settings the Gateway follows, when `conflictBackendTLS`.
+    #[serde(
+        default,
+        rename = "conflictBackendTLSOwner",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub conflict_backend_tls_owner: Option<String>,
     /// Where clients reach the Gateway (load balancer ingress or node addresses).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<String>,
@@ -289,6 +334,7 @@ pub struct InstanceStatus {
         status = "InstanceStatus",
         printcolumn = r#"{"name": "Gateway", "type": "string", "jsonPath": ".status.gateway"}"#,
         printcolumn = r#"{"name": "Ready", "type": "boolean", "jsonPath": ".status.ready"}"#,
+        printcolumn = r#"{"name": "Synced", "type": "boolean", "jsonPath": ".status.synced"}"#,
         printcolumn = r#"{"name": "Inlet", "type": "string", "jsonPath": ".spec.inlet.type"}"#,
         printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
     )
@@ -321,6 +367,7 @@ pub struct ClusterALBInstanceSpec {
         status = "InstanceStatus",
         printcolumn = r#"{"name": "Gateway", "type": "string", "jsonPath": ".status.gateway"}"#,
         printcolumn = r#"{"name": "Ready", "type": "boolean", "jsonPath": ".status.ready"}"#,
+        printcolumn = r#"{"name": "Synced", "type": "boolean", "jsonPath": ".status.synced"}"#,
         printcolumn = r#"{"name": "Inlet", "type": "string", "jsonPath": ".spec.inlet.type"}"#,
         printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
     )

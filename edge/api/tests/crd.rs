@@ -303,7 +303,7 @@ fn the_crds_carry_printer_columns_and_short_names() {
             .collect();
         assert_eq!(
             columns,
-            ["Gateway", "Ready", "Inlet", "Age"],
+            ["Gateway", "Ready", "Synced", "Inlet", "Age"],
             "{}",
             c.spec.names.kind
         );

@@ -1,7 +1,8 @@
 //! The control plane's loop: wait for the index to publish a snapshot (it settles the changes
 //! arriving together first), translate every Gateway, publish the xDS snapshots (unchanged
 //! ones wake nobody), and hand the statuses to the status writer, which — on the Lease holder
-//! only — writes those that changed in a task of its own: a round never waits for status
+//! only — writes those that changed (and the Gateways' `Synced` as proxies ACK) in a task of
+//! its own: a round never waits for status
 //! writes (a thousand routes' first statuses take seconds), and the writer always writes the
 //! latest statuses, retrying failures with backoff.
 
@@ -15,6 +16,7 @@ use fairlead_edge_translate::status::{Notice, RouteKey, Statuses};
 use fairlead_edge_xds::cache::short;
 use fairlead_edge_xds::cache::{Cache, Snapshot};
 use fairlead_edge_xds::metrics::XdsMetrics;
+use fairlead_edge_xds::progress::Progress;
 use fairlead_edge_xds::server::Nack;
 use fairlead_kit::lease::{self, LeaseConfig};
 use fairlead_kit::reconcile::{Outcome, Pacing, Rounds, Wake};
@@ -76,6 +78,7 @@ pub async fn run(
         writer,
         events.clone(),
         index.clone(),
+        cache.progress().clone(),
         latest,
         leadership,
         metrics.clone(),
@@ -160,15 +163,26 @@ pub async fn run(
     }
 }
 
+/// How long the status writer lets proxies' ACKs gather before it writes the Gateways'
+/// `Synced` conditions they change: a push is ACKed within milliseconds, so a change is
+/// written once (not `False` then `True`), and route churn costs no status write per push.
+const SYNC_SETTLE: Duration = Duration::from_secs(1);
+
 /// Writes the latest statuses `latest` holds whenever they change (and this replica holds
 /// the Lease; the 30 s resync hands them again, so a new leader writes within it), until
 /// `stop`, and tells each route's notices in Warning Events (once per route generation and
-/// message). Failed writes are retried with backoff (`PACING`'s), with whatever is latest by
-/// then.
+/// message). A change of the proxies' `progress` alone rewrites only the Gateways' statuses,
+/// [`SYNC_SETTLE`] after it. Failed writes are retried with backoff (`PACING`'s), with
+/// whatever is latest by then.
+///
+/// The tally is this replica's streams: with several control plane replicas, `Synced`
+/// speaks for the proxies connected to the Lease holder.
+#[allow(clippy::too_many_arguments)]
 async fn write_statuses(
     writer: StatusWriter,
     events: fairlead_kit::events::Events,
     index: Arc<Index>,
+    progress: Arc<Progress>,
     mut latest: tokio::sync::watch::Receiver<Option<Arc<Statuses>>>,
     leadership: lease::Leadership,
     metrics: XdsMetrics,
@@ -176,11 +190,24 @@ async fn write_statuses(
 ) {
     let mut told: BTreeSet<(RouteKey, Notice)> = BTreeSet::new();
     let longest = PACING.retry * 2u32.pow(PACING.max_doublings);
+    let mut tallies = progress.subscribe();
     loop {
-        tokio::select! {
+        let only_gateways = tokio::select! {
             () = stop.cancelled() => return,
-            changed = latest.changed() => if changed.is_err() { return },
-        }
+            changed = latest.changed() => if changed.is_err() { return } else { false },
+            changed = tallies.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(SYNC_SETTLE) => {}
+                }
+                tallies.mark_unchanged();
+                // A translation that arrived meanwhile writes everything.
+                !latest.has_changed().unwrap_or(false)
+            }
+        };
         let mut backoff = PACING.retry;
         loop {
             let Some(statuses) = latest.borrow_and_update().clone() else {
@@ -189,8 +216,13 @@ async fn write_statuses(
             if !leadership.is_leader() {
                 break;
             }
-            let written = writer.write(&index, &statuses).await;
-            tell(&events, &index, &statuses, &mut told).await;
+            let written = if only_gateways {
+                writer.write_gateways(&index, &statuses, &progress).await
+            } else {
+                let written = writer.write(&index, &statuses, &progress).await;
+                tell(&events, &index, &statuses, &mut told).await;
+                written
+            };
             metrics
                 .status_writes
                 .with_label_values(&["ok"])

@@ -1,5 +1,6 @@
 //! Writing the translator's statuses back, only when they change, keeping each condition's
-//! `lastTransitionTime` while its status stays the same.
+//! `lastTransitionTime` while its status stays the same. A Gateway's status also carries
+//! `Synced` ([`synced`]): whether its proxies run what was last translated for it.
 //!
 //! GatewayClasses and Gateways of our class are ours: their status is merge-patched. A route's
 //! `status.parents` is an atomic list shared with other Gateway controllers: it is read, our
@@ -12,6 +13,7 @@ use std::sync::Arc;
 
 use fairlead_edge_model::ObjectKey;
 use fairlead_edge_translate::status::{Condition, RouteKey, Statuses};
+use fairlead_edge_xds::progress::{Progress, Tally};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -139,10 +141,10 @@ impl StatusWriter {
         }
     }
 
-    /// Writes what changed.
-    pub async fn write(&self, index: &Index, statuses: &Statuses) -> Written {
+    /// Writes what changed; each Gateway's `Synced` condition from `progress`.
+    pub async fn write(&self, index: &Index, statuses: &Statuses, progress: &Progress) -> Written {
         let now = fairlead_kit::conditions::now();
-        let mut written = Written::default();
+        let mut written = self.write_gateways(index, statuses, progress).await;
         let mut count = |r: Result<bool, kube::Error>, what: &str| match r {
             Ok(true) => written.writes += 1,
             Ok(false) => {}
@@ -167,23 +169,6 @@ impl StatusWriter {
                 )
                 .await,
                 name,
-            );
-        }
-        for (key, desired) in &statuses.gateways {
-            let Some(current) = index.object("Gateway", key) else {
-                continue;
-            };
-            let listeners = listeners(&desired.listeners, &current, &now);
-            let others = Some(&current["status"]["conditions"]);
-            let status = json!({
-                "addresses": desired.addresses,
-                "conditions": with_others(conditions(&desired.conditions, others, &now), others),
-                "listeners": listeners,
-                "attachedListenerSets": desired.attached_listener_sets,
-            });
-            count(
-                self.merge(index, "Gateway", key, &current, status).await,
-                &key.to_string(),
             );
         }
         for (key, desired) in &statuses.listener_sets {
@@ -254,6 +239,45 @@ impl StatusWriter {
                         .await,
                     &what,
                 );
+            }
+        }
+        written
+    }
+
+    /// Writes the Gateways' statuses that changed — all a change of `progress` alone asks.
+    pub async fn write_gateways(
+        &self,
+        index: &Index,
+        statuses: &Statuses,
+        progress: &Progress,
+    ) -> Written {
+        let now = fairlead_kit::conditions::now();
+        let mut written = Written::default();
+        for (key, desired) in &statuses.gateways {
+            let Some(current) = index.object("Gateway", key) else {
+                continue;
+            };
+            let listeners = listeners(&desired.listeners, &current, &now);
+            let others = Some(&current["status"]["conditions"]);
+            let generation = desired
+                .conditions
+                .first()
+                .and_then(|c| c.observed_generation);
+            let mut ours = desired.conditions.clone();
+            ours.push(synced(progress.of(key), generation));
+            let status = json!({
+                "addresses": desired.addresses,
+                "conditions": with_others(conditions(&ours, others, &now), others),
+                "listeners": listeners,
+                "attachedListenerSets": desired.attached_listener_sets,
+            });
+            match self.merge(index, "Gateway", key, &current, status).await {
+                Ok(true) => written.writes += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    written.failures += 1;
+                    tracing::warn!(object = %key, error = %e, "status write failed; retrying next round");
+                }
             }
         }
         written
@@ -387,6 +411,31 @@ impl StatusWriter {
     }
 }
 
+/// A Gateway's `Synced` condition: whether every proxy connected to this control plane runs
+/// the configuration last translated for the Gateway, each type ACKed at its version.
+pub fn synced(tally: Tally, generation: Option<i64>) -> Condition {
+    let (reason, message) = match tally {
+        Tally { streams: 0, .. } => (
+            "NoProxies",
+            "no proxy of the Gateway is connected to the control plane".to_owned(),
+        ),
+        Tally { streams, settled } if settled == streams => (
+            "Synced",
+            format!("{streams} of {streams} proxies run the Gateway's latest configuration"),
+        ),
+        Tally { streams, settled } => (
+            "Pending",
+            format!(
+                "{settled} of {streams} proxies run the Gateway's latest configuration; the others have not applied it yet (or rejected it: see the Gateway's Events)"
+            ),
+        ),
+    };
+    Condition::new(SYNCED, tally.synced(), reason, message, generation)
+}
+
+/// The type of [`synced`]'s condition.
+pub const SYNCED: &str = "Synced";
+
 /// Whether two JSON values are the same, a missing value counting as an empty one.
 fn same(a: &Value, b: &Value) -> bool {
     let empty = |v: &Value| {
@@ -416,5 +465,35 @@ mod tests {
             ])
         );
         assert_eq!(with_others(json!([]), None), json!([]));
+    }
+
+    #[test]
+    fn synced_holds_only_when_every_connected_proxy_is_settled() {
+        let none = synced(Tally::default(), Some(3));
+        assert_eq!(
+            (none.status.as_str(), none.reason.as_str()),
+            ("False", "NoProxies")
+        );
+        let some = synced(
+            Tally {
+                streams: 2,
+                settled: 1,
+            },
+            Some(3),
+        );
+        assert_eq!(
+            (some.status.as_str(), some.reason.as_str()),
+            ("False", "Pending")
+        );
+        assert!(some.message.starts_with("1 of 2"), "{}", some.message);
+        let all = synced(
+            Tally {
+                streams: 2,
+                settled: 2,
+            },
+            Some(3),
+        );
+        assert_eq!((all.status.as_str(), all.type_.as_str()), ("True", SYNCED));
+        assert_eq!(all.observed_generation, Some(3));
     }
 }

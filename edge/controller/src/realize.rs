@@ -11,7 +11,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::context::{Config, Context, Counted, Due, Read, ReconcileError};
-use crate::instances::{Instance, MANAGER, Plan};
+use crate::instances::{Conflict, Instance, MANAGER, Plan};
 use crate::workload::Proxies;
 
 /// Everything for `gateway`: the finalizer on the instances naming it; with live ones, their
@@ -115,18 +115,24 @@ async fn realize_all(
         };
         counts.push(((instance.kind, instance.key.clone()), Some(counted)));
     }
-    for (kind, key, message) in &plan.conflicts {
-        if let Some(instance) = live.iter().find(|i| i.key == *key && i.kind == *kind) {
+    for conflict in &plan.conflicts {
+        if let Some(instance) = live
+            .iter()
+            .find(|i| i.key == conflict.key && i.kind == conflict.kind)
+        {
             write_status(
                 client,
                 instance,
                 gateway,
-                Some(message),
+                Some(conflict),
                 &State::default(),
                 default.as_ref(),
             )
             .await?;
-            counts.push(((*kind, key.clone()), Some(Counted::Conflict)));
+            counts.push((
+                (conflict.kind, conflict.key.clone()),
+                Some(Counted::Conflict),
+            ));
         }
     }
     context.count(counts);
@@ -145,6 +151,9 @@ fn gateways(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
 pub struct State {
     /// The control plane has programmed it.
     pub programmed: bool,
+    /// Its proxies run what the control plane last translated for it (the Gateway's
+    /// `Synced` condition).
+    pub synced: bool,
     /// Proxies ready, of proxies wanted.
     pub proxies: (i64, i64),
     /// Where clients reach it.
@@ -302,7 +311,7 @@ pub async fn realize(
     metrics: &crate::metrics::ControllerMetrics,
     due: &mut Due,
 ) -> Result<State, ReconcileError> {
-    let programmed = apply_gateway(client, plan).await?;
+    let (programmed, synced) = apply_gateway(client, plan).await?;
     let identity = crate::workload::identity(&config.workload.trust_domain, &plan.gateway);
     let lifetime = config.lifetime();
     due.add(
@@ -338,6 +347,7 @@ pub async fn realize(
         .map_err(|e| ReconcileError::Render(e.to_string()))?;
     let mut state = State {
         programmed,
+        synced,
         ..State::default()
     };
     if let Some(instance) = instance {
@@ -402,8 +412,9 @@ pub async fn realize(
     Ok(state)
 }
 
-/// Applies the plan's Gateway; whether the control plane has programmed it.
-async fn apply_gateway(client: &kube::Client, plan: &Plan) -> Result<bool, kube::Error> {
+/// Applies the plan's Gateway; whether the control plane has programmed it, and whether
+/// its proxies run that configuration (its `Synced` condition).
+async fn apply_gateway(client: &kube::Client, plan: &Plan) -> Result<(bool, bool), kube::Error> {
     let api = gateways(client, plan.gateway.namespace());
     let applied = api
         .patch(
@@ -412,21 +423,25 @@ async fn apply_gateway(client: &kube::Client, plan: &Plan) -> Result<bool, kube:
             &Patch::Apply(&plan.object),
         )
         .await?;
-    Ok(applied.data["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Programmed" && c["status"] == "True"))
+    let holds = |type_: &str| {
+        applied.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == type_ && c["status"] == "True")
+    };
+    Ok((holds("Programmed"), holds("Synced")))
 }
 
-/// Writes `instance`'s status: its Gateway, `Conflict` (with `conflict`'s message), `Ready`,
-/// whether its Gateway is the platform's default (ClusterALBInstance), and `IstioSidecar`
-/// (unsupported) when it asks for one.
+/// Writes `instance`'s status: its Gateway, `Conflict` (with `conflict`'s message and the
+/// `conflict…` flags of its differing settings, each naming the controlling instance),
+/// `Ready`, `synced`, whether its Gateway is the platform's default (ClusterALBInstance),
+/// and `IstioSidecar` (unsupported) when it asks for one.
 pub async fn write_status(
     client: &kube::Client,
     instance: &Instance,
     gateway: &ObjectKey,
-    conflict: Option<&String>,
+    conflict: Option<&Conflict>,
     state: &State,
     default: Option<&ObjectKey>,
 ) -> Result<(), kube::Error> {
@@ -460,7 +475,7 @@ pub async fn write_status(
                "message": message, "observedGeneration": generation, "lastTransitionTime": now}),
         json!({"type": "Conflict", "status": if conflict.is_some() { "True" } else { "False" },
                "reason": if conflict.is_some() { "GatewayControlledByAnother" } else { "NoConflict" },
-               "message": conflict.cloned().unwrap_or_else(|| "this instance controls its Gateway".into()),
+               "message": conflict.map_or_else(|| "this instance controls its Gateway".into(), |c| c.message.clone()),
                "observedGeneration": generation, "lastTransitionTime": now}),
     ];
     if let Some((ready, reason, message)) = &state.geoip {
@@ -489,15 +504,40 @@ pub async fn write_status(
     let mut status: Value = json!({
         "gateway": gateway.name(),
         "ready": ready,
+        "synced": conflict.is_none() && state.synced,
         "conditions": conditions,
         "addresses": state.addresses,
         "observedGeneration": generation,
     });
+    let differences = conflict.map(|c| &c.differences);
+    for (flag, fields) in [
+        ("conflictPorts", differences.map(|d| &d.ports)),
+        ("conflictFrontendTLS", differences.map(|d| &d.frontend)),
+        ("conflictBackendTLS", differences.map(|d| &d.backend)),
+    ] {
+        let conflicting = fields.is_some_and(|f| !f.is_empty());
+        status[flag] = json!(conflicting);
+        // A merge patch's null removes the owner once the conflict is gone.
+        status[format!("{flag}Owner")] = match conflict {
+            Some(c) if conflicting => json!(c.owner),
+            _ => Value::Null,
+        };
+    }
     if instance.kind == "ClusterALBInstance" {
         status["defaultDeckhouseGateway"] = json!(default == Some(&instance.key));
     }
+    let flags = [
+        "synced",
+        "conflictPorts",
+        "conflictPortsOwner",
+        "conflictFrontendTLS",
+        "conflictFrontendTLSOwner",
+        "conflictBackendTLS",
+        "conflictBackendTLSOwner",
+    ];
     if stored["gateway"] == status["gateway"]
         && stored["ready"] == status["ready"]
+        && flags.iter().all(|f| stored[*f] == status[*f])
         && stored["addresses"]
             .as_array()
             .map_or(state.addresses.is_empty(), |a| {

@@ -93,6 +93,14 @@ async fn instances_become_gateways() {
             .unwrap()
     };
     assert_eq!(condition(&status, "Conflict")["status"], "False");
+    for flag in ["conflictPorts", "conflictFrontendTLS", "conflictBackendTLS"] {
+        assert_eq!(status[flag], false, "{flag}");
+        assert!(status[format!("{flag}Owner")].is_null(), "{status}");
+    }
+    assert_eq!(
+        status["synced"], false,
+        "no control plane, no proxy runs it"
+    );
     assert_eq!(
         status["ready"],
         condition(&status, "Ready")["status"] == "True",
@@ -106,9 +114,12 @@ async fn instances_become_gateways() {
 
     // A younger instance naming the same Gateway is in conflict, naming main.
     tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Its own additional port and HTTP/3 are not the Gateway's: conflictPorts and
+    // conflictFrontendTLS, owned by main.
     create(
         "second",
-        json!({"gatewayName": "public", "istioSidecar": true}),
+        json!({"gatewayName": "public", "istioSidecar": true, "enableHTTP3": true,
+               "inlet": {"type": "LoadBalancer", "additionalPorts": [{"port": 6379, "protocol": "TCP"}]}}),
     )
     .await;
     let status = eventually("second's conflict", async || {
@@ -129,6 +140,26 @@ async fn instances_become_gateways() {
             .contains("ClusterALBInstance main"),
         "{conflict}"
     );
+    assert!(
+        conflict["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("its own inlet.additionalPorts, enableHTTP3 differ and are ignored"),
+        "{conflict}"
+    );
+    assert_eq!(
+        (&status["conflictPorts"], &status["conflictPortsOwner"]),
+        (&json!(true), &json!("main"))
+    );
+    assert_eq!(
+        (
+            &status["conflictFrontendTLS"],
+            &status["conflictFrontendTLSOwner"]
+        ),
+        (&json!(true), &json!("main"))
+    );
+    assert_eq!(status["conflictBackendTLS"], false);
+    assert!(status["conflictBackendTLSOwner"].is_null());
 
     // Instances carry the controller's finalizer.
     let finalizer = fairlead_edge_controller::finalizer::FINALIZER;
@@ -170,11 +201,17 @@ async fn instances_become_gateways() {
             .then_some(())
     })
     .await;
-    eventually("second without conflict", async || {
+    let status = eventually("second without conflict", async || {
         let i = instances.get_status("second").await.ok()?;
-        (condition(&i.data["status"], "Conflict")["status"] == "False").then_some(())
+        (condition(&i.data["status"], "Conflict")["status"] == "False")
+            .then_some(i.data["status"].clone())
     })
     .await;
+    assert_eq!(status["conflictPorts"], false);
+    assert!(
+        status["conflictPortsOwner"].is_null(),
+        "the owner goes with the conflict: {status}"
+    );
 
     // The last owner goes: its finalizer holds it until the Gateway and the proxies' objects
     // are deleted, then it goes too.

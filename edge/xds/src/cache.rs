@@ -276,6 +276,7 @@ impl Snapshot {
 pub struct Cache {
     groups: RwLock<HashMap<ObjectKey, watch::Sender<Arc<Snapshot>>>>,
     derive: Option<Hook>,
+    progress: Arc<crate::progress::Progress>,
 }
 
 impl Cache {
@@ -361,6 +362,11 @@ impl Cache {
     /// The current snapshot of a group.
     pub fn get(&self, group: &ObjectKey) -> Arc<Snapshot> {
         self.sender(group).borrow().clone()
+    }
+
+    /// Which subscribers run their group's current snapshot.
+    pub fn progress(&self) -> &Arc<crate::progress::Progress> {
+        &self.progress
     }
 }
 

@@ -23,6 +23,8 @@ struct TypeState {
     /// Name → version the client holds.
     held: BTreeMap<String, String>,
     nonce: String,
+    /// The client ACKed the last response (not yet when none was sent).
+    acked: bool,
 }
 
 /// One stream's state.
@@ -89,6 +91,7 @@ impl Delta {
         let nonce = self.nonces.issue();
         let state = self.types.get_mut(type_url)?;
         state.nonce = nonce.clone();
+        state.acked = false;
         Some(DeltaDiscoveryResponse {
             system_version_info: snapshot.version(type_url),
             resources: changed,
@@ -129,10 +132,13 @@ impl Delta {
                     version: snapshot.version(&type_url),
                     message: error.message.clone(),
                 },
-                None => Verdict::Ack {
-                    type_url: type_url.clone(),
-                    version: snapshot.version(&type_url),
-                },
+                None => {
+                    state.acked = true;
+                    Verdict::Ack {
+                        type_url: type_url.clone(),
+                        version: snapshot.version(&type_url),
+                    }
+                }
             });
         }
         for name in &request.resource_names_subscribe {
@@ -152,6 +158,13 @@ impl Delta {
         }
         let response = self.diff(&type_url, snapshot, first);
         (response, verdict)
+    }
+
+    /// Whether the client runs the last snapshot handed to the stream: every type's last
+    /// response is ACKed (responses follow each snapshot at once, so what the client holds is
+    /// the snapshot's, except what it rejected — and a NACK leaves the type unsettled).
+    pub fn settled(&self) -> bool {
+        self.types.values().all(|s| s.acked)
     }
 
     /// Handles a new snapshot: the responses to send, in push order.

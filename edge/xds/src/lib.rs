@@ -1,6 +1,6 @@
 //! The ALB's xDS server: a snapshot cache of translated resources per Gateway (`cache`), the
 //! protocol state of each stream (`sotw`, `delta`: subscriptions, nonces, ACK/NACK, what to
-//! send), the gRPC services (`server`, `services`: ADS in both variants and the per-type
+//! send), which streams run their group's latest snapshot (`progress`), the gRPC services (`server`, `services`: ADS in both variants and the per-type
 //! services), their metrics, and the server on a TLS listener (`serve`) whose certificate is
 //! read again when it changes and whose clients may ask only for the Gateway their
 //! certificate names (`tls`).
@@ -16,6 +16,7 @@ pub mod client;
 pub mod delta;
 pub mod metrics;
 pub mod node;
+pub mod progress;
 pub mod serve;
 pub mod server;
 pub mod services;

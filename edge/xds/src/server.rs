@@ -164,6 +164,8 @@ pub(crate) trait Protocol: Send + 'static {
         snapshot: &crate::cache::Snapshot,
     ) -> (Option<Self::Response>, Option<Verdict>);
     fn on_snapshot(&mut self, snapshot: &crate::cache::Snapshot) -> Vec<Self::Response>;
+    /// Whether the client runs `snapshot` (the last one handed to the stream).
+    fn settled(&self, snapshot: &crate::cache::Snapshot) -> bool;
 }
 
 impl Protocol for Sotw {
@@ -187,6 +189,9 @@ impl Protocol for Sotw {
     }
     fn on_snapshot(&mut self, snapshot: &crate::cache::Snapshot) -> Vec<DiscoveryResponse> {
         Sotw::on_snapshot(self, snapshot)
+    }
+    fn settled(&self, snapshot: &crate::cache::Snapshot) -> bool {
+        Sotw::settled(self, snapshot)
     }
 }
 
@@ -213,6 +218,9 @@ impl Protocol for Delta {
     }
     fn on_snapshot(&mut self, snapshot: &crate::cache::Snapshot) -> Vec<DeltaDiscoveryResponse> {
         Delta::on_snapshot(self, snapshot)
+    }
+    fn settled(&self, _snapshot: &crate::cache::Snapshot) -> bool {
+        Delta::settled(self)
     }
 }
 
@@ -251,6 +259,8 @@ pub(crate) async fn serve<P, S>(
         return;
     }
     observer.connected(&group);
+    // Whether this proxy runs the group's latest configuration, in the cache's tally.
+    let mut progress = cache.progress().open(&group);
     // Which form of a GeoIP Gateway's listeners this proxy can load (see
     // [`crate::cache::Snapshot::for_node`]).
     let held = crate::node::geoip_editions(P::node(&first));
@@ -296,6 +306,7 @@ pub(crate) async fn serve<P, S>(
         if let Some(request) = pending.take() {
             let snapshot = form(&snapshots.borrow_and_update());
             let (response, verdict) = protocol.on_request(&request, &snapshot);
+            progress.set(protocol.settled(&snapshot));
             if let Some(verdict) = verdict {
                 if let Verdict::Nack {
                     type_url,
@@ -331,7 +342,9 @@ pub(crate) async fn serve<P, S>(
                 }
                 let snapshot = form(&snapshots.borrow_and_update());
                 let mut closed = false;
-                for response in protocol.on_snapshot(&snapshot) {
+                let responses = protocol.on_snapshot(&snapshot);
+                progress.set(protocol.settled(&snapshot));
+                for response in responses {
                     if send(response, snapshot.published()).await.is_err() {
                         closed = true;
                         break;

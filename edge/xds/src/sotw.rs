@@ -22,6 +22,8 @@ struct TypeState {
     names: Option<BTreeSet<String>>,
     nonce: String,
     version: String,
+    /// The version the client last ACKed.
+    acked: String,
     nacked: Option<String>,
 }
 
@@ -113,6 +115,7 @@ impl Sotw {
                 message: error.message.clone(),
             })
         } else {
+            state.acked = request.version_info.clone();
             Some(Verdict::Ack {
                 type_url: type_url.to_owned(),
                 version: request.version_info.clone(),
@@ -127,6 +130,14 @@ impl Sotw {
             || (newer && !matches!(verdict, Some(Verdict::Nack { .. })));
         let response = answer.then(|| self.respond(type_url, snapshot));
         (response, verdict)
+    }
+
+    /// Whether the client runs `snapshot`: every type it asked for is ACKed at the
+    /// snapshot's version (a NACKed or unanswered version is not).
+    pub fn settled(&self, snapshot: &Snapshot) -> bool {
+        self.types
+            .iter()
+            .all(|(t, s)| s.acked == s.version && s.version == snapshot.version(t))
     }
 
     /// Handles a new snapshot: the responses to send, in push order.

@@ -62,8 +62,11 @@ fn sotw_fetch_ack_update_and_removal() {
     let (r, v) = s.on_request(&request(CLUSTER, &[], "", ""), &one);
     let r = r.expect("the first request is answered");
     assert_eq!(v, None);
+    assert!(!s.settled(&one), "sent, not yet ACKed");
     assert_eq!(names(&r.resources, CLUSTER), ["default/a/80"]);
     let (again, verdict) = s.on_request(&request(CLUSTER, &[], &r.version_info, &r.nonce), &one);
+    assert!(s.settled(&one), "ACKed at the snapshot's version");
+    assert!(!s.settled(&two), "a newer snapshot is not run yet");
     assert!(
         again.is_none(),
         "an ACK of the current version asks for nothing"
@@ -128,6 +131,7 @@ fn sotw_ignores_stale_nonces_and_keeps_a_nacked_version_out() {
         ..Default::default()
     });
     let (r, v) = s.on_request(&nack, &two);
+    assert!(!s.settled(&two), "a rejected version is not run");
     assert!(r.is_none(), "the rejected version is not sent again");
     assert!(matches!(v, Some(Verdict::Nack { ref message, .. }) if message == "bad cluster"));
     assert!(
@@ -198,12 +202,24 @@ fn delta_sends_differences_and_reconnects_with_what_the_client_holds() {
         .iter()
         .map(|r| (r.name.clone(), r.version.clone()))
         .collect();
+    assert!(!d.settled(), "sent, not yet ACKed");
     let (ack, verdict) = d.on_request(&delta_request(CLUSTER, &[], &r.nonce), &one);
     assert!(ack.is_none());
     assert!(matches!(verdict, Some(Verdict::Ack { .. })));
+    assert!(d.settled());
 
     // Adding b sends b only.
     let pushed = d.on_snapshot(&two);
+    assert!(!d.settled(), "the change is not ACKed yet");
+    let mut nack = delta_request(CLUSTER, &[], &pushed[0].nonce);
+    nack.error_detail = Some(RpcStatus {
+        code: 3,
+        message: "bad cluster".into(),
+        ..Default::default()
+    });
+    let (_, verdict) = d.on_request(&nack, &two);
+    assert!(matches!(verdict, Some(Verdict::Nack { .. })));
+    assert!(!d.settled(), "a rejected change is not run");
     assert_eq!(pushed.len(), 1);
     assert_eq!(
         pushed[0]

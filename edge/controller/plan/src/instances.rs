@@ -59,8 +59,23 @@ pub struct Plan {
     pub geoip: crate::geoproxy::Plan,
     /// The owner references of everything made for the Gateway.
     pub owners: Vec<OwnerReference>,
-    /// The instances in conflict, with the message their status carries.
-    pub conflicts: Vec<(&'static str, ObjectKey, String)>,
+    /// The instances in conflict.
+    pub conflicts: Vec<Conflict>,
+}
+
+/// A younger instance naming a Gateway another controls.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conflict {
+    /// Its kind.
+    pub kind: &'static str,
+    /// Its key.
+    pub key: ObjectKey,
+    /// The message its `Conflict` condition carries.
+    pub message: String,
+    /// Its Gateway-level settings the Gateway does not follow.
+    pub differences: crate::conflict::Differences,
+    /// The controlling instance's name (the `…Owner` fields).
+    pub owner: String,
 }
 
 /// The instance controlling each Gateway `instances` name (the oldest naming it): what the
@@ -95,15 +110,27 @@ pub fn plan(instances: &[Instance], settings: &crate::workload::Settings) -> Vec
             let conflicts = sharing[1..]
                 .iter()
                 .map(|i| {
-                    (
-                        i.kind,
-                        i.key.clone(),
+                    let differences =
+                        crate::conflict::differences(&i.spec, &controlling.spec);
+                    let fields = differences.fields();
+                    let ignored = if fields.is_empty() {
+                        String::new()
+                    } else {
                         format!(
-                            "Gateway {gateway} is controlled by {} {}, the oldest instance naming it; this one creates nothing",
-                            controlling.kind,
-                            controlling.key
+                            "; its own {} differ and are ignored",
+                            fields.join(", ")
+                        )
+                    };
+                    Conflict {
+                        kind: i.kind,
+                        key: i.key.clone(),
+                        message: format!(
+                            "Gateway {gateway} is controlled by {} {}, the oldest instance naming it; this one creates nothing{ignored}",
+                            controlling.kind, controlling.key
                         ),
-                    )
+                        differences,
+                        owner: controlling.key.name().to_owned(),
+                    }
                 })
                 .collect();
             let owners: Vec<OwnerReference> = sharing
@@ -338,7 +365,7 @@ mod tests {
         assert_eq!(public.conflicts.len(), 2);
         assert!(
             public.conflicts[0]
-                .2
+                .message
                 .contains("controlled by ClusterALBInstance main"),
             "{:?}",
             public.conflicts

@@ -1,10 +1,12 @@
 //! The gateway controller's decisions, without I/O: what ALB instances make. One instance as
 //! the controller reads it and the names everything made shares ([`instance`]); which
-//! instance controls each Gateway and the Gateway it becomes ([`instances`]); its proxy
+//! instance controls each Gateway and the Gateway it becomes ([`instances`]), and where a
+//! younger one's settings differ ([`conflict`]); its proxy
 //! workload ([`workload`]) and GeoIP's geoproxy and downloads ([`geoproxy`]), from the parts
 //! every pod shares ([`pods`]). The controller's shell (`fairlead-edge-controller`) reads
 //! the world, asks these, and applies what they return.
 
+pub mod conflict;
 pub mod geoproxy;
 pub mod instance;
 pub mod instances;
