@@ -25,6 +25,17 @@ pub fn command(kubeconfig: &Path) -> Command {
 /// Applies `yaml` (one or more documents) with server-side apply and `flags`; fails the test
 /// with kubectl's message when it is refused.
 pub fn apply(kubeconfig: &Path, yaml: &str, flags: &[&str]) {
+    let out = applied(kubeconfig, yaml, flags);
+    assert!(
+        out.status.success(),
+        "kubectl apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Applies `yaml` with server-side apply and `flags`: what kubectl said (a refusal's
+/// message on stderr).
+pub fn applied(kubeconfig: &Path, yaml: &str, flags: &[&str]) -> Output {
     let mut child = command(kubeconfig)
         .args(["apply", "--server-side", "-f", "-"])
         .args(flags)
@@ -38,10 +49,5 @@ pub fn apply(kubeconfig: &Path, yaml: &str, flags: &[&str]) {
         yaml.as_bytes(),
     )
     .expect("kubectl reads the manifests");
-    let out = child.wait_with_output().expect("kubectl ends");
-    assert!(
-        out.status.success(),
-        "kubectl apply: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    child.wait_with_output().expect("kubectl ends")
 }

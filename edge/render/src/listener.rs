@@ -56,10 +56,17 @@ pub fn encode(
                     any(&envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector::default()),
                 ));
             }
+            // A plain TCP default chain beside TLS ones: a client that sends nothing first
+            // (a server-speaks-first protocol) gets that chain once the inspector's wait
+            // ends, instead of being closed.
+            let plain_default = chains
+                .iter()
+                .any(|c| c.server_names.is_empty() && c.certificates.is_none());
             listener::Listener {
                 name: l.name.clone(),
                 address: Some(socket(&bind, port, false)),
                 listener_filters,
+                continue_on_listener_filters_timeout: *inspect_tls && plain_default,
                 filter_chains: chains
                     .iter()
                     .flat_map(|c| chain(c, edge, filters))

@@ -82,8 +82,7 @@ impl Protocol {
     fn port_class(self) -> PortClass {
         match self {
             Self::Http => PortClass::Http,
-            Self::Https | Self::Tls => PortClass::Sni,
-            Self::Tcp => PortClass::Tcp,
+            Self::Https | Self::Tls | Self::Tcp => PortClass::Chains,
             Self::Udp => PortClass::Udp,
         }
     }
@@ -100,17 +99,18 @@ impl Protocol {
     }
 }
 
-/// What a listener does with its port: listeners of different classes cannot share a port
-/// (HTTPS and TLS both pick a chain by SNI, so they can); UDP does not use the TCP port, so
-/// it shares a port number with anything.
+/// What a listener does with its port: listeners of different classes cannot share a port;
+/// HTTPS, TLS and TCP listeners are each a filter chain of the port's Envoy listener, picked
+/// by SNI, a TCP listener's (or one without a hostname) the default chain for connections no
+/// name picks — so a TLS passthrough listener of a ListenerSet shares an instance's
+/// additional TCP port (`tcp-port-N`), as Deckhouse's documentation publishes it. UDP does
+/// not use the TCP port, so it shares a port number with anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum PortClass {
     /// Plain HTTP.
     Http,
-    /// A filter chain picked by SNI: HTTPS and TLS.
-    Sni,
-    /// Plain TCP.
-    Tcp,
+    /// Filter chains: HTTPS, TLS and TCP.
+    Chains,
     /// UDP.
     Udp,
 }
@@ -230,7 +230,15 @@ pub fn resolve(
 fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -> ResolvedListener {
     let (owner_kind, owner_namespace) = (owner.kind, owner.namespace.as_str());
     let generation = owner.generation;
-    let protocol = Protocol::parse(&listener.protocol);
+    let tls = listener.tls.clone().unwrap_or_default();
+    let passthrough = tls.mode.as_deref() == Some("Passthrough");
+    // An HTTPS listener in Passthrough mode, as Deckhouse's documentation and templates
+    // write TLS passthrough on 443: served as the TLS passthrough listener it means (the
+    // upstream CRDs refuse the form; Deckhouse's admit it).
+    let protocol = match Protocol::parse(&listener.protocol) {
+        Some(Protocol::Https) if passthrough => Some(Protocol::Tls),
+        protocol => protocol,
+    };
     let mut conditions = Vec::new();
     let mut refs_problem: Option<(&str, String)> = None;
     let port = u16::try_from(listener.port).ok().filter(|p| *p > 0);
@@ -257,18 +265,11 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
             generation,
         )),
     }
-    let tls = listener.tls.clone().unwrap_or_default();
-    let passthrough = tls.mode.as_deref() == Some("Passthrough");
     let mut certificates = Vec::new();
     let needs_certificates =
         protocol == Some(Protocol::Https) || (protocol == Some(Protocol::Tls) && !passthrough);
     if needs_certificates {
-        if protocol == Some(Protocol::Https) && passthrough {
-            refs_problem = Some((
-                "InvalidCertificateRef",
-                "HTTPS listeners terminate TLS; use protocol TLS for passthrough".into(),
-            ));
-        } else if tls.certificate_refs.is_empty() {
+        if tls.certificate_refs.is_empty() {
             refs_problem = Some((
                 "InvalidCertificateRef",
                 "tls.certificateRefs is empty".into(),
@@ -328,10 +329,6 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
             if refs_problem.is_none() {
                 refs_problem = problem;
             }
-        }
-        if protocol == Some(Protocol::Https) && passthrough {
-            // Not servable at all, whatever its certificates.
-            certificates.clear();
         }
     }
     let allowed = listener.allowed_routes.clone().unwrap_or_default();
