@@ -385,6 +385,58 @@ async fn server_side_apply_owns_fields_and_reports_conflicts() {
     assert_eq!(data["z"], "3");
 }
 
+/// A kind served at two versions: created by server-side apply at the one it is not stored
+/// at (as `kubectl apply --server-side` of a `v1alpha2` TCPRoute does), read at both.
+#[tokio::test]
+async fn server_side_apply_creates_at_a_version_other_than_storage() {
+    let (_server, client) = server(Config::default()).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = widget_crd();
+    let mut older = crd.spec.versions[0].clone();
+    older.name = "v1alpha1".into();
+    older.storage = false;
+    crd.spec.versions.push(older);
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let at = |version: &str| {
+        let gvk = GroupVersionKind::gvk("example.com", version, "Widget");
+        Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            "default",
+            &ApiResource::from_gvk_with_plural(&gvk, "widgets"),
+        )
+    };
+    let applied = at("v1alpha1")
+        .patch(
+            "old",
+            &PatchParams::apply("ctl"),
+            &Patch::Apply(
+                json!({"apiVersion": "example.com/v1alpha1", "kind": "Widget",
+                "metadata": {"name": "old"}, "spec": {"size": 1}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        applied.types.unwrap().api_version,
+        "example.com/v1alpha1",
+        "answered at the version asked"
+    );
+    let stored = at("v1").get("old").await.unwrap();
+    assert_eq!(stored.data["spec"]["size"], 1);
+    let again = at("v1alpha1")
+        .patch(
+            "old",
+            &PatchParams::apply("ctl"),
+            &Patch::Apply(
+                json!({"apiVersion": "example.com/v1alpha1", "kind": "Widget",
+                "metadata": {"name": "old"}, "spec": {"size": 2}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.data["spec"]["size"], 2);
+}
+
 #[tokio::test]
 async fn deleting_a_namespace_deletes_its_content() {
     let (_server, client) = server(Config::default()).await;

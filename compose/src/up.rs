@@ -54,8 +54,9 @@ pub struct UpArgs {
     xds_addr: SocketAddr,
 
     /// The Gateway API release channel whose CRDs are installed (upstream's bundle, see
-    /// `edge/controller/gateway-api`): `standard`, or `experimental` (adds the `v1alpha2`
-    /// route versions and experimental kinds and fields).
+    /// `edge/controller/gateway-api`): `standard` (serving TCPRoute, UDPRoute and TLSRoute
+    /// at their earlier versions too, as Deckhouse does), or `experimental` (adds the
+    /// experimental kinds and fields).
     #[arg(long, default_value = "standard")]
     gateway_api_channel: fairlead_edge_controller::crds::Channel,
 

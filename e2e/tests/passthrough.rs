@@ -3,7 +3,8 @@
 //! TLS passthrough listener for `db.example.com` on it, and a TLSRoute sends those
 //! connections — still encrypted — to a backend that alone holds the name's certificate;
 //! the Gateway's own `tcp-port-N` listener keeps the port's other connections (a TCPRoute,
-//! plain). The HTTPS-listener-in-Passthrough-mode variant is refused by the upstream CRDs the
+//! plain, written at `v1alpha2` as Deckhouse's documentation writes it: the default install
+//! serves that version). The HTTPS-listener-in-Passthrough-mode variant is refused by the upstream CRDs the
 //! default install serves, with their message (the README says to write `protocol: TLS`).
 
 use std::sync::Arc;
@@ -123,7 +124,7 @@ spec:
   hostnames: [db.example.com]
   rules: [{{backendRefs: [{{name: db, port: 5432}}]}}]
 ---
-apiVersion: gateway.networking.k8s.io/v1
+apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TCPRoute
 metadata: {{name: raw, namespace: d8-alb}}
 spec:

@@ -953,7 +953,9 @@ impl Ctx<'_> {
                 crate::access::rbac::authorize(&self.state.store, self.user, &asked)?;
                 let created = crate::objects::apply::apply(&json!({}), &config, &request)
                     .map_err(|c| apply_conflict(&c))?;
-                return match self.create(created).await {
+                // At the version asked for again: `create` checks the body against it (the
+                // check above left it at the storage version).
+                return match self.create(present(self.rt(), &created)).await {
                     Ok(v) => Ok(json_response(StatusCode::CREATED, &v)),
                     Err(e) if e.reason == "AlreadyExists" => continue,
                     Err(e) => Err(e),

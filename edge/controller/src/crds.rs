@@ -1,9 +1,12 @@
 //! The Gateway API CRDs and the `d8-alb` GatewayClass, installed by `fairlead up` so a user
 //! can apply a Gateway and routes right away. The CRDs are upstream's release bundle,
 //! vendored unchanged in `edge/controller/gateway-api/` (version [`GATEWAY_API_VERSION`]):
-//! every served version, schema and CEL rule is upstream's. The standard channel by default;
-//! the experimental one (which also serves `v1alpha2` TCPRoute/UDPRoute/TLSRoute, and the
-//! `x-k8s.io` kinds) on request. The bundle's `safe-upgrades` ValidatingAdmissionPolicy is
+//! every schema and CEL rule is upstream's. The standard channel by default, with one
+//! difference, Deckhouse's: the earlier versions of TCPRoute, UDPRoute and TLSRoute that the
+//! bundle carries unserved (`v1alpha2`, TLSRoute's `v1alpha3`) are served
+//! ([`DECKHOUSE_SERVED`]), as a Deckhouse cluster serves them and its documentation's examples
+//! use them (storage stays `v1`; the chart's `crds/` carries the same); the experimental
+//! channel (which serves those too, and the `x-k8s.io` kinds) on request. The bundle's `safe-upgrades` ValidatingAdmissionPolicy is
 //! installed with it, as upstream's install does. A cluster may carry its own bundle: CRDs
 //! that exist are left as they are (said once when they are another bundle), and the index
 //! watches whichever versions are served.
@@ -115,8 +118,29 @@ impl std::str::FromStr for Channel {
     }
 }
 
+/// The CRDs whose every version the default (standard) install serves, as Deckhouse does:
+/// the stream routes, whose earlier versions Deckhouse's documentation writes.
+pub const DECKHOUSE_SERVED: &[&str] = &[
+    "tcproutes.gateway.networking.k8s.io",
+    "udproutes.gateway.networking.k8s.io",
+    "tlsroutes.gateway.networking.k8s.io",
+];
+
+/// Every version of `crd` served, when it is one of [`DECKHOUSE_SERVED`].
+pub fn serve_every_version(crd: &mut serde_json::Value) {
+    let named = crd["metadata"]["name"]
+        .as_str()
+        .is_some_and(|n| DECKHOUSE_SERVED.contains(&n));
+    if crd["kind"] != "CustomResourceDefinition" || !named {
+        return;
+    }
+    for version in crd["spec"]["versions"].as_array_mut().into_iter().flatten() {
+        version["served"] = serde_json::Value::Bool(true);
+    }
+}
+
 /// Every object of a channel's bundle (CRDs, the admission policy and its binding), in the
-/// order of its files.
+/// order of its files; the standard channel's with [`serve_every_version`].
 /// Read once per process (the YAML is large).
 pub fn bundle(channel: Channel) -> &'static [serde_json::Value] {
     use serde::Deserialize as _;
@@ -134,6 +158,12 @@ pub fn bundle(channel: Channel) -> &'static [serde_json::Value] {
                     })
                     .filter(|object| !object.is_null())
                     .collect::<Vec<_>>()
+            })
+            .map(|mut object| {
+                if channel == Channel::Standard {
+                    serve_every_version(&mut object);
+                }
+                object
             })
             .collect()
     })
@@ -410,7 +440,17 @@ mod tests {
                 })
                 .unwrap_or_default()
         };
-        assert!(served(Channel::Standard, "TCPRoute").contains(&"v1".to_owned()));
+        assert_eq!(served(Channel::Standard, "TCPRoute"), ["v1", "v1alpha2"]);
+        assert_eq!(served(Channel::Standard, "UDPRoute"), ["v1", "v1alpha2"]);
+        assert_eq!(
+            served(Channel::Standard, "TLSRoute").len(),
+            3,
+            "TLSRoute's v1alpha2 and v1alpha3 too"
+        );
+        assert!(
+            !served(Channel::Standard, "HTTPRoute").contains(&"v1alpha2".to_owned()),
+            "only the stream routes differ from upstream"
+        );
         assert!(served(Channel::Standard, "ReferenceGrant").contains(&"v1beta1".to_owned()));
         assert!(served(Channel::Experimental, "TCPRoute").contains(&"v1alpha2".to_owned()));
         assert_eq!("experimental".parse(), Ok(Channel::Experimental));
