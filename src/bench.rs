@@ -138,6 +138,12 @@ pub struct EdgeArgs {
     /// Seconds of load per round of the route-scale figure.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     scale_seconds: u64,
+    /// The `limit-rps` of the rate-limit figure, requests/s.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    ratelimit_limit: u32,
+    /// Seconds of load per run of the rate-limit figure.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    ratelimit_seconds: u64,
     /// Which figures to measure (all when not given).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<EdgePart>,
@@ -165,6 +171,9 @@ enum EdgePart {
     /// Envoy carrying 10, 100 and 1,000 HTTPRoutes (Envoy Gateway's benchmark shape), beside
     /// the same configuration as static resources (interleaved rounds).
     Scale,
+    /// What a `limit-rps` route passes and refuses at rates below, at and above its limit,
+    /// beside nginx configured as ingress-nginx renders the annotation.
+    Ratelimit,
 }
 
 /// Bytes this thread has allocated and not freed (jemalloc's counters).
@@ -528,6 +537,40 @@ async fn loadgen_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_
     Ok(rows)
 }
 
+/// The rows of the rate-limit figure: each side at half, twice and ten times the limit.
+async fn ratelimit_rows(limit: u32, seconds: u64) -> anyhow::Result<Vec<fairlead_bench::Row>> {
+    use fairlead_bench::ratelimit::Limiter;
+    let offered = [limit / 2, limit * 2, limit * 10];
+    let runs =
+        fairlead_bench::ratelimit::limits(&std::env::current_exe()?, limit, &offered, seconds)
+            .await?;
+    Ok(runs
+        .iter()
+        .map(|run| fairlead_bench::Row {
+            metric: format!(
+                "limit-rps {limit} (burst {}), {} r/s offered for {seconds} s: {}",
+                limit * 5,
+                run.offered,
+                match run.limiter {
+                    Limiter::Fairlead => "fairlead's Envoy",
+                    Limiter::Nginx => "nginx limit_req (ingress-nginx's rendering)",
+                }
+            ),
+            value: if run.refused == 0 {
+                format!("{} passed, none refused, {} other", run.passed, run.other)
+            } else {
+                format!(
+                    "{} passed, {} refused (429), {} other; held {:.1} r/s beyond the burst",
+                    run.passed,
+                    run.refused,
+                    run.other,
+                    run.held(limit)
+                )
+            },
+        })
+        .collect())
+}
+
 /// The rows of the route-scale figure: at each size, both sides' medians over the rounds.
 async fn scale_rows(args: &EdgeArgs) -> anyhow::Result<Vec<fairlead_bench::Row>> {
     use fairlead_bench::scale::Round;
@@ -641,6 +684,9 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
             if wanted(EdgePart::Scale) {
                 rows.extend(scale_rows(&args).await?);
+            }
+            if wanted(EdgePart::Ratelimit) {
+                rows.extend(ratelimit_rows(args.ratelimit_limit, args.ratelimit_seconds).await?);
             }
             if wanted(EdgePart::Envoy) {
                 let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;

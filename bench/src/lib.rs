@@ -1,7 +1,7 @@
 //! `fairlead bench …`: the benchmarks of every component, kept out of the production crates.
 //! Each module measures one (the embedded API server, the health module, the gateway
 //! controller's work per change, the edge control plane, a real Envoy taking route changes, Envoy's GeoIP filter, the load generators
-//! through a real Envoy) and returns rows of a
+//! through a real Envoy, the `limit-rps` rate limit beside nginx's) and returns rows of a
 //! Markdown table or figures; the figures go to BENCHMARKS.md with the
 //! machine and the command.
 
@@ -13,6 +13,7 @@ pub mod geoip;
 pub mod graph;
 pub mod health;
 pub mod loadgen;
+pub mod ratelimit;
 pub mod scale;
 
 use std::time::Duration;

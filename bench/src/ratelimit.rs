@@ -1,0 +1,316 @@
+//! `fairlead bench edge --only ratelimit`: what the `limit-rps` annotation holds and refuses
+//! through a real Envoy, beside its ingress-nginx analogue in the same run. Both sides get the
+//! same open-loop load (k6's constant arrival rate, on core 0) on one route to the same
+//! backend, at rates below, at and above the limit:
+//!
+//! - **fairlead**: an Envoy of an instance's Gateway (one worker, core 1) fed by
+//!   `fairlead edge xds`, the route annotated `limit-rps: N` — Envoy's local rate limit, a
+//!   token bucket of N a second and a burst of 5 × N, per proxy;
+//! - **nginx** (Debian `nginx-light`, one worker, core 1): what ingress-nginx renders for
+//!   `limit-rps: N` — `limit_req_zone` at N r/s and `limit_req burst=5N nodelay`, 429 for
+//!   the refused (ingress-nginx's zone is per client address; the load comes from one).
+//!
+//! Each run counts the answers by status: what passed, what was refused (429), anything
+//! else (a failure of the bench); the rate held is the passed requests beyond the burst,
+//! per second.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::envoy::{EnvoyBenchError, failed, free_port};
+use crate::geoip::{Harness, Shape};
+
+/// How many seconds' worth of the limit both sides let through at once.
+const BURST_SECONDS: u32 = 5;
+
+/// The side a run loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limiter {
+    /// fairlead's Envoy with the annotated route.
+    Fairlead,
+    /// nginx configured as ingress-nginx renders the annotation.
+    Nginx,
+}
+
+/// What one run saw.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// The side.
+    pub limiter: Limiter,
+    /// Requests offered a second.
+    pub offered: u32,
+    /// Seconds of load.
+    pub seconds: u64,
+    /// Requests answered 2xx.
+    pub passed: u64,
+    /// Requests answered 429.
+    pub refused: u64,
+    /// Requests answered otherwise, or not at all.
+    pub other: u64,
+}
+
+impl Run {
+    /// Requests passed a second beyond the first burst: the rate the limit held.
+    pub fn held(&self, limit: u32) -> f64 {
+        let burst = u64::from(limit * BURST_SECONDS);
+        self.passed.saturating_sub(burst) as f64 / self.seconds as f64
+    }
+}
+
+/// The k6 script: `RATE` requests a second for `DURATION` to `URL` with `Host` `HOST`,
+/// counted by status, its summary in `OUT`.
+const SCRIPT: &str = r#"import http from 'k6/http';
+export const options = {
+  discardResponseBodies: true,
+  scenarios: { load: { executor: 'constant-arrival-rate', rate: Number(__ENV.RATE),
+    timeUnit: '1s', duration: __ENV.DURATION, preAllocatedVUs: 64, maxVUs: 256 } },
+  thresholds: { 'http_reqs{status:200}': ['count>=0'], 'http_reqs{status:429}': ['count>=0'] },
+};
+export default function () { http.get(__ENV.URL, { headers: { Host: __ENV.HOST } }); }
+export function handleSummary(data) { return { [__ENV.OUT]: JSON.stringify(data) }; }
+"#;
+
+/// The world: [`crate::geoip::world`]'s Gateway and routes without GeoIP, the proxied
+/// route annotated `limit-rps: limit`.
+fn world(limit: u32) -> impl FnOnce(u16, u16) -> String {
+    move |port, backend| {
+        format!(
+            "apiVersion: v1
+kind: Namespace
+metadata: {{name: d8-alb}}
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: ClusterALBInstance
+metadata: {{name: limits}}
+spec: {{gatewayName: gw}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: d8-alb, labels: {{alb.deckhouse.io/instance: ClusterALBInstance.limits}}}}
+spec:
+  gatewayClassName: d8-alb
+  listeners: [{{name: http, port: {port}, protocol: HTTP, allowedRoutes: {{namespaces: {{from: All}}}}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: redirect, namespace: d8-alb}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [{redirect}]
+  rules: [{{filters: [{{type: RequestRedirect, requestRedirect: {{hostname: example.org}}}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: proxied
+  namespace: d8-alb
+  annotations: {{alb.network.deckhouse.io/limit-rps: \"{limit}\"}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [{proxied}]
+  rules: [{{backendRefs: [{{name: backend, port: 80}}]}}]
+{}",
+            crate::geoip::backend_objects(backend),
+            redirect = Shape::Redirect.host(),
+            proxied = Shape::Proxied.host(),
+        )
+    }
+}
+
+/// nginx's configuration in `dir`: ingress-nginx's rendering of `limit-rps: limit` on a
+/// server on `port` proxying to `backend`.
+pub fn nginx_config(dir: &Path, port: u16, backend: u16, limit: u32) -> String {
+    let dir = dir.display();
+    let burst = limit * BURST_SECONDS;
+    format!(
+        "worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/nginx-error.log;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {dir}/body;
+  proxy_temp_path {dir}/proxy;
+  fastcgi_temp_path {dir}/fastcgi;
+  uwsgi_temp_path {dir}/uwsgi;
+  scgi_temp_path {dir}/scgi;
+  limit_req_zone $binary_remote_addr zone=rps:1m rate={limit}r/s;
+  limit_req_status 429;
+  upstream backend {{ server 127.0.0.1:{backend}; keepalive 64; }}
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      limit_req zone=rps burst={burst} nodelay;
+      proxy_http_version 1.1;
+      proxy_set_header Connection \"\";
+      proxy_pass http://backend;
+    }}
+  }}
+}}
+"
+    )
+}
+
+/// Starts nginx with `config` on core 1 and waits until it answers at `url`.
+async fn start_nginx(
+    nginx: &Path,
+    config: &Path,
+    url: &str,
+) -> Result<tokio::process::Child, EnvoyBenchError> {
+    let child = tokio::process::Command::new("taskset")
+        .args(["-c", "1"])
+        .arg(nginx)
+        .arg("-c")
+        .arg(config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed("nginx under taskset")(e.to_string()))?;
+    let http = reqwest::Client::new();
+    for _ in 0..100 {
+        if http.get(url).send().await.is_ok() {
+            return Ok(child);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(EnvoyBenchError::Failed(format!(
+        "nginx never answered {url}"
+    )))
+}
+
+/// Loads `url` (Host `host`) at `offered` requests a second for `seconds`: the answers by
+/// status.
+async fn load(
+    k6: &Path,
+    dir: &Path,
+    url: &str,
+    host: &str,
+    offered: u32,
+    seconds: u64,
+) -> Result<(u64, u64, u64), EnvoyBenchError> {
+    let (rate, duration) = (offered.to_string(), format!("{seconds}s"));
+    let summary = crate::loadgen::run_k6(
+        k6,
+        dir,
+        ("rate-limit.js", SCRIPT),
+        &[],
+        &[
+            ("URL", url),
+            ("HOST", host),
+            ("RATE", &rate),
+            ("DURATION", &duration),
+        ],
+    )
+    .await?;
+    let count = |metric: &str| {
+        summary["metrics"][metric]["values"]["count"]
+            .as_f64()
+            .unwrap_or_default() as u64
+    };
+    let all = count("http_reqs");
+    let (passed, refused) = (
+        count("http_reqs{status:200}"),
+        count("http_reqs{status:429}"),
+    );
+    Ok((passed, refused, all.saturating_sub(passed + refused)))
+}
+
+/// Both sides at each rate of `offered` for `seconds`, the limit `limit` a second;
+/// `fairlead` runs `edge xds`. A fresh proxy for every run, so each starts with a full bucket.
+pub async fn limits(
+    fairlead: &Path,
+    limit: u32,
+    offered: &[u32],
+    seconds: u64,
+) -> Result<Vec<Run>, EnvoyBenchError> {
+    let envoy = fairlead_kit::executables::find("envoy", "FAIRLEAD_ENVOY")
+        .ok_or(EnvoyBenchError::NoEnvoy)?;
+    let k6 = fairlead_kit::executables::find("k6", "FAIRLEAD_K6")
+        .ok_or_else(|| EnvoyBenchError::Failed("no k6 (PyPI k6) on PATH".into()))?;
+    let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .ok_or_else(|| {
+            EnvoyBenchError::Failed(
+                "no nginx, the peer (Debian: apt-get install nginx-light)".into(),
+            )
+        })?;
+    let dir = std::env::temp_dir().join(format!("fairlead-bench-ratelimit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| failed("a work directory")(e.to_string()))?;
+    let result = async {
+        let harness = Harness::start(fairlead, &envoy, &dir, world(limit)).await?;
+        let nginx_port = free_port()?;
+        let nginx_url = format!("http://127.0.0.1:{nginx_port}/");
+        let config = dir.join("nginx.conf");
+        std::fs::write(
+            &config,
+            nginx_config(&dir, nginx_port, harness.backend_port, limit),
+        )
+        .map_err(|e| failed("nginx's configuration")(e.to_string()))?;
+        let host = Shape::Proxied.host();
+        let mut runs = Vec::new();
+        for rate in offered {
+            for limiter in [Limiter::Fairlead, Limiter::Nginx] {
+                let (mut child, url) = match limiter {
+                    Limiter::Fairlead => {
+                        (harness.envoy(&envoy, &dir, &[]).await?, harness.url.clone())
+                    }
+                    Limiter::Nginx => (
+                        start_nginx(nginx, &config, &nginx_url).await?,
+                        nginx_url.clone(),
+                    ),
+                };
+                // The readiness checks took a few tokens: a full bucket to start from.
+                tokio::time::sleep(Duration::from_secs(u64::from(BURST_SECONDS))).await;
+                let measured = load(&k6, &dir, &url, host, *rate, seconds).await;
+                let _ = child.kill().await;
+                let _ = child.wait().await;
+                let (passed, refused, other) = measured?;
+                runs.push(Run {
+                    limiter,
+                    offered: *rate,
+                    seconds,
+                    passed,
+                    refused,
+                    other,
+                });
+            }
+        }
+        harness.stop().await;
+        Ok(runs)
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nginx_is_configured_as_ingress_nginx_renders_limit_rps() {
+        let config = nginx_config(Path::new("/tmp/x"), 8080, 9090, 100);
+        assert!(config.contains("rate=100r/s"), "{config}");
+        assert!(config.contains("burst=500 nodelay"), "{config}");
+        assert!(config.contains("limit_req_status 429"), "{config}");
+        assert!(config.contains("listen 127.0.0.1:8080"), "{config}");
+        assert!(config.contains("server 127.0.0.1:9090"), "{config}");
+    }
+
+    #[test]
+    fn the_rate_held_leaves_the_burst_out() {
+        let run = Run {
+            limiter: Limiter::Fairlead,
+            offered: 1_000,
+            seconds: 20,
+            passed: 2_500,
+            refused: 17_500,
+            other: 0,
+        };
+        assert!((run.held(100) - 100.0).abs() < f64::EPSILON);
+    }
+}
