@@ -235,6 +235,7 @@ pub(crate) fn read(
             .as_ref()
             .and_then(|a| a.get(fairlead_edge_model::names::ROUTE_STATISTICS))
             .is_some_and(|v| v == "true"),
+        own_inlet: false,
         spec,
     }
 }

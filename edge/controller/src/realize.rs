@@ -82,6 +82,12 @@ async fn realize_all(
     due: &mut Due,
 ) -> Result<(), ReconcileError> {
     let client = &context.client;
+    let mut live = live.to_vec();
+    // The controlling instance keeps the inlet it had while it shared the Gateway.
+    if let Some(oldest) = live.iter_mut().min_by(|a, b| a.order().cmp(&b.order())) {
+        oldest.own_inlet = has_own_inlet(client, oldest, gateway).await?;
+    }
+    let live = &live[..];
     let plan = crate::instances::plan(live, &context.config.workload)
         .into_iter()
         .next()
@@ -115,25 +121,42 @@ async fn realize_all(
         };
         counts.push(((instance.kind, instance.key.clone()), Some(counted)));
     }
-    for conflict in &plan.conflicts {
-        if let Some(instance) = live
+    for (conflict, sharing) in plan.conflicts.iter().zip(&plan.sharing) {
+        let Some(instance) = live
             .iter()
             .find(|i| i.key == conflict.key && i.kind == conflict.kind)
-        {
-            write_status(
-                client,
-                instance,
-                gateway,
-                Some(conflict),
-                &State::default(),
-                default.as_ref(),
-            )
-            .await?;
-            counts.push((
-                (conflict.kind, conflict.key.clone()),
-                Some(Counted::Conflict),
-            ));
-        }
+        else {
+            continue;
+        };
+        let workload = sharing
+            .workload
+            .as_ref()
+            .map_err(|e| ReconcileError::Render(e.to_string()))?;
+        let (proxies, addresses) = realize_inlet(client, workload, gateway).await?;
+        let inlet = State {
+            programmed: state.programmed,
+            synced: state.synced,
+            proxies,
+            addresses,
+            ..State::default()
+        };
+        write_status(
+            client,
+            instance,
+            gateway,
+            Some(conflict),
+            &inlet,
+            default.as_ref(),
+        )
+        .await?;
+        let counted = if !conflict.differences.fields().is_empty() {
+            Counted::Conflict
+        } else if inlet.programmed && inlet.proxies.0 > 0 {
+            Counted::Ready
+        } else {
+            Counted::NotReady
+        };
+        counts.push(((conflict.kind, conflict.key.clone()), Some(counted)));
     }
     context.count(counts);
     match state.geoproxy_failed.take() {
@@ -366,7 +389,44 @@ pub async fn realize(
     }
     apply_object(client, &workload.service_account).await?;
     apply_object(client, &workload.bootstrap).await?;
-    state.proxies = match &workload.proxies {
+    (state.proxies, state.addresses) = realize_inlet(client, workload, &plan.gateway).await?;
+    Ok(state)
+}
+
+/// Whether `instance` already runs proxies named after itself for `gateway`
+/// ([`crate::workload::Names::sharing`]): listed by name, which the controller's rules
+/// allow (they grant no `get` of workloads).
+async fn has_own_inlet(
+    client: &kube::Client,
+    instance: &Instance,
+    gateway: &ObjectKey,
+) -> Result<bool, kube::Error> {
+    let name = crate::workload::Names::sharing(instance, gateway).workload;
+    let by_name = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+    let namespace = gateway.namespace();
+    Ok(if instance.kind == "ClusterALBInstance" {
+        !Api::<k8s_openapi::api::apps::v1::DaemonSet>::namespaced(client.clone(), namespace)
+            .list_metadata(&by_name)
+            .await?
+            .items
+            .is_empty()
+    } else {
+        !Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), namespace)
+            .list_metadata(&by_name)
+            .await?
+            .items
+            .is_empty()
+    })
+}
+
+/// Applies an inlet of `gateway` — its proxies and their Service — and reads back how many
+/// proxies are ready of how many wanted, and where clients reach them.
+async fn realize_inlet(
+    client: &kube::Client,
+    workload: &crate::workload::Workload,
+    gateway: &ObjectKey,
+) -> Result<((i64, i64), Vec<String>), kube::Error> {
+    let proxies = match &workload.proxies {
         Proxies::DaemonSet(set) => {
             let status = apply_object(client, set.as_ref()).await?.status;
             status.map_or((0, 0), |s| {
@@ -394,9 +454,10 @@ pub async fn realize(
             )
         }
     };
+    let mut addresses = Vec::new();
     if let Some(service) = &workload.service {
         let applied = apply_object(client, service).await?;
-        state.addresses = applied
+        addresses = applied
             .status
             .and_then(|s| s.load_balancer)
             .and_then(|lb| lb.ingress)
@@ -405,11 +466,10 @@ pub async fn realize(
             .filter_map(|i| i.ip.or(i.hostname))
             .collect();
     }
-    let host_ports = workload.host_ports();
-    if host_ports {
-        state.addresses = crate::apply::node_addresses(client, &plan.gateway).await?;
+    if workload.host_ports() {
+        addresses = crate::apply::node_addresses(client, gateway).await?;
     }
-    Ok(state)
+    Ok((proxies, addresses))
 }
 
 /// Applies the plan's Gateway; whether the control plane has programmed it, and whether
@@ -448,23 +508,20 @@ pub async fn write_status(
     let now = fairlead_kit::conditions::now();
     let generation = instance.generation;
     let (ready_proxies, wanted) = state.proxies;
-    let (ready, reason, message) = match (conflict, state.programmed) {
-        (Some(_), _) => (
-            false,
-            "Conflict",
-            "another instance controls the Gateway".to_owned(),
-        ),
-        (None, false) => (
+    // In conflict: some Gateway-level setting of its own is not the Gateway's.
+    let conflicting = conflict.is_some_and(|c| !c.differences.fields().is_empty());
+    let (ready, reason, message) = match state.programmed {
+        false => (
             false,
             "GatewayNotProgrammed",
             format!("Gateway {gateway} is not programmed by the control plane yet"),
         ),
-        (None, true) if ready_proxies == 0 => (
+        true if ready_proxies == 0 => (
             false,
             "ProxiesNotReady",
             format!("Gateway {gateway} is programmed; {ready_proxies} of {wanted} proxies ready"),
         ),
-        (None, true) => (
+        true => (
             true,
             "Ready",
             format!("Gateway {gateway} is programmed; {ready_proxies} of {wanted} proxies ready"),
@@ -473,8 +530,12 @@ pub async fn write_status(
     let mut conditions = vec![
         json!({"type": "Ready", "status": if ready { "True" } else { "False" }, "reason": reason,
                "message": message, "observedGeneration": generation, "lastTransitionTime": now}),
-        json!({"type": "Conflict", "status": if conflict.is_some() { "True" } else { "False" },
-               "reason": if conflict.is_some() { "GatewayControlledByAnother" } else { "NoConflict" },
+        json!({"type": "Conflict", "status": if conflicting { "True" } else { "False" },
+               "reason": match (conflict, conflicting) {
+                   (None, _) => "NoConflict",
+                   (Some(_), false) => "GatewayShared",
+                   (Some(_), true) => "SettingsIgnored",
+               },
                "message": conflict.map_or_else(|| "this instance controls its Gateway".into(), |c| c.message.clone()),
                "observedGeneration": generation, "lastTransitionTime": now}),
     ];
@@ -504,7 +565,7 @@ pub async fn write_status(
     let mut status: Value = json!({
         "gateway": gateway.name(),
         "ready": ready,
-        "synced": conflict.is_none() && state.synced,
+        "synced": state.synced,
         "conditions": conditions,
         "addresses": state.addresses,
         "observedGeneration": generation,

@@ -1,8 +1,10 @@
 //! The gateway controller against the embedded API server: an instance becomes its Gateway
-//! (listeners from the inlet, the HTTPS listener once the certificate Secret exists, owner
-//! references, the namespace `d8-alb`), a second instance naming it is in conflict naming the
-//! first, takes over when the first is deleted, and the Gateway goes with the last of them,
-//! each instance held by the controller's finalizer until what it made is released.
+//! (listeners from the inlet, `d8-http` and `d8-https` whatever the certificate's state,
+//! owner references, the namespace `d8-alb`), a second instance naming it serves it on an
+//! inlet of its own and names its settings the Gateway does not follow (with the first as
+//! their owner), takes over when the first is deleted (the first's inlet going with it), and
+//! the Gateway goes with the last of them, each instance held by the controller's finalizer
+//! until what it made is released.
 
 mod common;
 
@@ -160,6 +162,21 @@ async fn instances_become_gateways() {
     );
     assert_eq!(status["conflictBackendTLS"], false);
     assert!(status["conflictBackendTLSOwner"].is_null());
+    // It serves the Gateway on an inlet of its own, beside main's.
+    let proxies: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "d8-alb",
+        &resource("apps", "v1", "DaemonSet", "daemonsets"),
+    );
+    let own = eventually("second's own proxies", async || {
+        proxies.get_opt("d8-alb-public-second").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(
+        own.data["spec"]["selector"]["matchLabels"]["alb.deckhouse.io/instance"],
+        "ClusterALBInstance.second"
+    );
+    assert!(proxies.get_opt("d8-alb-public").await.unwrap().is_some());
 
     // Instances carry the controller's finalizer.
     let finalizer = fairlead_edge_controller::finalizer::FINALIZER;
@@ -212,22 +229,23 @@ async fn instances_become_gateways() {
         status["conflictPortsOwner"].is_null(),
         "the owner goes with the conflict: {status}"
     );
+    // main's inlet went with it; second's stays, under its own name.
+    eventually("main's proxies gone, second's kept", async || {
+        let main = proxies.get_opt("d8-alb-public").await.ok()?;
+        let second = proxies.get_opt("d8-alb-public-second").await.ok()?;
+        (main.is_none() && second.is_some()).then_some(())
+    })
+    .await;
 
     // The last owner goes: its finalizer holds it until the Gateway and the proxies' objects
     // are deleted, then it goes too.
-    let proxies: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "d8-alb",
-        &resource("apps", "v1", "DaemonSet", "daemonsets"),
-    );
-    assert!(proxies.get_opt("d8-alb-public").await.unwrap().is_some());
     instances
         .delete("second", &DeleteParams::default())
         .await
         .unwrap();
     eventually("the Gateway and its proxies deleted", async || {
         let gateway = gateways.get_opt("public").await.ok()?;
-        let daemon_set = proxies.get_opt("d8-alb-public").await.ok()?;
+        let daemon_set = proxies.get_opt("d8-alb-public-second").await.ok()?;
         (gateway.is_none() && daemon_set.is_none()).then_some(())
     })
     .await;

@@ -174,21 +174,13 @@ impl ResolvedListener {
 
 /// A Secret holds a usable certificate: type `kubernetes.io/tls` with both keys.
 pub fn tls_secret<'a>(input: &'a Input, namespace: &str, name: &str) -> Option<&'a Secret> {
-    input
-        .secrets
-        .iter()
-        .find(|s| {
-            s.metadata.namespace.as_deref() == Some(namespace)
-                && s.metadata.name.as_deref() == Some(name)
-        })
-        .filter(|s| {
-            s.type_.as_deref() == Some("kubernetes.io/tls")
-                && s.data.as_ref().is_some_and(|d| {
-                    d.get("tls.crt").is_some_and(|v| !v.0.is_empty())
-                        && d.get("tls.key").is_some_and(|v| !v.0.is_empty())
-                })
-        })
-        .map(AsRef::as_ref)
+    crate::refs::secret(input, namespace, name).filter(|s| {
+        s.type_.as_deref() == Some("kubernetes.io/tls")
+            && s.data.as_ref().is_some_and(|d| {
+                d.get("tls.crt").is_some_and(|v| !v.0.is_empty())
+                    && d.get("tls.key").is_some_and(|v| !v.0.is_empty())
+            })
+    })
 }
 
 /// Who declares a listener: the Gateway or one of its ListenerSets. It is the referrer of the

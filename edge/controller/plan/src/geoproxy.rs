@@ -658,6 +658,7 @@ mod tests {
             generation: 1,
             default: false,
             route_statistics: false,
+            own_inlet: false,
             spec: serde_json::from_value::<InstanceSpec>(
                 json!({"gatewayName": "public", "geoIP": geo}),
             )

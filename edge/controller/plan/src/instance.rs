@@ -32,6 +32,10 @@ pub struct Instance {
     /// Its annotation `fairlead.io/route-statistics: "true"` asks for statistics per route
     /// rule on its Gateway (passed on as the Gateway's annotation).
     pub route_statistics: bool,
+    /// Its proxies run under names of its own (`d8-alb-<gateway>-<name>`): it
+    /// shared its Gateway with an older instance, and keeps them after taking it over (the
+    /// controller's shell finds them).
+    pub own_inlet: bool,
     /// What it says.
     pub spec: InstanceSpec,
 }

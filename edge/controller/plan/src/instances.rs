@@ -1,6 +1,9 @@
 //! What ALB instances ask for, decided without I/O: which instance controls each Gateway
-//! (the oldest by `creationTimestamp`, then kind and name; the others are in conflict and
-//! create nothing), and the Gateway each controlling instance becomes:
+//! (the oldest by `creationTimestamp`, then kind and name), every instance's inlet (its own
+//! proxies and Service: a younger instance naming the same Gateway serves it on its own
+//! inlet, with the controlling instance's Gateway-level settings — Deckhouse's way to change
+//! an inlet: a new instance, verified, then the old one deleted, its inlet going with it),
+//! and the Gateway each controlling instance becomes:
 //!
 //! - class `d8-alb`, named `gatewayName`, in `d8-alb` for a ClusterALBInstance and in the
 //!   instance's namespace for an ALBInstance;
@@ -16,7 +19,8 @@
 //!   passed on to the Gateway;
 //! - owned by every instance naming it (the controlling one as controller), so the garbage
 //!   collector removes it with the last of them, and a younger instance takes over without
-//!   the Gateway going away.
+//!   the Gateway going away; so are the proxies' ServiceAccount, bootstrap and certificate,
+//!   while each inlet is owned by its instance alone.
 
 use std::collections::BTreeMap;
 
@@ -59,8 +63,50 @@ pub struct Plan {
     pub geoip: crate::geoproxy::Plan,
     /// The owner references of everything made for the Gateway.
     pub owners: Vec<OwnerReference>,
-    /// The instances in conflict.
+    /// The other instances naming the Gateway: how each differs.
     pub conflicts: Vec<Conflict>,
+    /// The other instances' inlets: each serves the Gateway through proxies of its own.
+    pub sharing: Vec<Sharing>,
+}
+
+/// The inlet of an instance sharing a Gateway an older instance controls: its own proxies
+/// and Service ([`crate::workload::Names::sharing`]), serving the Gateway as the controlling
+/// instance configures it ([`sharing_instance`]).
+#[derive(Debug)]
+pub struct Sharing {
+    /// Its kind.
+    pub kind: &'static str,
+    /// Its key.
+    pub key: ObjectKey,
+    /// Its proxies and Service.
+    pub workload: Result<crate::workload::Workload, crate::workload::RenderError>,
+}
+
+/// `younger` as its proxies run when `controlling` controls their Gateway: every
+/// Gateway-level setting (listeners and additional ports, PROXY protocol, HTTP/3, client
+/// addresses, GeoIP, tracing) the controlling instance's, since every proxy of a Gateway
+/// takes one configuration; its own only what makes the inlet — the inlet's type, load
+/// balancer and host ports, the nodes, tolerations and log level.
+pub fn sharing_instance(younger: &Instance, controlling: &Instance) -> Instance {
+    let own = &younger.spec;
+    let mut spec = controlling.spec.clone();
+    spec.gateway_name.clone_from(&own.gateway_name);
+    spec.inlet = own.inlet.clone().map(|mut inlet| {
+        inlet.additional_ports = controlling
+            .spec
+            .inlet
+            .as_ref()
+            .and_then(|i| i.additional_ports.clone());
+        inlet
+    });
+    spec.node_selector.clone_from(&own.node_selector);
+    spec.tolerations.clone_from(&own.tolerations);
+    spec.envoy_log_level.clone_from(&own.envoy_log_level);
+    spec.istio_sidecar = own.istio_sidecar;
+    Instance {
+        spec,
+        ..younger.clone()
+    }
 }
 
 /// A younger instance naming a Gateway another controls.
@@ -125,7 +171,7 @@ pub fn plan(instances: &[Instance], settings: &crate::workload::Settings) -> Vec
                         kind: i.kind,
                         key: i.key.clone(),
                         message: format!(
-                            "Gateway {gateway} is controlled by {} {}, the oldest instance naming it; this one creates nothing{ignored}",
+                            "Gateway {gateway} is controlled by {} {}, the oldest instance naming it; this one serves it on its own inlet{ignored}",
                             controlling.kind, controlling.key
                         ),
                         differences,
@@ -139,15 +185,39 @@ pub fn plan(instances: &[Instance], settings: &crate::workload::Settings) -> Vec
                 .map(|(n, i)| i.reference(n == 0))
                 .collect();
             let geoip = crate::geoproxy::plan(controlling, &gateway);
-            Plan {
-                object: gateway_object(controlling, &gateway, owners.clone()),
-                workload: crate::workload::objects(
-                    controlling,
+            let inlet = |i: &Instance, names: &crate::workload::Names| {
+                crate::workload::objects_named(
+                    i,
                     &gateway,
-                    &owners,
+                    &crate::workload::Owners {
+                        shared: &owners,
+                        inlet: &[i.reference(true)],
+                    },
+                    names,
                     geoip.downloads.as_ref(),
                     settings,
-                ),
+                )
+            };
+            let sharing = sharing[1..]
+                .iter()
+                .map(|i| Sharing {
+                    kind: i.kind,
+                    key: i.key.clone(),
+                    workload: inlet(
+                        &sharing_instance(i, controlling),
+                        &crate::workload::Names::sharing(i, &gateway),
+                    ),
+                })
+                .collect();
+            let names = if controlling.own_inlet {
+                crate::workload::Names::sharing(controlling, &gateway)
+            } else {
+                crate::workload::Names::gateway(&gateway)
+            };
+            Plan {
+                object: gateway_object(controlling, &gateway, owners.clone()),
+                workload: inlet(controlling, &names),
+                sharing,
                 geoip,
                 owners,
                 gateway,
@@ -318,6 +388,7 @@ mod tests {
             generation: 1,
             default: false,
             route_statistics: false,
+            own_inlet: false,
             spec: InstanceSpec {
                 gateway_name: gateway.into(),
                 ..Default::default()
@@ -389,6 +460,141 @@ mod tests {
             value(&public.object)["spec"]["allowedListeners"]["namespaces"]["from"],
             "All"
         );
+    }
+
+    /// A younger instance with a new inlet serves the Gateway on its own proxies and
+    /// Service, named after itself and selecting its pods only, configured as the
+    /// controlling instance says; each inlet is its own instance's alone, the Gateway's
+    /// shared objects every instance's.
+    #[test]
+    fn a_younger_instance_serves_the_gateway_on_its_own_inlet() {
+        let mut older = instance(
+            "ClusterALBInstance",
+            ObjectKey::cluster("old"),
+            "2026-01-01T00:00:00Z",
+            "public",
+        );
+        older.spec.inlet = Some(Inlet {
+            type_: "LoadBalancer".into(),
+            additional_ports: Some(vec![AdditionalPort {
+                port: 5432,
+                protocol: "TCP".into(),
+            }]),
+            ..Inlet::default()
+        });
+        let mut younger = instance(
+            "ClusterALBInstance",
+            ObjectKey::cluster("new"),
+            "2026-02-01T00:00:00Z",
+            "public",
+        );
+        younger.spec.inlet = Some(Inlet {
+            type_: "LoadBalancer".into(),
+            load_balancer: Some(LoadBalancerInlet {
+                http_port: Some(8080),
+                load_balancer_class: Some("metal".into()),
+                ..LoadBalancerInlet::default()
+            }),
+            ..Inlet::default()
+        });
+        // Its own HTTP/3 is not the Gateway's: its proxies follow the Gateway.
+        younger.spec.enable_http3 = Some(true);
+        let plans = plan(&[younger.clone(), older.clone()], &Default::default());
+        let public = &plans[0];
+        assert_eq!(public.sharing.len(), 1);
+        assert_eq!(public.sharing[0].key, younger.key);
+        let theirs = public.sharing[0].workload.as_ref().unwrap().values();
+        let ours = public.workload.as_ref().unwrap().values();
+        let find = |values: &[serde_json::Value], kind: &str| {
+            values
+                .iter()
+                .find(|v| v["kind"] == kind)
+                .cloned()
+                .unwrap_or_else(|| panic!("no {kind}"))
+        };
+        let set = find(&theirs, "DaemonSet");
+        assert_eq!(set["metadata"]["name"], "d8-alb-public-new");
+        assert_eq!(
+            set["spec"]["selector"]["matchLabels"]["alb.deckhouse.io/instance"],
+            "ClusterALBInstance.new"
+        );
+        assert_eq!(
+            set["metadata"]["ownerReferences"],
+            json!([younger.reference(true)]),
+            "its inlet goes with it alone"
+        );
+        let ports: Vec<String> = set["spec"]["template"]["spec"]["containers"][0]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p["name"].as_str().unwrap(),
+                    p["protocol"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            ports,
+            [
+                "d8-http/TCP",
+                "d8-https/TCP",
+                "tcp-port-5432/TCP",
+                "health/TCP"
+            ],
+            "the Gateway's listeners (the old instance's additional port, no QUIC)"
+        );
+        assert_eq!(
+            set["spec"]["template"]["spec"]["serviceAccountName"], "d8-alb-public",
+            "the Gateway's ServiceAccount"
+        );
+        let service = find(&theirs, "Service");
+        assert_eq!(
+            service["metadata"]["name"],
+            "d8-alb-public-new-loadbalancer"
+        );
+        assert_eq!(service["spec"]["loadBalancerClass"], "metal");
+        assert_eq!(service["spec"]["ports"][0]["port"], 8080, "its own port");
+        assert_eq!(
+            service["spec"]["selector"]["alb.deckhouse.io/instance"],
+            "ClusterALBInstance.new"
+        );
+        // The controlling instance's inlet keeps the Gateway's names, its own alone; its
+        // Service now selects its own pods only.
+        let set = find(&ours, "DaemonSet");
+        assert_eq!(set["metadata"]["name"], "d8-alb-public");
+        assert_eq!(
+            set["metadata"]["ownerReferences"],
+            json!([older.reference(true)])
+        );
+        assert_eq!(
+            find(&ours, "Service")["spec"]["selector"]["alb.deckhouse.io/instance"],
+            "ClusterALBInstance.old"
+        );
+        let account = find(&ours, "ServiceAccount");
+        assert_eq!(
+            account["metadata"]["ownerReferences"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2,
+            "the Gateway's: every instance's"
+        );
+        // Once the old one is gone, the new one controls the Gateway and keeps its inlet.
+        let mut taken_over = younger.clone();
+        taken_over.own_inlet = true;
+        let plans = plan(&[taken_over], &Default::default());
+        let values = plans[0].workload.as_ref().unwrap().values();
+        assert_eq!(
+            find(&values, "DaemonSet")["metadata"]["name"],
+            "d8-alb-public-new"
+        );
+        assert_eq!(
+            find(&values, "Service")["metadata"]["name"],
+            "d8-alb-public-new-loadbalancer"
+        );
+        assert!(plans[0].sharing.is_empty());
     }
 
     #[test]

@@ -40,7 +40,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
-use crate::instance::Instance;
+use crate::instance::{INSTANCE_LABEL, Instance};
 use crate::pods::{self, Labels, value};
 
 pub use crate::pods::GATEWAY_LABEL;
@@ -166,6 +166,51 @@ pub fn bootstrap_config_map(gateway: &ObjectKey) -> String {
 /// The LoadBalancer Service of a Gateway.
 pub fn load_balancer_service(gateway: &ObjectKey) -> String {
     format!("d8-alb-{}-loadbalancer", gateway.name())
+}
+
+/// The names of one instance's inlet — its proxies (DaemonSet or Deployment, and the
+/// disruption budget), its LoadBalancer Service — and what selects its pods. The
+/// ServiceAccount, the bootstrap and the client certificate are the Gateway's, shared by
+/// every inlet of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Names {
+    /// The proxies' workload and disruption budget.
+    pub workload: String,
+    /// The LoadBalancer Service.
+    pub service: String,
+    /// The workload's selector (immutable once applied).
+    pub selector: Labels,
+}
+
+impl Names {
+    /// The inlet of the instance controlling `gateway` since it was made: named after the
+    /// Gateway ([`workload_name`], [`load_balancer_service`]), its pods selected by Gateway.
+    pub fn gateway(gateway: &ObjectKey) -> Self {
+        Self {
+            workload: workload_name(gateway),
+            service: load_balancer_service(gateway),
+            selector: pods::selector(gateway, pods::PROXY_APP),
+        }
+    }
+
+    /// The inlet of `instance`, which shares `gateway` with an older instance (or did, and
+    /// keeps its names after taking the Gateway over): `d8-alb-<gateway>-<instance>`, its
+    /// pods selected by instance as well.
+    pub fn sharing(instance: &Instance, gateway: &ObjectKey) -> Self {
+        let workload = format!("d8-alb-{}-{}", gateway.name(), instance.key.name());
+        let mut selector = pods::selector(gateway, pods::PROXY_APP);
+        selector.insert(INSTANCE_LABEL.to_owned(), instance_label(instance));
+        Self {
+            service: format!("{workload}-loadbalancer"),
+            workload,
+            selector,
+        }
+    }
+}
+
+/// `<kind>.<name>`: the value of [`INSTANCE_LABEL`] naming `instance`.
+fn instance_label(instance: &Instance) -> String {
+    format!("{}.{}", instance.kind, instance.key.name())
 }
 
 /// The identity a Gateway's proxies present to the xDS server (the URI SAN of their client
@@ -447,12 +492,46 @@ impl Workload {
 }
 
 /// The objects of `instance`'s proxy workload for `gateway` (ports as [`ports`] says),
-/// owned by `owners`, its pods downloading the GeoIP databases of `downloads` beside Envoy
-/// ([`crate::geoproxy::Plan::downloads`]).
+/// named after the Gateway ([`Names::gateway`]) and owned by `owners`, its pods downloading
+/// the GeoIP databases of `downloads` beside Envoy ([`crate::geoproxy::Plan::downloads`]).
 pub fn objects(
     instance: &Instance,
     gateway: &ObjectKey,
     owners: &[OwnerReference],
+    downloads: Option<&crate::geoproxy::Downloads>,
+    settings: &Settings,
+) -> Result<Workload, RenderError> {
+    let owners = Owners {
+        shared: owners,
+        inlet: owners,
+    };
+    objects_named(
+        instance,
+        gateway,
+        &owners,
+        &Names::gateway(gateway),
+        downloads,
+        settings,
+    )
+}
+
+/// Who owns a workload's objects: the Gateway's (ServiceAccount, bootstrap) every instance
+/// naming it; an inlet's (proxies, disruption budget, Service) its own instance, so they go
+/// with it while the Gateway stays.
+#[derive(Clone, Copy, Debug)]
+pub struct Owners<'a> {
+    /// Of the Gateway's objects.
+    pub shared: &'a [OwnerReference],
+    /// Of the inlet's.
+    pub inlet: &'a [OwnerReference],
+}
+
+/// [`objects`], with the inlet named `names` and the objects owned as `owners` says.
+pub fn objects_named(
+    instance: &Instance,
+    gateway: &ObjectKey,
+    owners: &Owners<'_>,
+    names: &Names,
     downloads: Option<&crate::geoproxy::Downloads>,
     settings: &Settings,
 ) -> Result<Workload, RenderError> {
@@ -468,7 +547,7 @@ pub fn objects(
         .map_err(error)?
         .unwrap_or_default();
     let bootstrap = fairlead_edge_bootstrap::yaml(&spec).map_err(error)?;
-    let name = workload_name(gateway);
+    let name = &names.workload;
     let ports = ports(&instance.spec);
     let host_ports = instance
         .spec
@@ -476,10 +555,14 @@ pub fn objects(
         .as_ref()
         .is_some_and(|i| i.type_ == "HostPort");
     let template = pod_template(instance, gateway, &ports, host_ports, downloads, settings);
-    let selector = pods::match_labels(pods::selector(gateway, pods::PROXY_APP));
+    let selector = pods::match_labels(names.selector.clone());
+    // The Service and the disruption budget select this inlet's pods only (the workload's
+    // own selector of an inlet named after the Gateway predates sharing, and is immutable).
+    let mut inlet_pods = names.selector.clone();
+    inlet_pods.insert(INSTANCE_LABEL.to_owned(), instance_label(instance));
     let proxies = if instance.kind == "ClusterALBInstance" {
         Proxies::DaemonSet(Box::new(DaemonSet {
-            metadata: metadata(&name, instance, gateway, owners),
+            metadata: metadata(name, instance, gateway, owners.inlet),
             spec: Some(DaemonSetSpec {
                 selector,
                 template,
@@ -497,7 +580,7 @@ pub fn objects(
     } else {
         Proxies::Deployment(
             Box::new(Deployment {
-                metadata: metadata(&name, instance, gateway, owners),
+                metadata: metadata(name, instance, gateway, owners.inlet),
                 spec: Some(DeploymentSpec {
                     replicas: Some(2),
                     selector: selector.clone(),
@@ -514,10 +597,10 @@ pub fn objects(
                 ..Deployment::default()
             }),
             Box::new(PodDisruptionBudget {
-                metadata: metadata(&name, instance, gateway, owners),
+                metadata: metadata(name, instance, gateway, owners.inlet),
                 spec: Some(PodDisruptionBudgetSpec {
                     max_unavailable: Some(IntOrString::Int(1)),
-                    selector: Some(selector),
+                    selector: Some(pods::match_labels(inlet_pods.clone())),
                     ..PodDisruptionBudgetSpec::default()
                 }),
                 ..PodDisruptionBudget::default()
@@ -526,11 +609,16 @@ pub fn objects(
     };
     Ok(Workload {
         service_account: ServiceAccount {
-            metadata: metadata(&name, instance, gateway, owners),
+            metadata: metadata(&workload_name(gateway), instance, gateway, owners.shared),
             ..ServiceAccount::default()
         },
         bootstrap: ConfigMap {
-            metadata: metadata(&bootstrap_config_map(gateway), instance, gateway, owners),
+            metadata: metadata(
+                &bootstrap_config_map(gateway),
+                instance,
+                gateway,
+                owners.shared,
+            ),
             data: Some(BTreeMap::from([
                 ("envoy.yaml".to_owned(), bootstrap),
                 ("xds-client-sds.json".to_owned(), sds),
@@ -538,14 +626,23 @@ pub fn objects(
             ..ConfigMap::default()
         },
         proxies,
-        service: (!host_ports).then(|| service(instance, gateway, owners, &ports)),
+        service: (!host_ports).then(|| {
+            service(
+                instance,
+                gateway,
+                (&names.service, inlet_pods),
+                owners.inlet,
+                &ports,
+            )
+        }),
     })
 }
 
-/// The LoadBalancer Service in front of the proxies.
+/// The LoadBalancer Service `name` in front of the proxies `selector` selects.
 fn service(
     instance: &Instance,
     gateway: &ObjectKey,
+    (name, selector): (&str, Labels),
     owners: &[OwnerReference],
     ports: &[InletPort],
 ) -> Service {
@@ -554,7 +651,7 @@ fn service(
         .inlet
         .as_ref()
         .and_then(|i| i.load_balancer.as_ref());
-    let mut meta = metadata(&load_balancer_service(gateway), instance, gateway, owners);
+    let mut meta = metadata(name, instance, gateway, owners);
     if let Some(annotations) = lb.and_then(|l| l.service_annotations.as_ref()) {
         meta.annotations = Some(annotations.clone().into_iter().collect());
     }
@@ -564,7 +661,7 @@ fn service(
             type_: Some("LoadBalancer".to_owned()),
             // The client's own address reaches Envoy (acceptRequestsFrom, access logs).
             external_traffic_policy: Some("Local".to_owned()),
-            selector: Some(pods::selector(gateway, pods::PROXY_APP)),
+            selector: Some(selector),
             ports: Some(
                 ports
                     .iter()
@@ -825,6 +922,7 @@ mod tests {
             generation: 1,
             default: false,
             route_statistics: false,
+            own_inlet: false,
             spec: InstanceSpec {
                 gateway_name: "public".into(),
                 inlet: Some(inlet),
