@@ -92,6 +92,30 @@ fn database() -> Result<Vec<u8>, EnvoyBenchError> {
 /// The world: a ClusterALBInstance with GeoIP headers, its Gateway on `port`, a route
 /// answering with a redirect and one to a backend on `backend`.
 pub(crate) fn world(port: u16, backend: u16) -> String {
+    world_of(
+        "geo",
+        "
+  gatewayName: gw
+  originalIPDetection: {realIPHeader: X-Real-IP, setRealIPFrom: [127.0.0.0/8]}
+  geoIP:
+    maxmindMirror: {url: 'http://mirror.invalid'}
+    maxmindEditionIDs: [GeoIP2-City]
+    headers: {country: x-geo-country, city: x-geo-city, region: x-geo-region}",
+        "{}",
+        (port, backend),
+    )
+}
+
+/// A bench's world: the ClusterALBInstance `instance` with `spec` (a YAML block or flow
+/// mapping; its Gateway `d8-alb/gw`), the Gateway's HTTP listener on `port`, a route
+/// answering with a redirect ([`Shape::Redirect`]) and one with `annotations` (a flow
+/// mapping) to the backend on `backend` ([`Shape::Proxied`]).
+pub(crate) fn world_of(
+    instance: &str,
+    spec: &str,
+    annotations: &str,
+    (port, backend): (u16, u16),
+) -> String {
     format!(
         "apiVersion: v1
 kind: Namespace
@@ -99,18 +123,12 @@ metadata: {{name: d8-alb}}
 ---
 apiVersion: network.deckhouse.io/v1alpha1
 kind: ClusterALBInstance
-metadata: {{name: geo}}
-spec:
-  gatewayName: gw
-  originalIPDetection: {{realIPHeader: X-Real-IP, setRealIPFrom: [127.0.0.0/8]}}
-  geoIP:
-    maxmindMirror: {{url: 'http://mirror.invalid'}}
-    maxmindEditionIDs: [GeoIP2-City]
-    headers: {{country: x-geo-country, city: x-geo-city, region: x-geo-region}}
+metadata: {{name: {instance}}}
+spec: {spec}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
-metadata: {{name: gw, namespace: d8-alb, labels: {{alb.deckhouse.io/instance: ClusterALBInstance.geo}}}}
+metadata: {{name: gw, namespace: d8-alb, labels: {{alb.deckhouse.io/instance: ClusterALBInstance.{instance}}}}}
 spec:
   gatewayClassName: d8-alb
   listeners: [{{name: http, port: {port}, protocol: HTTP, allowedRoutes: {{namespaces: {{from: All}}}}}}]
@@ -120,18 +138,20 @@ kind: HTTPRoute
 metadata: {{name: redirect, namespace: d8-alb}}
 spec:
   parentRefs: [{{name: gw}}]
-  hostnames: [redirect.example.com]
+  hostnames: [{redirect}]
   rules: [{{filters: [{{type: RequestRedirect, requestRedirect: {{hostname: example.org}}}}]}}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
-metadata: {{name: proxied, namespace: d8-alb}}
+metadata: {{name: proxied, namespace: d8-alb, annotations: {annotations}}}
 spec:
   parentRefs: [{{name: gw}}]
-  hostnames: [proxied.example.com]
+  hostnames: [{proxied}]
   rules: [{{backendRefs: [{{name: backend, port: 80}}]}}]
 {}",
-        backend_objects(backend)
+        backend_objects(backend),
+        redirect = Shape::Redirect.host(),
+        proxied = Shape::Proxied.host(),
     )
 }
 

@@ -70,49 +70,15 @@ export default function () { http.get(__ENV.URL, { headers: { Host: __ENV.HOST }
 export function handleSummary(data) { return { [__ENV.OUT]: JSON.stringify(data) }; }
 "#;
 
-/// The world: [`crate::geoip::world`]'s Gateway and routes without GeoIP, the proxied
+/// The world: [`crate::geoip::world_of`]'s Gateway and routes without GeoIP, the proxied
 /// route annotated `limit-rps: limit`.
 fn world(limit: u32) -> impl FnOnce(u16, u16) -> String {
     move |port, backend| {
-        format!(
-            "apiVersion: v1
-kind: Namespace
-metadata: {{name: d8-alb}}
----
-apiVersion: network.deckhouse.io/v1alpha1
-kind: ClusterALBInstance
-metadata: {{name: limits}}
-spec: {{gatewayName: gw}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: d8-alb, labels: {{alb.deckhouse.io/instance: ClusterALBInstance.limits}}}}
-spec:
-  gatewayClassName: d8-alb
-  listeners: [{{name: http, port: {port}, protocol: HTTP, allowedRoutes: {{namespaces: {{from: All}}}}}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: redirect, namespace: d8-alb}}
-spec:
-  parentRefs: [{{name: gw}}]
-  hostnames: [{redirect}]
-  rules: [{{filters: [{{type: RequestRedirect, requestRedirect: {{hostname: example.org}}}}]}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata:
-  name: proxied
-  namespace: d8-alb
-  annotations: {{alb.network.deckhouse.io/limit-rps: \"{limit}\"}}
-spec:
-  parentRefs: [{{name: gw}}]
-  hostnames: [{proxied}]
-  rules: [{{backendRefs: [{{name: backend, port: 80}}]}}]
-{}",
-            crate::geoip::backend_objects(backend),
-            redirect = Shape::Redirect.host(),
-            proxied = Shape::Proxied.host(),
+        crate::geoip::world_of(
+            "limits",
+            "{gatewayName: gw}",
+            &format!("{{alb.network.deckhouse.io/limit-rps: \"{limit}\"}}"),
+            (port, backend),
         )
     }
 }

@@ -86,3 +86,44 @@ async fn bench_scale_measures_a_fixed_rate_through_routes_from_xds_and_static() 
     }
     assert!(!printed.contains("100 HTTPRoutes"), "{printed}");
 }
+
+/// The rate-limit figure runs end to end: a `limit-rps` route through a real Envoy and nginx
+/// configured as ingress-nginx renders the annotation, both loaded by k6 at half, twice and
+/// ten times the limit: nothing refused below it, and well above it both hold the limit
+/// beyond the burst, refusing the rest with 429 and failing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_ratelimit_holds_the_limit_beside_nginx() {
+    let _alone = fairlead_e2e::MEASURING.lock().await;
+    let out = Command::new(fairlead_e2e::binary::path())
+        .args(["bench", "edge", "--only", "ratelimit"])
+        .args(["--ratelimit-limit", "20", "--ratelimit-seconds", "4"])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for side in ["fairlead's Envoy", "nginx limit_req"] {
+        let row = |offered: u32| {
+            printed
+                .lines()
+                .find(|l| l.contains(&format!(", {offered} r/s offered")) && l.contains(side))
+                .unwrap_or_else(|| panic!("no row at {offered} r/s for {side}:\n{printed}"))
+                .to_owned()
+        };
+        assert!(row(10).contains("none refused, 0 other"), "{}", row(10));
+        // Twice the limit for four seconds stays within the burst (5 × 20).
+        assert!(row(40).contains(" 0 other"), "{}", row(40));
+        let line = row(200);
+        assert!(line.contains(" 0 other"), "{line}");
+        let held: f64 = line
+            .split("held ")
+            .nth(1)
+            .and_then(|v| v.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!((15.0..=25.0).contains(&held), "{line}");
+    }
+}
