@@ -88,6 +88,7 @@ async fn realize_all(
         oldest.own_inlet = has_own_inlet(client, oldest, gateway).await?;
     }
     let live = &live[..];
+    prune_inlets(client, gateway, live).await?;
     let plan = crate::instances::plan(live, &context.config.workload)
         .into_iter()
         .next()
@@ -391,6 +392,61 @@ pub async fn realize(
     apply_object(client, &workload.bootstrap).await?;
     (state.proxies, state.addresses) = realize_inlet(client, workload, &plan.gateway).await?;
     Ok(state)
+}
+
+/// The kinds an inlet is made of.
+const INLET_KINDS: &[&str] = &["DaemonSet", "Deployment", "PodDisruptionBudget", "Service"];
+
+/// Deletes the inlets of `gateway` whose instance is not among `live` (its `gatewayName`
+/// changed, or it is going): an inlet is owned by its instance alone, so the garbage
+/// collector would keep one while its instance lives on under another Gateway.
+async fn prune_inlets(
+    client: &kube::Client,
+    gateway: &ObjectKey,
+    live: &[Instance],
+) -> Result<(), kube::Error> {
+    let naming: std::collections::BTreeSet<String> = live
+        .iter()
+        .map(|i| format!("{}.{}", i.kind, i.key.name()))
+        .collect();
+    let selector = format!(
+        "{}={},app.kubernetes.io/name={},app.kubernetes.io/managed-by={MANAGER}",
+        crate::pods::GATEWAY_LABEL,
+        gateway.name(),
+        crate::pods::PROXY_APP,
+    );
+    for kind in INLET_KINDS {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            gateway.namespace(),
+            &crate::apply::resource(kind),
+        );
+        let listed = api
+            .list_metadata(&kube::api::ListParams::default().labels(&selector))
+            .await?;
+        for object in listed.items {
+            let instance = object
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(crate::instance::INSTANCE_LABEL));
+            if instance.is_none_or(|i| naming.contains(i)) {
+                continue;
+            }
+            let name = object.metadata.name.unwrap_or_default();
+            match api
+                .delete(&name, &kube::api::DeleteParams::background())
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(%gateway, %kind, %name, "deleted: its instance no longer names the Gateway");
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether `instance` already runs proxies named after itself for `gateway`

@@ -178,6 +178,36 @@ async fn instances_become_gateways() {
     );
     assert!(proxies.get_opt("d8-alb-public").await.unwrap().is_some());
 
+    // A third one names the Gateway, then another: its inlet for this one goes, though
+    // the instance stays.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    create("third", json!({"gatewayName": "public"})).await;
+    eventually("third's own proxies", async || {
+        proxies.get_opt("d8-alb-public-third").await.ok().flatten()
+    })
+    .await;
+    instances
+        .patch(
+            "third",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"gatewayName": "elsewhere"}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "third's inlet of public gone, its new Gateway's there",
+        async || {
+            let old = proxies.get_opt("d8-alb-public-third").await.ok()?;
+            let new = proxies.get_opt("d8-alb-elsewhere").await.ok()?;
+            (old.is_none() && new.is_some()).then_some(())
+        },
+    )
+    .await;
+    instances
+        .delete("third", &DeleteParams::default())
+        .await
+        .unwrap();
+
     // Instances carry the controller's finalizer.
     let finalizer = fairlead_edge_controller::finalizer::FINALIZER;
     eventually("the finalizers", async || {

@@ -65,7 +65,8 @@ pub struct Plan {
     pub owners: Vec<OwnerReference>,
     /// The other instances naming the Gateway: how each differs.
     pub conflicts: Vec<Conflict>,
-    /// The other instances' inlets: each serves the Gateway through proxies of its own.
+    /// The other instances' inlets, one per entry of `conflicts` and in its order: each
+    /// serves the Gateway through proxies of its own.
     pub sharing: Vec<Sharing>,
 }
 
