@@ -405,10 +405,7 @@ async fn prune_inlets(
     gateway: &ObjectKey,
     live: &[Instance],
 ) -> Result<(), kube::Error> {
-    let naming: std::collections::BTreeSet<String> = live
-        .iter()
-        .map(|i| format!("{}.{}", i.kind, i.key.name()))
-        .collect();
+    let naming: std::collections::BTreeSet<String> = live.iter().map(Instance::label).collect();
     let selector = format!(
         "{}={},app.kubernetes.io/name={},app.kubernetes.io/managed-by={MANAGER}",
         crate::pods::GATEWAY_LABEL,

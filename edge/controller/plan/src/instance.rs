@@ -51,6 +51,11 @@ impl Instance {
         ObjectKey::new(namespace, &self.spec.gateway_name)
     }
 
+    /// `<kind>.<name>`: the value of [`INSTANCE_LABEL`] naming it.
+    pub fn label(&self) -> String {
+        format!("{}.{}", self.kind, self.key.name())
+    }
+
     /// The order of instances naming one Gateway: the oldest first, then by kind and key.
     pub fn order(&self) -> (&str, &str, &str) {
         (&self.created, self.kind, self.key.as_str())

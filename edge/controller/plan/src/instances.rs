@@ -349,10 +349,7 @@ fn gateway_object(
             name: Some(gateway.name().to_owned()),
             namespace: Some(gateway.namespace().to_owned()),
             labels: Some(BTreeMap::from([
-                (
-                    INSTANCE_LABEL.to_owned(),
-                    format!("{}.{}", instance.kind, instance.key.name()),
-                ),
+                (INSTANCE_LABEL.to_owned(), instance.label()),
                 (
                     "app.kubernetes.io/managed-by".to_owned(),
                     MANAGER.to_owned(),

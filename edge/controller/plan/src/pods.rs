@@ -37,10 +37,7 @@ pub type Labels = BTreeMap<String, String>;
 pub fn labels(instance: &Instance, gateway: &ObjectKey, app: &str) -> Labels {
     BTreeMap::from([
         (GATEWAY_LABEL.to_owned(), gateway.name().to_owned()),
-        (
-            INSTANCE_LABEL.to_owned(),
-            format!("{}.{}", instance.kind, instance.key.name()),
-        ),
+        (INSTANCE_LABEL.to_owned(), instance.label()),
         ("app.kubernetes.io/name".to_owned(), app.to_owned()),
         (
             "app.kubernetes.io/instance".to_owned(),

@@ -199,18 +199,13 @@ impl Names {
     pub fn sharing(instance: &Instance, gateway: &ObjectKey) -> Self {
         let workload = format!("d8-alb-{}-{}", gateway.name(), instance.key.name());
         let mut selector = pods::selector(gateway, pods::PROXY_APP);
-        selector.insert(INSTANCE_LABEL.to_owned(), instance_label(instance));
+        selector.insert(INSTANCE_LABEL.to_owned(), instance.label());
         Self {
             service: format!("{workload}-loadbalancer"),
             workload,
             selector,
         }
     }
-}
-
-/// `<kind>.<name>`: the value of [`INSTANCE_LABEL`] naming `instance`.
-fn instance_label(instance: &Instance) -> String {
-    format!("{}.{}", instance.kind, instance.key.name())
 }
 
 /// The identity a Gateway's proxies present to the xDS server (the URI SAN of their client
@@ -559,7 +554,7 @@ pub fn objects_named(
     // The Service and the disruption budget select this inlet's pods only (the workload's
     // own selector of an inlet named after the Gateway predates sharing, and is immutable).
     let mut inlet_pods = names.selector.clone();
-    inlet_pods.insert(INSTANCE_LABEL.to_owned(), instance_label(instance));
+    inlet_pods.insert(INSTANCE_LABEL.to_owned(), instance.label());
     let proxies = if instance.kind == "ClusterALBInstance" {
         Proxies::DaemonSet(Box::new(DaemonSet {
             metadata: metadata(name, instance, gateway, owners.inlet),
