@@ -129,10 +129,15 @@ async fn world() -> World {
         http: reqwest::Client::new(),
         _stop: stop.drop_guard(),
     };
-    // Until the graph holds what was created.
+    // Until the graph holds what was created, and the EndpointSlice the server's controller
+    // makes for it (watched apart, so it may come later than the Service).
     world
         .until("bob", "", |g| {
-            ids(g).iter().any(|id| id.ends_with("/Service/team-b/api"))
+            let ids = ids(g);
+            ids.iter().any(|id| id.ends_with("/Service/team-b/api"))
+                && ids
+                    .iter()
+                    .any(|id| id == "discovery.k8s.io/EndpointSlice/team-b/api/80")
         })
         .await;
     world
