@@ -11,3 +11,4 @@
 pub mod pods;
 pub mod rbac;
 pub mod up;
+pub mod waf;

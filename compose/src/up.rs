@@ -399,6 +399,7 @@ async fn start_edge(
                     LEASE_NAMESPACE,
                     "fairlead-up",
                 ),
+                waf: crate::waf::check(),
             },
             // One index for both pods while they act as the same user. With `--rbac` each
             // reads with its own ServiceAccount, as in a cluster, where each pod watches what

@@ -7,6 +7,7 @@
 
 pub mod geoproxy;
 pub mod migrate;
+pub mod waf;
 
 use std::net::SocketAddr;
 
@@ -51,6 +52,10 @@ pub enum EdgeCommand {
     /// Fetch the GeoIP databases beside Envoy: once before it starts (`--mode init`), or
     /// again every interval, replacing newer ones in place (`--mode sidecar`).
     GeoDownloader(geoproxy::DownloaderArgs),
+    /// The WAF beside Envoy (routes with `mod-security`): the OWASP Core Rule Set and the
+    /// routes' own rules on libmodsecurity, asked by Envoy's `ext_proc` filter over a Unix
+    /// socket. Only in a build with the cargo feature `waf`.
+    Waf(waf::WafArgs),
     /// Wait until the gateway controller has removed everything it made (the module's
     /// pre-delete hook): marks the module as going, then checks until nothing is left, or
     /// fails after `--timeout` naming what is.
@@ -451,6 +456,7 @@ pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
     let settings = Settings {
         controller_name: args.controller_name,
         lease: LeaseConfig::new(LEASE, &args.lease_namespace, &args.identity),
+        waf: fairlead_compose::waf::check(),
     };
     let listener = pods::bind("xDS server", args.xds_addr).await?;
     pods::xds(
@@ -631,6 +637,7 @@ pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()
         EdgeCommand::Certificate(args) => certificate(args).await,
         EdgeCommand::Geoproxy(args) => geoproxy::run(global, args).await,
         EdgeCommand::GeoDownloader(args) => geoproxy::downloader(global, args).await,
+        EdgeCommand::Waf(args) => waf::run(global, args).await,
         EdgeCommand::CleanupWait(args) => {
             let client = kube::Client::try_default()
                 .await

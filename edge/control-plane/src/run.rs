@@ -48,6 +48,9 @@ pub struct Settings {
     pub controller_name: String,
     /// The status writer's Lease.
     pub lease: LeaseConfig,
+    /// What checks the WAF rule sets of routes (the engine of a build with the WAF, or
+    /// [`fairlead_edge_translate::waf::Missing`]).
+    pub waf: Arc<dyn fairlead_edge_translate::waf::Compile>,
 }
 
 /// Runs until `stop` over the snapshots of `index`; `ready` is called after the first
@@ -87,7 +90,7 @@ pub async fn run(
     let mut rounds = Rounds::new(PACING, snapshots.clone());
     let mut ready = Some(ready);
     // Remembers the last translation: a change costs what it touches.
-    let mut pipeline = fairlead_edge_render::Pipeline::default();
+    let mut pipeline = fairlead_edge_render::Pipeline::with_waf(settings.waf.clone());
     loop {
         tokio::select! {
             wake = rounds.next(&stop) => match wake {

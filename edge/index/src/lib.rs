@@ -253,13 +253,22 @@ async fn discover(index: Arc<Index>, client: kube::Client, stop: CancellationTok
                         api,
                         config,
                         move |o: &DynamicObject| {
-                            // A ConfigMap matters only as a CA bundle: kept as its name and
-                            // `ca.crt`, so the cluster's other ConfigMaps (and their churn)
-                            // neither take memory nor wake the translation.
+                            // A ConfigMap matters only as a CA bundle or as WAF rules: kept
+                            // as its name, `ca.crt` and the keys holding SecLang directives,
+                            // so the cluster's other ConfigMaps (and their churn) neither
+                            // take memory nor wake the translation.
                             if kind == "ConfigMap" {
                                 let mut data = serde_json::Map::new();
-                                if let Some(ca) = o.data.pointer("/data/ca.crt") {
-                                    data.insert("ca.crt".into(), ca.clone());
+                                for (key, value) in o.data["data"].as_object().into_iter().flatten()
+                                {
+                                    let text = value.as_str().unwrap_or_default();
+                                    if key == "ca.crt"
+                                        || fairlead_edge_model::annotations::waf::holds_directives(
+                                            text,
+                                        )
+                                    {
+                                        data.insert(key.clone(), value.clone());
+                                    }
                                 }
                                 return Stored::new(
                                     kind,

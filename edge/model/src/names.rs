@@ -74,3 +74,23 @@ pub const AUTH_URL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// metadata namespace and key. Under `satisfy: any` a route's allowlist is such a policy, and
 /// the authentication service reads its verdict.
 pub const RBAC_VERDICT: (&str, &str) = ("envoy.filters.http.rbac", "shadow_engine_result");
+
+/// The cluster Envoy reaches the WAF by (`fairlead edge waf` beside it, over a Unix socket in
+/// the pod's shared run directory; the proxy supervisor gives Envoy the cluster).
+pub const WAF_CLUSTER: &str = "fairlead-waf";
+
+/// The WAF's socket in the pod's shared run directory (`/var/run/fairlead`).
+pub const WAF_SOCKET: &str = "waf.sock";
+
+/// The gRPC metadata a route's `ext_proc` stream opens with: the route (`namespace/name`),
+/// the rule set's digest, and the rule set itself (JSON, base64 as gRPC's `-bin` keys are),
+/// compiled by the WAF the first time it sees the digest.
+pub const WAF_ROUTE_HEADER: &str = "fairlead-waf-route";
+/// See [`WAF_ROUTE_HEADER`].
+pub const WAF_DIGEST_HEADER: &str = "fairlead-waf-digest";
+/// See [`WAF_ROUTE_HEADER`].
+pub const WAF_RULES_HEADER: &str = "fairlead-waf-rules-bin";
+
+/// The dynamic metadata namespace the WAF writes its verdict into (`rules`: the ids of the
+/// rules that matched, `action`: `blocked` or `detected`), which the access log prints.
+pub const WAF_METADATA: &str = "fairlead.waf";

@@ -1,5 +1,5 @@
 //! The HTTP filters routes ask for by their annotations ([`crate::access`],
-//! [`crate::traffic`]): a connection manager carries each filter some route of its route
+//! [`crate::traffic`], [`crate::waf`]): a connection manager carries each filter some route of its route
 //! configuration asks for, disabled, and each such route enables it with its own
 //! configuration (Envoy's route-based filter chain: `FilterConfig` in the route's
 //! `typed_per_filter_config`). A route asking nothing pays nothing, and a connection manager
@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::google::protobuf::Any;
 
 use crate::pb::any;
-use crate::{access, traffic};
+use crate::{access, traffic, waf};
 use fairlead_edge_translate::http::Entry;
 use fairlead_edge_translate::ir::RouteConfig;
 
@@ -27,6 +27,8 @@ pub struct Filters {
     pub rate_limit: bool,
     /// `buffer-max-request-bytes`: the buffer.
     pub buffer: bool,
+    /// `mod-security`: the WAF's external processing.
+    pub waf: bool,
 }
 
 /// The filters of each route configuration that needs any, by its name.
@@ -44,6 +46,7 @@ impl Filters {
                 .is_some_and(|g| g.users.is_some() || g.external.is_some()),
             rate_limit: annotations.traffic.limit_rps.is_some(),
             buffer: annotations.traffic.buffer_max_request_bytes.is_some(),
+            waf: entry.waf.as_ref().is_some_and(|w| !w.shut),
         }
     }
 
@@ -58,6 +61,7 @@ impl Filters {
             authentication: self.authentication || other.authentication,
             rate_limit: self.rate_limit || other.rate_limit,
             buffer: self.buffer || other.buffer,
+            waf: self.waf || other.waf,
         }
     }
 
@@ -81,7 +85,8 @@ impl Filters {
     }
 
     /// The connection manager's filters, disabled, in the order they run (before the
-    /// router): who may pass, then how many, then the body.
+    /// router): who may pass, then how many, then the body, then the WAF (which sees only
+    /// what the others let through).
     pub fn http_filters(self) -> Vec<hcm::HttpFilter> {
         let disabled = |name: &str, config: Any| hcm::HttpFilter {
             name: name.to_owned(),
@@ -104,6 +109,9 @@ impl Filters {
         }
         if self.buffer {
             filters.push(disabled(traffic::BUFFER, traffic::buffer_filter()));
+        }
+        if self.waf {
+            filters.push(disabled(waf::FILTER, waf::filter()));
         }
         filters
     }
@@ -141,6 +149,17 @@ pub fn per_route(entry: &Entry) -> BTreeMap<String, Any> {
     }
     if let Some(bytes) = annotations.traffic.buffer_max_request_bytes {
         out.insert(traffic::BUFFER.to_owned(), enabled(traffic::buffer(bytes)));
+    }
+    if let Some(firewall) = &entry.waf {
+        let route = entry
+            .name
+            .splitn(3, '/')
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("/");
+        if let Some(config) = waf::per_route(&route, firewall) {
+            out.insert(waf::FILTER.to_owned(), enabled(config));
+        }
     }
     out
 }

@@ -12,8 +12,9 @@
 //!
 //! A route-level feature is a module of its own here (its Envoy filter or route
 //! configuration) beside one in the translate stage (the decision and its status): `access`
-//! (who may pass) and `traffic` (rates, buffers, timeouts, rewrites, headers), enabled per
-//! route on the connection managers whose routes ask for them (`features`), and `upstream`
+//! (who may pass), `traffic` (rates, buffers, timeouts, rewrites, headers) and `waf` (the
+//! web application firewall), enabled per route on the connection managers whose routes ask
+//! for them (`features`), and `upstream`
 //! (affinity, response header limits, TLS to the backends of a route's own clusters).
 
 pub mod access;
@@ -31,6 +32,7 @@ pub mod secret;
 pub mod telemetry;
 pub mod traffic;
 pub mod upstream;
+pub mod waf;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -76,6 +78,14 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// A pipeline whose WAF rule sets are checked by `waf` (the WAF engine compiling them).
+    pub fn with_waf(waf: std::sync::Arc<dyn fairlead_edge_translate::waf::Compile>) -> Self {
+        Self {
+            translator: fairlead_edge_translate::Translator::with_waf(waf),
+            memo: memo::Memo::default(),
+        }
+    }
+
     /// Translates and renders everything served by `controller_name`.
     pub fn run(&mut self, input: &Input, controller_name: &str) -> Translation {
         let mut gateways = BTreeMap::new();

@@ -255,9 +255,9 @@ pub fn encode_entry(e: &Entry, origin: Origin, drained: Drained) -> Vec<u8> {
 /// The Envoy route of one entry, served at `origin`, its `drained` backends weighted 0, with
 /// what its annotations ask ([`crate::features`], [`crate::traffic`]).
 pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
-    let shut = entry.guard.as_ref().is_some_and(|g| g.shut);
+    let shut = entry.shut();
     let action = match entry.action.as_ref() {
-        // A guard that cannot be applied: the route answers 503, never its backends.
+        // A guard or WAF that cannot be applied: the route answers 503, never its backends.
         _ if shut => route::route::Action::DirectResponse(route::DirectResponseAction {
             status: 503,
             ..Default::default()

@@ -47,6 +47,8 @@ pub const ACCESS_LOG_FIELDS: &[(&str, &str)] = &[
     ("user_agent", "%REQ(USER-AGENT)%"),
     ("request_id", "%REQ(X-REQUEST-ID)%"),
     ("trace_id", "%TRACE_ID%"),
+    // The WAF's verdict on the request (`rules`, `action`), when a WAF route asked it.
+    ("waf", "%DYNAMIC_METADATA(fairlead.waf)%"),
 ];
 
 /// The access log of a connection manager whose statistics prefix is `listener`.

@@ -1,8 +1,8 @@
 //! What an HTTPRoute's `alb.network.deckhouse.io/*` annotations ask, decided for the route:
 //! read once per route ([`fairlead_edge_model::annotations`]) and shared by all its entries.
 //! A malformed value rejects the route (`Accepted=False`, `UnsupportedValue`, the message
-//! naming the annotation), as does `mod-security`, which this version does not serve yet: a
-//! route is never served without the protection or behaviour it asks for. `rewrite-target` is checked
+//! naming the annotation): a route is never served without the protection or behaviour it
+//! asks for. `rewrite-target` is checked
 //! against each rule's `RegularExpression` path matches (the groups it names must exist).
 //! `tls-disable-protocol` shapes the HTTPS chains of the route's hostnames (the IR's
 //! `http1_chains`).
@@ -27,11 +27,11 @@ pub fn asks_nothing(annotations: &Arc<Annotations>) -> bool {
     annotations.is_empty()
 }
 
-/// The annotations that may name a Secret: a route carrying one is translated afresh every
-/// time (its translation depends on the Secret, which the memo does not follow).
-const NAMING_SECRETS: &[&str] = &["basic-auth-secret", "backend-tls-settings"];
+/// The annotations that may name a Secret or ConfigMap: a route carrying one is translated
+/// afresh every time (its translation depends on the object, which the memo does not follow).
+const NAMING_SECRETS: &[&str] = &["basic-auth-secret", "backend-tls-settings", "mod-security"];
 
-/// Whether the route's translation may read a Secret ([`NAMING_SECRETS`]).
+/// Whether the route's translation may read a Secret or ConfigMap ([`NAMING_SECRETS`]).
 pub(crate) fn reads_secrets(metadata: &ObjectMeta) -> bool {
     metadata.annotations.as_ref().is_some_and(|a| {
         NAMING_SECRETS
@@ -52,13 +52,6 @@ pub(crate) fn read(metadata: &ObjectMeta) -> Result<Arc<Annotations>, String> {
     let annotations = Annotations::read(all).map_err(|e| e.to_string())?;
     if annotations.is_empty() {
         return Ok(none());
-    }
-    if annotations.waf.is_some() {
-        return Err(AnnotationError::new(
-            "mod-security",
-            "the WAF is not served by this version; the route is refused rather than served without it",
-        )
-        .to_string());
     }
     Ok(Arc::new(annotations))
 }
@@ -151,13 +144,17 @@ mod tests {
     }
 
     #[test]
-    fn only_the_waf_refuses_the_route_for_now() {
+    fn only_malformed_values_refuse_the_route() {
         assert!(read(&meta(&[("auth-url", "http://auth.example.com/")])).is_ok());
-        let Err(message) = read(&meta(&[("mod-security", "{\"mode\":\"on\"}")])) else {
-            panic!("nor one asking for the WAF");
+        assert!(read(&meta(&[("mod-security", "{\"mode\":\"on\"}")])).is_ok());
+        let Err(message) = read(&meta(&[(
+            "mod-security",
+            "{\"mode\":\"on\",\"preset\":\"x\"}",
+        )])) else {
+            panic!("an unknown preset");
         };
         assert!(
-            message.contains("mod-security") && message.contains("WAF"),
+            message.contains("mod-security") && message.contains("preset"),
             "{message}"
         );
         assert!(read(&meta(&[("limit-rps", "5")])).is_ok());

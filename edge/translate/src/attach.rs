@@ -354,13 +354,22 @@ pub(crate) fn routes(
                                     ),
                                     generation,
                                 ),
-                                _ => Condition::new(
-                                    "Accepted",
-                                    true,
-                                    "Accepted",
-                                    "route accepted",
-                                    generation,
-                                ),
+                                _ => match invalid_waf(content) {
+                                    Some(message) => Condition::new(
+                                        "Accepted",
+                                        false,
+                                        crate::waf::INVALID,
+                                        message,
+                                        generation,
+                                    ),
+                                    None => Condition::new(
+                                        "Accepted",
+                                        true,
+                                        "Accepted",
+                                        "route accepted",
+                                        generation,
+                                    ),
+                                },
                             }
                         }
                         Err((reason, message)) => {
@@ -409,6 +418,15 @@ pub(crate) fn routes(
             statuses.routes.insert(key, parents);
         }
     }
+}
+
+/// Why the route's WAF configuration cannot be used, if it cannot: its entries are attached
+/// (answering 503) but the route is not accepted.
+fn invalid_waf(content: &Content) -> Option<String> {
+    let Content::Http(entries) = content else {
+        return None;
+    };
+    entries.first()?.waf.as_ref()?.invalid.clone()
 }
 
 /// Where a BackendTLSPolicy decides TLS to a backend whose route also asks for it by

@@ -138,6 +138,7 @@ pub fn translate(
                 response_headers: rule_filters.response.clone(),
                 annotations: crate::annotations::none(),
                 guard: None,
+                waf: None,
             }));
         }
     }

@@ -117,6 +117,16 @@ pub struct Entry {
     /// Who may pass, as the annotations decided it ([`crate::access`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub guard: Option<std::sync::Arc<crate::access::Guard>>,
+    /// The WAF, as the annotation decided it ([`crate::waf`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waf: Option<std::sync::Arc<crate::waf::Firewall>>,
+}
+
+impl Entry {
+    /// Whether the entry answers 503: a guard or WAF it asks for cannot be applied.
+    pub fn shut(&self) -> bool {
+        self.guard.as_ref().is_some_and(|g| g.shut) || self.waf.as_ref().is_some_and(|w| w.shut)
+    }
 }
 
 /// `name` as Envoy statistics carry it: dots (which Kubernetes names may hold) become `_`,
@@ -509,6 +519,7 @@ pub fn translate(
     route: &HttpRoute,
     input: &Input,
     grants: &Grants<'_>,
+    compile: &dyn crate::waf::Compile,
 ) -> Result<Translated, Rejected> {
     let (namespace, name, created) = identity(&route.metadata);
     let annotations = crate::annotations::read(&route.metadata).map_err(Rejected)?;
@@ -516,6 +527,11 @@ pub fn translate(
         crate::upstream::Variant::of(&annotations, &namespace, input, grants);
     let (guard, unguarded) = crate::access::Guard::of(&annotations, &namespace, input, grants);
     if let Some(problem) = unguarded {
+        unresolved.get_or_insert(problem);
+    }
+    let (waf, unprotected) =
+        crate::waf::Firewall::of(&annotations, &namespace, input, grants, compile);
+    if let Some(problem) = unprotected {
         unresolved.get_or_insert(problem);
     }
     let default_rule = [fairlead_edge_model::input::HttpRule::default()];
@@ -585,6 +601,7 @@ pub fn translate(
                 response_headers: rule_filters.response.clone(),
                 annotations: annotations.clone(),
                 guard: guard.clone(),
+                waf: waf.clone(),
             }));
         }
     }

@@ -16,7 +16,8 @@
 //! A route-level feature is a module of its own here (the decision and its status) beside
 //! one in the render stage (its Envoy configuration); `annotations` decides what an
 //! HTTPRoute's `alb.network.deckhouse.io/*` annotations ask, `access` who may pass (basic
-//! auth), `upstream` what they change of the clusters of its backends.
+//! auth), `upstream` what they change of the clusters of its backends, `waf` the web
+//! application firewall (`mod-security`) and its rule set.
 
 pub mod access;
 pub mod annotations;
@@ -35,6 +36,7 @@ mod routes;
 pub mod status;
 pub mod stream;
 pub mod upstream;
+pub mod waf;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,7 +56,13 @@ pub fn translate(
     controller_name: &str,
     each: impl FnMut(&ObjectKey, ir::Gateway),
 ) -> Statuses {
-    translate_with(input, controller_name, &mut memo::Forget, each)
+    translate_with(
+        input,
+        controller_name,
+        &mut memo::Forget,
+        &waf::Unchecked,
+        each,
+    )
 }
 
 /// The statuses of everything served by `controller_name` (a translation whose IR is not
@@ -79,9 +87,19 @@ pub fn intermediate(input: &Input, controller_name: &str) -> BTreeMap<ObjectKey,
 #[derive(Debug, Default)]
 pub struct Translator {
     memo: memo::Memo,
+    waf: Option<Arc<dyn waf::Compile>>,
 }
 
 impl Translator {
+    /// A translator whose WAF rule sets are checked by `waf` (the control plane's engine);
+    /// without one they are taken as they are ([`waf::Unchecked`]).
+    pub fn with_waf(waf: Arc<dyn waf::Compile>) -> Self {
+        Self {
+            waf: Some(waf),
+            ..Self::default()
+        }
+    }
+
     /// Translates everything served by `controller_name`, as [`translate`] does.
     pub fn translate(
         &mut self,
@@ -90,7 +108,8 @@ impl Translator {
         each: impl FnMut(&ObjectKey, ir::Gateway),
     ) -> Statuses {
         self.memo.start(input);
-        let statuses = translate_with(input, controller_name, &mut self.memo, each);
+        let waf: &dyn waf::Compile = self.waf.as_deref().unwrap_or(&waf::Unchecked);
+        let statuses = translate_with(input, controller_name, &mut self.memo, waf, each);
         self.memo.finish();
         statuses
     }
@@ -102,6 +121,7 @@ fn translate_with(
     input: &Input,
     controller_name: &str,
     recall: &mut impl memo::Recall,
+    waf: &dyn waf::Compile,
     mut each: impl FnMut(&ObjectKey, ir::Gateway),
 ) -> Statuses {
     let mut statuses = Statuses::default();
@@ -131,7 +151,7 @@ fn translate_with(
         .map(|g| attach::GatewayState::new(g, input, &grants))
         .collect();
     gateways.sort_by(|a, b| a.key.cmp(&b.key));
-    let routes = translated_routes(input, &grants, recall);
+    let routes = translated_routes(input, &grants, recall, waf);
     let tls = backend_tls::Policies::new(input);
     attach::routes(
         &mut gateways,
@@ -171,6 +191,7 @@ fn translated_routes<'a>(
     input: &'a Input,
     grants: &Grants<'_>,
     recall: &mut impl memo::Recall,
+    waf: &dyn waf::Compile,
 ) -> Vec<RouteView<'a>> {
     let http_like = |t: Result<http::Translated, http::Rejected>| {
         t.map(|t| (Content::Http(t.entries), t.unresolved))
@@ -182,7 +203,7 @@ fn translated_routes<'a>(
                     source: Source| {
         let key = || RouteKey::new(kind, fairlead_edge_model::input::key(metadata));
         let translated = recall.route(key, &source, || match &source {
-            Source::Http(r) => http_like(http::translate(r, input, grants)),
+            Source::Http(r) => http_like(http::translate(r, input, grants, waf)),
             Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
             Source::Stream(r) => crate::stream::translate(r, kind, input, grants)
                 .map(|(e, u)| (Content::Stream(Arc::new(e)), u)),

@@ -75,6 +75,8 @@ pub fn control_plane(
     let settings = fairlead_edge_control_plane::run::Settings {
         controller_name: fairlead_edge_model::CONTROLLER_NAME.into(),
         lease: fairlead_kit::lease::LeaseConfig::new("alb-xds", "default", "test"),
+        // Rule sets taken as they are (the WAF's own tests compile them).
+        waf: std::sync::Arc::new(fairlead_edge_translate::waf::Unchecked),
     };
     let (nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();
     let index = Index::start(client.clone(), stop.clone());

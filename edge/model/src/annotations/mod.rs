@@ -8,12 +8,14 @@
 //! One module per family: [`access`] (who may pass: allowlist, basic auth, external auth,
 //! `satisfy`), [`traffic`] (what a request and its answer may be: rate, buffers, timeouts,
 //! rewrites, headers), [`upstream`] (how backends are reached: affinity, hashing, the Service
-//! address, TLS), [`values`] (the shared value syntaxes).
+//! address, TLS), [`waf`] (the web application firewall), [`values`] (the shared value
+//! syntaxes).
 
 pub mod access;
 pub mod traffic;
 pub mod upstream;
 pub mod values;
+pub mod waf;
 
 use std::collections::BTreeMap;
 
@@ -22,6 +24,7 @@ use serde::Serialize;
 pub use access::{Access, BasicAuth, ExternalAuth, Satisfy, SecretRef};
 pub use traffic::Traffic;
 pub use upstream::{Affinity, BackendTlsSettings, Upstream};
+pub use waf::Waf;
 
 /// The prefix of every ALB annotation.
 pub const PREFIX: &str = "alb.network.deckhouse.io/";
@@ -84,9 +87,9 @@ pub struct Annotations {
     /// `tls-disable-protocol: http2`: the HTTPS chains of the route's hostnames offer no `h2`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub disable_http2: bool,
-    /// `mod-security`, as written: the WAF the route asks for.
+    /// `mod-security`: the WAF the route asks for.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub waf: Option<String>,
+    pub waf: Option<Waf>,
 }
 
 impl Annotations {
@@ -117,7 +120,7 @@ impl Annotations {
             traffic: Traffic::read(&get)?,
             upstream: Upstream::read(&get)?,
             disable_http2,
-            waf: get("mod-security").map(str::to_owned),
+            waf: get(waf::ANNOTATION).map(Waf::read).transpose()?,
         })
     }
 
@@ -172,6 +175,7 @@ mod tests {
                 .disable_http2
         );
         let waf = read(&[("mod-security", "{\"mode\": \"on\"}")]).unwrap();
-        assert_eq!(waf.waf.as_deref(), Some("{\"mode\": \"on\"}"));
+        assert_eq!(waf.waf.map(|w| w.mode), Some(waf::Mode::On));
+        assert!(read(&[("mod-security", "on")]).is_err());
     }
 }
