@@ -109,18 +109,46 @@ impl Bootstrap {
     }
 }
 
+/// A cluster of one gRPC service on the Unix socket `socket`.
+fn socket_cluster(name: &str, socket: &std::path::Path) -> serde_json::Value {
+    serde_json::json!({
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "typed_extension_protocol_options": {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}}
+            }
+        },
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"pipe": {
+                "path": socket.display().to_string()
+            }}}}]}]
+        }
+    })
+}
+
 /// Envoy's arguments merged over the bootstrap (`--config-yaml`, which Envoy takes once):
-/// its admin interface moved to `admin`, the GeoIP editions `geoip` held in the node's
-/// metadata (`geoip_editions`, what the xDS server reads).
+/// the clusters of the services beside it in the work directory `work_dir` (the
+/// authentication service, [`auth::SOCKET`], and the WAF of the pod's WAF container,
+/// [`fairlead_edge_model::names::WAF_SOCKET`]), its admin interface moved to `admin`, the
+/// GeoIP editions `geoip` held in the node's metadata (`geoip_editions`, what the xDS server
+/// reads).
 fn overrides(
     admin: Option<std::net::SocketAddr>,
     geoip: Option<&[fairlead_edge_api::geoip::Edition]>,
-    auth_socket: &std::path::Path,
+    work_dir: &std::path::Path,
 ) -> Vec<String> {
+    use fairlead_edge_model::names::{WAF_CLUSTER, WAF_SOCKET};
     let mut config = serde_json::Map::new();
     config.insert(
         "static_resources".into(),
-        serde_json::json!({"clusters": [auth::cluster(auth_socket)]}),
+        serde_json::json!({"clusters": [
+            socket_cluster(auth::CLUSTER, &work_dir.join(auth::SOCKET)),
+            socket_cluster(WAF_CLUSTER, &work_dir.join(WAF_SOCKET)),
+        ]}),
     );
     if let Some(address) = admin {
         config.insert(
@@ -229,8 +257,9 @@ pub async fn run(
     let bootstrap = write_bootstrap(&settings)?;
     // The authentication service routes with basic auth or auth-url ask (through Envoy's
     // ext_authz), for as long as Envoy runs.
-    let auth_socket = std::path::absolute(settings.work_dir.join(auth::SOCKET))
-        .map_err(io("the authentication socket's path"))?;
+    let work_dir =
+        std::path::absolute(&settings.work_dir).map_err(io("the work directory's path"))?;
+    let auth_socket = work_dir.join(auth::SOCKET);
     let auth_stop = CancellationToken::new();
     {
         let (socket, stop) = (auth_socket.clone(), auth_stop.clone());
@@ -277,7 +306,7 @@ pub async fn run(
         .args(overrides(
             settings.admin_address,
             geoip.as_deref(),
-            &auth_socket,
+            &work_dir,
         ))
         // Several proxies share a host (`fairlead up`): each gets its own shared-memory id.
         .arg("--use-dynamic-base-id")
@@ -399,7 +428,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("GeoIP2-ASN.mmdb")).unwrap();
         let held = held_editions(dir.path());
         assert_eq!(held, [Edition::LiteCity]);
-        let socket = std::path::Path::new("/var/run/fairlead/auth.sock");
+        let socket = std::path::Path::new("/var/run/fairlead");
         let args = overrides(
             Some("127.0.0.1:15000".parse().unwrap()),
             Some(&held),
@@ -421,6 +450,13 @@ mod tests {
             cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["pipe"]
                 ["path"],
             "/var/run/fairlead/auth.sock"
+        );
+        let waf = &merged["static_resources"]["clusters"][1];
+        assert_eq!(waf["name"], "fairlead-waf");
+        assert_eq!(
+            waf["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["pipe"]
+                ["path"],
+            "/var/run/fairlead/waf.sock"
         );
         let none: Vec<String> = overrides(None, None, socket);
         assert!(!none[1].contains("node"), "no editions, no node metadata");

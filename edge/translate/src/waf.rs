@@ -255,7 +255,7 @@ data:
         );
         assert!(a < b, "keys in sorted order: {}", rules.rules);
         assert!(
-            rules.rules.contains("\"@streq 2\"         \"id:1002"),
+            rules.rules.contains("\"@streq 2\"     \"id:1002"),
             "joined: {}",
             rules.rules
         );

@@ -339,27 +339,6 @@ pub async fn serve(
         .map_err(std::io::Error::other)
 }
 
-/// The `--config-yaml` part giving Envoy the service's cluster at `socket`.
-pub fn cluster(socket: &std::path::Path) -> serde_json::Value {
-    serde_json::json!({
-        "name": CLUSTER,
-        "type": "STATIC",
-        "connect_timeout": "1s",
-        "typed_extension_protocol_options": {
-            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                "explicit_http_config": {"http2_protocol_options": {}}
-            }
-        },
-        "load_assignment": {
-            "cluster_name": CLUSTER,
-            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"pipe": {
-                "path": socket.display().to_string()
-            }}}}]}]
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
