@@ -27,6 +27,3 @@ pub fn check() -> Arc<dyn Compile> {
         Arc::new(fairlead_edge_translate::waf::Missing)
     }
 }
-
-/// Whether this build carries the WAF engine.
-pub const BUILT_WITH_WAF: bool = cfg!(feature = "waf");

@@ -42,19 +42,6 @@ impl Sets {
         }
     }
 
-    /// The engine's name and version.
-    pub fn engine(&self) -> String {
-        self.engine.version()
-    }
-
-    /// Compiles `set` now, apart from the shared ones (the control plane's check).
-    pub fn check(&self, set: &RuleSet) -> Result<(), String> {
-        self.engine
-            .compile(&directives(set, &self.crs))
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
-
     /// The set of `digest`, compiled from `set` (called only the first time) on a blocking
     /// thread.
     pub async fn get(
