@@ -236,6 +236,7 @@ pub(crate) fn read(
             .and_then(|a| a.get(fairlead_edge_model::names::ROUTE_STATISTICS))
             .is_some_and(|v| v == "true"),
         own_inlet: false,
+        waf: false,
         spec,
     }
 }

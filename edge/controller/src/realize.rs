@@ -87,6 +87,12 @@ async fn realize_all(
     if let Some(oldest) = live.iter_mut().min_by(|a, b| a.order().cmp(&b.order())) {
         oldest.own_inlet = has_own_inlet(client, oldest, gateway).await?;
     }
+    // The WAF beside Envoy when some route of the Gateway asks for it (every inlet serves
+    // the same routes).
+    let waf = asks_for_waf(client, gateway).await?;
+    for instance in &mut live {
+        instance.waf = waf;
+    }
     let live = &live[..];
     prune_inlets(client, gateway, live).await?;
     let plan = crate::instances::plan(live, &context.config.workload)
@@ -470,6 +476,24 @@ async fn has_own_inlet(
             .items
             .is_empty()
     })
+}
+
+/// Whether some route of `gateway` asks for the WAF: its `WAF` condition, which the control
+/// plane writes ([`fairlead_edge_model::names::WAF_CONDITION`]). A Gateway not made yet
+/// asks nothing; once the control plane writes the condition, the Gateway's change wakes
+/// the reconcile again.
+async fn asks_for_waf(client: &kube::Client, gateway: &ObjectKey) -> Result<bool, kube::Error> {
+    let Some(object) = gateways(client, gateway.namespace())
+        .get_opt(gateway.name())
+        .await?
+    else {
+        return Ok(false);
+    };
+    Ok(object.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == fairlead_edge_model::names::WAF_CONDITION && c["status"] == "True"))
 }
 
 /// Applies an inlet of `gateway` — its proxies and their Service — and reads back how many

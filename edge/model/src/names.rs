@@ -91,6 +91,11 @@ pub const WAF_DIGEST_HEADER: &str = "fairlead-waf-digest";
 /// See [`WAF_ROUTE_HEADER`].
 pub const WAF_RULES_HEADER: &str = "fairlead-waf-rules-bin";
 
+/// The Gateway condition saying whether some route of the Gateway asks for the WAF (written
+/// by the control plane's translation; the gateway controller adds the WAF container to the
+/// Gateway's proxy pods when it is `True`).
+pub const WAF_CONDITION: &str = "WAF";
+
 /// The dynamic metadata namespace the WAF writes its verdict into (`rules`: the ids of the
 /// rules that matched, `action`: `blocked` or `detected`), which the access log prints.
 pub const WAF_METADATA: &str = "fairlead.waf";

@@ -151,13 +151,8 @@ pub fn per_route(entry: &Entry) -> BTreeMap<String, Any> {
         out.insert(traffic::BUFFER.to_owned(), enabled(traffic::buffer(bytes)));
     }
     if let Some(firewall) = &entry.waf {
-        let route = entry
-            .name
-            .splitn(3, '/')
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("/");
-        if let Some(config) = waf::per_route(&route, firewall) {
+        let route = fairlead_edge_translate::waf::route_of(&entry.name);
+        if let Some(config) = waf::per_route(route, firewall) {
             out.insert(waf::FILTER.to_owned(), enabled(config));
         }
     }

@@ -327,6 +327,7 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
                 },
                 generation,
             ),
+            waf::condition(g, generation),
         ],
         listeners: own.iter().map(|l| l.status()).collect(),
         attached_listener_sets: i32::try_from(g.sets.iter().filter(|s| s.accepted).count())

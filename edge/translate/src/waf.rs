@@ -12,6 +12,7 @@ use std::sync::Arc;
 use fairlead_edge_model::annotations::Annotations;
 use fairlead_edge_model::annotations::waf::{self, Mode, RuleSet};
 use fairlead_edge_model::input::{GATEWAY_GROUP, Input};
+use fairlead_edge_model::names;
 
 use crate::refs::{Grants, Unresolved};
 
@@ -164,6 +165,50 @@ impl Firewall {
     }
 }
 
+/// The Gateway's [`names::WAF_CONDITION`]: whether some route attached to it asks for the WAF
+/// (and can have it), so its proxy pods run the WAF beside Envoy.
+pub fn condition(
+    gateway: &crate::attach::GatewayState<'_>,
+    generation: Option<i64>,
+) -> crate::status::Condition {
+    let mut routes: Vec<&str> = gateway
+        .http
+        .iter()
+        .flatten()
+        .filter(|a| a.entry.waf.as_ref().is_some_and(|w| !w.shut))
+        .map(|a| route_of(&a.entry.name))
+        .collect();
+    routes.sort_unstable();
+    routes.dedup();
+    let (reason, message) = if routes.is_empty() {
+        ("NotRequested", "no route asks for the WAF".to_owned())
+    } else {
+        (
+            "Requested",
+            format!(
+                "{} route(s) ask for the WAF (mod-security); the proxies run it beside Envoy",
+                routes.len()
+            ),
+        )
+    };
+    crate::status::Condition::new(
+        names::WAF_CONDITION,
+        !routes.is_empty(),
+        reason,
+        message,
+        generation,
+    )
+}
+
+/// The `namespace/name` of the route of an entry named `namespace/name/rule/i/match/j`.
+pub fn route_of(entry: &str) -> &str {
+    let mut slashes = entry.match_indices('/').map(|(i, _)| i);
+    match slashes.nth(1) {
+        Some(end) => &entry[..end],
+        None => entry,
+    }
+}
+
 /// The rules of ConfigMap `namespace/name`: the value of `key`, or of every key in sorted
 /// order, continuation lines joined.
 fn config_map_rules(
@@ -283,6 +328,7 @@ data:
         let (firewall, problem) = Firewall::of(&missing, "team", &input, &grants, &Refuses);
         assert!(firewall.unwrap().shut);
         assert!(matches!(problem, Some(u) if u.reason == INVALID && u.message.contains("c.conf")));
+        assert_eq!(route_of("team/shop/rule/0/match/1"), "team/shop");
         let broken = annotations(r#"{"mode": "on", "directives": ["SecRule Broken"]}"#);
         let (firewall, problem) = Firewall::of(&broken, "team", &input, &grants, &Refuses);
         let firewall = firewall.unwrap();

@@ -659,6 +659,7 @@ mod tests {
             default: false,
             route_statistics: false,
             own_inlet: false,
+            waf: false,
             spec: serde_json::from_value::<InstanceSpec>(
                 json!({"gatewayName": "public", "geoIP": geo}),
             )

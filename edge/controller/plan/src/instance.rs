@@ -36,6 +36,10 @@ pub struct Instance {
     /// shared its Gateway with an older instance, and keeps them after taking it over (the
     /// controller's shell finds them).
     pub own_inlet: bool,
+    /// Some route of its Gateway asks for the WAF (the Gateway's `WAF` condition, which the
+    /// control plane writes; the controller's shell reads it): its proxy pods run the WAF
+    /// beside Envoy.
+    pub waf: bool,
     /// What it says.
     pub spec: InstanceSpec,
 }

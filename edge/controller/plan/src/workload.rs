@@ -67,6 +67,9 @@ const METRICS_PORT: u16 = 19001;
 /// The supervisor's health port (`/readyz` for the kubelet).
 const HEALTH_PORT: u16 = 19002;
 
+/// The WAF's admin server (metrics, health; loopback).
+pub const WAF_ADMIN_PORT: u16 = 19003;
+
 /// kube-rbac-proxy's port in front of the metrics.
 pub const RBAC_PROXY_PORT: u16 = 19101;
 
@@ -76,6 +79,7 @@ pub const OWN_PORTS: &[(u16, &str)] = &[
     (ADMIN_PORT, "Envoy's admin"),
     (METRICS_PORT, "the supervisor's metrics"),
     (HEALTH_PORT, "the supervisor's health"),
+    (WAF_ADMIN_PORT, "the WAF's admin"),
     (RBAC_PROXY_PORT, "kube-rbac-proxy's"),
 ];
 
@@ -370,6 +374,34 @@ fn downloader(
         security_context: Some(pods::hardened()),
         volume_mounts: Some(vec![
             pods::mount("geoip", GEOIP_MOUNT, false),
+            pods::mount("tmp", "/tmp", false),
+        ]),
+        ..Container::default()
+    }
+}
+
+/// The WAF beside Envoy (`fairlead edge waf`): Envoy asks it over the socket in the shared
+/// run directory ([`fairlead_edge_model::names::WAF_SOCKET`]).
+fn waf(settings: &Settings) -> Container {
+    Container {
+        name: "waf".to_owned(),
+        image: Some(settings.proxy_image.clone()),
+        args: Some(vec![
+            "edge".to_owned(),
+            "waf".into(),
+            "--socket".into(),
+            format!(
+                "/var/run/fairlead/{}",
+                fairlead_edge_model::names::WAF_SOCKET
+            ),
+            "--admin-addr".into(),
+            format!("127.0.0.1:{WAF_ADMIN_PORT}"),
+        ]),
+        // The CRS compiled once per rule set (tens of MB), requests inspected on every core.
+        resources: Some(pods::resources("50m", "64Mi", "512Mi")),
+        security_context: Some(pods::hardened()),
+        volume_mounts: Some(vec![
+            pods::mount("run", "/var/run/fairlead", false),
             pods::mount("tmp", "/tmp", false),
         ]),
         ..Container::default()
@@ -827,6 +859,9 @@ fn pod_template(
         }
         volumes.push(pods::empty_dir("geoip", Some("1Gi"), false));
     }
+    if instance.waf {
+        sidecars.push(waf(settings));
+    }
     let mut containers = vec![proxy, rbac_proxy];
     containers.extend(sidecars);
     let affinity = (instance.kind == "ALBInstance").then(|| Affinity {
@@ -918,6 +953,7 @@ mod tests {
             default: false,
             route_statistics: false,
             own_inlet: false,
+            waf: false,
             spec: InstanceSpec {
                 gateway_name: "public".into(),
                 inlet: Some(inlet),
@@ -1277,6 +1313,54 @@ mod tests {
             );
             assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
         }
+    }
+
+    #[test]
+    fn the_waf_runs_beside_envoy_only_when_a_route_asks() {
+        let mut i = instance(
+            "ALBInstance",
+            Inlet {
+                type_: "LoadBalancer".into(),
+                ..Default::default()
+            },
+        );
+        let gateway = ObjectKey::new("team", "shop");
+        let names = |i: &Instance| -> Vec<String> {
+            let objects = objects(i, &gateway, &[], None, &Settings::default())
+                .unwrap()
+                .values();
+            find(&objects, "Deployment").unwrap()["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert!(!names(&i).contains(&"waf".to_owned()), "no route asks");
+        i.waf = true;
+        assert_eq!(names(&i), ["proxy", "kube-rbac-proxy", "waf"]);
+        let objects = objects(&i, &gateway, &[], None, &Settings::default())
+            .unwrap()
+            .values();
+        let waf =
+            &find(&objects, "Deployment").unwrap()["spec"]["template"]["spec"]["containers"][2];
+        assert_eq!(
+            waf["args"].as_array().unwrap()[..4],
+            [
+                json!("edge"),
+                json!("waf"),
+                json!("--socket"),
+                json!("/var/run/fairlead/waf.sock")
+            ]
+        );
+        assert!(
+            waf["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["name"] == "run" && m["mountPath"] == "/var/run/fairlead"),
+            "the socket is in the run directory Envoy's supervisor shares"
+        );
     }
 
     #[test]
