@@ -83,13 +83,13 @@ pub const WAF_CLUSTER: &str = "fairlead-waf";
 pub const WAF_SOCKET: &str = "waf.sock";
 
 /// The gRPC metadata a route's `ext_proc` stream opens with: the route (`namespace/name`),
-/// the rule set's digest, and the rule set itself (JSON, base64 as gRPC's `-bin` keys are),
-/// compiled by the WAF the first time it sees the digest.
+/// the rule set's digest, and the rule set itself (JSON, in base64 without padding), compiled
+/// by the WAF the first time it sees the digest.
 pub const WAF_ROUTE_HEADER: &str = "fairlead-waf-route";
 /// See [`WAF_ROUTE_HEADER`].
 pub const WAF_DIGEST_HEADER: &str = "fairlead-waf-digest";
 /// See [`WAF_ROUTE_HEADER`].
-pub const WAF_RULES_HEADER: &str = "fairlead-waf-rules-bin";
+pub const WAF_RULES_HEADER: &str = "fairlead-waf-rules";
 
 /// The Gateway condition saying whether some route of the Gateway asks for the WAF (written
 /// by the control plane's translation; the gateway controller adds the WAF container to the

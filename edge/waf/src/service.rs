@@ -78,13 +78,14 @@ impl ExternalProcessor for Service {
         };
         let route = text(names::WAF_ROUTE_HEADER);
         let digest = text(names::WAF_DIGEST_HEADER);
-        let rules = metadata
-            .get_bin(names::WAF_RULES_HEADER)
-            .and_then(|v| v.to_bytes().ok());
+        let rules = text(names::WAF_RULES_HEADER);
         let compiled = self
             .sets
             .get(&digest, || {
-                let bytes = rules.ok_or("the stream carries no rule set")?;
+                use base64::Engine as _;
+                let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+                    .decode(rules.trim_end_matches('='))
+                    .map_err(|e| format!("the rule set's encoding: {e}"))?;
                 serde_json::from_slice::<RuleSet>(&bytes).map_err(|e| format!("the rule set: {e}"))
             })
             .await;
