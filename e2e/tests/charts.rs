@@ -819,7 +819,7 @@ fn the_proxies_metrics_open_for_the_scraper_only(up: &World, scraper: &str, stra
             std::thread::sleep(Duration::from_millis(200));
         };
         let user = &review["status"]["user"];
-        for path in ["/metrics", "/stats/prometheus"] {
+        for path in ["/metrics", "/stats/prometheus", "/waf/metrics"] {
             let access = up.create_as(
                 &proxy,
                 &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",

@@ -6,7 +6,9 @@
 //! an inline directive removes one of them; a route without the annotation on the same
 //! listener is never asked about (the WAF's metrics name no such route); a rule set that does
 //! not compile and a ConfigMap of another namespace without a ReferenceGrant are named in the
-//! route's status and answer 503, never the backend; a ConfigMap's change reaches its route.
+//! route's status and answer 503, never the backend; a ConfigMap's change reaches its route;
+//! a WAF that hangs gets its routes' requests refused (504), counted by Envoy, while the
+//! other routes serve.
 
 use std::time::Duration;
 
@@ -173,9 +175,8 @@ async fn condition(up: &Up, name: &str, type_: &str) -> serde_json::Value {
     .await
 }
 
-/// The WAF's metrics, from the proxy pod's address (the runner gives each pod its own
-/// loopback address) on the WAF's admin port.
-async fn waf_metrics(up: &Up) -> String {
+/// The proxy pod's address (the runner gives each pod its own loopback address).
+async fn pod_ip(up: &Up) -> String {
     let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
         up.client().await,
         fairlead_edge_model::names::CLUSTER_NAMESPACE,
@@ -184,18 +185,74 @@ async fn waf_metrics(up: &Up) -> String {
         .list(&kube::api::ListParams::default().labels("alb.deckhouse.io/gateway=firewalled"))
         .await
         .unwrap();
-    let ip = list
-        .items
+    list.items
         .iter()
         .find_map(|p| p.status.as_ref()?.pod_ip.clone())
-        .expect("a proxy pod with an address");
-    let port = fairlead_edge_controller::workload::WAF_ADMIN_PORT;
-    reqwest::get(format!("http://{ip}:{port}/metrics"))
+        .expect("a proxy pod with an address")
+}
+
+/// `path` of the proxy supervisor's metrics port (what kube-rbac-proxy fronts): the WAF's
+/// metrics (`/waf/metrics`), Envoy's (`/stats/prometheus`).
+async fn scraped(up: &Up, path: &str) -> String {
+    let ip = pod_ip(up).await;
+    reqwest::get(format!("http://{ip}:19001{path}"))
         .await
         .unwrap()
         .text()
         .await
         .unwrap()
+}
+
+/// Envoy's count of `stat` of the WAF's `ext_proc` filter.
+async fn envoy_count(up: &Up, stat: &str) -> u64 {
+    let name = format!("envoy_http_ext_proc_waf_{stat}{{");
+    scraped(up, "/stats/prometheus")
+        .await
+        .lines()
+        .filter(|l| l.starts_with(&name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The WAF stopped (SIGSTOP: it hangs, as a stuck process would): its routes' requests get
+/// 504 after Envoy's message timeout, counted; the other routes serve. Then it goes on.
+async fn a_hanging_waf_closes_its_routes(up: &Up, world: &World) {
+    let dir = up.dir().to_str().unwrap().to_owned();
+    let pgrep = std::process::Command::new("pgrep")
+        .args(["-f", &format!("edge waf --socket {dir}")])
+        .output()
+        .unwrap();
+    let pid = String::from_utf8(pgrep.stdout).unwrap();
+    let pid = pid.lines().next().expect("the WAF's process").to_owned();
+    let signal = |name: &str| {
+        assert!(
+            std::process::Command::new("kill")
+                .args([name, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    let before = envoy_count(up, "message_timeouts").await;
+    signal("-STOP");
+    // Envoy's answer to a processor that misses its message timeout is 504 (one it cannot
+    // reach gets the filter's `status_on_error`, 503).
+    assert_eq!(
+        world.status("shop", "/").await,
+        504,
+        "never served uninspected"
+    );
+    assert_eq!(
+        world.status("plain", "/").await,
+        200,
+        "other routes unaffected"
+    );
+    signal("-CONT");
+    assert!(
+        envoy_count(up, "message_timeouts").await > before,
+        "counted by Envoy"
+    );
+    assert_eq!(world.status("shop", "/").await, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,7 +288,7 @@ async fn the_crs_guards_its_routes_only() {
     assert_eq!(world.status("custom", "/?token=other").await, 200);
     // The route without the annotation is not inspected: served, and never asked about.
     assert_eq!(world.status("plain", SQL_INJECTION).await, 200);
-    let metrics = waf_metrics(&up).await;
+    let metrics = scraped(&up, "/waf/metrics").await;
     assert!(
         metrics
             .contains(r#"fairlead_waf_requests_total{route="default/shop",verdict="blocked"} 4"#),
@@ -247,6 +304,10 @@ async fn the_crs_guards_its_routes_only() {
         "{metrics}"
     );
     assert!(!metrics.contains("default/plain"), "{metrics}");
+    assert!(
+        !metrics.contains("process_"),
+        "the supervisor's process metrics are its own"
+    );
 
     // A rule set that does not compile, a ConfigMap not granted: named, and 503.
     let broken = condition(&up, "broken", "Accepted").await;
@@ -272,6 +333,8 @@ async fn the_crs_guards_its_routes_only() {
     .await;
     assert_eq!(world.status("shop", "/").await, 200);
     assert_eq!(world.status("shop", SQL_INJECTION).await, 403);
+
+    a_hanging_waf_closes_its_routes(&up, &world).await;
 
     let output = up.stopped().await;
     assert!(output.status.success(), "{output:?}");

@@ -231,6 +231,10 @@ pub struct ProxyArgs {
     /// control plane's listeners), /metrics, and Envoy's /stats/prometheus.
     #[arg(long, default_value = "0.0.0.0:19001")]
     pub metrics_addr: SocketAddr,
+    /// The admin server of the WAF beside Envoy, when the pod runs one: its metrics are
+    /// served on the metrics port as /waf/metrics.
+    #[arg(long)]
+    pub waf_admin_addr: Option<SocketAddr>,
     /// Where Envoy's admin interface listens, instead of the bootstrap's address (loopback
     /// only: the admin can stop Envoy).
     #[arg(long)]
@@ -512,7 +516,10 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
         .serve_admin(
             args.metrics_addr,
             args.health_addr,
-            Some(fairlead_edge_proxy::stats_router(admin)),
+            Some(fairlead_edge_proxy::stats_router(
+                admin,
+                args.waf_admin_addr,
+            )),
         )
         .await?;
     let settings = fairlead_edge_proxy::Settings {

@@ -365,29 +365,71 @@ async fn watch_readiness(
 }
 
 /// Routes serving Envoy's Prometheus stats (`/stats/prometheus`) from its admin interface at
-/// `admin`, for the supervisor's metrics port.
-pub fn stats_router(admin: std::net::SocketAddr) -> axum::Router {
-    let admin = Admin::new(admin);
-    axum::Router::new().route(
+/// `admin`, and the WAF's (`/waf/metrics`, its `fairlead_waf_*` families) from its admin
+/// server at `waf` when the pod runs one, for the supervisor's metrics port: what the pod's
+/// kube-rbac-proxy lets a scraper read.
+pub fn stats_router(
+    admin: std::net::SocketAddr,
+    waf: Option<std::net::SocketAddr>,
+) -> axum::Router {
+    let envoy = Admin::new(admin);
+    let router = axum::Router::new().route(
         "/stats/prometheus",
         axum::routing::get(move || {
-            let admin = admin.clone();
+            let envoy = envoy.clone();
             async move {
-                match admin.get("/stats/prometheus").await {
-                    Ok(text) => (
-                        axum::http::StatusCode::OK,
-                        [("content-type", "text/plain; version=0.0.4")],
-                        text,
-                    ),
-                    Err(e) => (
-                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                        [("content-type", "text/plain")],
-                        format!("Envoy's admin interface does not answer: {e}\n"),
-                    ),
-                }
+                exposition(
+                    envoy.get("/stats/prometheus").await,
+                    "Envoy's admin interface",
+                    |_| true,
+                )
+            }
+        }),
+    );
+    let Some(waf) = waf else {
+        return router;
+    };
+    let waf = Admin::new(waf);
+    router.route(
+        "/waf/metrics",
+        axum::routing::get(move || {
+            let waf = waf.clone();
+            async move {
+                // Its own families only: the process metrics are the supervisor's to give.
+                exposition(waf.get("/metrics").await, "the WAF", |line| {
+                    line.contains("fairlead_waf_")
+                })
             }
         }),
     )
+}
+
+/// An exposition `text` fetched from `what`, its lines kept by `keep`; 503 when it could not
+/// be fetched.
+fn exposition(
+    text: Result<String, reqwest::Error>,
+    what: &str,
+    keep: impl Fn(&str) -> bool,
+) -> (
+    axum::http::StatusCode,
+    [(&'static str, &'static str); 1],
+    String,
+) {
+    match text {
+        Ok(text) => (
+            axum::http::StatusCode::OK,
+            [("content-type", "text/plain; version=0.0.4")],
+            text.lines()
+                .filter(|l| keep(l))
+                .flat_map(|l| [l, "\n"])
+                .collect(),
+        ),
+        Err(e) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [("content-type", "text/plain")],
+            format!("{what} does not answer: {e}\n"),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,10 @@ pub fn filter() -> Any {
             ..Default::default()
         }),
         failure_mode_allow: false,
+        // The WAF down, hanging or failing: 503, as the authentication service's failures.
+        status_on_error: Some(envoy_types::pb::envoy::r#type::v3::HttpStatus {
+            code: envoy_types::pb::envoy::r#type::v3::StatusCode::ServiceUnavailable as i32,
+        }),
         processing_mode: Some(ext_proc::ProcessingMode {
             request_header_mode: HeaderSendMode::Send as i32,
             response_header_mode: HeaderSendMode::Skip as i32,

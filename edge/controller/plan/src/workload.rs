@@ -750,7 +750,16 @@ fn proxy(
         name: "proxy".to_owned(),
         image: Some(settings.proxy_image.clone()),
         working_dir: Some(WORKING_DIR.to_owned()),
-        args: Some(args.iter().map(|a| (*a).to_owned()).collect()),
+        args: Some({
+            let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+            if instance.waf {
+                args.extend([
+                    "--waf-admin-addr".to_owned(),
+                    format!("127.0.0.1:{WAF_ADMIN_PORT}"),
+                ]);
+            }
+            args
+        }),
         env: Some(vec![
             pods::field("POD_NAME", "metadata.name"),
             pods::field("POD_NAMESPACE", "metadata.namespace"),
@@ -793,7 +802,7 @@ fn pod_template(
         &settings.rbac_proxy_image,
         RBAC_PROXY_PORT,
         METRICS_PORT,
-        "/metrics,/stats/prometheus",
+        "/metrics,/stats/prometheus,/waf/metrics",
     );
     let mut volumes = vec![
         Volume {
@@ -1339,6 +1348,20 @@ mod tests {
         assert!(!names(&i).contains(&"waf".to_owned()), "no route asks");
         i.waf = true;
         assert_eq!(names(&i), ["proxy", "kube-rbac-proxy", "waf"]);
+        let with_waf = objects(&i, &gateway, &[], None, &Settings::default())
+            .unwrap()
+            .values();
+        let pod = &find(&with_waf, "Deployment").unwrap()["spec"]["template"]["spec"];
+        let proxy_args = pod["containers"][0]["args"].to_string();
+        assert!(
+            proxy_args.contains("\"--waf-admin-addr\",\"127.0.0.1:19003\""),
+            "the supervisor serves the WAF's metrics: {proxy_args}"
+        );
+        assert!(
+            pod["containers"][1]["args"]
+                .to_string()
+                .contains("/waf/metrics")
+        );
         let objects = objects(&i, &gateway, &[], None, &Settings::default())
             .unwrap()
             .values();
