@@ -186,6 +186,12 @@ const WANTED: &[&str] = &[
     "envoy_http_maxmind_total",
     "envoy_http_maxmind_hit",
     "envoy_maxmind_db_build_epoch",
+    "envoy_http_ext_proc_waf_streams_failed",
+    "envoy_http_ext_proc_waf_message_timeouts",
+    "fairlead_waf_requests_total",
+    "fairlead_waf_blocked_rules_total",
+    "fairlead_waf_detected_rules_total",
+    "fairlead_waf_inspection_seconds_bucket",
     "alb_geoproxy_downloads_total",
     "alb_geoproxy_download_error",
     "alb_geoproxy_database_build_timestamp_seconds",
@@ -234,10 +240,21 @@ async fn every_expression_parses_and_names_metrics_a_real_prometheus_scraped() {
     let traffic = tokio::spawn(async move {
         let http = reqwest::Client::new();
         loop {
-            for path in ["/", "/", "/", "/fail"] {
+            for (host, path) in [
+                ("echo", "/"),
+                ("echo", "/"),
+                ("echo", "/"),
+                ("echo", "/fail"),
+                // The WAF's routes: an ordinary request, and a SQL injection it blocks
+                // (`guarded`) or only detects (`watched`).
+                ("guarded", "/"),
+                ("guarded", "/?id=1%27%20OR%20%271%27=%271"),
+                ("watched", "/?id=1%27%20OR%20%271%27=%271"),
+            ] {
                 let _ = http
                     .get(format!("http://{lb_ip}:{listener}{path}"))
-                    .header("host", "echo.example.com")
+                    .header("host", format!("{host}.example.com"))
+                    .header("user-agent", "Mozilla/5.0")
                     // An address the GeoIP database knows.
                     .header("x-real-ip", "81.2.69.142")
                     .send()
@@ -340,6 +357,28 @@ spec:
   hostnames: [echo.example.com]
   rules: [{{backendRefs: [{{name: echo, port: 80}}]}}]
 ---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: guarded
+  namespace: default
+  annotations: {{alb.network.deckhouse.io/mod-security: '{{"mode": "on", "preset": "owasp-crs"}}'}}
+spec:
+  parentRefs: [{{name: gw, namespace: d8-alb}}]
+  hostnames: [guarded.example.com]
+  rules: [{{backendRefs: [{{name: echo, port: 80}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: watched
+  namespace: default
+  annotations: {{alb.network.deckhouse.io/mod-security: '{{"mode": "DetectionOnly", "preset": "owasp-crs"}}'}}
+spec:
+  parentRefs: [{{name: gw, namespace: d8-alb}}]
+  hostnames: [watched.example.com]
+  rules: [{{backendRefs: [{{name: echo, port: 80}}]}}]
+---
 apiVersion: v1
 kind: Service
 metadata: {{name: echo, namespace: default}}
@@ -393,6 +432,20 @@ async fn addresses(up: &Up) -> Addresses {
         ])
     };
     let (pod, load_balancer) = until("the proxy pod ready behind its LoadBalancer", async || {
+        // The pod running the WAF its routes ask for (the first one may come without).
+        jsonpath(&[
+            "get",
+            "pods",
+            "-n",
+            "d8-alb",
+            "-l",
+            "alb.deckhouse.io/gateway=gw",
+            "-o",
+            "jsonpath={.items[0].spec.containers[*].name}",
+        ])?
+        .split_whitespace()
+        .any(|c| c == "waf")
+        .then_some(())?;
         let ready = pods("conditions[?(@.type==\"Ready\")].status")?;
         let pod = pods("podIP")?;
         let lb = jsonpath(&[
@@ -426,7 +479,8 @@ async fn addresses(up: &Up) -> Addresses {
     }
 }
 
-/// A real Prometheus on `port` scraping `fairlead up`, the proxy's Envoy and the geoproxy.
+/// A real Prometheus on `port` scraping `fairlead up`, the proxy's Envoy and WAF, and the
+/// geoproxy.
 async fn scrape(up: &Up, port: u16, addresses: &Addresses) -> Prometheus {
     use fairlead_kit::testing::prometheus::Job;
     let admin = up.admin.trim_start_matches("http://");
@@ -446,6 +500,12 @@ async fn scrape(up: &Up, port: u16, addresses: &Addresses) -> Prometheus {
             job(
                 "envoy",
                 "/stats/prometheus",
+                format!("{}:19001", addresses.pod),
+                &[("gateway", "d8-alb/gw")],
+            ),
+            job(
+                "waf",
+                "/waf/metrics",
                 format!("{}:19001", addresses.pod),
                 &[("gateway", "d8-alb/gw")],
             ),
