@@ -144,6 +144,12 @@ pub struct EdgeArgs {
     /// Seconds of load per run of the rate-limit figure.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     ratelimit_seconds: u64,
+    /// Rounds per world of the WAF figure (interleaved, after a warm-up each).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    waf_rounds: u64,
+    /// Seconds of load per round and load of the WAF figure.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    waf_seconds: u64,
     /// Which figures to measure (all when not given).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<EdgePart>,
@@ -174,6 +180,10 @@ enum EdgePart {
     /// What a `limit-rps` route passes and refuses at rates below, at and above its limit,
     /// beside nginx configured as ingress-nginx renders the annotation.
     Ratelimit,
+    /// Requests/s and latency of a route with the WAF (OWASP CRS, paranoia 1) beside the
+    /// same route without it, and of the listener's unannotated route in both worlds (a
+    /// build with the cargo feature `waf`).
+    Waf,
 }
 
 /// Bytes this thread has allocated and not freed (jemalloc's counters).
@@ -465,6 +475,58 @@ async fn geoip_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_be
     Ok(rows)
 }
 
+/// The rows of the WAF figure: each load in both worlds, and the ratios against the goals.
+async fn waf_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_bench::Row>> {
+    use fairlead_bench::waf::Load;
+    let rounds = usize::try_from(rounds)?;
+    let loads = fairlead_bench::waf::cost(&std::env::current_exe()?, rounds, seconds).await?;
+    let mut rows = Vec::new();
+    for figures in loads {
+        let (load, goal) = match figures.load {
+            Load::Get => ("a GET on the route", "goal ≥ 0.5"),
+            Load::Post => ("a 16 KiB form POST on the route", "no goal"),
+            Load::Neighbour => ("a GET on the listener's unannotated route", "goal ≥ 0.98"),
+        };
+        let ratio = median(&figures.with.rates) / median(&figures.without.rates);
+        rows.extend([
+            fairlead_bench::Row {
+                metric: format!(
+                    "{load}: with the WAF on the route (OWASP CRS, paranoia 1), {rounds} × {seconds} s"
+                ),
+                value: describe(&figures.with),
+            },
+            fairlead_bench::Row {
+                metric: format!("{load}: no WAF anywhere, interleaved"),
+                value: describe(&figures.without),
+            },
+            fairlead_bench::Row {
+                metric: format!("{load}: with / without ({goal})"),
+                value: format!("{ratio:.3}"),
+            },
+        ]);
+        if !figures.nginx_with.rates.is_empty() {
+            let peer = median(&figures.nginx_with.rates) / median(&figures.nginx_without.rates);
+            rows.extend([
+                fairlead_bench::Row {
+                    metric: format!(
+                        "{load}: nginx with ModSecurity (ingress-nginx's engine, the same rules), interleaved"
+                    ),
+                    value: describe(&figures.nginx_with),
+                },
+                fairlead_bench::Row {
+                    metric: format!("{load}: the same nginx without it"),
+                    value: describe(&figures.nginx_without),
+                },
+                fairlead_bench::Row {
+                    metric: format!("{load}: nginx with / without ModSecurity"),
+                    value: format!("{peer:.3}"),
+                },
+            ]);
+        }
+    }
+    Ok(rows)
+}
+
 /// The rows of the load generators' figure: each side, and the ratios k6 / wrk (on
 /// fairlead's Envoy) and fairlead / static (with wrk).
 async fn loadgen_rows(rounds: u64, seconds: u64) -> anyhow::Result<Vec<fairlead_bench::Row>> {
@@ -687,6 +749,9 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
             if wanted(EdgePart::Ratelimit) {
                 rows.extend(ratelimit_rows(args.ratelimit_limit, args.ratelimit_seconds).await?);
+            }
+            if wanted(EdgePart::Waf) {
+                rows.extend(waf_rows(args.waf_rounds, args.waf_seconds).await?);
             }
             if wanted(EdgePart::Envoy) {
                 let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;

@@ -227,8 +227,22 @@ pub(crate) async fn wrk(
     host: &str,
     seconds: u64,
 ) -> Result<(f64, Duration, Duration), EnvoyBenchError> {
-    let out = tokio::process::Command::new("taskset")
-        .args(["-c", "0", "wrk", "-t1", "-c32", "--latency"])
+    wrk_with(url, host, seconds, None).await
+}
+
+/// [`wrk`], its requests shaped by the Lua `script` (a method and body) when given.
+pub(crate) async fn wrk_with(
+    url: &str,
+    host: &str,
+    seconds: u64,
+    script: Option<&Path>,
+) -> Result<(f64, Duration, Duration), EnvoyBenchError> {
+    let mut command = tokio::process::Command::new("taskset");
+    command.args(["-c", "0", "wrk", "-t1", "-c32", "--latency"]);
+    if let Some(script) = script {
+        command.arg("-s").arg(script);
+    }
+    let out = command
         .arg(format!("-d{seconds}s"))
         .args(["-H", &format!("X-Real-IP: {CLIENT}")])
         .args(["-H", &format!("Host: {host}")])
@@ -277,6 +291,17 @@ pub(crate) fn start_envoy(
     editions: &[&str],
 ) -> Result<tokio::process::Child, EnvoyBenchError> {
     let node = serde_json::json!({"node": {"metadata": {"geoip_editions": editions}}});
+    start_envoy_with(envoy, bootstrap, cwd, &node)
+}
+
+/// [`start_envoy`] with `overrides` merged over the bootstrap (`--config-yaml`).
+pub(crate) fn start_envoy_with(
+    envoy: &Path,
+    bootstrap: &Path,
+    cwd: &Path,
+    overrides: &serde_json::Value,
+) -> Result<tokio::process::Child, EnvoyBenchError> {
+    let node = overrides;
     tokio::process::Command::new("taskset")
         .args(["-c", "1"])
         .arg(envoy)
@@ -454,6 +479,19 @@ impl Harness {
             backend_port,
             envoy_admin,
         })
+    }
+
+    /// Starts an Envoy of the Gateway with `overrides` over its bootstrap and waits until it
+    /// serves both shapes (without the GeoIP filter).
+    pub(crate) async fn envoy_with(
+        &self,
+        envoy: &Path,
+        cwd: &Path,
+        overrides: &serde_json::Value,
+    ) -> Result<tokio::process::Child, EnvoyBenchError> {
+        let child = start_envoy_with(envoy, &self.bootstrap, cwd, overrides)?;
+        serving(&self.url, self.envoy_admin, false).await?;
+        Ok(child)
     }
 
     /// Starts an Envoy of the Gateway (see [`start_envoy`]) and waits until it serves, with

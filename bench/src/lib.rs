@@ -13,8 +13,10 @@ pub mod geoip;
 pub mod graph;
 pub mod health;
 pub mod loadgen;
+pub mod nginx;
 pub mod ratelimit;
 pub mod scale;
+pub mod waf;
 
 use std::time::Duration;
 

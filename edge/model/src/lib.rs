@@ -4,8 +4,9 @@
 //! values (`annotations`) and the htpasswd users one of them names (`htpasswd`), the table of
 //! kinds the edge watches (`kinds`), what an ALB instance asks of its Gateway's proxies
 //! (`instance`), the names and constants the rooms must agree on (`names`), and the encoded
-//! Envoy resources the render stage hands the xDS server (`resources`). Plain data and pure
-//! functions: no I/O, no Kubernetes client.
+//! Envoy resources the render stage hands the xDS server (`resources`), and a WAF rule set as
+//! the SecLang the engine compiles (`seclang`). Plain data and pure functions: no I/O, no
+//! Kubernetes client.
 
 pub mod annotations;
 pub mod htpasswd;
@@ -14,6 +15,7 @@ pub mod instance;
 pub mod kinds;
 pub mod names;
 pub mod resources;
+pub mod seclang;
 
 pub use fairlead_key::ObjectKey;
 pub use names::CONTROLLER_NAME;

@@ -130,26 +130,28 @@ fn socket_cluster(name: &str, socket: &std::path::Path) -> serde_json::Value {
     })
 }
 
+/// The clusters of the services beside Envoy in the work directory `work_dir`, as
+/// `static_resources`: the authentication service ([`auth::SOCKET`]) and the WAF of the pod's
+/// WAF container ([`fairlead_edge_model::names::WAF_SOCKET`]).
+pub fn services(work_dir: &std::path::Path) -> serde_json::Value {
+    use fairlead_edge_model::names::{WAF_CLUSTER, WAF_SOCKET};
+    serde_json::json!({"clusters": [
+        socket_cluster(auth::CLUSTER, &work_dir.join(auth::SOCKET)),
+        socket_cluster(WAF_CLUSTER, &work_dir.join(WAF_SOCKET)),
+    ]})
+}
+
 /// Envoy's arguments merged over the bootstrap (`--config-yaml`, which Envoy takes once):
-/// the clusters of the services beside it in the work directory `work_dir` (the
-/// authentication service, [`auth::SOCKET`], and the WAF of the pod's WAF container,
-/// [`fairlead_edge_model::names::WAF_SOCKET`]), its admin interface moved to `admin`, the
-/// GeoIP editions `geoip` held in the node's metadata (`geoip_editions`, what the xDS server
-/// reads).
+/// the clusters of the services beside it in `work_dir` ([`services`]), its admin interface
+/// moved to `admin`, the GeoIP editions `geoip` held in the node's metadata
+/// (`geoip_editions`, what the xDS server reads).
 fn overrides(
     admin: Option<std::net::SocketAddr>,
     geoip: Option<&[fairlead_edge_api::geoip::Edition]>,
     work_dir: &std::path::Path,
 ) -> Vec<String> {
-    use fairlead_edge_model::names::{WAF_CLUSTER, WAF_SOCKET};
     let mut config = serde_json::Map::new();
-    config.insert(
-        "static_resources".into(),
-        serde_json::json!({"clusters": [
-            socket_cluster(auth::CLUSTER, &work_dir.join(auth::SOCKET)),
-            socket_cluster(WAF_CLUSTER, &work_dir.join(WAF_SOCKET)),
-        ]}),
-    );
+    config.insert("static_resources".into(), services(work_dir));
     if let Some(address) = admin {
         config.insert(
             "admin".into(),

@@ -192,8 +192,19 @@ async fn ready_once_configured_serves_and_drains_open_connections() {
     })
     .await;
 
-    // Envoy's stats reach the supervisor's metrics port.
-    let router = fairlead_edge_proxy::stats_router(([127, 0, 0, 1], admin_port).into());
+    // Envoy's stats reach the supervisor's metrics port, and the WAF's families of its
+    // metrics (not its process metrics, which are the supervisor's to give).
+    let waf = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let waf_addr = waf.local_addr().unwrap();
+    let waf_metrics = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(|| async {
+            "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1\n# TYPE fairlead_waf_requests_total counter\nfairlead_waf_requests_total{route=\"a/b\",verdict=\"passed\"} 3\n"
+        }),
+    );
+    tokio::spawn(async move { axum::serve(waf, waf_metrics).await });
+    let router =
+        fairlead_edge_proxy::stats_router(([127, 0, 0, 1], admin_port).into(), Some(waf_addr));
     let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let metrics_port = metrics.local_addr().unwrap().port();
     tokio::spawn(async move { axum::serve(metrics, router).await });
@@ -209,6 +220,17 @@ async fn ready_once_configured_serves_and_drains_open_connections() {
             .any(|l| l.starts_with("envoy_server_live") && l.ends_with(" 1")),
         "{stats:.300}"
     );
+    let waf = reqwest::get(format!("http://127.0.0.1:{metrics_port}/waf/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        waf.contains("fairlead_waf_requests_total{route=\"a/b\",verdict=\"passed\"} 3"),
+        "{waf}"
+    );
+    assert!(!waf.contains("process_"), "{waf}");
 
     // A stop with a connection open: the drain waits for it, and ends when it closes.
     let stopped_at = tokio::time::Instant::now();

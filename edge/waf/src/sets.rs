@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use fairlead_edge_model::annotations::waf::RuleSet;
 use fairlead_modsecurity::{Engine, Rules};
 
-use crate::directives::{Crs, directives};
+use fairlead_edge_model::seclang::{Crs, directives};
 
 /// How many compiled sets are kept.
 pub const KEPT: usize = 64;

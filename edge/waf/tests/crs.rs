@@ -4,7 +4,7 @@
 //! route's directive removing a rule lets its request through.
 
 use fairlead_edge_model::annotations::waf::{Mode, RuleSet};
-use fairlead_edge_waf::directives::{Crs, directives};
+use fairlead_edge_model::seclang::{Crs, directives};
 use fairlead_modsecurity::{Engine, Request, Rules, Verdict};
 
 fn compile(set: &RuleSet) -> Rules {

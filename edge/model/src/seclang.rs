@@ -1,4 +1,5 @@
-//! A route's [`RuleSet`] as SecLang, in the documented order: the base configuration (the
+//! A route's WAF [`RuleSet`] as SecLang (what libmodsecurity compiles: the WAF beside Envoy,
+//! the control plane's check, and the nginx of the WAF benchmark read the same text), in the documented order: the base configuration (the
 //! engine's mode, request bodies read — JSON and XML by their parsers, a body that does not
 //! parse refused — responses never), the OWASP CRS at the route's paranoia level (its setup
 //! file, then its request rules), the ConfigMap's rules, the annotation's directives (so the
@@ -6,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use fairlead_edge_model::annotations::waf::RuleSet;
+use crate::annotations::waf::RuleSet;
 
 /// Where the OWASP Core Rule Set is (Debian's `modsecurity-crs` by default).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,7 +68,7 @@ pub fn directives(set: &RuleSet, crs: &Crs) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fairlead_edge_model::annotations::waf::Mode;
+    use crate::annotations::waf::Mode;
 
     #[test]
     fn the_order_is_base_preset_configmap_directives() {
