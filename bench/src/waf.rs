@@ -129,13 +129,13 @@ async fn run(
         .collect();
     let nginx_port = free_port()?;
     let nginx_url = format!("http://127.0.0.1:{nginx_port}/");
-    let nginx_configs = [true, false].map(|modsecurity| {
+    let main = format!("load_module {};", module.display());
+    let location = format!(
+        "      modsecurity on;\n      modsecurity_rules_file {};",
+        rules.display()
+    );
+    let nginx_config = |modsecurity: bool| {
         let path = dir.join(format!("nginx-{modsecurity}.conf"));
-        let main = format!("load_module {};", module.display());
-        let location = format!(
-            "      modsecurity on;\n      modsecurity_rules_file {};",
-            rules.display()
-        );
         let extra = if modsecurity {
             crate::nginx::Extra {
                 main: &main,
@@ -149,19 +149,10 @@ async fn run(
             &path,
             crate::nginx::config(dir, nginx_port, with.backend_port, extra),
         )
-        .map(|()| path)
-    });
-    let [nginx_with, nginx_without] = nginx_configs;
-    let nginx_configs = [
-        (
-            nginx_with.map_err(|e| failed("nginx's configuration")(e.to_string()))?,
-            true,
-        ),
-        (
-            nginx_without.map_err(|e| failed("nginx's configuration")(e.to_string()))?,
-            false,
-        ),
-    ];
+        .map(|()| (path, modsecurity))
+        .map_err(|e| failed("nginx's configuration")(e.to_string()))
+    };
+    let nginx_configs = [nginx_config(true)?, nginx_config(false)?];
     let outcome = async {
         for round in 0..=rounds {
             for (harness, cwd, waf_side) in
@@ -171,74 +162,46 @@ async fn run(
                     "static_resources": fairlead_edge_proxy::services(cwd),
                 });
                 let mut child = harness.envoy_with(envoy, cwd, &services).await?;
-                for (i, load) in loads.iter().enumerate() {
-                    let (host, script) = match load {
-                        Load::Get => (Shape::Proxied.host(), None),
-                        Load::Post => (Shape::Proxied.host(), Some(script.as_path())),
-                        Load::Neighbour => (Shape::Redirect.host(), None),
-                    };
-                    let measured = wrk_with(
-                        &harness.url,
-                        host,
-                        if round == 0 { 2 } else { seconds },
-                        script,
-                    )
-                    .await;
-                    let (rate, p50, p99) = match measured {
-                        Ok(m) => m,
-                        Err(e) => {
-                            let _ = child.kill().await;
-                            return Err(e);
-                        }
-                    };
-                    if round > 0 {
-                        let side = if waf_side {
+                let measured = measure(&harness.url, &loads, round, seconds, |load| match load {
+                    Load::Get => Some((Shape::Proxied.host(), None)),
+                    Load::Post => Some((Shape::Proxied.host(), Some(script.as_path()))),
+                    Load::Neighbour => Some((Shape::Redirect.host(), None)),
+                })
+                .await;
+                let _ = child.kill().await;
+                let _ = child.wait().await;
+                for (i, figure) in measured? {
+                    record(
+                        if waf_side {
                             &mut figures[i].with
                         } else {
                             &mut figures[i].without
-                        };
-                        side.rates.push(rate);
-                        side.latency.push((p50, p99));
-                    }
+                        },
+                        figure,
+                    );
                 }
-                let _ = child.kill().await;
-                let _ = child.wait().await;
                 // The requests the WAF still works on once wrk stops are not the next load's.
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
             for (config, modsecurity) in &nginx_configs {
                 let child = crate::nginx::start(&nginx, config, &nginx_url).await?;
-                for (i, load) in loads.iter().enumerate() {
-                    let script = match load {
-                        Load::Get => None,
-                        Load::Post => Some(script.as_path()),
-                        Load::Neighbour => continue,
-                    };
-                    let measured = wrk_with(
-                        &nginx_url,
-                        Shape::Proxied.host(),
-                        if round == 0 { 2 } else { seconds },
-                        script,
-                    )
-                    .await;
-                    let (rate, p50, p99) = match measured {
-                        Ok(m) => m,
-                        Err(e) => {
-                            crate::nginx::stop(child).await;
-                            return Err(e);
-                        }
-                    };
-                    if round > 0 {
-                        let side = if *modsecurity {
+                let measured = measure(&nginx_url, &loads, round, seconds, |load| match load {
+                    Load::Get => Some((Shape::Proxied.host(), None)),
+                    Load::Post => Some((Shape::Proxied.host(), Some(script.as_path()))),
+                    Load::Neighbour => None,
+                })
+                .await;
+                crate::nginx::stop(child).await;
+                for (i, figure) in measured? {
+                    record(
+                        if *modsecurity {
                             &mut figures[i].nginx_with
                         } else {
                             &mut figures[i].nginx_without
-                        };
-                        side.rates.push(rate);
-                        side.latency.push((p50, p99));
-                    }
+                        },
+                        figure,
+                    );
                 }
-                crate::nginx::stop(child).await;
             }
         }
         Ok::<_, EnvoyBenchError>(())
@@ -248,6 +211,38 @@ async fn run(
     without.stop().await;
     let _ = waf.kill().await;
     outcome.map(|()| figures)
+}
+
+/// wrk's figures: requests/s, p50, p99.
+type Figure = (f64, std::time::Duration, std::time::Duration);
+
+/// One round of `loads` on `url`, each as `request` shapes it (its Host and wrk script;
+/// `None` skips it): the index of each load measured and its figure. The warm-up round
+/// (`round` 0) is short and gives none.
+async fn measure<'a>(
+    url: &str,
+    loads: &[Load],
+    round: usize,
+    seconds: u64,
+    request: impl Fn(Load) -> Option<(&'static str, Option<&'a Path>)>,
+) -> Result<Vec<(usize, Figure)>, EnvoyBenchError> {
+    let mut out = Vec::new();
+    for (i, load) in loads.iter().enumerate() {
+        let Some((host, script)) = request(*load) else {
+            continue;
+        };
+        let figure = wrk_with(url, host, if round == 0 { 2 } else { seconds }, script).await?;
+        if round > 0 {
+            out.push((i, figure));
+        }
+    }
+    Ok(out)
+}
+
+/// Adds `figure` to `side`.
+fn record(side: &mut Side, (rate, p50, p99): Figure) {
+    side.rates.push(rate);
+    side.latency.push((p50, p99));
 }
 
 /// `fairlead edge waf` on core 1 (beside the Envoy under test), its socket in `dir`.

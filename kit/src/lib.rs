@@ -48,6 +48,7 @@ pub mod readiness;
 pub mod reconcile;
 pub mod runtime;
 pub mod shutdown;
+pub mod socket;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -327,7 +327,14 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
                 },
                 generation,
             ),
-            waf::condition(g, generation),
+            waf::condition(
+                g.http
+                    .iter()
+                    .flatten()
+                    .filter(|a| a.entry.waf.as_ref().is_some_and(|w| !w.shut))
+                    .map(|a| a.entry.name.as_str()),
+                generation,
+            ),
         ],
         listeners: own.iter().map(|l| l.status()).collect(),
         attached_listener_sets: i32::try_from(g.sets.iter().filter(|s| s.accepted).count())

@@ -165,19 +165,14 @@ impl Firewall {
     }
 }
 
-/// The Gateway's [`names::WAF_CONDITION`]: whether some route attached to it asks for the WAF
-/// (and can have it), so its proxy pods run the WAF beside Envoy.
-pub fn condition(
-    gateway: &crate::attach::GatewayState<'_>,
+/// A Gateway's [`names::WAF_CONDITION`]: whether some route attached to it asks for the WAF
+/// (and can have it: `asking`, the names of its entries that do), so its proxy pods run the
+/// WAF beside Envoy.
+pub fn condition<'a>(
+    asking: impl Iterator<Item = &'a str>,
     generation: Option<i64>,
 ) -> crate::status::Condition {
-    let mut routes: Vec<&str> = gateway
-        .http
-        .iter()
-        .flatten()
-        .filter(|a| a.entry.waf.as_ref().is_some_and(|w| !w.shut))
-        .map(|a| route_of(&a.entry.name))
-        .collect();
+    let mut routes: Vec<&str> = asking.map(route_of).collect();
     routes.sort_unstable();
     routes.dedup();
     let (reason, message) = if routes.is_empty() {

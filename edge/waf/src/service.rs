@@ -46,9 +46,7 @@ pub async fn serve(
     service: Service,
     stop: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
-    let _ = std::fs::remove_file(&socket);
-    let listener = tokio::net::UnixListener::bind(&socket)?;
-    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    let incoming = fairlead_kit::socket::unix_incoming(&socket)?;
     tonic::transport::Server::builder()
         // A rule set travels in the stream's opening metadata.
         .http2_max_header_list_size(1 << 20)

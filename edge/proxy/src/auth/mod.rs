@@ -327,9 +327,7 @@ pub async fn serve(
     socket: std::path::PathBuf,
     stop: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
-    let _ = std::fs::remove_file(&socket);
-    let listener = tokio::net::UnixListener::bind(&socket)?;
-    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    let incoming = fairlead_kit::socket::unix_incoming(&socket)?;
     tonic::transport::Server::builder()
         .add_service(auth::authorization_server::AuthorizationServer::new(
             Service::new().map_err(std::io::Error::other)?,
