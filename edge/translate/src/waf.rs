@@ -40,7 +40,10 @@ pub struct Missing;
 
 impl Compile for Missing {
     fn compile(&self, _: &RuleSet) -> Result<(), String> {
-        Err("this fairlead is built without the WAF engine (cargo feature `waf`, libmodsecurity); the route answers 503".to_owned())
+        Err(
+            "this fairlead is built without the WAF engine (cargo feature `waf`, libmodsecurity)"
+                .to_owned(),
+        )
     }
 }
 

@@ -1,7 +1,8 @@
 //! The `ext_proc` service Envoy asks: one gRPC stream per request of a WAF route, opened with
 //! the route's rule set in its metadata ([`fairlead_edge_model::names::WAF_RULES_HEADER`] and
 //! its digest). The headers are kept; once the body is in (or there is none), the request is
-//! run through the rule set on a blocking thread and answered: through (the headers or body
+//! run through the rule set on a blocking thread (as many at once as there are cores) and
+//! answered: through (the headers or body
 //! message continues), or refused with the status the rules chose. Either way the rules that
 //! matched go into the request's dynamic metadata, for the access log — ids and messages,
 //! never the request's content. A rule set that cannot be had refuses the request (503): a WAF
@@ -31,12 +32,20 @@ use crate::sets::Sets;
 pub struct Service {
     sets: Arc<Sets>,
     metrics: WafMetrics,
+    /// One transaction per core at a time: more only thrash the cores' caches and the C
+    /// allocator's arenas (the engine allocates a great deal), and queue the same.
+    engines: Arc<tokio::sync::Semaphore>,
 }
 
 impl Service {
     /// A service of `sets`, counted in `metrics`.
     pub fn new(sets: Arc<Sets>, metrics: WafMetrics) -> Self {
-        Self { sets, metrics }
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        Self {
+            sets,
+            metrics,
+            engines: Arc::new(tokio::sync::Semaphore::new(cores)),
+        }
     }
 }
 
@@ -89,7 +98,7 @@ impl ExternalProcessor for Service {
             .await;
         let mut inbound = request.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(2);
-        let metrics = self.metrics.clone();
+        let (metrics, engines) = (self.metrics.clone(), self.engines.clone());
         tokio::spawn(async move {
             let mut held: Option<Held> = None;
             while let Ok(Some(message)) = inbound.message().await {
@@ -100,7 +109,15 @@ impl ExternalProcessor for Service {
                         attributes.extend(headers.attributes.clone());
                         let h = Held::new(&headers, &attributes);
                         if headers.end_of_stream {
-                            decide(&compiled, h, Vec::new(), &route, &metrics, false).await
+                            decide(
+                                &compiled,
+                                h,
+                                Vec::new(),
+                                &route,
+                                (&metrics, &engines),
+                                false,
+                            )
+                            .await
                         } else {
                             held = Some(h);
                             continue_headers()
@@ -108,7 +125,7 @@ impl ExternalProcessor for Service {
                     }
                     Some(Asked::RequestBody(body)) if body.end_of_stream => {
                         let h = held.take().unwrap_or_default();
-                        decide(&compiled, h, body.body, &route, &metrics, true).await
+                        decide(&compiled, h, body.body, &route, (&metrics, &engines), true).await
                     }
                     Some(Asked::RequestBody(_)) => continue_body(),
                     // The filter sends nothing else (responses are never inspected).
@@ -185,7 +202,7 @@ async fn decide(
     held: Held,
     body: Vec<u8>,
     route: &str,
-    metrics: &WafMetrics,
+    (metrics, engines): (&WafMetrics, &tokio::sync::Semaphore),
     at_body: bool,
 ) -> pb::ProcessingResponse {
     let rules = match compiled {
@@ -196,6 +213,8 @@ async fn decide(
             return refuse(503, "waf_unavailable", None);
         }
     };
+    // The semaphore is never closed: a permit always comes.
+    let _engine = engines.acquire().await.ok();
     let timer = metrics.inspection.with_label_values(&[route]).start_timer();
     let verdict = tokio::task::spawn_blocking(move || {
         let headers: Vec<(&[u8], &[u8])> = held
