@@ -15,8 +15,14 @@ pub type FieldPath = Vec<String>;
 /// The leaf paths a manager owns.
 pub type FieldSet = std::collections::BTreeSet<FieldPath>;
 
-/// The merge key of a list field in strategic merge patches, by the field's name.
-pub fn merge_key(field: &str) -> Option<&'static [&'static str]> {
+/// The merge key of a list field of a built-in kind in strategic merge patches, by the field's
+/// name and its `parent`: the field holding the object the list is in, or the list that object
+/// is an item of (`None` at the object's root). `ports` is keyed in a Service's `spec` and a
+/// container, and atomic at an EndpointSlice's root and in an Endpoints' `subsets`, as there.
+pub fn merge_key(parent: Option<&str>, field: &str) -> Option<&'static [&'static str]> {
+    if field == "ports" && matches!(parent, None | Some("subsets")) {
+        return None;
+    }
     Some(match field {
         "containers"
         | "initContainers"
@@ -56,8 +62,14 @@ pub fn child_schema<'a>(schema: Option<&'a Value>, field: &str) -> Option<&'a Va
         .or_else(|| schema.get("additionalProperties").filter(|v| v.is_object()))
 }
 
-/// The keys of a list-map field, from its schema or the built-in merge keys.
-pub fn list_keys(schema: Option<&Value>, field: &str, items: &[Value]) -> Option<Vec<String>> {
+/// The keys of a list-map field, from its schema or the built-in merge keys (`parent` as for
+/// [`merge_key`]).
+pub fn list_keys(
+    schema: Option<&Value>,
+    parent: Option<&str>,
+    field: &str,
+    items: &[Value],
+) -> Option<Vec<String>> {
     if let Some(s) = schema {
         if s["x-kubernetes-list-type"] == "map" {
             return s["x-kubernetes-list-map-keys"].as_array().map(|keys| {
@@ -70,7 +82,7 @@ pub fn list_keys(schema: Option<&Value>, field: &str, items: &[Value]) -> Option
             return None;
         }
     }
-    let candidates = merge_key(field)?;
+    let candidates = merge_key(parent, field)?;
     let key = candidates
         .iter()
         .find(|k| items.iter().all(|i| i.get(**k).is_some()))?;
@@ -94,6 +106,15 @@ pub fn fields_of(value: &Value, schema: Option<&Value>) -> FieldSet {
     set
 }
 
+/// The field an object at `path` (ending in the field `f:<list>` being walked) sits in: the
+/// field before the last, skipping list-item keys.
+fn parent(path: &[String]) -> Option<&str> {
+    path[..path.len().saturating_sub(1)]
+        .iter()
+        .rev()
+        .find_map(|e| e.strip_prefix("f:"))
+}
+
 fn walk(value: &Value, schema: Option<&Value>, path: &mut FieldPath, set: &mut FieldSet) {
     let Some(map) = value.as_object().filter(|m| !m.is_empty()) else {
         set.insert(path.clone());
@@ -104,7 +125,7 @@ fn walk(value: &Value, schema: Option<&Value>, path: &mut FieldPath, set: &mut F
         path.push(format!("f:{k}"));
         match v {
             Value::Object(m) if !m.is_empty() => walk(v, sub, path, set),
-            Value::Array(items) => match list_keys(sub, k, items) {
+            Value::Array(items) => match list_keys(sub, parent(path), k, items) {
                 Some(keys) if !items.is_empty() => {
                     let item_schema = sub.and_then(|s| s.get("items"));
                     for item in items {
@@ -220,12 +241,26 @@ mod tests {
     fn list_maps_by_schema_or_builtin_keys() {
         let items = vec![json!({"name": "a"}), json!({"name": "b"})];
         assert_eq!(
-            list_keys(None, "containers", &items),
+            list_keys(None, Some("spec"), "containers", &items),
             Some(vec!["name".into()])
         );
-        assert_eq!(list_keys(None, "args", &items), None);
+        assert_eq!(list_keys(None, Some("containers"), "args", &items), None);
         let atomic = json!({"x-kubernetes-list-type": "atomic"});
-        assert_eq!(list_keys(Some(&atomic), "containers", &items), None);
+        assert_eq!(
+            list_keys(Some(&atomic), Some("spec"), "containers", &items),
+            None
+        );
+        let ports = vec![json!({"port": 80})];
+        assert_eq!(
+            list_keys(None, Some("spec"), "ports", &ports),
+            Some(vec!["port".into()]),
+            "a Service's ports"
+        );
+        assert_eq!(
+            list_keys(None, None, "ports", &ports),
+            None,
+            "an EndpointSlice's ports are atomic"
+        );
         let set = fields_of(&json!({"spec": {"containers": items}}), None);
         let path = vec![
             "f:spec".to_string(),

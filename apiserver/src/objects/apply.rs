@@ -78,15 +78,22 @@ fn remove(value: &mut Value, path: &[String]) {
 
 /// Merges an applied configuration into the live object.
 pub fn merge(live: &Value, config: &Value, schema: Option<&Value>) -> Value {
+    merge_in(live, config, schema, None)
+}
+
+/// [`merge`] of an object that is the value, or a list item, of the field `parent`.
+fn merge_in(live: &Value, config: &Value, schema: Option<&Value>, parent: Option<&str>) -> Value {
     match (live, config) {
         (Value::Object(l), Value::Object(c)) => {
             let mut out = l.clone();
             for (k, v) in c {
                 let sub = child_schema(schema, k);
                 let merged = match (l.get(k), v) {
-                    (Some(lv @ Value::Object(_)), Value::Object(_)) => merge(lv, v, sub),
+                    (Some(lv @ Value::Object(_)), Value::Object(_)) => {
+                        merge_in(lv, v, sub, Some(k))
+                    }
                     (Some(Value::Array(li)), Value::Array(ci)) => {
-                        match list_keys(sub, k, &[li.as_slice(), ci.as_slice()].concat()) {
+                        match list_keys(sub, parent, k, &[li.as_slice(), ci.as_slice()].concat()) {
                             Some(keys) => {
                                 let item_schema = sub.and_then(|s| s.get("items"));
                                 let mut items = li.clone();
@@ -94,7 +101,10 @@ pub fn merge(live: &Value, config: &Value, schema: Option<&Value>) -> Value {
                                     let key = item_key(item, &keys);
                                     let parsed = parse_key(&key).unwrap_or_default();
                                     match find_item(&items, &parsed) {
-                                        Some(i) => items[i] = merge(&items[i], item, item_schema),
+                                        Some(i) => {
+                                            items[i] =
+                                                merge_in(&items[i], item, item_schema, Some(k))
+                                        }
                                         None => items.push(item.clone()),
                                     }
                                 }
@@ -402,6 +412,40 @@ mod tests {
         assert_eq!(
             three["status"]["endpoints"],
             json!([{"podName": "p2", "ready": false}])
+        );
+    }
+
+    #[test]
+    fn an_endpointslices_ports_are_atomic() {
+        let one = apply(
+            &json!({}),
+            &json!({"ports": [{"name": "http", "port": 8080}]}),
+            &request("a", true),
+        )
+        .unwrap();
+        let two = apply(
+            &one,
+            &json!({"ports": [{"name": "http", "port": 9090}]}),
+            &request("b", true),
+        )
+        .unwrap();
+        assert_eq!(two["ports"], json!([{"name": "http", "port": 9090}]));
+        let service = apply(
+            &json!({}),
+            &json!({"spec": {"ports": [{"port": 80}]}}),
+            &request("a", true),
+        )
+        .unwrap();
+        let service = apply(
+            &service,
+            &json!({"spec": {"ports": [{"port": 443}]}}),
+            &request("b", true),
+        )
+        .unwrap();
+        assert_eq!(
+            service["spec"]["ports"].as_array().map(Vec::len),
+            Some(2),
+            "a Service's ports merge by port: {service}"
         );
     }
 

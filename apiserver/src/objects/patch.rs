@@ -68,10 +68,17 @@ fn key_of<'a>(item: &'a Value, keys: &[&'static str]) -> Option<(&'static str, &
 
 /// Applies a strategic merge patch (see the module docs for what is simplified).
 pub fn strategic(target: &Value, patch: &Value) -> Value {
-    strategic_value(Some(target), patch, None)
+    strategic_value(Some(target), patch, None, None)
 }
 
-fn strategic_value(target: Option<&Value>, patch: &Value, field: Option<&str>) -> Value {
+/// `patch` merged into `target`, the value of `field` in an object that is the value (or a
+/// list item) of `parent` (see [`merge_key`]).
+fn strategic_value(
+    target: Option<&Value>,
+    patch: &Value,
+    field: Option<&str>,
+    parent: Option<&str>,
+) -> Value {
     match (target, patch) {
         (Some(Value::Object(t)), Value::Object(p)) => {
             if p.get("$patch").and_then(Value::as_str) == Some("replace") {
@@ -85,21 +92,23 @@ fn strategic_value(target: Option<&Value>, patch: &Value, field: Option<&str>) -
                 if v.is_null() {
                     out.remove(k);
                 } else {
-                    let merged = strategic_value(t.get(k), v, Some(k));
+                    let merged = strategic_value(t.get(k), v, Some(k), field);
                     out.insert(k.clone(), merged);
                 }
             }
             Value::Object(out)
         }
-        (Some(Value::Array(t)), Value::Array(p)) => match field.and_then(merge_key) {
-            Some(keys) => merge_list(t, p, keys),
-            None => strip_directives(patch),
-        },
+        (Some(Value::Array(t)), Value::Array(p)) => {
+            match field.and_then(|f| Some((f, merge_key(parent, f)?))) {
+                Some((field, keys)) => merge_list(t, p, field, keys),
+                None => strip_directives(patch),
+            }
+        }
         (_, patch) => strip_directives(patch),
     }
 }
 
-fn merge_list(target: &[Value], patch: &[Value], keys: &[&'static str]) -> Value {
+fn merge_list(target: &[Value], patch: &[Value], field: &str, keys: &[&'static str]) -> Value {
     if patch
         .iter()
         .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
@@ -125,7 +134,7 @@ fn merge_list(target: &[Value], patch: &[Value], keys: &[&'static str]) -> Value
                 out.remove(i);
             }
             (None, true) => {}
-            (Some(i), false) => out[i] = strategic_value(Some(&out[i]), item, None),
+            (Some(i), false) => out[i] = strategic_value(Some(&out[i]), item, Some(field), None),
             (None, false) => out.push(strip_directives(item)),
         }
     }
@@ -197,6 +206,23 @@ mod tests {
                     {"containerPort": 80, "name": "http"}, {"containerPort": 443}]},
                 {"name": "new", "image": "n:1"}
             ], "args": ["y"]}})
+        );
+    }
+
+    #[test]
+    fn strategic_replaces_an_endpointslices_ports_and_merges_a_services() {
+        let slice = json!({"ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": ["10.0.0.1"]}]});
+        let out = strategic(&slice, &json!({"ports": [{"name": "http", "port": 9090}]}));
+        assert_eq!(out["ports"], json!([{"name": "http", "port": 9090}]));
+        let endpoints = json!({"subsets": [{"ports": [{"port": 1}]}]});
+        let out = strategic(&endpoints, &json!({"subsets": [{"ports": [{"port": 2}]}]}));
+        assert_eq!(out["subsets"], json!([{"ports": [{"port": 2}]}]));
+        let service = json!({"spec": {"ports": [{"port": 80, "name": "http"}]}});
+        let out = strategic(&service, &json!({"spec": {"ports": [{"port": 443}]}}));
+        assert_eq!(
+            out["spec"]["ports"],
+            json!([{"port": 80, "name": "http"}, {"port": 443}])
         );
     }
 
