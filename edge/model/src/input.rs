@@ -76,7 +76,9 @@ pub struct Address {
     /// `IPAddress` (default) or `Hostname`.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,
-    /// The address.
+    /// The address; empty when the Gateway asks for an address of the type without naming
+    /// one (the implementation assigns it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub value: String,
 }
 

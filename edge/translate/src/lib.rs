@@ -306,13 +306,21 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
     };
     let serving = serving && listen.is_ok();
     GatewayStatus {
-        // Where the proxies listen, when the Gateway names one address; else what it asks.
+        // Where the proxies listen, when the Gateway names one address; else the addresses it
+        // asks for by value (one asked for by type only is not assigned until then).
         addresses: match &listen {
             Ok(Some(ip)) => vec![Address {
                 type_: Some("IPAddress".into()),
                 value: ip.to_string(),
             }],
-            _ => g.gateway.spec.addresses.clone(),
+            _ => g
+                .gateway
+                .spec
+                .addresses
+                .iter()
+                .filter(|a| !a.value.is_empty())
+                .cloned()
+                .collect(),
         },
         conditions: vec![
             accepted,
