@@ -12,6 +12,8 @@
 pub mod alb;
 pub mod backends;
 pub mod binary;
+pub mod conformance;
+pub mod echo;
 pub mod geo;
 pub mod https;
 pub mod kubectl;

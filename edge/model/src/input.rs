@@ -290,6 +290,25 @@ pub struct HttpRule {
     /// Timeouts.
     #[serde(default)]
     pub timeouts: Option<HttpTimeouts>,
+    /// Retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<HttpRetry>,
+}
+
+/// `rules[].retry` (GEP-1731). Numbers are read as they come, so a value out of range is
+/// refused with its field named rather than making the whole route unreadable.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRetry {
+    /// The backend's answers retried (400–599); none: only connection errors and timeouts.
+    #[serde(default)]
+    pub codes: Vec<i64>,
+    /// How many times a request is retried (not counting the first try).
+    #[serde(default)]
+    pub attempts: Option<i64>,
+    /// The first pause between tries (a Gateway API duration).
+    #[serde(default)]
+    pub backoff: Option<String>,
 }
 
 /// `rules[].timeouts`.

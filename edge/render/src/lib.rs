@@ -27,6 +27,7 @@ mod memo;
 pub mod pb;
 pub mod proxyless;
 mod resources;
+pub mod retry;
 pub mod route;
 pub mod secret;
 pub mod telemetry;

@@ -3,7 +3,7 @@
 //! not the scheme's default; named after the hostname with `_` for dots) with its routes in
 //! precedence, each with the statistics name of its rule; each route's match (path,
 //! headers, query, method), its action (weighted clusters, a redirect, rewrites, mirrors,
-//! timeouts) and its header changes.
+//! timeouts, retries) and its header changes.
 //!
 //! A configuration is encoded as it is built (a decoded `Route` is about 2 KB): its name,
 //! then each virtual host, in the fields' order, as prost would; each route's encoding comes
@@ -300,6 +300,7 @@ pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
             rewrite,
             mirrors,
             timeout,
+            retry,
             grpc,
         } => {
             let weight = |i: usize, w: &fairlead_edge_translate::http::Weighted| {
@@ -362,6 +363,7 @@ pub fn entry(entry: &Entry, origin: Origin, drained: Drained) -> route::Route {
                         route::route_action::ClusterNotFoundResponseCode::InternalServerError
                     } as i32,
                     timeout: timeout.map(duration),
+                    retry_policy: retry.as_ref().map(crate::retry::policy),
                     request_mirror_policies: mirrors
                         .iter()
                         .map(|(b, share)| {

@@ -96,6 +96,7 @@ pub fn translate(
             rewrite: None,
             mirrors,
             timeout: None,
+            retry: None,
             grpc: true,
         });
         let default_match = [fairlead_edge_model::input::GrpcMatch::default()];

@@ -80,6 +80,9 @@ pub enum Action {
         mirrors: Vec<(Backend, u32)>,
         /// Whole-request timeout.
         timeout: Option<Duration>,
+        /// Retries ([`crate::retry`]).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        retry: Option<crate::retry::Retry>,
         /// A gRPC route: a backend that does not resolve fails its share with UNAVAILABLE
         /// (HTTP 503) rather than HTTP 500.
         grpc: bool,
@@ -383,19 +386,26 @@ pub(crate) fn rank(path: &PathMatch) -> (u8, Reverse<usize>) {
 }
 
 /// The route timeout of `timeouts`: without retries the backend request is the request, so
-/// the shorter of `request` and `backendRequest` bounds it (`0s` is no limit; no limit at all
-/// is `Some(0)`, which Envoy reads as none).
+/// the shorter of `request` and `backendRequest` bounds it; with retries only `request` does,
+/// and `backendRequest` bounds each try ([`crate::retry`]). `0s` is no limit; no limit at all
+/// is `Some(0)`, which Envoy reads as none.
 fn timeout(
     field: &str,
     timeouts: Option<&fairlead_edge_model::input::HttpTimeouts>,
+    retrying: bool,
 ) -> Result<Option<std::time::Duration>, Rejected> {
     let Some(timeouts) = timeouts else {
         return Ok(None);
     };
     let mut limits = Vec::new();
+    let backend_request = if retrying {
+        &None
+    } else {
+        &timeouts.backend_request
+    };
     for (name, text) in [
         ("request", &timeouts.request),
-        ("backendRequest", &timeouts.backend_request),
+        ("backendRequest", backend_request),
     ] {
         if let Some(text) = text {
             limits.push(duration(text).ok_or_else(|| {
@@ -559,7 +569,8 @@ pub fn translate(
             grants,
             &mut unresolved,
         )?;
-        let timeout = timeout(&field, rule.timeouts.as_ref())?;
+        let retry = crate::retry::retry(&field, rule.retry.as_ref(), rule.timeouts.as_ref())?;
+        let timeout = timeout(&field, rule.timeouts.as_ref(), retry.is_some())?;
         crate::annotations::check_rule(&annotations, &field, rule, rule_filters.rewrite.as_ref())
             .map_err(Rejected)?;
         let action = std::sync::Arc::new(match rule_filters.redirect.clone() {
@@ -569,6 +580,7 @@ pub fn translate(
                 rewrite: rule_filters.rewrite.clone(),
                 mirrors,
                 timeout,
+                retry,
                 grpc: false,
             },
         });

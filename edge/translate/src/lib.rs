@@ -32,6 +32,7 @@ pub mod http;
 pub mod ir;
 pub mod memo;
 pub mod refs;
+pub mod retry;
 mod routes;
 pub mod status;
 pub mod stream;

@@ -1,0 +1,364 @@
+//! The Gateway API conformance suite's world in `fairlead up`: its base manifests (the
+//! namespaces, Gateways and backend Services of `conformance/base/manifests.yaml`) and each
+//! test's manifests, transcribed under `e2e/tests/conformance/` with their source; the
+//! backends' pods stood in by [`crate::echo`] servers (an EndpointSlice per Service, as the
+//! endpoint controller would write it); one real Envoy per Gateway a test sends traffic to
+//! (`fairlead edge proxy` with the Gateway's own xDS client certificate, as its proxy pod runs
+//! it), listening on a loopback address of the Gateway's own (its annotation
+//! `fairlead.io/listen-address`, as a load balancer's address in a cluster); and the suite's
+//! assertions — statuses, then requests asked again until the answer holds for three in a
+//! row (its `AwaitConvergence`).
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject};
+use serde_json::Value;
+
+use crate::echo::{self, Echoed, Pod};
+use crate::{Up, until};
+
+/// The suite's GatewayClass, here.
+pub const GATEWAY_CLASS: &str = "d8-alb";
+
+/// Answers in a row that make a request's expectation hold (the suite's
+/// `RequiredConsecutiveSuccesses`).
+const IN_A_ROW: usize = 3;
+
+/// How long an expectation has to hold (the suite's `MaxTimeToConsistency`).
+const CONSISTENCY: Duration = Duration::from_secs(30);
+
+/// The transcribed manifest `name` (under `e2e/tests/conformance/`).
+pub fn manifest(name: &str) -> String {
+    let path = crate::workspace().join("e2e/tests/conformance").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A running Envoy for one Gateway; killed with the world.
+struct Proxy {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The conformance world.
+pub struct World {
+    /// The `fairlead up` it runs in.
+    pub up: Up,
+    /// Each Gateway's listen address (`namespace/name` → address).
+    addresses: Mutex<BTreeMap<String, String>>,
+    /// The proxies started, by Gateway.
+    proxies: Mutex<BTreeMap<String, Proxy>>,
+}
+
+impl World {
+    /// Starts `fairlead up` serving the experimental channel's CRDs (the suite's extended
+    /// features need its fields), applies the base manifests and stands in their backends'
+    /// pods.
+    pub async fn start() -> World {
+        let up = Up::builder()
+            .option("--gateway-api-channel", "experimental")
+            .start();
+        up.wait_ready().await;
+        let world = World {
+            up,
+            addresses: Mutex::new(BTreeMap::new()),
+            proxies: Mutex::new(BTreeMap::new()),
+        };
+        let base = manifest("base.yaml");
+        world.apply(&base);
+        world.serve_backends(&base).await;
+        world
+    }
+
+    /// Applies transcribed manifests: the suite's GatewayClass placeholder filled in, each
+    /// Gateway given a listen address of its own.
+    pub fn apply(&self, yaml: &str) {
+        let mut documents = Vec::new();
+        for document in serde_yaml_ng::Deserializer::from_str(
+            &yaml.replace("{GATEWAY_CLASS_NAME}", GATEWAY_CLASS),
+        ) {
+            let mut value: Value =
+                serde::Deserialize::deserialize(document).expect("a YAML document");
+            if value.is_null() {
+                continue;
+            }
+            if value["kind"] == "Gateway" {
+                let key = format!(
+                    "{}/{}",
+                    value["metadata"]["namespace"].as_str().unwrap_or("default"),
+                    value["metadata"]["name"].as_str().expect("a name")
+                );
+                let address = self.address(&key);
+                value["metadata"]["annotations"]["fairlead.io/listen-address"] =
+                    Value::String(address);
+            }
+            documents.push(serde_yaml_ng::to_string(&value).expect("YAML"));
+        }
+        self.up.apply(&documents.join("---\n"));
+    }
+
+    /// The listen address of the Gateway `key` (`namespace/name`): `127.<block>.9.<n>`.
+    fn address(&self, key: &str) -> String {
+        let mut addresses = self.addresses.lock().expect("the addresses");
+        let next = addresses.len() + 1;
+        addresses
+            .entry(key.to_owned())
+            .or_insert_with(|| format!("127.{}.9.{next}", self.up.block))
+            .clone()
+    }
+
+    /// An echo server for each Service of `yaml` (its pod named after the Service's `app`
+    /// selector, as the suite's Deployments are), and the Service's EndpointSlice to it.
+    async fn serve_backends(&self, yaml: &str) {
+        let mut slices = Vec::new();
+        for document in serde_yaml_ng::Deserializer::from_str(yaml) {
+            let value: Value = serde::Deserialize::deserialize(document).expect("a YAML document");
+            if value["kind"] != "Service" {
+                continue;
+            }
+            let namespace = value["metadata"]["namespace"]
+                .as_str()
+                .expect("a namespace");
+            let name = value["metadata"]["name"].as_str().expect("a name");
+            let app = value["spec"]["selector"]["app"].as_str().unwrap_or(name);
+            let port = echo::serve(Pod {
+                namespace: namespace.to_owned(),
+                name: format!("{app}-7d9f8b6c5-x4k2p"),
+            })
+            .await;
+            let ports: Vec<Value> = value["spec"]["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let mut slice_port = serde_json::json!({"port": port, "protocol": "TCP"});
+                    if let Some(name) = p["name"].as_str() {
+                        slice_port["name"] = name.into();
+                    }
+                    if let Some(app_protocol) = p["appProtocol"].as_str() {
+                        slice_port["appProtocol"] = app_protocol.into();
+                    }
+                    slice_port
+                })
+                .collect();
+            slices.push(serde_json::json!({
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {"name": format!("{name}-echo"), "namespace": namespace,
+                    "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "IPv4",
+                "ports": ports,
+                "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+            }));
+        }
+        let yaml: Vec<String> = slices
+            .iter()
+            .map(|s| serde_yaml_ng::to_string(s).expect("YAML"))
+            .collect();
+        self.up.apply(&yaml.join("---\n"));
+    }
+
+    /// The address (`ip:port`) where the Gateway `key`'s listener on `port` takes traffic,
+    /// its Envoy started the first time it is asked for.
+    pub fn gateway(&self, key: &str, port: u16) -> String {
+        let mut proxies = self.proxies.lock().expect("the proxies");
+        if !proxies.contains_key(key) {
+            proxies.insert(key.to_owned(), self.proxy(key));
+        }
+        format!(
+            "{}:{}",
+            self.address(key),
+            fairlead_edge_model::names::container_port(port)
+        )
+    }
+
+    /// `fairlead edge proxy` for the Gateway `key`, with its xDS client certificate.
+    fn proxy(&self, key: &str) -> Proxy {
+        let certificate = crate::alb::certificate(&self.up, key);
+        let dir = certificate.path();
+        let log = std::fs::File::create(
+            self.up
+                .dir()
+                .join(format!("proxy-{}.log", key.replace('/', "_"))),
+        )
+        .expect("the proxy's log");
+        let child = Command::new(crate::binary::path())
+            .args(["--log-format", "json", "edge", "proxy", "--gateway", key])
+            .args(["--xds", &format!("127.0.0.1:{}", self.up.xds_port)])
+            .arg("--xds-ca")
+            .arg(dir.join("ca.crt"))
+            .arg("--xds-cert")
+            .arg(dir.join("tls.crt"))
+            .arg("--xds-key")
+            .arg(dir.join("tls.key"))
+            .args([
+                "--admin-port",
+                &fairlead_kit::testing::free_port().to_string(),
+            ])
+            .args([
+                "--metrics-addr",
+                &format!("127.0.0.1:{}", fairlead_kit::testing::free_port()),
+            ])
+            .arg("--work-dir")
+            .arg(dir)
+            .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("fairlead edge proxy starts");
+        Proxy {
+            child,
+            _dir: certificate,
+        }
+    }
+
+    /// Waits until the route `kind` `namespace/name` is `Accepted` with its references
+    /// resolved by the Gateway `gateway` (`namespace/name`): the suite's
+    /// `GatewayAndHTTPRoutesMustBeAccepted` and `HTTPRouteMustHaveResolvedRefsConditionsTrue`.
+    pub async fn route_accepted(&self, kind: &str, route: &str, gateway: &str) {
+        let client = self.up.client().await;
+        let (namespace, name) = route.split_once('/').expect("namespace/name");
+        let (gateway_namespace, gateway_name) = gateway.split_once('/').expect("namespace/name");
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client,
+            namespace,
+            &fairlead_edge_controller::crds::resource(kind),
+        );
+        until(
+            &format!("{kind} {route} accepted by {gateway}"),
+            async || {
+                let route = api.get(name).await.ok()?;
+                let parents = route.data["status"]["parents"].as_array()?.clone();
+                let parent = parents.iter().find(|p| {
+                    p["parentRef"]["name"] == gateway_name
+                        && p["parentRef"]["namespace"].as_str().unwrap_or(namespace)
+                            == gateway_namespace
+                })?;
+                let holds = |kind: &str| {
+                    parent["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["type"] == kind && c["status"] == "True")
+                };
+                (holds("Accepted") && holds("ResolvedRefs")).then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// Removes the objects of `yaml` (a test's manifests, at its end).
+    pub async fn delete(&self, yaml: &str) {
+        let client = self.up.client().await;
+        for document in serde_yaml_ng::Deserializer::from_str(yaml) {
+            let value: Value = serde::Deserialize::deserialize(document).expect("a YAML document");
+            let Some(kind) = value["kind"].as_str() else {
+                continue;
+            };
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                value["metadata"]["namespace"].as_str().unwrap_or("default"),
+                &fairlead_edge_controller::crds::resource(kind),
+            );
+            let _ = api
+                .delete(
+                    value["metadata"]["name"].as_str().unwrap_or_default(),
+                    &Default::default(),
+                )
+                .await;
+        }
+    }
+}
+
+/// What a request must get (the suite's `ExpectedResponse`): one of `status`, and for a 2xx
+/// answer, from a pod of `backend` in `namespace`.
+#[derive(Clone, Copy, Debug)]
+pub struct Want<'a> {
+    /// The statuses that hold.
+    pub status: &'a [u16],
+    /// The Deployment whose pod answers (its name's prefix).
+    pub backend: Option<&'a str>,
+    /// The pod's namespace.
+    pub namespace: &'a str,
+}
+
+/// One request to `address` (`ip:port`) for `host` and `target`: its status and what the
+/// echo server saw (when it answered).
+pub async fn request(address: &str, host: &str, target: &str) -> Option<(u16, Option<Echoed>)> {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("a client");
+    let response = client
+        .get(format!("http://{address}{target}"))
+        .header("host", host)
+        .send()
+        .await
+        .ok()?;
+    let status = response.status().as_u16();
+    let echoed = response.json::<Echoed>().await.ok();
+    Some((status, echoed))
+}
+
+impl World {
+    /// Asks the Gateway `gateway`'s listener on `port` (its address also the `Host`, as the
+    /// suite sends it) for the target `target()` makes (each try its own) until the answer
+    /// holds [`IN_A_ROW`] times in a row, within [`CONSISTENCY`]; fails with the last answer
+    /// and the end of the Gateway's proxy log.
+    pub async fn expect(
+        &self,
+        gateway: &str,
+        port: u16,
+        mut target: impl FnMut() -> String,
+        want: Want<'_>,
+    ) {
+        let address = self.gateway(gateway, port);
+        let deadline = Instant::now() + CONSISTENCY;
+        let mut in_a_row = 0;
+        while in_a_row < IN_A_ROW {
+            let target = target();
+            let got = request(&address, &address, &target).await;
+            let holds = match &got {
+                Some((status, echoed)) if want.status.contains(status) => {
+                    !(200..300).contains(status)
+                        || want.backend.is_none_or(|backend| {
+                            echoed.as_ref().is_some_and(|e| {
+                                e.pod.starts_with(backend) && e.namespace == want.namespace
+                            })
+                        })
+                }
+                _ => false,
+            };
+            in_a_row = if holds { in_a_row + 1 } else { 0 };
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(
+                    self.up
+                        .dir()
+                        .join(format!("proxy-{}.log", gateway.replace('/', "_"))),
+                )
+                .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                panic!(
+                    "{address}{target} never answered {want:?} {IN_A_ROW} times in a row; \
+                     last: {got:?}; the proxy's log ends:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            if !holds {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    }
+}

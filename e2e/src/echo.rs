@@ -1,0 +1,296 @@
+//! The Gateway API conformance suite's backend, `echo-basic`, standing in for its pods: an
+//! HTTP server on loopback (HTTP/1.1 and cleartext HTTP/2 on one port, as the suite's
+//! `kubernetes.io/h2c` ports need) answering every request with what it saw, as JSON —
+//! path, host, method, protocol, headers, and the pod it plays (namespace, name) — and the
+//! suite's flaky backend under `/retry/`: per `uuid`, the first `succeedAfter` requests fail
+//! (with `responseCode`, or by dropping the connection without an answer), each after
+//! `delayRetry`; `delay` delays any answer. Field names and behaviour follow echo-basic
+//! (gateway-api v1.6.1, `conformance/echo-basic/echo-basic.go`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+
+/// The pod an echo server plays.
+#[derive(Clone, Debug)]
+pub struct Pod {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name (`<deployment>-<suffix>`, as the suite matches a backend by prefix).
+    pub name: String,
+}
+
+/// What an echo server answered: the request as it arrived.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Echoed {
+    /// The request target (path and query).
+    pub path: String,
+    /// The `Host` (or `:authority`).
+    pub host: String,
+    /// The method.
+    pub method: String,
+    /// `HTTP/1.1`, `HTTP/2.0`.
+    pub proto: String,
+    /// The headers, by canonical name.
+    pub headers: BTreeMap<String, Vec<String>>,
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+}
+
+/// Why a request failed on purpose: the connection is dropped without an answer.
+#[derive(Debug)]
+struct Dropped;
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection dropped on purpose")
+    }
+}
+
+impl std::error::Error for Dropped {}
+
+/// Starts an echo server playing `pod` on `127.0.0.1`; its port.
+pub async fn serve(pod: Pod) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    let state = Arc::new(State {
+        pod,
+        attempts: Mutex::new(HashMap::new()),
+    });
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let state = state.clone();
+                    async move { state.answer(request).await }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
+                .await;
+            });
+        }
+    });
+    port
+}
+
+struct State {
+    pod: Pod,
+    /// Requests seen per `uuid` of the retry simulation.
+    attempts: Mutex<HashMap<String, u32>>,
+}
+
+type Answer = Result<Response<Full<Bytes>>, Dropped>;
+
+impl State {
+    async fn answer(&self, request: Request<Incoming>) -> Answer {
+        let query: HashMap<String, String> = request
+            .uri()
+            .query()
+            .map(|q| {
+                url_pairs(q)
+                    .into_iter()
+                    .collect::<HashMap<String, String>>()
+            })
+            .unwrap_or_default();
+        let delay = |key: &str| query.get(key).and_then(|d| parse_go_duration(d));
+        if request.uri().path().starts_with("/retry/") {
+            let (Some(uuid), Some(succeed_after)) = (
+                query.get("uuid"),
+                query
+                    .get("succeedAfter")
+                    .and_then(|n| n.parse::<u32>().ok()),
+            ) else {
+                return Ok(plain(
+                    StatusCode::BAD_REQUEST,
+                    "uuid and succeedAfter are required",
+                ));
+            };
+            let failing = {
+                let mut attempts = self.attempts.lock().expect("the attempts");
+                let seen = attempts.entry(uuid.clone()).or_default();
+                let failing = *seen < succeed_after;
+                if failing {
+                    *seen += 1;
+                }
+                failing
+            };
+            if failing {
+                if let Some(d) = delay("delayRetry") {
+                    tokio::time::sleep(d).await;
+                }
+                return match query
+                    .get("responseCode")
+                    .and_then(|c| c.parse::<u16>().ok())
+                    .and_then(|c| StatusCode::from_u16(c).ok())
+                {
+                    Some(code) => Ok(plain(code, "")),
+                    None => Err(Dropped),
+                };
+            }
+        }
+        if let Some(d) = delay("delay") {
+            tokio::time::sleep(d).await;
+        }
+        Ok(self.echo(request).await)
+    }
+
+    async fn echo(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let (parts, body) = request.into_parts();
+        let _ = body.collect().await;
+        let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, value) in &parts.headers {
+            headers
+                .entry(canonical(name.as_str()))
+                .or_default()
+                .push(String::from_utf8_lossy(value.as_bytes()).into_owned());
+        }
+        let host = parts
+            .headers
+            .get(hyper::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned)
+            .or_else(|| parts.uri.authority().map(|a| a.to_string()))
+            .unwrap_or_default();
+        let target = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_owned())
+            .unwrap_or_default();
+        let proto = match parts.version {
+            hyper::Version::HTTP_2 => "HTTP/2.0",
+            hyper::Version::HTTP_10 => "HTTP/1.0",
+            _ => "HTTP/1.1",
+        };
+        let body = serde_json::json!({
+            "path": target,
+            "host": host,
+            "method": parts.method.as_str(),
+            "proto": proto,
+            "headers": headers,
+            "namespace": self.pod.namespace,
+            "ingress": "",
+            "service": "",
+            "pod": self.pod.name,
+        });
+        let mut response = Response::builder()
+            .header("content-type", "application/json")
+            .header("x-content-type-options", "nosniff");
+        // `X-Echo-Set-Header: name:value, name:value` asks for response headers.
+        for asked in parts.headers.get_all("x-echo-set-header") {
+            for pair in String::from_utf8_lossy(asked.as_bytes()).split(',') {
+                if let Some((name, value)) = pair.trim().split_once(':') {
+                    response = response.header(name.trim(), value.trim());
+                }
+            }
+        }
+        response
+            .body(Full::new(Bytes::from(body.to_string())))
+            .expect("a response")
+    }
+}
+
+fn plain(code: StatusCode, text: &str) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(code)
+        .body(Full::new(Bytes::from(text.to_owned())))
+        .expect("a response")
+}
+
+/// `x-request-id` → `X-Request-Id`, as Go's `http.Header` keys them.
+fn canonical(name: &str) -> String {
+    name.split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first
+                    .to_uppercase()
+                    .chain(chars.flat_map(char::to_lowercase))
+                    .collect()
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// The pairs of a query string, percent-decoded.
+fn url_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                Ok(b) => {
+                    out.push(b);
+                    i += 2;
+                }
+                Err(_) => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A Go duration as the suite writes them (`300ms`, `1s`, `1.5s`).
+fn parse_go_duration(text: &str) -> Option<Duration> {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let seconds = match unit {
+        "ns" => number / 1e9,
+        "us" | "µs" => number / 1e6,
+        "ms" => number / 1e3,
+        "s" => number,
+        "m" => number * 60.0,
+        "h" => number * 3600.0,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_queries_and_durations_read_as_go_reads_them() {
+        assert_eq!(canonical("x-request-id"), "X-Request-Id");
+        assert_eq!(
+            url_pairs("uuid=a%2Db&succeedAfter=2&x=1+2"),
+            vec![
+                ("uuid".into(), "a-b".into()),
+                ("succeedAfter".into(), "2".into()),
+                ("x".into(), "1 2".into())
+            ]
+        );
+        assert_eq!(parse_go_duration("300ms"), Some(Duration::from_millis(300)));
+        assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_go_duration("soon"), None);
+    }
+}
