@@ -9,6 +9,7 @@
 //! Kubernetes client.
 
 pub mod annotations;
+pub mod duration;
 pub mod htpasswd;
 pub mod input;
 pub mod instance;

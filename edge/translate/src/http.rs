@@ -173,34 +173,6 @@ pub(crate) fn check_regex(field: &str, pattern: &str) -> Result<(), Rejected> {
         .map_err(|e| Rejected(format!("{field}: invalid regular expression: {e}")))
 }
 
-/// Parses a Gateway API duration (`1h`, `30s`, `500ms`, `1m30s`).
-pub fn duration(text: &str) -> Option<Duration> {
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
-        let value: u64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let (unit, len) = if rest.starts_with("ms") {
-            (Duration::from_millis(1), 2)
-        } else if rest.starts_with('h') {
-            (Duration::from_secs(3600), 1)
-        } else if rest.starts_with('m') {
-            (Duration::from_secs(60), 1)
-        } else if rest.starts_with('s') {
-            (Duration::from_secs(1), 1)
-        } else {
-            return None;
-        };
-        total += unit * u32::try_from(value).ok()?;
-        rest = &rest[len..];
-    }
-    Some(total)
-}
-
 pub(crate) fn value_matches(
     field: &str,
     list: &[fairlead_edge_model::input::ValueMatch],
@@ -408,7 +380,7 @@ fn timeout(
         ("backendRequest", backend_request),
     ] {
         if let Some(text) = text {
-            limits.push(duration(text).ok_or_else(|| {
+            limits.push(fairlead_edge_model::duration::parse(text).ok_or_else(|| {
                 Rejected(format!(
                     "{field}.timeouts.{name}: {text:?} is not a duration"
                 ))
@@ -569,7 +541,8 @@ pub fn translate(
             grants,
             &mut unresolved,
         )?;
-        let retry = crate::retry::retry(&field, rule.retry.as_ref(), rule.timeouts.as_ref())?;
+        let retry = crate::retry::retry(&field, rule.retry.as_ref(), rule.timeouts.as_ref())
+            .map_err(Rejected)?;
         let timeout = timeout(&field, rule.timeouts.as_ref(), retry.is_some())?;
         crate::annotations::check_rule(&annotations, &field, rule, rule_filters.rewrite.as_ref())
             .map_err(Rejected)?;
@@ -621,22 +594,4 @@ pub fn translate(
         entries,
         unresolved,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_as_the_spec_writes_them() {
-        assert_eq!(duration("10s"), Some(Duration::from_secs(10)));
-        assert_eq!(duration("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(duration("0s"), Some(Duration::ZERO));
-        assert_eq!(duration("10"), None);
-        assert_eq!(duration("s"), None);
-        assert_eq!(duration(""), None);
-        assert_eq!(duration("1d"), None);
-    }
 }

@@ -1,4 +1,5 @@
-//! A rule's `retry` (GEP-1731) and the timeouts it changes. A request is retried up to
+//! A rule's `retry` (GEP-1731) and the timeouts it changes (an error is a message naming the
+//! field, which the route's translation turns into its refusal). A request is retried up to
 //! `attempts` times (not counting the first try; 2 when not given, as Envoy Gateway and Istio
 //! do; 0 is none) when the backend cannot be reached, resets the stream, or does not answer
 //! within `timeouts.backendRequest`, and when it answers one of `codes`; `backoff` is the first
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use fairlead_edge_model::input::{HttpRetry, HttpTimeouts};
 
-use crate::http::{Rejected, duration};
+use fairlead_edge_model::duration;
 
 /// Retries when no `attempts` is given.
 pub const DEFAULT_ATTEMPTS: u32 = 2;
@@ -38,16 +39,14 @@ pub fn retry(
     field: &str,
     retry: Option<&HttpRetry>,
     timeouts: Option<&HttpTimeouts>,
-) -> Result<Option<Retry>, Rejected> {
+) -> Result<Option<Retry>, String> {
     let Some(retry) = retry else {
         return Ok(None);
     };
     let attempts = match retry.attempts {
         None => DEFAULT_ATTEMPTS,
         Some(n) => u32::try_from(n).map_err(|_| {
-            Rejected(format!(
-                "{field}.retry.attempts: {n} is not a number of retries (0 or more)"
-            ))
+            format!("{field}.retry.attempts: {n} is not a number of retries (0 or more)")
         })?,
     };
     if attempts == 0 {
@@ -59,23 +58,22 @@ pub fn retry(
         .enumerate()
         .map(|(i, &code)| match u32::try_from(code) {
             Ok(code @ 400..=599) => Ok(code),
-            _ => Err(Rejected(format!(
+            _ => Err(format!(
                 "{field}.retry.codes[{i}]: {code} is not an HTTP error status (400–599)"
-            ))),
+            )),
         })
         .collect::<Result<Vec<_>, _>>()?;
     let backoff = match &retry.backoff {
         None => None,
-        Some(text) => Some(duration(text).ok_or_else(|| {
-            Rejected(format!("{field}.retry.backoff: {text:?} is not a duration"))
-        })?),
+        Some(text) => Some(
+            duration::parse(text)
+                .ok_or_else(|| format!("{field}.retry.backoff: {text:?} is not a duration"))?,
+        ),
     };
     let per_try = match timeouts.and_then(|t| t.backend_request.as_ref()) {
         None => None,
-        Some(text) => Some(duration(text).ok_or_else(|| {
-            Rejected(format!(
-                "{field}.timeouts.backendRequest: {text:?} is not a duration"
-            ))
+        Some(text) => Some(duration::parse(text).ok_or_else(|| {
+            format!("{field}.timeouts.backendRequest: {text:?} is not a duration")
         })?),
     }
     .filter(|d| !d.is_zero());
@@ -131,7 +129,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let err = |r: HttpRetry| retry("spec.rules[1]", Some(&r), None).unwrap_err().0;
+        let err = |r: HttpRetry| retry("spec.rules[1]", Some(&r), None).unwrap_err();
         assert!(
             err(asked(vec![500, 200], None, None)).starts_with("spec.rules[1].retry.codes[1]: 200")
         );
