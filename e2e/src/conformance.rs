@@ -257,6 +257,36 @@ impl World {
         .await;
     }
 
+    /// Waits until the Gateway `key` has, at its latest generation, the condition `type_` with
+    /// `status` and `reason` (the suite's `GatewayMustHaveLatestConditions` and
+    /// `GatewayMustHaveCondition`).
+    pub async fn gateway_condition(&self, key: &str, type_: &str, status: &str, reason: &str) {
+        let client = self.up.client().await;
+        let (namespace, name) = key.split_once('/').expect("namespace/name");
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client,
+            namespace,
+            &fairlead_edge_controller::crds::resource("Gateway"),
+        );
+        until(
+            &format!("Gateway {key}: {type_}={status} ({reason})"),
+            async || {
+                let gateway = api.get(name).await.ok()?;
+                let generation = gateway.metadata.generation?;
+                let conditions = gateway.data["status"]["conditions"].as_array()?.clone();
+                conditions
+                    .iter()
+                    .all(|c| c["observedGeneration"].as_i64() == Some(generation))
+                    .then_some(())?;
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == type_ && c["status"] == status && c["reason"] == reason)
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+
     /// Removes the objects of `yaml` (a test's manifests, at its end).
     pub async fn delete(&self, yaml: &str) {
         let client = self.up.client().await;

@@ -187,6 +187,21 @@ async fn http_route_retry_with_timeouts(world: &World) {
     world.delete(&yaml).await;
 }
 
+/// GatewayInvalidParametersRef: parameters the class does not take are refused.
+async fn gateway_invalid_parameters_ref(world: &World) {
+    let yaml = manifest("gateway-invalid-parameters-ref.yaml");
+    world.apply(&yaml);
+    world
+        .gateway_condition(
+            "gateway-conformance-infra/gateway-invalid-parameters-ref",
+            "Accepted",
+            "False",
+            "InvalidParameters",
+        )
+        .await;
+    world.delete(&yaml).await;
+}
+
 /// The HTTP profile's tests transcribed so far, one world, one after the other (as the suite
 /// runs them), each removing its manifests at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,4 +212,5 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
     http_route_retry(&world).await;
     http_route_retry_connection_error(&world).await;
     http_route_retry_with_timeouts(&world).await;
+    gateway_invalid_parameters_ref(&world).await;
 }

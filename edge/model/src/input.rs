@@ -67,6 +67,39 @@ pub struct GatewaySpec {
     /// Which namespaces' ListenerSets may attach (none when absent).
     #[serde(default)]
     pub allowed_listeners: Option<AllowedListeners>,
+    /// What the Gateway asks of the infrastructure made for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure: Option<GatewayInfrastructure>,
+}
+
+/// `Gateway.spec.infrastructure`.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayInfrastructure {
+    /// Labels for the objects made for the Gateway.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations for the objects made for the Gateway.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Implementation-specific parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_ref: Option<LocalParametersReference>,
+}
+
+/// `Gateway.spec.infrastructure.parametersRef`.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalParametersReference {
+    /// Its API group.
+    #[serde(default)]
+    pub group: String,
+    /// Its kind.
+    #[serde(default)]
+    pub kind: String,
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
 }
 
 /// A Gateway address.

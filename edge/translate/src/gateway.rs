@@ -37,6 +37,29 @@ pub fn listen_address(gateway: &Gateway) -> Result<Option<std::net::IpAddr>, Str
     })
 }
 
+/// Why the Gateway is not accepted whatever its listeners (nothing of it is served): the
+/// condition's reason and a message naming the field. A listen address that is not one
+/// (`UnsupportedAddress`); parameters, which class `d8-alb` does not take: its settings come
+/// from the ALB instance naming the Gateway (`InvalidParameters`).
+pub fn refused(gateway: &Gateway) -> Option<(&'static str, String)> {
+    if let Err(problem) = listen_address(gateway) {
+        return Some(("UnsupportedAddress", problem));
+    }
+    let parameters = gateway
+        .spec
+        .infrastructure
+        .as_ref()
+        .and_then(|i| i.parameters_ref.as_ref())?;
+    Some((
+        "InvalidParameters",
+        format!(
+            "spec.infrastructure.parametersRef: {} {:?} (group {:?}): the class takes no \
+             parameters; an ALB instance naming the Gateway sets up its proxies",
+            parameters.kind, parameters.name, parameters.group
+        ),
+    ))
+}
+
 /// A listener protocol the translator serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Protocol {

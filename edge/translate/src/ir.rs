@@ -273,7 +273,10 @@ fn slice_names<S: serde::Serializer>(
 /// by SNI precedence, virtual hosts with listener isolation, the backends reached and their
 /// TLS and EndpointSlices, and the certificates presented.
 pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gateway {
-    let Ok(address) = crate::gateway::listen_address(state.gateway) else {
+    let (None, Ok(address)) = (
+        crate::gateway::refused(state.gateway),
+        crate::gateway::listen_address(state.gateway),
+    ) else {
         // Not accepted (its status says why): nothing is served.
         return Gateway::default();
     };

@@ -285,15 +285,12 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
         )
     };
     let listen = gateway::listen_address(g.gateway);
-    let accepted = match &listen {
-        Err(problem) => Condition::new(
-            "Accepted",
-            false,
-            "UnsupportedAddress",
-            problem.clone(),
-            generation,
-        ),
-        Ok(_) => Condition::new(
+    let refused = gateway::refused(g.gateway);
+    let accepted = match &refused {
+        Some((reason, problem)) => {
+            Condition::new("Accepted", false, reason, problem.clone(), generation)
+        }
+        None => Condition::new(
             "Accepted",
             valid > 0 || own.is_empty(),
             if all_valid {
@@ -305,7 +302,7 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
             generation,
         ),
     };
-    let serving = serving && listen.is_ok();
+    let serving = serving && refused.is_none();
     GatewayStatus {
         // Where the proxies listen, when the Gateway names one address; else the addresses it
         // asks for by value (one asked for by type only is not assigned until then).
@@ -329,10 +326,10 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
                 "Programmed",
                 serving,
                 if serving { "Programmed" } else { "Invalid" },
-                match (&listen, serving) {
-                    (Err(problem), _) => problem.clone(),
-                    (Ok(_), true) => "configuration served over xDS".to_owned(),
-                    (Ok(_), false) => "no valid listener".to_owned(),
+                match (&refused, serving) {
+                    (Some((_, problem)), _) => problem.clone(),
+                    (None, true) => "configuration served over xDS".to_owned(),
+                    (None, false) => "no valid listener".to_owned(),
                 },
                 generation,
             ),
