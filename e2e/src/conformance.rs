@@ -310,8 +310,45 @@ impl World {
     }
 }
 
-/// What a request must get (the suite's `ExpectedResponse`): one of `status`, and for a 2xx
-/// answer, from a pod of `backend` in `namespace`.
+/// A request of a test (the suite's `Request`): method, headers, and its target, made anew
+/// for each try (a retry test's `uuid`).
+pub struct Ask<'a> {
+    /// The method.
+    pub method: &'a str,
+    /// Headers to send.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// Makes the target (path and query) of each try.
+    pub target: Box<dyn FnMut() -> String + 'a>,
+}
+
+impl<'a> Ask<'a> {
+    /// `GET path`.
+    pub fn get(path: &'a str) -> Self {
+        Self::new("GET", &[], path)
+    }
+
+    /// `method path` with `headers`.
+    pub fn new(method: &'a str, headers: &'a [(&'a str, &'a str)], path: &'a str) -> Self {
+        Self {
+            method,
+            headers,
+            target: Box::new(move || path.to_owned()),
+        }
+    }
+
+    /// `GET` of the target `target()` makes for each try.
+    pub fn each(target: impl FnMut() -> String + 'a) -> Self {
+        Self {
+            method: "GET",
+            headers: &[],
+            target: Box::new(target),
+        }
+    }
+}
+
+/// What a request must get (the suite's `ExpectedResponse`): one of `status`; for a 2xx
+/// answer with `backend`, from a pod of `backend` in `namespace`; response headers with one of
+/// their valid values (spaces ignored, as the suite's `IgnoreWhitespace`), and headers absent.
 #[derive(Clone, Copy, Debug)]
 pub struct Want<'a> {
     /// The statuses that hold.
@@ -320,57 +357,114 @@ pub struct Want<'a> {
     pub backend: Option<&'a str>,
     /// The pod's namespace.
     pub namespace: &'a str,
+    /// Response headers and their valid values.
+    pub headers: &'a [(&'a str, &'a [&'a str])],
+    /// Response headers that must be absent.
+    pub absent: &'a [&'a str],
 }
 
-/// One request to `address` (`ip:port`) for `host` and `target`: its status and what the
-/// echo server saw (when it answered).
-pub async fn request(address: &str, host: &str, target: &str) -> Option<(u16, Option<Echoed>)> {
+impl Default for Want<'_> {
+    fn default() -> Self {
+        Self {
+            status: &[200],
+            backend: None,
+            namespace: "",
+            headers: &[],
+            absent: &[],
+        }
+    }
+}
+
+/// What came back: the status, the response headers (names lower case), what the echo server
+/// saw (when it answered).
+#[derive(Debug)]
+pub struct Got {
+    /// The status.
+    pub status: u16,
+    /// The response headers.
+    pub headers: BTreeMap<String, String>,
+    /// What the backend saw.
+    pub echoed: Option<Echoed>,
+}
+
+impl Want<'_> {
+    /// Whether `got` is what is wanted.
+    fn holds(&self, got: &Got) -> bool {
+        let squeeze = |v: &str| v.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+        self.status.contains(&got.status)
+            && (!(200..300).contains(&got.status)
+                || self.backend.is_none_or(|backend| {
+                    got.echoed.as_ref().is_some_and(|e| {
+                        e.pod.starts_with(backend) && e.namespace == self.namespace
+                    })
+                }))
+            && self.headers.iter().all(|(name, valid)| {
+                got.headers
+                    .get(&name.to_ascii_lowercase())
+                    .is_some_and(|v| valid.iter().any(|ok| squeeze(ok) == squeeze(v)))
+            })
+            && self
+                .absent
+                .iter()
+                .all(|name| !got.headers.contains_key(&name.to_ascii_lowercase()))
+    }
+}
+
+/// One request to `address` (`ip:port`) for `host`: `method` of `target` with `headers`.
+pub async fn request(
+    address: &str,
+    host: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    target: &str,
+) -> Option<Got> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .timeout(Duration::from_secs(10))
         .build()
         .expect("a client");
-    let response = client
-        .get(format!("http://{address}{target}"))
-        .header("host", host)
-        .send()
-        .await
-        .ok()?;
+    let mut request = client
+        .request(
+            method.parse().expect("a method"),
+            format!("http://{address}{target}"),
+        )
+        .header("host", host);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.ok()?;
     let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
     let echoed = response.json::<Echoed>().await.ok();
-    Some((status, echoed))
+    Some(Got {
+        status,
+        headers,
+        echoed,
+    })
 }
 
 impl World {
     /// Asks the Gateway `gateway`'s listener on `port` (its address also the `Host`, as the
-    /// suite sends it) for the target `target()` makes (each try its own) until the answer
-    /// holds [`IN_A_ROW`] times in a row, within [`CONSISTENCY`]; fails with the last answer
-    /// and the end of the Gateway's proxy log.
-    pub async fn expect(
-        &self,
-        gateway: &str,
-        port: u16,
-        mut target: impl FnMut() -> String,
-        want: Want<'_>,
-    ) {
+    /// suite sends it) `ask` until the answer holds [`IN_A_ROW`] times in a row, within
+    /// [`CONSISTENCY`]; fails with the last answer and the end of the Gateway's proxy log.
+    pub async fn expect(&self, gateway: &str, port: u16, mut ask: Ask<'_>, want: Want<'_>) {
         let address = self.gateway(gateway, port);
         let deadline = Instant::now() + CONSISTENCY;
         let mut in_a_row = 0;
         while in_a_row < IN_A_ROW {
-            let target = target();
-            let got = request(&address, &address, &target).await;
-            let holds = match &got {
-                Some((status, echoed)) if want.status.contains(status) => {
-                    !(200..300).contains(status)
-                        || want.backend.is_none_or(|backend| {
-                            echoed.as_ref().is_some_and(|e| {
-                                e.pod.starts_with(backend) && e.namespace == want.namespace
-                            })
-                        })
-                }
-                _ => false,
-            };
+            let target = (ask.target)();
+            let got = request(&address, &address, ask.method, ask.headers, &target).await;
+            let holds = got.as_ref().is_some_and(|got| want.holds(got));
             in_a_row = if holds { in_a_row + 1 } else { 0 };
             if Instant::now() > deadline {
                 let log = std::fs::read_to_string(
@@ -381,8 +475,10 @@ impl World {
                 .unwrap_or_default();
                 let tail: Vec<&str> = log.lines().rev().take(15).collect();
                 panic!(
-                    "{address}{target} never answered {want:?} {IN_A_ROW} times in a row; \
-                     last: {got:?}; the proxy's log ends:\n{}",
+                    "{} {address}{target} {:?} never answered {want:?} {IN_A_ROW} times in a \
+                     row; last: {got:?}; the proxy's log ends:\n{}",
+                    ask.method,
+                    ask.headers,
                     tail.into_iter().rev().collect::<Vec<_>>().join("\n")
                 );
             }

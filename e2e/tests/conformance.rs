@@ -3,7 +3,7 @@
 //! their assertions in this file, test by test under the suite's short names — and run
 //! through `fairlead up` with one real Envoy per Gateway (`fairlead_e2e::conformance`).
 
-use fairlead_e2e::conformance::{Want, World, manifest};
+use fairlead_e2e::conformance::{Ask, Want, World, manifest};
 
 const INFRA: &str = "gateway-conformance-infra";
 const SAME_NAMESPACE: &str = "gateway-conformance-infra/same-namespace";
@@ -27,11 +27,12 @@ async fn retries(world: &World, cases: &[(&str, &str, &[u16])]) {
             .expect(
                 SAME_NAMESPACE,
                 80,
-                || format!("{path}?{query}&uuid={}", uuid()),
+                Ask::each(|| format!("{path}?{query}&uuid={}", uuid())),
                 Want {
                     status,
                     backend: Some("infra-backend-v3"),
                     namespace: INFRA,
+                    ..Want::default()
                 },
             )
             .await;
@@ -53,11 +54,11 @@ async fn http_route_simple_same_namespace(world: &World) {
         .expect(
             SAME_NAMESPACE,
             80,
-            || "/".to_owned(),
+            Ask::get("/"),
             Want {
-                status: &[200],
                 backend: Some("infra-backend-v1"),
                 namespace: INFRA,
+                ..Want::default()
             },
         )
         .await;
@@ -80,11 +81,11 @@ async fn http_route_cross_namespace(world: &World) {
         .expect(
             gateway,
             80,
-            || "/".to_owned(),
+            Ask::get("/"),
             Want {
-                status: &[200],
                 backend: Some("web-backend"),
                 namespace: "gateway-conformance-web-backend",
+                ..Want::default()
             },
         )
         .await;
@@ -202,6 +203,253 @@ async fn gateway_invalid_parameters_ref(world: &World) {
     world.delete(&yaml).await;
 }
 
+/// HTTPRouteCORS: preflights answered for allowed origins (exact, a `*` label, any) with the
+/// methods, headers, exposed headers, age and credentials the filter names; simple requests
+/// get the origin back; other origins get no `access-control-allow-origin`.
+async fn http_route_cors(world: &World) {
+    let yaml = manifest("httproute-cors.yaml");
+    world.apply(&yaml);
+    for route in [
+        "cors-multiple-origins-methods-headers",
+        "cors-wildcard-methods",
+        "cors-wildcard-origin",
+        "cors-wildcard-methods-headers",
+    ] {
+        world
+            .route_accepted(
+                "HTTPRoute",
+                &format!("gateway-conformance-infra/{route}"),
+                SAME_NAMESPACE,
+            )
+            .await;
+    }
+    const PREFLIGHT: &[u16] = &[200, 204];
+    const ASKS_1_2: &str = "x-header-1, x-header-2";
+    const HEADERS_1_2: &[&str] = &["x-header-1, x-header-2", "x-header-2, x-header-1"];
+    const CREDENTIALS: &str = "access-control-allow-credentials";
+    let full = |origins: &'static [&'static str]| -> [(&'static str, &'static [&'static str]); 6] {
+        [
+            ("access-control-allow-origin", origins),
+            (
+                "access-control-allow-methods",
+                &["GET, OPTIONS", "OPTIONS, GET"],
+            ),
+            ("access-control-allow-headers", HEADERS_1_2),
+            (
+                "access-control-expose-headers",
+                &["x-header-3, x-header-4", "x-header-4, x-header-3"],
+            ),
+            ("access-control-max-age", &["3600"]),
+            (CREDENTIALS, &["true"]),
+        ]
+    };
+    let (to_foo, to_bar, to_xpto) = (
+        full(&["https://www.foo.com"]),
+        full(&["https://www.bar.com"]),
+        full(&["https://xpto.www.bar.com"]),
+    );
+    let preflight_get = |origin| {
+        [
+            ("Origin", origin),
+            ("access-control-request-method", "GET"),
+            ("access-control-request-headers", ASKS_1_2),
+        ]
+    };
+    let (ask_foo, ask_bar, ask_xpto) = (
+        preflight_get("https://www.foo.com"),
+        preflight_get("https://www.bar.com"),
+        preflight_get("https://xpto.www.bar.com"),
+    );
+    let other_get = [
+        ("Origin", "https://foobar.com"),
+        ("access-control-request-method", "GET"),
+    ];
+    let foo_post = [
+        ("Origin", "https://www.foo.com"),
+        ("access-control-request-method", "POST"),
+    ];
+    let foobar_put = [
+        ("Origin", "https://foobar.com"),
+        ("access-control-request-method", "PUT"),
+    ];
+    let foobar_port_put = [
+        ("Origin", "https://foobar.com:12345"),
+        ("access-control-request-method", "PUT"),
+    ];
+    let other_put_1_2 = [
+        ("Origin", "https://other.foo.com"),
+        ("access-control-request-method", "PUT"),
+        ("access-control-request-headers", ASKS_1_2),
+    ];
+    let other = [("Origin", "https://other.foo.com")];
+    let foobar = [("Origin", "https://foobar.com")];
+    let foobar_port = [("Origin", "https://foobar.com:12345")];
+    let from_infra = |headers, absent| Want {
+        backend: Some("infra-backend-v1"),
+        namespace: INFRA,
+        headers,
+        absent,
+        ..Want::default()
+    };
+    let preflight = |headers, absent| Want {
+        status: PREFLIGHT,
+        headers,
+        absent,
+        ..Want::default()
+    };
+    let cases: Vec<(Ask<'_>, Want<'_>)> = vec![
+        (
+            Ask::new("OPTIONS", &ask_foo, "/cors-1"),
+            preflight(&to_foo, &[]),
+        ),
+        (
+            Ask::new("OPTIONS", &ask_bar, "/cors-1"),
+            preflight(&to_bar, &[]),
+        ),
+        (
+            Ask::new("OPTIONS", &ask_xpto, "/cors-1"),
+            preflight(&to_xpto, &[]),
+        ),
+        (
+            Ask::new("OPTIONS", &other_get, "/cors-1"),
+            Want {
+                status: &[200, 204, 403],
+                absent: &["access-control-allow-origin"],
+                ..Want::default()
+            },
+        ),
+        (
+            Ask::new("GET", &ask_foo, "/cors-1"),
+            from_infra(
+                &[("access-control-allow-origin", &["https://www.foo.com"])],
+                &[],
+            ),
+        ),
+        (
+            Ask::new("GET", &ask_bar, "/cors-1"),
+            from_infra(
+                &[("access-control-allow-origin", &["https://www.bar.com"])],
+                &[],
+            ),
+        ),
+        (
+            Ask::new("GET", &other_get, "/cors-1"),
+            Want {
+                status: &[200],
+                absent: &["access-control-allow-origin"],
+                ..Want::default()
+            },
+        ),
+        (
+            Ask::new("OPTIONS", &foo_post, "/cors-2"),
+            preflight(
+                &[
+                    ("access-control-allow-methods", &["POST", "*"]),
+                    ("access-control-allow-origin", &["https://www.foo.com"]),
+                ],
+                &[CREDENTIALS],
+            ),
+        ),
+        (
+            Ask::new("OPTIONS", &foobar_put, "/cors-wildcard-origin"),
+            preflight(
+                &[
+                    ("access-control-allow-origin", &["https://foobar.com", "*"]),
+                    ("access-control-allow-methods", &["PUT"]),
+                ],
+                &[CREDENTIALS],
+            ),
+        ),
+        (
+            Ask::new("OPTIONS", &foobar_port_put, "/cors-wildcard-origin"),
+            preflight(
+                &[
+                    (
+                        "access-control-allow-origin",
+                        &["https://foobar.com:12345", "*"],
+                    ),
+                    ("access-control-allow-methods", &["PUT"]),
+                ],
+                &[CREDENTIALS],
+            ),
+        ),
+        (
+            Ask::new("PUT", &foobar_port, "/cors-wildcard-origin"),
+            from_infra(
+                &[(
+                    "access-control-allow-origin",
+                    &["https://foobar.com:12345", "*"],
+                )],
+                &[],
+            ),
+        ),
+        (
+            Ask::new("PUT", &foobar, "/cors-wildcard-origin"),
+            from_infra(
+                &[("access-control-allow-origin", &["https://foobar.com", "*"])],
+                &[CREDENTIALS],
+            ),
+        ),
+        (
+            Ask::new("OPTIONS", &other_put_1_2, "/cors-wildcard-methods-headers"),
+            preflight(
+                &[
+                    ("access-control-allow-origin", &["https://other.foo.com"]),
+                    ("access-control-allow-methods", &["PUT"]),
+                    ("access-control-allow-headers", HEADERS_1_2),
+                    (CREDENTIALS, &["true"]),
+                ],
+                &[],
+            ),
+        ),
+        (
+            Ask::new(
+                "OPTIONS",
+                &other_put_1_2,
+                "/cors-wildcard-methods-headers-unauth",
+            ),
+            preflight(
+                &[
+                    (
+                        "access-control-allow-origin",
+                        &["https://other.foo.com", "*"],
+                    ),
+                    ("access-control-allow-methods", &["PUT", "*"]),
+                    (
+                        "access-control-allow-headers",
+                        &["x-header-1, x-header-2", "x-header-2, x-header-1", "*"],
+                    ),
+                ],
+                &[CREDENTIALS],
+            ),
+        ),
+        (
+            Ask::new("GET", &other, "/cors-wildcard-methods-headers"),
+            from_infra(
+                &[
+                    ("access-control-allow-origin", &["https://other.foo.com"]),
+                    (CREDENTIALS, &["true"]),
+                ],
+                &[],
+            ),
+        ),
+        (
+            Ask::new("GET", &other, "/cors-wildcard-methods-headers-unauth"),
+            from_infra(
+                &[(
+                    "access-control-allow-origin",
+                    &["https://other.foo.com", "*"],
+                )],
+                &[CREDENTIALS],
+            ),
+        ),
+    ];
+    for (ask, want) in cases {
+        world.expect(SAME_NAMESPACE, 80, ask, want).await;
+    }
+    world.delete(&yaml).await;
+}
+
 /// The HTTP profile's tests transcribed so far, one world, one after the other (as the suite
 /// runs them), each removing its manifests at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,4 +461,5 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
     http_route_retry_connection_error(&world).await;
     http_route_retry_with_timeouts(&world).await;
     gateway_invalid_parameters_ref(&world).await;
+    http_route_cors(&world).await;
 }

@@ -25,6 +25,7 @@ const FILES: &[&str] = &[
     "envoy/extensions/filters/http/buffer/v3/buffer.proto",
     "envoy/extensions/filters/http/ext_authz/v3/ext_authz.proto",
     "envoy/extensions/filters/http/ext_proc/v3/ext_proc.proto",
+    "envoy/extensions/filters/http/cors/v3/cors.proto",
     "envoy/extensions/filters/http/health_check/v3/health_check.proto",
     "envoy/extensions/geoip_providers/maxmind/v3/maxmind.proto",
     "envoy/extensions/http/early_header_mutation/header_mutation/v3/header_mutation.proto",

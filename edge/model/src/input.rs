@@ -421,6 +421,33 @@ pub struct HttpFilter {
     /// `RequestMirror`.
     #[serde(default)]
     pub request_mirror: Option<RequestMirror>,
+    /// `CORS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<HttpCors>,
+}
+
+/// The `CORS` filter (GEP-1767).
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpCors {
+    /// Origins allowed: `scheme://host[:port]`, a `*` for the leftmost labels, or `*` alone.
+    #[serde(default)]
+    pub allow_origins: Vec<String>,
+    /// Whether credentials may go along.
+    #[serde(default)]
+    pub allow_credentials: Option<bool>,
+    /// Methods allowed (`*`: any).
+    #[serde(default)]
+    pub allow_methods: Vec<String>,
+    /// Request headers allowed (`*`: any).
+    #[serde(default)]
+    pub allow_headers: Vec<String>,
+    /// Response headers a page may read.
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    /// Seconds a preflight's answer may be cached.
+    #[serde(default)]
+    pub max_age: Option<i64>,
 }
 
 /// A header modifier.

@@ -1,5 +1,5 @@
 //! The HTTP filters routes ask for by their annotations ([`crate::access`],
-//! [`crate::traffic`], [`crate::waf`]): a connection manager carries each filter some route of its route
+//! [`crate::traffic`], [`crate::waf`]) and their rules' filters ([`crate::cors`]): a connection manager carries each filter some route of its route
 //! configuration asks for, disabled, and each such route enables it with its own
 //! configuration (Envoy's route-based filter chain: `FilterConfig` in the route's
 //! `typed_per_filter_config`). A route asking nothing pays nothing, and a connection manager
@@ -12,13 +12,15 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::google::protobuf::Any;
 
 use crate::pb::any;
-use crate::{access, traffic, waf};
+use crate::{access, cors, traffic, waf};
 use fairlead_edge_translate::http::Entry;
 use fairlead_edge_translate::ir::RouteConfig;
 
 /// The filters a route configuration's routes ask for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Filters {
+    /// A rule's `CORS` filter.
+    pub cors: bool,
     /// `whitelist-source-range`: RBAC.
     pub allowlist: bool,
     /// `basic-auth-secret`, `auth-url`: external authorization by the proxy's service.
@@ -39,6 +41,7 @@ impl Filters {
     pub fn of(entry: &Entry) -> Self {
         let annotations = &entry.annotations;
         Self {
+            cors: entry.cors.is_some(),
             allowlist: annotations.access.allow_from.is_some(),
             authentication: entry
                 .guard
@@ -57,6 +60,7 @@ impl Filters {
 
     fn union(self, other: Self) -> Self {
         Self {
+            cors: self.cors || other.cors,
             allowlist: self.allowlist || other.allowlist,
             authentication: self.authentication || other.authentication,
             rate_limit: self.rate_limit || other.rate_limit,
@@ -71,7 +75,7 @@ impl Filters {
             .virtual_hosts
             .iter()
             .flat_map(|h| &h.routes)
-            .filter(|r| !r.entry.annotations.is_empty())
+            .filter(|r| !r.entry.annotations.is_empty() || r.entry.cors.is_some())
             .fold(Self::default(), |all, r| all.union(Self::of(&r.entry)))
     }
 
@@ -85,8 +89,9 @@ impl Filters {
     }
 
     /// The connection manager's filters, disabled, in the order they run (before the
-    /// router): who may pass, then how many, then the body, then the WAF (which sees only
-    /// what the others let through).
+    /// router): CORS (a preflight is answered before anything asks for credentials), who
+    /// may pass, then how many, then the body, then the WAF (which sees only what the others
+    /// let through).
     pub fn http_filters(self) -> Vec<hcm::HttpFilter> {
         let disabled = |name: &str, config: Any| hcm::HttpFilter {
             name: name.to_owned(),
@@ -95,6 +100,9 @@ impl Filters {
             ..Default::default()
         };
         let mut filters = Vec::new();
+        if self.cors {
+            filters.push(disabled(cors::FILTER, cors::filter()));
+        }
         if self.allowlist {
             filters.push(disabled(access::RBAC, access::filter()));
         }
@@ -132,6 +140,9 @@ pub fn per_route(entry: &Entry) -> BTreeMap<String, Any> {
         })
     };
     let mut out = BTreeMap::new();
+    if let Some(policy) = &entry.cors {
+        out.insert(cors::FILTER.to_owned(), enabled(cors::per_route(policy)));
+    }
     if let Some(ranges) = &annotations.access.allow_from {
         out.insert(
             access::RBAC.to_owned(),

@@ -19,6 +19,7 @@
 
 pub mod access;
 pub mod cluster;
+pub mod cors;
 pub mod endpoint;
 pub mod envoy;
 pub mod features;

@@ -71,9 +71,12 @@ pub fn translate(
     for (r, rule) in rules.iter().enumerate() {
         let field = format!("spec.rules[{r}]");
         let rule_filters = http::filters(&format!("{field}.filters"), &rule.filters)?;
-        if rule_filters.redirect.is_some() || rule_filters.rewrite.is_some() {
+        if rule_filters.redirect.is_some()
+            || rule_filters.rewrite.is_some()
+            || rule_filters.cors.is_some()
+        {
             return Err(Rejected(format!(
-                "{field}.filters: RequestRedirect and URLRewrite are not GRPCRoute filters"
+                "{field}.filters: RequestRedirect, URLRewrite and CORS are not GRPCRoute filters"
             )));
         }
         let refs = http::RuleRefs {
@@ -140,6 +143,7 @@ pub fn translate(
                 annotations: crate::annotations::none(),
                 guard: None,
                 waf: None,
+                cors: None,
             }));
         }
     }

@@ -123,6 +123,9 @@ pub struct Entry {
     /// The WAF, as the annotation decided it ([`crate::waf`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waf: Option<std::sync::Arc<crate::waf::Firewall>>,
+    /// The rule's CORS policy ([`crate::cors`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cors: Option<std::sync::Arc<crate::cors::Cors>>,
 }
 
 impl Entry {
@@ -258,6 +261,7 @@ pub(crate) struct Filters {
     pub(crate) redirect: Option<RequestRedirect>,
     pub(crate) rewrite: Option<UrlRewrite>,
     pub(crate) mirrors: Vec<(BackendRef, u32, String)>,
+    pub(crate) cors: Option<crate::cors::Cors>,
 }
 
 pub(crate) fn filters(field: &str, list: &[HttpFilter]) -> Result<Filters, Rejected> {
@@ -267,6 +271,7 @@ pub(crate) fn filters(field: &str, list: &[HttpFilter]) -> Result<Filters, Rejec
         redirect: None,
         rewrite: None,
         mirrors: Vec::new(),
+        cors: None,
     };
     let missing =
         |i: usize, what: &str| Rejected(format!("{field}[{i}].{what}: required by its type"));
@@ -327,6 +332,12 @@ pub(crate) fn filters(field: &str, list: &[HttpFilter]) -> Result<Filters, Rejec
                     u32::try_from(share).unwrap_or(0),
                     format!("{field}[{i}].requestMirror.backendRef"),
                 ));
+            }
+            "CORS" => {
+                let asked = f.cors.as_ref().ok_or_else(|| missing(i, "cors"))?;
+                out.cors = Some(
+                    crate::cors::cors(&format!("{field}[{i}].cors"), asked).map_err(Rejected)?,
+                );
             }
             other => {
                 return Err(Rejected(format!(
@@ -443,7 +454,10 @@ impl RuleRefs<'_> {
             let f = format!("{field}.backendRefs[{b}]");
             let own = filters(&format!("{f}.filters"), &backend_ref.filters)?;
             if self.headers_only
-                && (own.redirect.is_some() || own.rewrite.is_some() || !own.mirrors.is_empty())
+                && (own.redirect.is_some()
+                    || own.rewrite.is_some()
+                    || !own.mirrors.is_empty()
+                    || own.cors.is_some())
             {
                 return Err(Rejected(format!(
                     "{f}.filters: only header modifiers are supported on a backend"
@@ -544,6 +558,7 @@ pub fn translate(
         let retry = crate::retry::retry(&field, rule.retry.as_ref(), rule.timeouts.as_ref())
             .map_err(Rejected)?;
         let timeout = timeout(&field, rule.timeouts.as_ref(), retry.is_some())?;
+        let cors = rule_filters.cors.clone().map(std::sync::Arc::new);
         crate::annotations::check_rule(&annotations, &field, rule, rule_filters.rewrite.as_ref())
             .map_err(Rejected)?;
         let action = std::sync::Arc::new(match rule_filters.redirect.clone() {
@@ -587,6 +602,7 @@ pub fn translate(
                 annotations: annotations.clone(),
                 guard: guard.clone(),
                 waf: waf.clone(),
+                cors: cors.clone(),
             }));
         }
     }

@@ -25,6 +25,7 @@ pub mod attach;
 pub mod backend;
 pub mod backend_tls;
 pub mod certificate;
+pub mod cors;
 pub mod gateway;
 pub mod grpc;
 pub mod hostname;
