@@ -79,8 +79,16 @@ impl World {
         world
     }
 
+    /// Applies a test's transcribed manifests ([`World::apply`]) and stands in the pods of
+    /// the Services they bring.
+    pub async fn apply_test(&self, yaml: &str) {
+        self.apply(yaml);
+        self.serve_backends(yaml).await;
+    }
+
     /// Applies transcribed manifests: the suite's GatewayClass placeholder filled in, each
-    /// Gateway given a listen address of its own.
+    /// Gateway given a listen address of its own, Deployments left out (their pods are the
+    /// harness's echo servers).
     pub fn apply(&self, yaml: &str) {
         let mut documents = Vec::new();
         for document in serde_yaml_ng::Deserializer::from_str(
@@ -88,7 +96,7 @@ impl World {
         ) {
             let mut value: Value =
                 serde::Deserialize::deserialize(document).expect("a YAML document");
-            if value.is_null() {
+            if value.is_null() || value["kind"] == "Deployment" {
                 continue;
             }
             if value["kind"] == "Gateway" {
@@ -130,17 +138,27 @@ impl World {
                 .expect("a namespace");
             let name = value["metadata"]["name"].as_str().expect("a name");
             let app = value["spec"]["selector"]["app"].as_str().unwrap_or(name);
-            let port = echo::serve(Pod {
+            let pod = Pod {
                 namespace: namespace.to_owned(),
                 name: format!("{app}-7d9f8b6c5-x4k2p"),
-            })
-            .await;
+            };
+            let udp = value["spec"]["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|p| p["protocol"] == "UDP");
+            let port = if udp {
+                echo::serve_udp(pod).await
+            } else {
+                echo::serve(pod).await
+            };
             let ports: Vec<Value> = value["spec"]["ports"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .map(|p| {
-                    let mut slice_port = serde_json::json!({"port": port, "protocol": "TCP"});
+                    let mut slice_port = serde_json::json!({"port": port,
+                        "protocol": p["protocol"].as_str().unwrap_or("TCP")});
                     if let Some(name) = p["name"].as_str() {
                         slice_port["name"] = name.into();
                     }
@@ -287,26 +305,52 @@ impl World {
         .await;
     }
 
-    /// Removes the objects of `yaml` (a test's manifests, at its end).
+    /// Removes the objects of `yaml` (a test's manifests, at its end), with kubectl.
     pub async fn delete(&self, yaml: &str) {
-        let client = self.up.client().await;
-        for document in serde_yaml_ng::Deserializer::from_str(yaml) {
-            let value: Value = serde::Deserialize::deserialize(document).expect("a YAML document");
-            let Some(kind) = value["kind"].as_str() else {
-                continue;
-            };
-            let api: Api<DynamicObject> = Api::namespaced_with(
-                client.clone(),
-                value["metadata"]["namespace"].as_str().unwrap_or("default"),
-                &fairlead_edge_controller::crds::resource(kind),
-            );
-            let _ = api
-                .delete(
-                    value["metadata"]["name"].as_str().unwrap_or_default(),
-                    &Default::default(),
-                )
-                .await;
-        }
+        use std::io::Write as _;
+        let mut child = crate::kubectl::command(&self.up.kubeconfig)
+            .args(["delete", "--ignore-not-found", "--wait=false", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is installed");
+        child
+            .stdin
+            .take()
+            .expect("its stdin")
+            .write_all(
+                yaml.replace("{GATEWAY_CLASS_NAME}", GATEWAY_CLASS)
+                    .as_bytes(),
+            )
+            .expect("kubectl reads the manifests");
+        let out = child.wait_with_output().expect("kubectl ends");
+        assert!(
+            out.status.success(),
+            "kubectl delete: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl World {
+    /// Sends one datagram to the Gateway `gateway`'s UDP listener on `port` from a socket of
+    /// its own (a new session) and returns the pod whose echo answered, within 2 s.
+    pub async fn udp_pod(&self, gateway: &str, port: u16) -> Option<String> {
+        let address = self.gateway(gateway, port);
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.ok()?;
+        socket.connect(&address).await.ok()?;
+        socket
+            .send(b"gateway-api-conformance-udp-weight\n")
+            .await
+            .ok()?;
+        let mut buf = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(2), socket.recv(&mut buf))
+            .await
+            .ok()?
+            .ok()?;
+        let answer: Value = serde_json::from_slice(&buf[..n]).ok()?;
+        answer["pod"].as_str().map(str::to_owned)
     }
 }
 

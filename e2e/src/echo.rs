@@ -4,8 +4,9 @@
 //! path, host, method, protocol, headers, and the pod it plays (namespace, name) — and the
 //! suite's flaky backend under `/retry/`: per `uuid`, the first `succeedAfter` requests fail
 //! (with `responseCode`, or by dropping the connection without an answer), each after
-//! `delayRetry`; `delay` delays any answer. Field names and behaviour follow echo-basic
-//! (gateway-api v1.6.1, `conformance/echo-basic/echo-basic.go`).
+//! `delayRetry`; `delay` delays any answer. Its UDP server ([`serve_udp`]) answers each
+//! datagram with what it got and the pod it plays. Field names and behaviour follow echo-basic
+//! (gateway-api v1.6.1, `conformance/echo-basic/echo-basic.go`, `udpechoserver/`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -80,6 +81,29 @@ pub async fn serve(pod: Pod) -> u16 {
                 .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
                 .await;
             });
+        }
+    });
+    port
+}
+
+/// Starts echo-basic's UDP server playing `pod` on `127.0.0.1`: each datagram answered with
+/// `{"request": <what came>, "namespace", "pod", …}`; its port.
+pub async fn serve_udp(pod: Pod) -> u16 {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = socket.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+            let answer = serde_json::json!({
+                "request": String::from_utf8_lossy(&buf[..n]),
+                "namespace": pod.namespace,
+                "ingress": "",
+                "service": "",
+                "pod": pod.name,
+            });
+            let _ = socket.send_to(answer.to_string().as_bytes(), from).await;
         }
     });
     port

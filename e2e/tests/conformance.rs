@@ -450,6 +450,55 @@ async fn http_route_cors(world: &World) {
     world.delete(&yaml).await;
 }
 
+/// UDPRouteWeightedRouting: sessions spread over the backends as their weights say (70/30/0,
+/// within 5 points of 500 sessions; ten tries, as the suite allows).
+async fn udp_route_weighted_routing(world: &World) {
+    let yaml = manifest("udproute-weighted-routing.yaml");
+    world.apply_test(&yaml).await;
+    let gateway = "gateway-conformance-infra/udp-weighted-gateway";
+    world
+        .route_accepted(
+            "UDPRoute",
+            "gateway-conformance-infra/udp-weighted-route",
+            gateway,
+        )
+        .await;
+    fairlead_e2e::until("the UDP listener echoes", async || {
+        world.udp_pod(gateway, 5300).await
+    })
+    .await;
+    let want = [
+        ("udp-backend-v1", 0.7),
+        ("udp-backend-v2", 0.3),
+        ("udp-backend-v3", 0.0),
+    ];
+    let mut last = String::new();
+    for _ in 0..10 {
+        let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+        // Ten sessions at once (the suite's `concurrentRequests`), fifty times.
+        for _ in 0..50 {
+            let batch =
+                futures::future::join_all((0..10).map(|_| world.udp_pod(gateway, 5300))).await;
+            for pod in batch.into_iter().flatten() {
+                let backend = pod.rsplitn(3, '-').nth(2).unwrap_or(&pod).to_owned();
+                *counts.entry(backend).or_default() += 1;
+            }
+        }
+        let total: usize = counts.values().sum();
+        let holds = total == 500
+            && want.iter().all(|(backend, share)| {
+                let got = *counts.get(*backend).unwrap_or(&0) as f64 / 500.0;
+                (got - share).abs() <= 0.05
+            });
+        if holds {
+            world.delete(&yaml).await;
+            return;
+        }
+        last = format!("{counts:?}");
+    }
+    panic!("UDP sessions never spread 70/30/0 within 5 points; last: {last}");
+}
+
 /// The HTTP profile's tests transcribed so far, one world, one after the other (as the suite
 /// runs them), each removing its manifests at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -462,4 +511,5 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
     http_route_retry_with_timeouts(&world).await;
     gateway_invalid_parameters_ref(&world).await;
     http_route_cors(&world).await;
+    udp_route_weighted_routing(&world).await;
 }

@@ -70,7 +70,7 @@ pub fn healthy(c: &Cluster) -> usize {
 }
 
 /// The endpoints of `backend` in `slices`, by address and port, with their health.
-fn hosts(
+pub(crate) fn hosts(
     backend: &Backend,
     slices: &[Arc<EndpointSlice>],
 ) -> BTreeMap<(String, u16), core::HealthStatus> {

@@ -31,6 +31,7 @@ mod resources;
 pub mod retry;
 pub mod route;
 pub mod secret;
+pub mod split;
 pub mod telemetry;
 pub mod traffic;
 pub mod upstream;

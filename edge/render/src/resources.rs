@@ -66,6 +66,16 @@ pub(crate) fn resources(ir: &Gateway, recall: &mut impl Recall) -> Resources {
             bytes: recall.endpoints(c, || endpoint::encode(c)),
         });
     }
+    for split in &ir.splits {
+        out.clusters.push(Encoded {
+            name: split.name.clone(),
+            bytes: crate::split::cluster(split),
+        });
+        out.endpoints.push(Encoded {
+            name: split.name.clone(),
+            bytes: crate::split::endpoints(split, &ir.clusters),
+        });
+    }
     out.secrets = ir.secrets.iter().map(secret::encode).collect();
     out
 }

@@ -43,6 +43,9 @@ pub struct Gateway {
     pub route_configs: Vec<RouteConfig>,
     /// Clusters, one per backend reached, in backend order.
     pub clusters: Vec<Cluster>,
+    /// UDP listeners' weighted backends, one cluster each ([`Split`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub splits: Vec<Split>,
     /// TLS certificates the listeners present, by name.
     pub secrets: Vec<Certificate>,
     /// What the Gateway's ALB instance asks of its listeners.
@@ -229,6 +232,21 @@ pub struct Cluster {
     pub endpoints: Option<Vec<Arc<EndpointSlice>>>,
 }
 
+/// A UDP listener whose route shares its datagrams among several backends: one Envoy cluster
+/// whose localities are the backends' endpoints, each locality weighted as its backend (Envoy's
+/// locality-weighted balancing picks a backend for each new session by weight, as UDP proxying
+/// names one cluster). Each backend is also among the Gateway's clusters, whose endpoints the
+/// localities are.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Split {
+    /// The cluster's name (`split/<listener>`).
+    pub name: String,
+    /// The backends and their weights (a share whose backend did not resolve is left out:
+    /// its datagrams go to the others).
+    pub shares: Vec<(Backend, u32)>,
+}
+
 /// A TLS certificate a listener presents: PEM chain and key (never written out: the IR's
 /// YAML shows their sizes).
 #[derive(Clone, PartialEq, Serialize)]
@@ -307,7 +325,9 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
             .unwrap_or(Protocol::Tcp);
         let name = format!("{}-{port}", first.name());
         if *udp {
-            if let Some(cluster) = udp_cluster(indices, state, &mut backends) {
+            if let Some(cluster) =
+                udp_cluster(&name, indices, state, &mut backends, &mut out.splits)
+            {
                 out.listeners.push(Listener {
                     name,
                     port: *port,
@@ -682,33 +702,43 @@ pub(crate) fn http1_chains(chain: Chain, attached: &[Attached]) -> Vec<Chain> {
 /// resolved and carries weight (a weighted split of datagrams is not offered, the documented
 /// limit); `invalid-backend` without one, so datagrams are dropped. `None` without a route.
 fn udp_cluster(
+    listener: &str,
     indices: &[usize],
     state: &GatewayState<'_>,
     backends: &mut BTreeSet<Backend>,
+    splits: &mut Vec<Split>,
 ) -> Option<String> {
     let mut entries: Vec<_> = indices.iter().flat_map(|i| &state.streams[*i]).collect();
     entries.sort_by(|a, b| a.1.order.cmp(&b.1.order));
     let (_, entry) = entries.first()?;
-    Some(
-        entry
-            .backends
-            .iter()
-            .filter(|w| w.weight > 0)
-            .find_map(|w| w.backend.as_ref())
-            .map_or_else(
-                || "invalid-backend".to_owned(),
-                |b| {
-                    let b = Backend {
-                        opaque: true,
-                        variant: None,
-                        ..b.clone()
-                    };
-                    let name = b.cluster();
-                    backends.insert(b);
-                    name
-                },
-            ),
-    )
+    let mut shares: Vec<(Backend, u32)> = entry
+        .backends
+        .iter()
+        .filter(|w| w.weight > 0)
+        .filter_map(|w| {
+            let b = Backend {
+                opaque: true,
+                variant: None,
+                ..w.backend.clone()?
+            };
+            Some((b, w.weight))
+        })
+        .collect();
+    for (b, _) in &shares {
+        backends.insert(b.clone());
+    }
+    Some(match shares.len() {
+        0 => "invalid-backend".to_owned(),
+        1 => shares.remove(0).0.cluster(),
+        _ => {
+            let name = format!("split/{listener}");
+            splits.push(Split {
+                name: name.clone(),
+                shares,
+            });
+            name
+        }
+    })
 }
 
 /// The route configuration of one port: a virtual host per hostname. Listener isolation: a
