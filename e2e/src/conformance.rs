@@ -305,6 +305,73 @@ impl World {
         .await;
     }
 
+    /// Waits until the `kind` `key` (`namespace/name`, a Gateway API kind) has the condition
+    /// (`type`, `status`, and `reason` unless empty) in `status.conditions`, or — with
+    /// `listener` — in that listener's `status.listeners[].conditions` (the suite's
+    /// `…MustHaveCondition` and `…ListenersMustHaveConditions`).
+    pub async fn condition(
+        &self,
+        kind: &str,
+        key: &str,
+        listener: Option<&str>,
+        (type_, status, reason): (&str, &str, &str),
+    ) {
+        let client = self.up.client().await;
+        let (namespace, name) = key.split_once('/').expect("namespace/name");
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client,
+            namespace,
+            &fairlead_edge_controller::crds::resource(kind),
+        );
+        let what = format!(
+            "{kind} {key}{}: {type_}={status} ({reason})",
+            listener
+                .map(|l| format!(" listener {l}"))
+                .unwrap_or_default()
+        );
+        until(&what, async || {
+            let object = api.get(name).await.ok()?;
+            let status_of = &object.data["status"];
+            let conditions = match listener {
+                None => status_of["conditions"].as_array()?.clone(),
+                Some(listener) => status_of["listeners"]
+                    .as_array()?
+                    .iter()
+                    .find(|l| l["name"] == listener)?["conditions"]
+                    .as_array()?
+                    .clone(),
+            };
+            conditions
+                .iter()
+                .any(|c| {
+                    c["type"] == type_
+                        && c["status"] == status
+                        && (reason.is_empty() || c["reason"] == reason)
+                })
+                .then_some(())
+        })
+        .await;
+    }
+
+    /// Waits until the Gateway `key` counts `n` attached ListenerSets.
+    pub async fn attached_listener_sets(&self, key: &str, n: i64) {
+        let client = self.up.client().await;
+        let (namespace, name) = key.split_once('/').expect("namespace/name");
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client,
+            namespace,
+            &fairlead_edge_controller::crds::resource("Gateway"),
+        );
+        until(
+            &format!("Gateway {key}: {n} attached ListenerSets"),
+            async || {
+                let gateway = api.get(name).await.ok()?;
+                (gateway.data["status"]["attachedListenerSets"].as_i64() == Some(n)).then_some(())
+            },
+        )
+        .await;
+    }
+
     /// Removes the objects of `yaml` (a test's manifests, at its end), with kubectl.
     pub async fn delete(&self, yaml: &str) {
         use std::io::Write as _;

@@ -499,6 +499,117 @@ async fn udp_route_weighted_routing(world: &World) {
     panic!("UDP sessions never spread 70/30/0 within 5 points; last: {last}");
 }
 
+/// A listener's conditions when it is valid (the suite's `generateAcceptedListenerConditions`).
+const VALID_LISTENER: [(&str, &str, &str); 3] = [
+    ("ResolvedRefs", "True", ""),
+    ("Accepted", "True", ""),
+    ("Programmed", "True", ""),
+];
+
+/// A listener's conditions when it lost a conflict for `reason`.
+fn conflicted(reason: &str) -> [(&str, &str, &str); 3] {
+    [
+        ("Accepted", "False", reason),
+        ("Programmed", "False", reason),
+        ("Conflicted", "True", reason),
+    ]
+}
+
+/// A ListenerSet's conditions: accepted and programmed, or none of its listeners valid.
+const SET_SERVED: [(&str, &str, &str); 2] = [
+    ("Accepted", "True", ""),
+    ("Programmed", "True", "Programmed"),
+];
+const SET_NOT_VALID: [(&str, &str, &str); 2] = [
+    ("Accepted", "False", "ListenersNotValid"),
+    ("Programmed", "False", "ListenersNotValid"),
+];
+
+/// A condition: type, status, reason (empty: any).
+type Wanted<'a> = (&'a str, &'a str, &'a str);
+
+/// A ListenerSet, its conditions, and its listeners' conditions.
+type SetCheck<'a> = (String, &'a [Wanted<'a>], Vec<(&'a str, &'a [Wanted<'a>])>);
+
+/// Waits for each of `conditions` on the `kind` `key` (its `listener`'s, when named).
+async fn conditions(
+    world: &World,
+    kind: &str,
+    key: &str,
+    listener: Option<&str>,
+    conditions: &[(&str, &str, &str)],
+) {
+    for condition in conditions {
+        world.condition(kind, key, listener, *condition).await;
+    }
+}
+
+/// ListenerSetHostnameConflict and ListenerSetProtocolConflict: a ListenerSet listener
+/// repeating a hostname (or, on the same port, another protocol's class) of the Gateway or
+/// of an older ListenerSet is admitted and reported Conflicted, Accepted=False and
+/// Programmed=False; a ListenerSet none of whose listeners is valid is not accepted
+/// (ListenersNotValid); the others serve, and the Gateway counts them.
+async fn listener_set_conflicts(world: &World, conflict: &str) {
+    let (file, reason) = match conflict {
+        "hostname" => ("listenerset-hostname-conflict.yaml", "HostnameConflict"),
+        _ => ("listenerset-protocol-conflict.yaml", "ProtocolConflict"),
+    };
+    let yaml = manifest(file);
+    world.apply(&yaml);
+    let key = |name: &str| format!("{INFRA}/{name}");
+    let gateway = key(&format!("gateway-with-listenerset-{conflict}-conflict"));
+    world
+        .condition("Gateway", &gateway, None, ("Accepted", "True", ""))
+        .await;
+    for listener in [
+        "gateway-listener".to_owned(),
+        format!("{conflict}-conflict-with-gateway-listener"),
+    ] {
+        conditions(world, "Gateway", &gateway, Some(&listener), &VALID_LISTENER).await;
+    }
+    world.attached_listener_sets(&gateway, 2).await;
+    let with_gateway = format!("{conflict}-conflict-with-gateway-listener");
+    let with_set = format!("{conflict}-conflict-with-listener-set-listener");
+    let lost = conflicted(reason);
+    let set = |name: &str| key(&format!("listenerset-with-{conflict}-conflict-with-{name}"));
+    let checks: [SetCheck<'_>; 4] = [
+        (
+            set("gateway-1"),
+            &SET_SERVED[..],
+            vec![
+                ("listener-set-1-listener", &VALID_LISTENER[..]),
+                (with_gateway.as_str(), &lost[..]),
+                (with_set.as_str(), &VALID_LISTENER[..]),
+            ],
+        ),
+        (
+            set("gateway-2"),
+            &SET_NOT_VALID[..],
+            vec![(with_gateway.as_str(), &lost[..])],
+        ),
+        (
+            set("listener-set-1"),
+            &SET_SERVED[..],
+            vec![
+                ("listener-set-2-listener", &VALID_LISTENER[..]),
+                (with_set.as_str(), &lost[..]),
+            ],
+        ),
+        (
+            set("listener-set-2"),
+            &SET_NOT_VALID[..],
+            vec![(with_set.as_str(), &lost[..])],
+        ),
+    ];
+    for (set, set_conditions, listeners) in &checks {
+        conditions(world, "ListenerSet", set, None, set_conditions).await;
+        for (listener, wanted) in listeners {
+            conditions(world, "ListenerSet", set, Some(listener), wanted).await;
+        }
+    }
+    world.delete(&yaml).await;
+}
+
 /// The HTTP profile's tests transcribed so far, one world, one after the other (as the suite
 /// runs them), each removing its manifests at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -512,4 +623,6 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
     gateway_invalid_parameters_ref(&world).await;
     http_route_cors(&world).await;
     udp_route_weighted_routing(&world).await;
+    listener_set_conflicts(&world, "hostname").await;
+    listener_set_conflicts(&world, "protocol").await;
 }

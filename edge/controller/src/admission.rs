@@ -13,8 +13,10 @@
 //!   namespace controller, or deletions deadlock); the status subresource is not reviewed; a change of finalizers alone is
 //!   anyone's to make.
 //! - **ListenerSets** ([`listener_set`]): a ListenerSet of an ALBInstance's Gateway must live
-//!   in that Gateway's namespace; two ListenerSets of one `d8-alb` Gateway may not claim the
-//!   same port and hostname.
+//!   in that Gateway's namespace; a listener claiming a port and hostname another ListenerSet
+//!   of the Gateway claims is admitted with a warning: the conflict is the translator's to
+//!   report in the ListenerSet's status (`Conflicted`, the older listener wins), as Deckhouse
+//!   documents it and the Gateway API requires.
 //! - **Routes** ([`route`]): an HTTPRoute whose `alb.network.deckhouse.io/*` annotation is
 //!   malformed is refused, naming the annotation
 //!   ([`fairlead_edge_model::annotations::Annotations::read`], what the translator reads);
@@ -351,9 +353,9 @@ fn claim(listener: &Value) -> (bool, Option<u64>, &str) {
     )
 }
 
-/// A ListenerSet of a `d8-alb` Gateway: in the namespace of an ALBInstance's Gateway, and
-/// claiming no port and hostname a sibling claims. `parent` is the Gateway
-/// [`listener_set_parent`] names, `siblings` the other ListenerSets naming it.
+/// A ListenerSet of a `d8-alb` Gateway: in the namespace of an ALBInstance's Gateway; a
+/// warning for each listener claiming a port and hostname a sibling claims. `parent` is the
+/// Gateway [`listener_set_parent`] names, `siblings` the other ListenerSets naming it.
 pub fn listener_set(request: &Request<'_>, parent: Option<&Value>, siblings: &[Value]) -> Verdict {
     if request.operation == Operation::Delete || !request.sub_resource.is_empty() {
         return Verdict::allow();
@@ -374,6 +376,7 @@ pub fn listener_set(request: &Request<'_>, parent: Option<&Value>, siblings: &[V
             key.namespace()
         ));
     }
+    let mut warnings = Vec::new();
     let listeners = object["spec"]["listeners"].as_array().into_iter().flatten();
     for (n, listener) in listeners.enumerate() {
         let wanted = claim(listener);
@@ -393,8 +396,8 @@ pub fn listener_set(request: &Request<'_>, parent: Option<&Value>, siblings: &[V
                     "" => "any hostname".to_owned(),
                     h => format!("hostname {h}"),
                 };
-                return Verdict::invalid(format!(
-                    "spec.listeners[{n}]: port {} with {hostname} is already claimed on Gateway {key} by ListenerSet {}/{} (listener {})",
+                warnings.push(format!(
+                    "spec.listeners[{n}]: port {} with {hostname} is already claimed on Gateway {key} by ListenerSet {}/{} (listener {}); the younger listener is Conflicted and not served",
                     wanted.1.unwrap_or_default(),
                     sibling["metadata"]["namespace"]
                         .as_str()
@@ -402,10 +405,11 @@ pub fn listener_set(request: &Request<'_>, parent: Option<&Value>, siblings: &[V
                     sibling["metadata"]["name"].as_str().unwrap_or_default(),
                     taken["name"].as_str().unwrap_or_default(),
                 ));
+                break;
             }
         }
     }
-    Verdict::allow()
+    Verdict::Allow(warnings)
 }
 
 /// The Gateways a route under review names (`spec.parentRefs[n]`, kind Gateway), with `n`.
@@ -748,7 +752,7 @@ mod tests {
     }
 
     #[test]
-    fn listener_sets_stay_with_their_gateway_and_claim_what_is_free() {
+    fn listener_sets_stay_with_their_gateway_and_are_warned_of_claimed_ports() {
         let parent = managed_gateway("ClusterALBInstance.main");
         let mine = listener_set_object(
             "team",
@@ -773,14 +777,12 @@ mod tests {
             "other",
             json!([{"name": "bee", "port": 8443, "hostname": "b.example.com", "protocol": "HTTPS"}]),
         );
-        let Verdict::Deny(422, message) =
-            listener_set(&create, Some(&parent), std::slice::from_ref(&other))
-        else {
-            panic!("a claimed port and hostname is refused");
-        };
         assert_eq!(
-            message,
-            "spec.listeners[1]: port 8443 with hostname b.example.com is already claimed on Gateway team/shop by ListenerSet team/other (listener bee)"
+            listener_set(&create, Some(&parent), std::slice::from_ref(&other)),
+            Verdict::Allow(vec![
+                "spec.listeners[1]: port 8443 with hostname b.example.com is already claimed on Gateway team/shop by ListenerSet team/other (listener bee); the younger listener is Conflicted and not served".to_owned()
+            ]),
+            "a claimed port and hostname is admitted with a warning"
         );
         // Its own earlier version is no sibling; another hostname is free.
         let earlier = listener_set_object("team", "x", mine["spec"]["listeners"].clone());

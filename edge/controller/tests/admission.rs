@@ -246,7 +246,7 @@ async fn the_webhooks_refuse_what_they_must_and_name_the_field() {
     })
     .await;
 
-    // ListenerSets: from the Gateway's namespace only, and no port and hostname twice.
+    // ListenerSets: from the Gateway's namespace only; a port and hostname twice is warned of.
     let listener_set = |namespace: &str, name: &str, hostname: &str| {
         object(
             json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
@@ -289,22 +289,30 @@ async fn the_webhooks_refuse_what_they_must_and_name_the_field() {
         )
         .await
         .unwrap();
-    let (_, message) = refusal(
-        sets("team")
-            .create(
-                &PostParams::default(),
-                &listener_set("team", "second", "a.example.com"),
-            )
-            .await,
-    );
+    // A second ListenerSet claiming the same port and hostname is admitted with a warning:
+    // the conflict is reported in its status (the translator's), not refused.
+    let second = serde_json::to_vec(&listener_set("team", "second", "a.example.com")).unwrap();
+    let request =
+        http::Request::post("/apis/gateway.networking.k8s.io/v1/namespaces/team/listenersets")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(second)
+            .unwrap();
+    let response = admin.send(request.map(Into::into)).await.unwrap();
+    assert_eq!(response.status(), 201);
+    let warnings: Vec<String> = response
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
     assert!(
-        message.contains("spec.listeners[0]: port 8080 with hostname a.example.com is already claimed on Gateway team/shop by ListenerSet team/first (listener web)"),
-        "{message}"
+        warnings.iter().any(|w| w.contains("spec.listeners[0]: port 8080 with hostname a.example.com is already claimed on Gateway team/shop by ListenerSet team/first (listener web)")),
+        "{warnings:?}"
     );
     sets("team")
         .create(
             &PostParams::default(),
-            &listener_set("team", "second", "b.example.com"),
+            &listener_set("team", "third", "b.example.com"),
         )
         .await
         .expect("another hostname is free");
@@ -344,7 +352,8 @@ async fn the_webhooks_refuse_what_they_must_and_name_the_field() {
             denied("instances"),
             denied("listenersets")
         ),
-        (2, 1, 2)
+        (2, 1, 1),
+        "a ListenerSet from another namespace refused; a claimed port only warned of"
     );
 
     // The server gone: instances and managed Gateways are refused, ListenerSets admitted.
@@ -363,7 +372,7 @@ async fn the_webhooks_refuse_what_they_must_and_name_the_field() {
     sets("team")
         .create(
             &PostParams::default(),
-            &listener_set("team", "third", "c.example.com"),
+            &listener_set("team", "fourth", "c.example.com"),
         )
         .await
         .expect("failurePolicy Ignore lets ListenerSets through");

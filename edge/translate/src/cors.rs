@@ -1,8 +1,8 @@
 //! A rule's `CORS` filter (GEP-1767): which origins may read its answers, with which methods
 //! and headers, whether credentials go along, what a page may read and how long a preflight
 //! holds. Origins are matched whole: `https://www.example.com`, `https://*.example.com` (the
-//! `*` standing for one or more leftmost labels), or `*` (any). An error is a message naming
-//! the field.
+//! `*` standing for one or more leftmost labels), `https://*` (any host of the scheme), or `*`
+//! (any). An error is a message naming the field.
 
 /// How an origin is matched.
 #[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
@@ -74,6 +74,12 @@ fn origin(text: &str) -> Option<Origin> {
     if !valid_scheme || rest.is_empty() || rest.contains(['/', '?', '#', ' ']) {
         return None;
     }
+    if rest == "*" {
+        return Some(Origin::Pattern(format!(
+            "{}://[^/]+",
+            regex::escape(scheme)
+        )));
+    }
     match rest.strip_prefix("*.") {
         None if !rest.contains('*') => Some(Origin::Exact(text.to_owned())),
         Some(domain) if !domain.contains('*') && !domain.is_empty() => {
@@ -108,6 +114,12 @@ mod tests {
         assert!(!re.is_match("https://bar.com"));
         assert!(!re.is_match("http://www.bar.com"));
         assert!(!re.is_match("https://www.bar.com.evil.org"));
+        let Some(Origin::Pattern(any_host)) = origin("https://*") else {
+            panic!("a pattern");
+        };
+        let re = regex::Regex::new(&format!("^{any_host}$")).unwrap();
+        assert!(re.is_match("https://anything.example:8443"));
+        assert!(!re.is_match("http://anything.example"));
         for bad in [
             "www.foo.com",
             "https://",

@@ -406,10 +406,11 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
 }
 
 /// Marks conflicts: on one port, protocols of different classes (ProtocolConflict); within a
-/// class, the same hostname twice (HostnameConflict). Within one Gateway or ListenerSet a
-/// protocol conflict has no winner; between them, earlier listeners win (precedence: the
-/// Gateway's, then ListenerSets oldest first), as GEP-1713 orders them, and the port keeps
-/// serving the first.
+/// class, the same hostname twice (HostnameConflict). The first owner (the Gateway, then
+/// ListenerSets oldest first, as GEP-1713 orders them) whose listeners on a port are of one
+/// class claims it: a later owner's listeners of another class conflict, its others serve;
+/// an owner before it with several classes has no winner (all of them conflict, as the spec
+/// says of one Gateway).
 fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
     let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
     for (i, l) in listeners.iter().enumerate() {
@@ -456,13 +457,18 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
                 None => owners.push((&l.set, BTreeSet::from([class]))),
             }
         }
-        let claim = owners
-            .iter()
-            .find(|(_, classes)| classes.len() == 1)
-            .and_then(|(owner, classes)| Some(((*owner).clone(), *classes.first()?)));
+        // The first owner with one class claims the port; the owners before it are torn
+        // (several classes of their own); those after it are judged by the claim alone, so
+        // a ListenerSet's listeners of the claimed class keep serving beside one that
+        // conflicts.
+        let claim_at = owners.iter().position(|(_, classes)| classes.len() == 1);
+        let claim = claim_at.and_then(|at| {
+            let (owner, classes) = &owners[at];
+            Some(((*owner).clone(), *classes.first()?))
+        });
         let torn: Vec<Option<ObjectKey>> = owners
             .iter()
-            .filter(|(_, classes)| classes.len() > 1)
+            .take(claim_at.unwrap_or(owners.len()))
             .map(|(owner, _)| (*owner).clone())
             .collect();
         let mut seen: BTreeMap<(PortClass, String), usize> = BTreeMap::new();
@@ -580,6 +586,17 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
             }
         }
         let conflict = reasons.get(&i);
+        // A conflicted listener makes no configuration: not accepted, for the conflict's
+        // reason.
+        if let Some((reason, message)) = conflict {
+            for c in l
+                .conditions
+                .iter_mut()
+                .filter(|c| c.type_ == "Accepted" && c.holds())
+            {
+                *c = Condition::new("Accepted", false, reason, message.clone(), generation);
+            }
+        }
         l.conditions.push(match conflict {
             Some((reason, message)) => {
                 Condition::new("Conflicted", true, reason, message.clone(), generation)
@@ -610,17 +627,25 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
                     ) && !l.certificates.is_empty()))
         });
         let ok = accepted && resolved && conflict.is_none();
-        l.conditions.push(Condition::new(
-            "Programmed",
-            ok,
-            if ok { "Programmed" } else { "Invalid" },
-            if ok {
-                "listener programmed"
-            } else {
-                "listener is not valid; see its other conditions"
-            },
-            generation,
-        ));
+        l.conditions.push(match (ok, conflict) {
+            (true, _) => Condition::new(
+                "Programmed",
+                true,
+                "Programmed",
+                "listener programmed",
+                generation,
+            ),
+            (false, Some((reason, message))) => {
+                Condition::new("Programmed", false, reason, message.clone(), generation)
+            }
+            (false, None) => Condition::new(
+                "Programmed",
+                false,
+                "Invalid",
+                "listener is not valid; see its other conditions",
+                generation,
+            ),
+        });
     }
 }
 

@@ -344,8 +344,20 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
             ),
         ],
         listeners: own.iter().map(|l| l.status()).collect(),
-        attached_listener_sets: i32::try_from(g.sets.iter().filter(|s| s.accepted).count())
-            .unwrap_or(i32::MAX),
+        // Attached: admitted, with a listener that serves (a ListenerSet none of whose
+        // listeners is valid is not accepted).
+        attached_listener_sets: i32::try_from(
+            g.sets
+                .iter()
+                .filter(|s| {
+                    s.accepted
+                        && g.listeners
+                            .iter()
+                            .any(|l| l.set.as_ref() == Some(&s.key) && l.programmed())
+                })
+                .count(),
+        )
+        .unwrap_or(i32::MAX),
     }
 }
 
@@ -362,7 +374,7 @@ fn listener_set_status(
         .filter(|l| l.set.as_ref() == Some(&set.key))
         .collect();
     let programmed = mine.iter().any(|l| l.programmed());
-    let conditions = if set.accepted {
+    let conditions = if set.accepted && programmed {
         vec![
             Condition::new(
                 "Accepted",
@@ -373,13 +385,23 @@ fn listener_set_status(
             ),
             Condition::new(
                 "Programmed",
-                programmed,
-                if programmed { "Programmed" } else { "Invalid" },
-                if programmed {
-                    "listeners served"
-                } else {
-                    "no valid listener"
-                },
+                true,
+                "Programmed",
+                "listeners served",
+                generation,
+            ),
+        ]
+    } else if set.accepted {
+        // Attached, but none of its listeners is valid (conflicts, references): nothing of
+        // it is served.
+        let message = "none of its listeners is valid; see their conditions";
+        vec![
+            Condition::new("Accepted", false, "ListenersNotValid", message, generation),
+            Condition::new(
+                "Programmed",
+                false,
+                "ListenersNotValid",
+                message,
                 generation,
             ),
         ]
