@@ -178,6 +178,9 @@ impl World {
                 "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
             }));
         }
+        if slices.is_empty() {
+            return;
+        }
         let yaml: Vec<String> = slices
             .iter()
             .map(|s| serde_yaml_ng::to_string(s).expect("YAML"))
@@ -240,18 +243,42 @@ impl World {
         }
     }
 
+    /// Applies the test manifest `file` ([`World::apply_test`]) and waits until each of its
+    /// `routes` (`namespace/name`, of `kind`) is accepted by `gateway`; the manifests, to
+    /// delete at the test's end.
+    pub async fn routes_accepted(
+        &self,
+        file: &str,
+        kind: &str,
+        routes: &[&str],
+        gateway: &str,
+    ) -> String {
+        let yaml = manifest(file);
+        self.apply_test(&yaml).await;
+        for route in routes {
+            self.route_accepted(kind, route, gateway).await;
+        }
+        yaml
+    }
+
+    /// The API of the Gateway API `kind` in `key`'s namespace, and `key`'s name.
+    async fn api<'k>(&self, kind: &str, key: &'k str) -> (Api<DynamicObject>, &'k str) {
+        let (namespace, name) = key.split_once('/').expect("namespace/name");
+        let api = Api::namespaced_with(
+            self.up.client().await,
+            namespace,
+            &fairlead_edge_controller::crds::resource(kind),
+        );
+        (api, name)
+    }
+
     /// Waits until the route `kind` `namespace/name` is `Accepted` with its references
     /// resolved by the Gateway `gateway` (`namespace/name`): the suite's
     /// `GatewayAndHTTPRoutesMustBeAccepted` and `HTTPRouteMustHaveResolvedRefsConditionsTrue`.
     pub async fn route_accepted(&self, kind: &str, route: &str, gateway: &str) {
-        let client = self.up.client().await;
-        let (namespace, name) = route.split_once('/').expect("namespace/name");
+        let (api, name) = self.api(kind, route).await;
+        let namespace = route.split_once('/').map(|(n, _)| n).unwrap_or_default();
         let (gateway_namespace, gateway_name) = gateway.split_once('/').expect("namespace/name");
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            client,
-            namespace,
-            &fairlead_edge_controller::crds::resource(kind),
-        );
         until(
             &format!("{kind} {route} accepted by {gateway}"),
             async || {
@@ -279,13 +306,7 @@ impl World {
     /// `status` and `reason` (the suite's `GatewayMustHaveLatestConditions` and
     /// `GatewayMustHaveCondition`).
     pub async fn gateway_condition(&self, key: &str, type_: &str, status: &str, reason: &str) {
-        let client = self.up.client().await;
-        let (namespace, name) = key.split_once('/').expect("namespace/name");
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            client,
-            namespace,
-            &fairlead_edge_controller::crds::resource("Gateway"),
-        );
+        let (api, name) = self.api("Gateway", key).await;
         until(
             &format!("Gateway {key}: {type_}={status} ({reason})"),
             async || {
@@ -316,13 +337,7 @@ impl World {
         listener: Option<&str>,
         (type_, status, reason): (&str, &str, &str),
     ) {
-        let client = self.up.client().await;
-        let (namespace, name) = key.split_once('/').expect("namespace/name");
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            client,
-            namespace,
-            &fairlead_edge_controller::crds::resource(kind),
-        );
+        let (api, name) = self.api(kind, key).await;
         let what = format!(
             "{kind} {key}{}: {type_}={status} ({reason})",
             listener
@@ -355,13 +370,7 @@ impl World {
 
     /// Waits until the Gateway `key` counts `n` attached ListenerSets.
     pub async fn attached_listener_sets(&self, key: &str, n: i64) {
-        let client = self.up.client().await;
-        let (namespace, name) = key.split_once('/').expect("namespace/name");
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            client,
-            namespace,
-            &fairlead_edge_controller::crds::resource("Gateway"),
-        );
+        let (api, name) = self.api("Gateway", key).await;
         until(
             &format!("Gateway {key}: {n} attached ListenerSets"),
             async || {
@@ -459,7 +468,9 @@ impl<'a> Ask<'a> {
 
 /// What a request must get (the suite's `ExpectedResponse`): one of `status`; for a 2xx
 /// answer with `backend`, from a pod of `backend` in `namespace`; response headers with one of
-/// their valid values (spaces ignored, as the suite's `IgnoreWhitespace`), and headers absent.
+/// their valid values (spaces ignored, as the suite's `IgnoreWhitespace`), and headers absent;
+/// request headers the backend saw (its values joined by `,`, as the suite compares them) and
+/// did not see (its `ExpectedRequest`).
 #[derive(Clone, Copy, Debug)]
 pub struct Want<'a> {
     /// The statuses that hold.
@@ -472,6 +483,10 @@ pub struct Want<'a> {
     pub headers: &'a [(&'a str, &'a [&'a str])],
     /// Response headers that must be absent.
     pub absent: &'a [&'a str],
+    /// Request headers the backend must have seen, with these values.
+    pub seen: &'a [(&'a str, &'a str)],
+    /// Request headers the backend must not have seen.
+    pub unseen: &'a [&'a str],
 }
 
 impl Default for Want<'_> {
@@ -482,6 +497,8 @@ impl Default for Want<'_> {
             namespace: "",
             headers: &[],
             absent: &[],
+            seen: &[],
+            unseen: &[],
         }
     }
 }
@@ -518,6 +535,19 @@ impl Want<'_> {
                 .absent
                 .iter()
                 .all(|name| !got.headers.contains_key(&name.to_ascii_lowercase()))
+            && (self.seen.is_empty() && self.unseen.is_empty()
+                || got.echoed.as_ref().is_some_and(|e| {
+                    let saw = |name: &str| {
+                        e.headers
+                            .iter()
+                            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                            .map(|(_, values)| values.join(","))
+                    };
+                    self.seen
+                        .iter()
+                        .all(|(name, value)| saw(name).as_deref() == Some(*value))
+                        && self.unseen.iter().all(|name| saw(name).is_none())
+                }))
     }
 }
 

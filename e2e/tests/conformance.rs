@@ -41,12 +41,11 @@ async fn retries(world: &World, cases: &[(&str, &str, &[u16])]) {
 
 /// HTTPRouteSimpleSameNamespace: a route in the Gateway's namespace reaches its backend.
 async fn http_route_simple_same_namespace(world: &World) {
-    let yaml = manifest("httproute-simple-same-namespace.yaml");
-    world.apply(&yaml);
-    world
-        .route_accepted(
+    let yaml = world
+        .routes_accepted(
+            "httproute-simple-same-namespace.yaml",
             "HTTPRoute",
-            "gateway-conformance-infra/gateway-conformance-infra-test",
+            &["gateway-conformance-infra/gateway-conformance-infra-test"],
             SAME_NAMESPACE,
         )
         .await;
@@ -67,13 +66,12 @@ async fn http_route_simple_same_namespace(world: &World) {
 
 /// HTTPRouteCrossNamespace: a route in a namespace the Gateway's selector admits.
 async fn http_route_cross_namespace(world: &World) {
-    let yaml = manifest("httproute-cross-namespace.yaml");
-    world.apply(&yaml);
     let gateway = "gateway-conformance-infra/backend-namespaces";
-    world
-        .route_accepted(
+    let yaml = world
+        .routes_accepted(
+            "httproute-cross-namespace.yaml",
             "HTTPRoute",
-            "gateway-conformance-web-backend/cross-namespace",
+            &["gateway-conformance-web-backend/cross-namespace"],
             gateway,
         )
         .await;
@@ -95,12 +93,11 @@ async fn http_route_cross_namespace(world: &World) {
 /// HTTPRouteRetry: retried on the codes named, up to `attempts` retries; another code is
 /// not retried; the last failure is what the client gets.
 async fn http_route_retry(world: &World) {
-    let yaml = manifest("httproute-retry.yaml");
-    world.apply(&yaml);
-    world
-        .route_accepted(
+    let yaml = world
+        .routes_accepted(
+            "httproute-retry.yaml",
             "HTTPRoute",
-            "gateway-conformance-infra/retries",
+            &["gateway-conformance-infra/retries"],
             SAME_NAMESPACE,
         )
         .await;
@@ -128,12 +125,11 @@ async fn http_route_retry(world: &World) {
 
 /// HTTPRouteRetryConnectionError: without codes, a dropped connection is retried.
 async fn http_route_retry_connection_error(world: &World) {
-    let yaml = manifest("httproute-retry-connection-error.yaml");
-    world.apply(&yaml);
-    world
-        .route_accepted(
+    let yaml = world
+        .routes_accepted(
+            "httproute-retry-connection-error.yaml",
             "HTTPRoute",
-            "gateway-conformance-infra/retries-connection-error",
+            &["gateway-conformance-infra/retries-connection-error"],
             SAME_NAMESPACE,
         )
         .await;
@@ -152,12 +148,11 @@ async fn http_route_retry_connection_error(world: &World) {
 /// HTTPRouteRetryWithTimeouts: a try that outlives `backendRequest` is retried; the retries
 /// stay within `request`.
 async fn http_route_retry_with_timeouts(world: &World) {
-    let yaml = manifest("httproute-retry-with-timeouts.yaml");
-    world.apply(&yaml);
-    world
-        .route_accepted(
+    let yaml = world
+        .routes_accepted(
+            "httproute-retry-with-timeouts.yaml",
             "HTTPRoute",
-            "gateway-conformance-infra/retries-with-timeouts",
+            &["gateway-conformance-infra/retries-with-timeouts"],
             SAME_NAMESPACE,
         )
         .await;
@@ -207,22 +202,19 @@ async fn gateway_invalid_parameters_ref(world: &World) {
 /// methods, headers, exposed headers, age and credentials the filter names; simple requests
 /// get the origin back; other origins get no `access-control-allow-origin`.
 async fn http_route_cors(world: &World) {
-    let yaml = manifest("httproute-cors.yaml");
-    world.apply(&yaml);
-    for route in [
-        "cors-multiple-origins-methods-headers",
-        "cors-wildcard-methods",
-        "cors-wildcard-origin",
-        "cors-wildcard-methods-headers",
-    ] {
-        world
-            .route_accepted(
-                "HTTPRoute",
-                &format!("gateway-conformance-infra/{route}"),
-                SAME_NAMESPACE,
-            )
-            .await;
-    }
+    let yaml = world
+        .routes_accepted(
+            "httproute-cors.yaml",
+            "HTTPRoute",
+            &[
+                "gateway-conformance-infra/cors-multiple-origins-methods-headers",
+                "gateway-conformance-infra/cors-wildcard-methods",
+                "gateway-conformance-infra/cors-wildcard-origin",
+                "gateway-conformance-infra/cors-wildcard-methods-headers",
+            ],
+            SAME_NAMESPACE,
+        )
+        .await;
     const PREFLIGHT: &[u16] = &[200, 204];
     const ASKS_1_2: &str = "x-header-1, x-header-2";
     const HEADERS_1_2: &[&str] = &["x-header-1, x-header-2", "x-header-2, x-header-1"];
@@ -453,13 +445,12 @@ async fn http_route_cors(world: &World) {
 /// UDPRouteWeightedRouting: sessions spread over the backends as their weights say (70/30/0,
 /// within 5 points of 500 sessions; ten tries, as the suite allows).
 async fn udp_route_weighted_routing(world: &World) {
-    let yaml = manifest("udproute-weighted-routing.yaml");
-    world.apply_test(&yaml).await;
     let gateway = "gateway-conformance-infra/udp-weighted-gateway";
-    world
-        .route_accepted(
+    let yaml = world
+        .routes_accepted(
+            "udproute-weighted-routing.yaml",
             "UDPRoute",
-            "gateway-conformance-infra/udp-weighted-route",
+            &["gateway-conformance-infra/udp-weighted-route"],
             gateway,
         )
         .await;
@@ -610,6 +601,274 @@ async fn listener_set_conflicts(world: &World, conflict: &str) {
     world.delete(&yaml).await;
 }
 
+/// What a routing case expects: the infra backend that answers, or a status.
+#[derive(Clone, Copy)]
+enum Then {
+    To(&'static str),
+    Status(u16),
+}
+
+/// A routing case: method, path (and query), headers, what it gets.
+type Case = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    Then,
+);
+
+/// Applies the test manifest `file` holding the HTTPRoute `route` on `same-namespace` and
+/// runs its routing `cases` (the suite's `MakeRequestAndExpectEventuallyConsistentResponse`
+/// over a table), removing the manifests at the end.
+async fn routing(world: &World, file: &str, route: &str, cases: &[Case]) {
+    let yaml = world
+        .routes_accepted(
+            file,
+            "HTTPRoute",
+            &[&format!("{INFRA}/{route}")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    for (method, path, headers, then) in cases {
+        let want = match then {
+            Then::To(backend) => Want {
+                backend: Some(*backend),
+                namespace: INFRA,
+                ..Want::default()
+            },
+            Then::Status(code) => Want {
+                status: std::slice::from_ref(code),
+                ..Want::default()
+            },
+        };
+        world
+            .expect(SAME_NAMESPACE, 80, Ask::new(method, headers, path), want)
+            .await;
+    }
+    world.delete(&yaml).await;
+}
+
+const V1: Then = Then::To("infra-backend-v1");
+const V2: Then = Then::To("infra-backend-v2");
+const V3: Then = Then::To("infra-backend-v3");
+const NOT_FOUND: Then = Then::Status(404);
+
+/// HTTPRouteExactPathMatching.
+async fn http_route_exact_path_matching(world: &World) {
+    routing(
+        world,
+        "httproute-exact-path-matching.yaml",
+        "exact-matching",
+        &[
+            ("GET", "/one", &[], V1),
+            ("GET", "/two", &[], V2),
+            ("GET", "/", &[], NOT_FOUND),
+            ("GET", "/one/example", &[], NOT_FOUND),
+            ("GET", "/two/", &[], NOT_FOUND),
+            ("GET", "/Two", &[], NOT_FOUND),
+        ],
+    )
+    .await;
+}
+
+/// HTTPRouteHeaderMatching.
+async fn http_route_header_matching(world: &World) {
+    routing(
+        world,
+        "httproute-header-matching.yaml",
+        "header-matching",
+        &[
+            ("GET", "/", &[("Version", "one")], V1),
+            ("GET", "/", &[("Version", "two")], V2),
+            ("GET", "/", &[("Version", "two"), ("Color", "orange")], V1),
+            ("GET", "/", &[("Version", "two"), ("Color", "blue")], V2),
+            ("GET", "/", &[("Color", "orange")], NOT_FOUND),
+            ("GET", "/", &[("Some-Other-Header", "one")], NOT_FOUND),
+            ("GET", "/", &[("Color", "blue")], V1),
+            ("GET", "/", &[("Color", "green")], V1),
+            ("GET", "/", &[("Color", "red")], V2),
+            ("GET", "/", &[("Color", "yellow")], V2),
+            ("GET", "/", &[("Color", "purple")], NOT_FOUND),
+        ],
+    )
+    .await;
+}
+
+/// HTTPRouteQueryParamMatching.
+async fn http_route_query_param_matching(world: &World) {
+    routing(
+        world,
+        "httproute-query-param-matching.yaml",
+        "query-param-matching",
+        &[
+            ("GET", "/?animal=whale", &[], V1),
+            ("GET", "/?animal=dolphin", &[], V2),
+            ("GET", "/?animal=dolphin&color=blue", &[], V3),
+            ("GET", "/?ANIMAL=Whale", &[], V3),
+            ("GET", "/?animal=whale&otherparam=irrelevant", &[], V1),
+            ("GET", "/?animal=dolphin&color=yellow", &[], V2),
+            ("GET", "/?color=blue", &[], NOT_FOUND),
+            ("GET", "/?animal=dog", &[], NOT_FOUND),
+            ("GET", "/?animal=whaledolphin", &[], NOT_FOUND),
+            ("GET", "/", &[], NOT_FOUND),
+            ("GET", "/path1?animal=whale", &[], V1),
+            ("GET", "/?animal=whale", &[("version", "one")], V2),
+            ("GET", "/path2?animal=whale", &[("version", "two")], V3),
+            ("GET", "/path3?animal=shark", &[], V1),
+            ("GET", "/path4?animal=kraken", &[("version", "three")], V1),
+            ("GET", "/?animal=shark", &[], NOT_FOUND),
+            ("GET", "/path4?animal=kraken", &[], NOT_FOUND),
+            ("GET", "/path5?animal=hydra", &[], V1),
+            ("GET", "/?animal=hydra", &[("version", "four")], V3),
+        ],
+    )
+    .await;
+}
+
+/// HTTPRouteMethodMatching.
+async fn http_route_method_matching(world: &World) {
+    routing(
+        world,
+        "httproute-method-matching.yaml",
+        "method-matching",
+        &[
+            ("POST", "/", &[], V1),
+            ("GET", "/", &[], V2),
+            ("HEAD", "/", &[], NOT_FOUND),
+            ("GET", "/path1", &[], V1),
+            ("PUT", "/", &[("version", "one")], V2),
+            ("POST", "/path2", &[("version", "two")], V3),
+            ("PATCH", "/path3", &[], V1),
+            ("DELETE", "/path4", &[("version", "three")], V1),
+            ("PUT", "/", &[], NOT_FOUND),
+            ("DELETE", "/path4", &[], NOT_FOUND),
+            ("PATCH", "/path5", &[], V1),
+            ("PATCH", "/", &[("version", "four")], V2),
+        ],
+    )
+    .await;
+}
+
+/// A header case: path, headers sent, headers the backend sees, headers it does not.
+type HeaderCase<'a> = (
+    &'a str,
+    &'a [(&'a str, &'a str)],
+    &'a [(&'a str, &'a str)],
+    &'a [&'a str],
+);
+
+/// HTTPRouteRequestHeaderModifier: set overwrites, add appends, remove removes, names
+/// compared without case.
+async fn http_route_request_header_modifier(world: &World) {
+    let yaml = world
+        .routes_accepted(
+            "httproute-request-header-modifier.yaml",
+            "HTTPRoute",
+            &["gateway-conformance-infra/request-header-modifier"],
+            SAME_NAMESPACE,
+        )
+        .await;
+    let cases: [HeaderCase<'_>; 7] = [
+        (
+            "/set",
+            &[("Some-Other-Header", "val")],
+            &[
+                ("Some-Other-Header", "val"),
+                ("X-Header-Set", "set-overwrites-values"),
+            ],
+            &[],
+        ),
+        (
+            "/set",
+            &[
+                ("Some-Other-Header", "val"),
+                ("X-Header-Set", "some-other-value"),
+            ],
+            &[
+                ("Some-Other-Header", "val"),
+                ("X-Header-Set", "set-overwrites-values"),
+            ],
+            &[],
+        ),
+        (
+            "/add",
+            &[("Some-Other-Header", "val")],
+            &[
+                ("Some-Other-Header", "val"),
+                ("X-Header-Add", "add-appends-values"),
+            ],
+            &[],
+        ),
+        (
+            "/add",
+            &[
+                ("Some-Other-Header", "val"),
+                ("X-Header-Add", "some-other-value"),
+            ],
+            &[
+                ("Some-Other-Header", "val"),
+                ("X-Header-Add", "some-other-value,add-appends-values"),
+            ],
+            &[],
+        ),
+        (
+            "/remove",
+            &[("X-Header-Remove", "val")],
+            &[],
+            &["X-Header-Remove"],
+        ),
+        (
+            "/multiple",
+            &[
+                ("X-Header-Set-2", "set-val-2"),
+                ("X-Header-Add-2", "add-val-2"),
+                ("X-Header-Remove-2", "remove-val-2"),
+                ("Another-Header", "another-header-val"),
+            ],
+            &[
+                ("X-Header-Set-1", "header-set-1"),
+                ("X-Header-Set-2", "header-set-2"),
+                ("X-Header-Add-1", "header-add-1"),
+                ("X-Header-Add-2", "add-val-2,header-add-2"),
+                ("X-Header-Add-3", "header-add-3"),
+                ("Another-Header", "another-header-val"),
+            ],
+            &["X-Header-Remove-1", "X-Header-Remove-2"],
+        ),
+        (
+            "/case-insensitivity",
+            &[
+                ("x-header-set", "original-val-set"),
+                ("x-header-add", "original-val-add"),
+                ("x-header-remove", "original-val-remove"),
+                ("Another-Header", "another-header-val"),
+            ],
+            &[
+                ("X-Header-Set", "header-set"),
+                ("X-Header-Add", "original-val-add,header-add"),
+                ("Another-Header", "another-header-val"),
+            ],
+            &["x-header-remove", "X-Header-Remove"],
+        ),
+    ];
+    for (path, sent, seen, unseen) in cases {
+        world
+            .expect(
+                SAME_NAMESPACE,
+                80,
+                Ask::new("GET", sent, path),
+                Want {
+                    backend: Some("infra-backend-v1"),
+                    namespace: INFRA,
+                    seen,
+                    unseen,
+                    ..Want::default()
+                },
+            )
+            .await;
+    }
+    world.delete(&yaml).await;
+}
+
 /// The HTTP profile's tests transcribed so far, one world, one after the other (as the suite
 /// runs them), each removing its manifests at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -625,4 +884,9 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
     udp_route_weighted_routing(&world).await;
     listener_set_conflicts(&world, "hostname").await;
     listener_set_conflicts(&world, "protocol").await;
+    http_route_exact_path_matching(&world).await;
+    http_route_header_matching(&world).await;
+    http_route_query_param_matching(&world).await;
+    http_route_method_matching(&world).await;
+    http_route_request_header_modifier(&world).await;
 }

@@ -21,6 +21,26 @@ fn refusal(result: Result<DynamicObject, kube::Error>) -> (u16, String) {
     }
 }
 
+/// Creates `object` at `path` (a collection) and returns the warnings it was admitted with.
+async fn created_with_warnings(
+    admin: &kube::Client,
+    path: &str,
+    object: &impl serde::Serialize,
+) -> Vec<String> {
+    let request = http::Request::post(path)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(object).unwrap())
+        .unwrap();
+    let response = admin.send(request.map(Into::into)).await.unwrap();
+    assert_eq!(response.status(), 201);
+    response
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect()
+}
+
 fn object(value: Value) -> DynamicObject {
     serde_json::from_value(value).unwrap()
 }
@@ -291,20 +311,12 @@ async fn the_webhooks_refuse_what_they_must_and_name_the_field() {
         .unwrap();
     // A second ListenerSet claiming the same port and hostname is admitted with a warning:
     // the conflict is reported in its status (the translator's), not refused.
-    let second = serde_json::to_vec(&listener_set("team", "second", "a.example.com")).unwrap();
-    let request =
-        http::Request::post("/apis/gateway.networking.k8s.io/v1/namespaces/team/listenersets")
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(second)
-            .unwrap();
-    let response = admin.send(request.map(Into::into)).await.unwrap();
-    assert_eq!(response.status(), 201);
-    let warnings: Vec<String> = response
-        .headers()
-        .get_all(http::header::WARNING)
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .collect();
+    let warnings = created_with_warnings(
+        &admin,
+        "/apis/gateway.networking.k8s.io/v1/namespaces/team/listenersets",
+        &listener_set("team", "second", "a.example.com"),
+    )
+    .await;
     assert!(
         warnings.iter().any(|w| w.contains("spec.listeners[0]: port 8080 with hostname a.example.com is already claimed on Gateway team/shop by ListenerSet team/first (listener web)")),
         "{warnings:?}"
@@ -321,19 +333,12 @@ async fn the_webhooks_refuse_what_they_must_and_name_the_field() {
     let route = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
         "metadata": {"name": "app", "namespace": "team"},
         "spec": {"parentRefs": [{"name": "public", "namespace": "d8-alb", "sectionName": "d8-htps"}]}});
-    let request =
-        http::Request::post("/apis/gateway.networking.k8s.io/v1/namespaces/team/httproutes")
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(&route).unwrap())
-            .unwrap();
-    let response = admin.send(request.map(Into::into)).await.unwrap();
-    assert_eq!(response.status(), 201);
-    let warnings: Vec<String> = response
-        .headers()
-        .get_all(http::header::WARNING)
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .collect();
+    let warnings = created_with_warnings(
+        &admin,
+        "/apis/gateway.networking.k8s.io/v1/namespaces/team/httproutes",
+        &route,
+    )
+    .await;
     assert!(
         warnings.iter().any(|w| w
             .contains("spec.parentRefs[0].sectionName: Gateway d8-alb/public has no listener")

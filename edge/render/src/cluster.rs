@@ -24,9 +24,23 @@ pub fn encode(c: &Cluster) -> Vec<u8> {
         transport_socket: upstream
             .and_then(|u| Some((u, u.anchors.as_ref()?)))
             .map(|(u, anchors)| upstream_tls(u, anchors, backend.http2)),
-        name: c.name.clone(),
+        typed_extension_protocol_options: protocol_options(c),
         // Statistics by Gateway API object: `backend/<namespace>/<service>/<port>`.
-        alt_stat_name: fairlead_edge_translate::http::stat_name(&format!("backend/{}", c.name)),
+        ..eds(&c.name, &format!("backend/{}", c.name))
+    };
+    if let Some(variant) = backend.variant.as_deref() {
+        let ring = crate::upstream::ring_endpoints(c);
+        crate::upstream::cluster(variant, upstream.is_some(), backend.http2, ring, &mut out);
+    }
+    out.encode_to_vec()
+}
+
+/// A cluster named `name` whose endpoints come over EDS (on the ADS stream), its statistics
+/// named `stat_name`, connecting within 5 s.
+pub(crate) fn eds(name: &str, stat_name: &str) -> cluster::Cluster {
+    cluster::Cluster {
+        name: name.to_owned(),
+        alt_stat_name: fairlead_edge_translate::http::stat_name(stat_name),
         cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
             cluster::cluster::DiscoveryType::Eds as i32,
         )),
@@ -35,14 +49,8 @@ pub fn encode(c: &Cluster) -> Vec<u8> {
             ..Default::default()
         }),
         connect_timeout: Some(duration(std::time::Duration::from_secs(5))),
-        typed_extension_protocol_options: protocol_options(c),
         ..Default::default()
-    };
-    if let Some(variant) = backend.variant.as_deref() {
-        let ring = crate::upstream::ring_endpoints(c);
-        crate::upstream::cluster(variant, upstream.is_some(), backend.http2, ring, &mut out);
     }
-    out.encode_to_vec()
 }
 
 /// The upstream HTTP protocol options of `c`: HTTP/2 for backends that speak it, the

@@ -40,23 +40,31 @@ fn from_slices(backend: &Backend, cluster_name: &str, slices: &[Arc<EndpointSlic
     let mut locality = Vec::new();
     wire::message(1, &core::Locality::default(), &mut locality);
     for ((address, port), health) in hosts {
-        let lb_endpoint = endpoint::LbEndpoint {
-            health_status: health as i32,
-            host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
-                endpoint::Endpoint {
-                    address: Some(socket(&address, port, false)),
-                    ..Default::default()
-                },
-            )),
-            ..Default::default()
-        };
-        wire::message(2, &lb_endpoint, &mut locality);
+        wire::message(2, &lb_endpoint(&address, port, health), &mut locality);
     }
     wire::message(3, &UInt32Value { value: 1 }, &mut locality);
     let mut assignment = Vec::with_capacity(cluster_name.len() + locality.len() + 8);
     wire::string(1, cluster_name, &mut assignment);
     wire::bytes(2, &locality, &mut assignment);
     assignment
+}
+
+/// The endpoint at `address:port` in `health`.
+pub(crate) fn lb_endpoint(
+    address: &str,
+    port: u16,
+    health: core::HealthStatus,
+) -> endpoint::LbEndpoint {
+    endpoint::LbEndpoint {
+        health_status: health as i32,
+        host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
+            endpoint::Endpoint {
+                address: Some(socket(address, port, false)),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    }
 }
 
 /// How many of `c`'s endpoints take new requests (HEALTHY in its assignment).

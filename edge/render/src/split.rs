@@ -10,22 +10,11 @@ use envoy_types::pb::envoy::config::endpoint::v3 as endpoint;
 use envoy_types::pb::google::protobuf::UInt32Value;
 use prost::Message;
 
-use crate::envoy::{ads, duration, socket};
 use fairlead_edge_translate::ir::{Cluster, Split};
 
 /// The split's cluster, encoded.
 pub fn cluster(split: &Split) -> Vec<u8> {
     cluster::Cluster {
-        name: split.name.clone(),
-        alt_stat_name: fairlead_edge_translate::http::stat_name(&split.name),
-        cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
-            cluster::cluster::DiscoveryType::Eds as i32,
-        )),
-        eds_cluster_config: Some(cluster::cluster::EdsClusterConfig {
-            eds_config: Some(ads()),
-            ..Default::default()
-        }),
-        connect_timeout: Some(duration(std::time::Duration::from_secs(5))),
         common_lb_config: Some(cluster::cluster::CommonLbConfig {
             locality_config_specifier: Some(
                 cluster::cluster::common_lb_config::LocalityConfigSpecifier::LocalityWeightedLbConfig(
@@ -34,7 +23,7 @@ pub fn cluster(split: &Split) -> Vec<u8> {
             ),
             ..Default::default()
         }),
-        ..Default::default()
+        ..crate::cluster::eds(&split.name, &split.name)
     }
     .encode_to_vec()
 }
@@ -58,15 +47,8 @@ pub fn endpoints(split: &Split, clusters: &[Cluster]) -> Vec<u8> {
                 }),
                 lb_endpoints: hosts
                     .into_iter()
-                    .map(|((address, port), health)| endpoint::LbEndpoint {
-                        health_status: health as i32,
-                        host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
-                            endpoint::Endpoint {
-                                address: Some(socket(&address, port, false)),
-                                ..Default::default()
-                            },
-                        )),
-                        ..Default::default()
+                    .map(|((address, port), health)| {
+                        crate::endpoint::lb_endpoint(&address, port, health)
                     })
                     .collect(),
                 load_balancing_weight: Some(UInt32Value { value: *weight }),
