@@ -276,27 +276,58 @@ impl World {
     /// resolved by the Gateway `gateway` (`namespace/name`): the suite's
     /// `GatewayAndHTTPRoutesMustBeAccepted` and `HTTPRouteMustHaveResolvedRefsConditionsTrue`.
     pub async fn route_accepted(&self, kind: &str, route: &str, gateway: &str) {
+        for condition in [("Accepted", "True", ""), ("ResolvedRefs", "True", "")] {
+            self.route_condition(kind, route, gateway, condition).await;
+        }
+    }
+
+    /// Waits until the route `kind` `namespace/name` has, for its parent the Gateway `gateway`
+    /// (`namespace/name`), the condition (`type`, `status`, and `reason` unless empty) (the
+    /// suite's `HTTPRouteMustHaveParents` and `…MustHaveCondition`).
+    pub async fn route_condition(
+        &self,
+        kind: &str,
+        route: &str,
+        gateway: &str,
+        (type_, status, reason): (&str, &str, &str),
+    ) {
         let (api, name) = self.api(kind, route).await;
         let namespace = route.split_once('/').map(|(n, _)| n).unwrap_or_default();
         let (gateway_namespace, gateway_name) = gateway.split_once('/').expect("namespace/name");
         until(
-            &format!("{kind} {route} accepted by {gateway}"),
+            &format!("{kind} {route} on {gateway}: {type_}={status} ({reason})"),
             async || {
                 let route = api.get(name).await.ok()?;
                 let parents = route.data["status"]["parents"].as_array()?.clone();
-                let parent = parents.iter().find(|p| {
-                    p["parentRef"]["name"] == gateway_name
-                        && p["parentRef"]["namespace"].as_str().unwrap_or(namespace)
-                            == gateway_namespace
-                })?;
-                let holds = |kind: &str| {
-                    parent["conditions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c["type"] == kind && c["status"] == "True")
-                };
-                (holds("Accepted") && holds("ResolvedRefs")).then_some(())
+                parents
+                    .iter()
+                    .filter(|p| {
+                        p["parentRef"]["name"] == gateway_name
+                            && p["parentRef"]["namespace"].as_str().unwrap_or(namespace)
+                                == gateway_namespace
+                    })
+                    .flat_map(|p| p["conditions"].as_array().cloned().unwrap_or_default())
+                    .any(|c| {
+                        c["type"] == type_
+                            && c["status"] == status
+                            && (reason.is_empty() || c["reason"] == reason)
+                    })
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// Waits until the listener `listener` of the Gateway `key` counts `n` attached routes.
+    pub async fn attached_routes(&self, key: &str, listener: &str, n: i64) {
+        let (api, name) = self.api("Gateway", key).await;
+        until(
+            &format!("Gateway {key} listener {listener}: {n} attached routes"),
+            async || {
+                let gateway = api.get(name).await.ok()?;
+                let listeners = gateway.data["status"]["listeners"].as_array()?.clone();
+                let found = listeners.iter().find(|l| l["name"] == listener)?;
+                (found["attachedRoutes"].as_i64() == Some(n)).then_some(())
             },
         )
         .await;
@@ -430,6 +461,43 @@ impl World {
     }
 }
 
+/// The suite's `TestWeightedDistribution`: 500 requests, ten at a time, each sent by `send`
+/// (the pod that answered, or `None` for a failed one), must spread over the backends as
+/// `want` says (backend, share), within 5 points, none elsewhere; ten tries, as the suite
+/// allows. Fails with the last counts.
+pub async fn weighted<F, Fut>(mut send: F, want: &[(&str, f64)])
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<String>>,
+{
+    let mut last = String::new();
+    for _ in 0..10 {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for _ in 0..50 {
+            let batch = futures::future::join_all((0..10).map(|_| send())).await;
+            for pod in batch.into_iter().flatten() {
+                // The Deployment's name: the pod's without its two generated parts.
+                let backend = pod.rsplitn(3, '-').nth(2).unwrap_or(&pod).to_owned();
+                *counts.entry(backend).or_default() += 1;
+            }
+        }
+        let total: usize = counts.values().sum();
+        let holds = total == 500
+            && counts
+                .keys()
+                .all(|backend| want.iter().any(|(b, share)| b == backend && *share > 0.0))
+            && want.iter().all(|(backend, share)| {
+                let got = *counts.get(*backend).unwrap_or(&0) as f64 / 500.0;
+                (got - share).abs() <= 0.05
+            });
+        if holds {
+            return;
+        }
+        last = format!("{counts:?}");
+    }
+    panic!("the answers never spread as {want:?} within 5 points; last: {last}");
+}
+
 /// A request of a test (the suite's `Request`): method, headers, and its target, made anew
 /// for each try (a retry test's `uuid`).
 pub struct Ask<'a> {
@@ -466,11 +534,51 @@ impl<'a> Ask<'a> {
     }
 }
 
+/// Where a redirect must send the client (the suite's `RedirectRequest`): what is `None` is
+/// the request's own (its scheme `http` and its path; any host; the scheme's default port,
+/// written or not).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Redirect<'a> {
+    /// The scheme.
+    pub scheme: Option<&'a str>,
+    /// The host.
+    pub host: Option<&'a str>,
+    /// The port.
+    pub port: Option<&'a str>,
+    /// The path.
+    pub path: Option<&'a str>,
+}
+
+impl Redirect<'_> {
+    /// Whether `location` (a redirect's `Location`) goes where wanted for a request of `target`.
+    fn holds(&self, location: &str, target: &str) -> bool {
+        let Ok(url) = reqwest::Url::parse(location) else {
+            return false;
+        };
+        let scheme = self.scheme.unwrap_or("http");
+        let port = url.port().map(|p| p.to_string());
+        let port_holds = match self.port {
+            Some(want) => port.as_deref() == Some(want),
+            None => match url.scheme() {
+                "http" => port.is_none_or(|p| p == "80"),
+                "https" => port.is_none_or(|p| p == "443"),
+                _ => true,
+            },
+        };
+        let path = target.split('?').next().unwrap_or(target);
+        url.scheme() == scheme
+            && self.host.is_none_or(|h| url.host_str() == Some(h))
+            && port_holds
+            && url.path() == self.path.unwrap_or(path)
+    }
+}
+
 /// What a request must get (the suite's `ExpectedResponse`): one of `status`; for a 2xx
 /// answer with `backend`, from a pod of `backend` in `namespace`; response headers with one of
 /// their valid values (spaces ignored, as the suite's `IgnoreWhitespace`), and headers absent;
-/// request headers the backend saw (its values joined by `,`, as the suite compares them) and
-/// did not see (its `ExpectedRequest`).
+/// the path, host and request headers the backend saw (a header's values joined by `,`, as
+/// the suite compares them) and headers it did not see (its `ExpectedRequest`); where a
+/// redirect sends the client (its `RedirectRequest`).
 #[derive(Clone, Copy, Debug)]
 pub struct Want<'a> {
     /// The statuses that hold.
@@ -487,6 +595,12 @@ pub struct Want<'a> {
     pub seen: &'a [(&'a str, &'a str)],
     /// Request headers the backend must not have seen.
     pub unseen: &'a [&'a str],
+    /// The path the backend must have seen.
+    pub path: Option<&'a str>,
+    /// The host the backend must have seen.
+    pub host: Option<&'a str>,
+    /// Where the answer must redirect to.
+    pub redirect: Option<Redirect<'a>>,
 }
 
 impl Default for Want<'_> {
@@ -499,6 +613,9 @@ impl Default for Want<'_> {
             absent: &[],
             seen: &[],
             unseen: &[],
+            path: None,
+            host: None,
+            redirect: None,
         }
     }
 }
@@ -516,8 +633,8 @@ pub struct Got {
 }
 
 impl Want<'_> {
-    /// Whether `got` is what is wanted.
-    fn holds(&self, got: &Got) -> bool {
+    /// Whether `got` is what is wanted for a request of `target`.
+    fn holds(&self, got: &Got, target: &str) -> bool {
         let squeeze = |v: &str| v.chars().filter(|c| !c.is_whitespace()).collect::<String>();
         self.status.contains(&got.status)
             && (!(200..300).contains(&got.status)
@@ -548,10 +665,20 @@ impl Want<'_> {
                         .all(|(name, value)| saw(name).as_deref() == Some(*value))
                         && self.unseen.iter().all(|name| saw(name).is_none())
                 }))
+            && (self.path.is_none() && self.host.is_none()
+                || got.echoed.as_ref().is_some_and(|e| {
+                    self.path.is_none_or(|p| e.path == p) && self.host.is_none_or(|h| e.host == h)
+                }))
+            && self.redirect.is_none_or(|redirect| {
+                got.headers
+                    .get("location")
+                    .is_some_and(|location| redirect.holds(location, target))
+            })
     }
 }
 
-/// One request to `address` (`ip:port`) for `host`: `method` of `target` with `headers`.
+/// One request to `address` (`ip:port`) for `host` (unless `headers` name a `Host`):
+/// `method` of `target` with `headers`; a response header's values joined by `,`.
 pub async fn request(
     address: &str,
     host: &str,
@@ -570,22 +697,31 @@ pub async fn request(
             method.parse().expect("a method"),
             format!("http://{address}{target}"),
         )
-        .header("host", host);
+        .header(
+            "host",
+            headers
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case("host"))
+                .map_or(host, |(_, value)| *value),
+        );
     for (name, value) in headers {
-        request = request.header(*name, *value);
+        if !name.eq_ignore_ascii_case("host") {
+            request = request.header(*name, *value);
+        }
     }
     let response = request.send().await.ok()?;
     let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(n, v)| {
-            (
-                n.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in response.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes());
+        headers
+            .entry(name.as_str().to_owned())
+            .and_modify(|joined| {
+                joined.push(',');
+                joined.push_str(&value);
+            })
+            .or_insert_with(|| value.into_owned());
+    }
     let echoed = response.json::<Echoed>().await.ok();
     Some(Got {
         status,
@@ -605,7 +741,7 @@ impl World {
         while in_a_row < IN_A_ROW {
             let target = (ask.target)();
             let got = request(&address, &address, ask.method, ask.headers, &target).await;
-            let holds = got.as_ref().is_some_and(|got| want.holds(got));
+            let holds = got.as_ref().is_some_and(|got| want.holds(got, &target));
             in_a_row = if holds { in_a_row + 1 } else { 0 };
             if Instant::now() > deadline {
                 let log = std::fs::read_to_string(

@@ -3,7 +3,7 @@
 //! their assertions in this file, test by test under the suite's short names — and run
 //! through `fairlead up` with one real Envoy per Gateway (`fairlead_e2e::conformance`).
 
-use fairlead_e2e::conformance::{Ask, Want, World, manifest};
+use fairlead_e2e::conformance::{Ask, Redirect, Want, World, manifest, request, weighted};
 
 const INFRA: &str = "gateway-conformance-infra";
 const SAME_NAMESPACE: &str = "gateway-conformance-infra/same-namespace";
@@ -458,36 +458,16 @@ async fn udp_route_weighted_routing(world: &World) {
         world.udp_pod(gateway, 5300).await
     })
     .await;
-    let want = [
-        ("udp-backend-v1", 0.7),
-        ("udp-backend-v2", 0.3),
-        ("udp-backend-v3", 0.0),
-    ];
-    let mut last = String::new();
-    for _ in 0..10 {
-        let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
-        // Ten sessions at once (the suite's `concurrentRequests`), fifty times.
-        for _ in 0..50 {
-            let batch =
-                futures::future::join_all((0..10).map(|_| world.udp_pod(gateway, 5300))).await;
-            for pod in batch.into_iter().flatten() {
-                let backend = pod.rsplitn(3, '-').nth(2).unwrap_or(&pod).to_owned();
-                *counts.entry(backend).or_default() += 1;
-            }
-        }
-        let total: usize = counts.values().sum();
-        let holds = total == 500
-            && want.iter().all(|(backend, share)| {
-                let got = *counts.get(*backend).unwrap_or(&0) as f64 / 500.0;
-                (got - share).abs() <= 0.05
-            });
-        if holds {
-            world.delete(&yaml).await;
-            return;
-        }
-        last = format!("{counts:?}");
-    }
-    panic!("UDP sessions never spread 70/30/0 within 5 points; last: {last}");
+    weighted(
+        || world.udp_pod(gateway, 5300),
+        &[
+            ("udp-backend-v1", 0.7),
+            ("udp-backend-v2", 0.3),
+            ("udp-backend-v3", 0.0),
+        ],
+    )
+    .await;
+    world.delete(&yaml).await;
 }
 
 /// A listener's conditions when it is valid (the suite's `generateAcceptedListenerConditions`).
@@ -617,17 +597,27 @@ type Case = (
 );
 
 /// Applies the test manifest `file` holding the HTTPRoute `route` on `same-namespace` and
-/// runs its routing `cases` (the suite's `MakeRequestAndExpectEventuallyConsistentResponse`
-/// over a table), removing the manifests at the end.
+/// runs its routing `cases` ([`routing_on`]).
 async fn routing(world: &World, file: &str, route: &str, cases: &[Case]) {
+    routing_on(world, file, SAME_NAMESPACE, &[route], cases).await;
+}
+
+/// Applies the test manifest `file` holding the HTTPRoutes `routes` (in the infra namespace)
+/// on `gateway`, and runs its routing `cases` on the Gateway's port 80 (the suite's
+/// `MakeRequestAndExpectEventuallyConsistentResponse` over a table; a `Host` among a case's
+/// headers is the request's host), removing the manifests at the end.
+async fn routing_on(world: &World, file: &str, gateway: &str, routes: &[&str], cases: &[Case]) {
+    let keys: Vec<String> = routes.iter().map(|r| format!("{INFRA}/{r}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let yaml = world
-        .routes_accepted(
-            file,
-            "HTTPRoute",
-            &[&format!("{INFRA}/{route}")],
-            SAME_NAMESPACE,
-        )
+        .routes_accepted(file, "HTTPRoute", &keys, gateway)
         .await;
+    expect_all(world, gateway, cases).await;
+    world.delete(&yaml).await;
+}
+
+/// Runs routing `cases` on `gateway`'s port 80.
+async fn expect_all(world: &World, gateway: &str, cases: &[Case]) {
     for (method, path, headers, then) in cases {
         let want = match then {
             Then::To(backend) => Want {
@@ -641,10 +631,9 @@ async fn routing(world: &World, file: &str, route: &str, cases: &[Case]) {
             },
         };
         world
-            .expect(SAME_NAMESPACE, 80, Ask::new(method, headers, path), want)
+            .expect(gateway, 80, Ask::new(method, headers, path), want)
             .await;
     }
-    world.delete(&yaml).await;
 }
 
 const V1: Then = Then::To("infra-backend-v1");
@@ -869,6 +858,841 @@ async fn http_route_request_header_modifier(world: &World) {
     world.delete(&yaml).await;
 }
 
+/// HTTPRouteMatching: path prefixes by segment, or a header, in one rule.
+async fn http_route_matching(world: &World) {
+    routing(
+        world,
+        "httproute-matching.yaml",
+        "matching",
+        &[
+            ("GET", "/", &[], V1),
+            ("GET", "/example", &[], V1),
+            ("GET", "/", &[("Version", "one")], V1),
+            ("GET", "/v2", &[], V2),
+            ("GET", "/v2/example", &[], V2),
+            ("GET", "/", &[("Version", "two")], V2),
+            ("GET", "/v2/", &[], V2),
+            ("GET", "/v2example", &[], V1),
+            ("GET", "/foo/v2/example", &[], V1),
+        ],
+    )
+    .await;
+}
+
+/// HTTPRouteMatchingAcrossRoutes: two routes' rules ordered together, each on its hostnames.
+async fn http_route_matching_across_routes(world: &World) {
+    const COM: (&str, &str) = ("Host", "example.com");
+    const NET: (&str, &str) = ("Host", "example.net");
+    routing_on(
+        world,
+        "httproute-matching-across-routes.yaml",
+        SAME_NAMESPACE,
+        &["matching-part1", "matching-part2"],
+        &[
+            ("GET", "/", &[COM], V1),
+            ("GET", "/example", &[COM], V1),
+            ("GET", "/example", &[NET], V1),
+            ("GET", "/example", &[COM, ("Version", "one")], V1),
+            ("GET", "/v2", &[COM], V2),
+            ("GET", "/v2", &[NET], V1),
+            ("GET", "/v2/example", &[COM], V2),
+            ("GET", "/", &[COM, ("Version", "two")], V2),
+        ],
+    )
+    .await;
+}
+
+/// HTTPRoutePathMatchOrder: exact before prefix, longer prefixes first.
+async fn http_route_path_match_order(world: &World) {
+    routing(
+        world,
+        "httproute-path-match-order.yaml",
+        "path-matching-order",
+        &[
+            ("GET", "/match/exact/one", &[], V3),
+            ("GET", "/match/exact", &[], V2),
+            ("GET", "/match", &[], V1),
+            ("GET", "/match/prefix/one/any", &[], V2),
+            ("GET", "/match/prefix/any", &[], V1),
+            ("GET", "/match/any", &[], V3),
+        ],
+    )
+    .await;
+}
+
+/// HTTPRouteListenerHostnameMatching: each listener's routes answer its hostnames only.
+async fn http_route_listener_hostname_matching(world: &World) {
+    routing_on(
+        world,
+        "httproute-listener-hostname-matching.yaml",
+        &format!("{INFRA}/httproute-listener-hostname-matching"),
+        &["backend-v1", "backend-v2", "backend-v3"],
+        &[
+            ("GET", "/", &[("Host", "bar.com")], V1),
+            ("GET", "/", &[("Host", "foo.bar.com")], V2),
+            ("GET", "/", &[("Host", "baz.bar.com")], V3),
+            ("GET", "/", &[("Host", "boo.bar.com")], V3),
+            ("GET", "/", &[("Host", "multiple.prefixes.bar.com")], V3),
+            ("GET", "/", &[("Host", "multiple.prefixes.foo.com")], V3),
+            ("GET", "/", &[("Host", "foo.com")], NOT_FOUND),
+            ("GET", "/", &[("Host", "no.matching.host")], NOT_FOUND),
+        ],
+    )
+    .await;
+}
+
+/// HTTPRouteHostnameIntersection: a route serves the intersection of its hostnames with its
+/// listeners'; a route intersecting none is not accepted (NoMatchingListenerHostname) and
+/// counted on no listener; a listener without a hostname takes the route's.
+async fn http_route_hostname_intersection(world: &World) {
+    let yaml = manifest("httproute-hostname-intersection.yaml");
+    world.apply_test(&yaml).await;
+    let gateway = format!("{INFRA}/httproute-hostname-intersection");
+    for route in [
+        "specific-host-matches-listener-specific-host",
+        "specific-host-matches-listener-wildcard-host",
+        "wildcard-host-matches-listener-specific-host",
+        "wildcard-host-matches-listener-wildcard-host",
+    ] {
+        world
+            .route_accepted("HTTPRoute", &format!("{INFRA}/{route}"), &gateway)
+            .await;
+    }
+    expect_all(
+        world,
+        &gateway,
+        &[
+            ("GET", "/s1", &[("Host", "very.specific.com")], V1),
+            ("GET", "/s1", &[("Host", "very.specific.com:1234")], V1),
+            ("GET", "/s1", &[("Host", "non.matching.com")], NOT_FOUND),
+            (
+                "GET",
+                "/s1",
+                &[("Host", "foo.nonmatchingwildcard.io")],
+                NOT_FOUND,
+            ),
+            ("GET", "/s1", &[("Host", "foo.wildcard.io")], NOT_FOUND),
+            (
+                "GET",
+                "/non-matching-prefix",
+                &[("Host", "very.specific.com")],
+                NOT_FOUND,
+            ),
+            ("GET", "/s2", &[("Host", "foo.wildcard.io")], V2),
+            ("GET", "/s2", &[("Host", "bar.wildcard.io")], V2),
+            ("GET", "/s2", &[("Host", "foo.bar.wildcard.io")], V2),
+            ("GET", "/s2", &[("Host", "non.matching.com")], NOT_FOUND),
+            ("GET", "/s2", &[("Host", "wildcard.io")], NOT_FOUND),
+            ("GET", "/s2", &[("Host", "very.specific.com")], NOT_FOUND),
+            (
+                "GET",
+                "/non-matching-prefix",
+                &[("Host", "foo.wildcard.io")],
+                NOT_FOUND,
+            ),
+            ("GET", "/s3", &[("Host", "very.specific.com")], V3),
+            ("GET", "/s3", &[("Host", "non.matching.com")], NOT_FOUND),
+            ("GET", "/s3", &[("Host", "foo.specific.com")], NOT_FOUND),
+            ("GET", "/s3", &[("Host", "foo.wildcard.io")], NOT_FOUND),
+            (
+                "GET",
+                "/non-matching-prefix",
+                &[("Host", "very.specific.com")],
+                NOT_FOUND,
+            ),
+            ("GET", "/s4", &[("Host", "foo.anotherwildcard.io")], V1),
+            ("GET", "/s4", &[("Host", "bar.anotherwildcard.io")], V1),
+            ("GET", "/s4", &[("Host", "foo.bar.anotherwildcard.io")], V1),
+            ("GET", "/s4", &[("Host", "anotherwildcard.io")], NOT_FOUND),
+            ("GET", "/s4", &[("Host", "foo.wildcard.io")], NOT_FOUND),
+            ("GET", "/s4", &[("Host", "very.specific.com")], NOT_FOUND),
+            (
+                "GET",
+                "/non-matching-prefix",
+                &[("Host", "foo.anotherwildcard.io")],
+                NOT_FOUND,
+            ),
+        ],
+    )
+    .await;
+    world
+        .route_condition(
+            "HTTPRoute",
+            &format!("{INFRA}/no-intersecting-hosts"),
+            &gateway,
+            ("Accepted", "False", "NoMatchingListenerHostname"),
+        )
+        .await;
+    expect_all(
+        world,
+        &gateway,
+        &[
+            (
+                "GET",
+                "/s5",
+                &[("Host", "specific.but.wrong.com")],
+                NOT_FOUND,
+            ),
+            ("GET", "/s5", &[("Host", "wildcard.io")], NOT_FOUND),
+        ],
+    )
+    .await;
+    for (listener, routes) in [("listener-1", 2), ("listener-2", 1), ("listener-3", 1)] {
+        for condition in [("Accepted", "True", ""), ("ResolvedRefs", "True", "")] {
+            world
+                .condition("Gateway", &gateway, Some(listener), condition)
+                .await;
+        }
+        world.attached_routes(&gateway, listener, routes).await;
+    }
+    let all = format!("{INFRA}/httproute-hostname-intersection-all");
+    world
+        .route_accepted(
+            "HTTPRoute",
+            &format!("{INFRA}/httproute-hostname-intersection-all"),
+            &all,
+        )
+        .await;
+    expect_all(
+        world,
+        &all,
+        &[
+            ("GET", "/", &[("Host", "first.com")], V2),
+            ("GET", "/", &[("Host", "sub.first.com")], V2),
+            ("GET", "/", &[("Host", "second.com")], V2),
+            ("GET", "/", &[("Host", "sub.second.com")], V2),
+            ("GET", "/", &[("Host", "third.com")], NOT_FOUND),
+            ("GET", "/", &[("Host", "sub.third.com")], NOT_FOUND),
+        ],
+    )
+    .await;
+    world.delete(&yaml).await;
+}
+
+/// The pod of `gateway`'s port 80 that answers `GET /` (`headers` sent), if it answers 200.
+async fn answering_pod(world: &World, gateway: &str, headers: &[(&str, &str)]) -> Option<String> {
+    let address = world.gateway(gateway, 80);
+    let got = request(&address, &address, "GET", headers, "/").await?;
+    (got.status == 200).then_some(got.echoed?.pod)
+}
+
+/// HTTPRouteWeight: requests spread over the backends as their weights say (70/30/0).
+async fn http_route_weight(world: &World) {
+    let yaml = world
+        .routes_accepted(
+            "httproute-weight.yaml",
+            "HTTPRoute",
+            &[&format!("{INFRA}/weighted-backends")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    world
+        .expect(SAME_NAMESPACE, 80, Ask::get("/"), Want::default())
+        .await;
+    weighted(
+        || answering_pod(world, SAME_NAMESPACE, &[]),
+        &[
+            ("infra-backend-v1", 0.7),
+            ("infra-backend-v2", 0.3),
+            ("infra-backend-v3", 0.0),
+        ],
+    )
+    .await;
+    world.delete(&yaml).await;
+}
+
+/// HTTPRouteRequestHeaderModifierBackendWeights: each backend's own header filter applies to
+/// the requests it gets, and only to those.
+async fn http_route_request_header_modifier_backend_weights(world: &World) {
+    let yaml = world
+        .routes_accepted(
+            "httproute-request-header-modifier-backend-weights.yaml",
+            "HTTPRoute",
+            &[&format!("{INFRA}/request-header-modifier-backend-weights")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    world
+        .expect(SAME_NAMESPACE, 80, Ask::get("/"), Want::default())
+        .await;
+    let address = world.gateway(SAME_NAMESPACE, 80);
+    for _ in 0..100 {
+        let got = request(&address, &address, "GET", &[], "/")
+            .await
+            .expect("an answer");
+        let echoed = got.echoed.expect("the backend's echo");
+        let set: Vec<&String> = echoed
+            .headers
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("Backend"))
+            .flat_map(|(_, values)| values)
+            .collect();
+        assert_eq!(set.len(), 1, "one Backend header: {echoed:?}");
+        assert!(
+            echoed.pod.starts_with(set[0].as_str()),
+            "the backend's own filter set its name: {echoed:?}"
+        );
+    }
+    world.delete(&yaml).await;
+}
+
+/// A response header case: path, request headers, response headers the backend sets (its
+/// `X-Echo-Set-Header`), response headers wanted, response headers absent.
+type ResponseHeaderCase<'a> = (
+    &'a str,
+    &'a [(&'a str, &'a str)],
+    &'a str,
+    &'a [(&'a str, &'a [&'a str])],
+    &'a [&'a str],
+);
+
+/// HTTPRouteResponseHeaderModifier: set, add and remove on the backend's answer, names
+/// compared without case; with a request header modifier in the same rule.
+async fn http_route_response_header_modifier(world: &World) {
+    let yaml = world
+        .routes_accepted(
+            "httproute-response-header-modifier.yaml",
+            "HTTPRoute",
+            &[&format!("{INFRA}/response-header-modifier")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    let cases: [ResponseHeaderCase<'_>; 7] = [
+        (
+            "/set",
+            &[],
+            "Some-Other-Header:val",
+            &[
+                ("Some-Other-Header", &["val"]),
+                ("X-Header-Set", &["set-overwrites-values"]),
+            ],
+            &[],
+        ),
+        (
+            "/set",
+            &[],
+            "Some-Other-Header:val,X-Header-Set:some-other-value",
+            &[
+                ("Some-Other-Header", &["val"]),
+                ("X-Header-Set", &["set-overwrites-values"]),
+            ],
+            &[],
+        ),
+        (
+            "/add",
+            &[],
+            "Some-Other-Header:val",
+            &[
+                ("Some-Other-Header", &["val"]),
+                ("X-Header-Add", &["add-appends-values"]),
+            ],
+            &[],
+        ),
+        (
+            "/add",
+            &[],
+            "Some-Other-Header:val,X-Header-Add:some-other-value",
+            &[
+                ("Some-Other-Header", &["val"]),
+                ("X-Header-Add", &["some-other-value,add-appends-values"]),
+            ],
+            &[],
+        ),
+        (
+            "/remove",
+            &[],
+            "X-Header-Remove:val",
+            &[],
+            &["X-Header-Remove"],
+        ),
+        (
+            "/multiple",
+            &[],
+            "X-Header-Set-2:set-val-2,X-Header-Add-2:add-val-2,X-Header-Remove-2:remove-val-2,\
+             Another-Header:another-header-val,X-Header-Remove-1:val",
+            &[
+                ("X-Header-Set-1", &["header-set-1"]),
+                ("X-Header-Set-2", &["header-set-2"]),
+                ("X-Header-Add-1", &["header-add-1"]),
+                ("X-Header-Add-2", &["add-val-2,header-add-2"]),
+                ("X-Header-Add-3", &["header-add-3"]),
+                ("Another-Header", &["another-header-val"]),
+            ],
+            &["X-Header-Remove-1", "X-Header-Remove-2"],
+        ),
+        (
+            "/case-insensitivity",
+            &[],
+            "x-header-set:original-val-set,x-header-add:original-val-add,\
+             x-header-remove:original-val-remove,Another-Header:another-header-val",
+            &[
+                ("X-Header-Set", &["header-set"]),
+                ("X-Header-Add", &["original-val-add,header-add"]),
+                ("X-Lowercase-Add", &["lowercase-add"]),
+                ("X-Mixedcase-Add-1", &["mixedcase-add-1"]),
+                ("X-Mixedcase-Add-2", &["mixedcase-add-2"]),
+                ("X-Uppercase-Add", &["uppercase-add"]),
+                ("Another-Header", &["another-header-val"]),
+            ],
+            &["x-header-remove", "X-Header-Remove"],
+        ),
+    ];
+    for (path, sent, backend_sets, headers, absent) in cases {
+        let mut sent = sent.to_vec();
+        sent.push(("X-Echo-Set-Header", backend_sets));
+        world
+            .expect(
+                SAME_NAMESPACE,
+                80,
+                Ask::new("GET", &sent, path),
+                Want {
+                    backend: Some("infra-backend-v1"),
+                    namespace: INFRA,
+                    headers,
+                    absent,
+                    ..Want::default()
+                },
+            )
+            .await;
+    }
+    world
+        .expect(
+            SAME_NAMESPACE,
+            80,
+            Ask::new(
+                "GET",
+                &[
+                    ("X-Header-Remove", "remove-val"),
+                    ("X-Header-Add-Append", "append-val-1"),
+                    ("X-Header-Echo", "echo"),
+                    (
+                        "X-Echo-Set-Header",
+                        "X-Header-Set-2:set-val-2,X-Header-Add-2:add-val-2,\
+                         X-Header-Remove-2:remove-val-2,Another-Header:another-header-val,\
+                         X-Header-Remove-1:remove-val-1,X-Header-Echo:echo",
+                    ),
+                ],
+                "/response-and-request-header-modifiers",
+            ),
+            Want {
+                backend: Some("infra-backend-v1"),
+                namespace: INFRA,
+                path: Some("/response-and-request-header-modifiers"),
+                seen: &[
+                    ("X-Header-Add", "header-val-1"),
+                    ("X-Header-Set", "set-overwrites-values"),
+                    ("X-Header-Add-Append", "append-val-1,header-val-2"),
+                    ("X-Header-Echo", "echo"),
+                ],
+                unseen: &["X-Header-Remove"],
+                headers: &[
+                    ("X-Header-Set-1", &["header-set-1"]),
+                    ("X-Header-Set-2", &["header-set-2"]),
+                    ("X-Header-Add-1", &["header-add-1"]),
+                    ("X-Header-Add-2", &["add-val-2,header-add-2"]),
+                    ("Another-Header", &["another-header-val"]),
+                    ("X-Header-Echo", &["echo"]),
+                ],
+                absent: &["X-Header-Remove-1", "X-Header-Remove-2"],
+                ..Want::default()
+            },
+        )
+        .await;
+    world.delete(&yaml).await;
+}
+
+/// A redirect case: method, path, the status, where it sends the client.
+type RedirectCase<'a> = (&'a str, &'a str, u16, Redirect<'a>);
+
+/// Applies `file`'s HTTPRoute `route` and checks where its redirects send the client (the
+/// redirect is not followed).
+async fn redirects(world: &World, file: &str, route: &str, cases: &[RedirectCase<'_>]) {
+    let yaml = world
+        .routes_accepted(
+            file,
+            "HTTPRoute",
+            &[&format!("{INFRA}/{route}")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    for (method, path, status, redirect) in cases {
+        world
+            .expect(
+                SAME_NAMESPACE,
+                80,
+                Ask::new(method, &[], path),
+                Want {
+                    status: std::slice::from_ref(status),
+                    redirect: Some(*redirect),
+                    ..Want::default()
+                },
+            )
+            .await;
+    }
+    world.delete(&yaml).await;
+}
+
+/// A redirect to `path`.
+const fn to_path(path: &str) -> Redirect<'_> {
+    Redirect {
+        scheme: None,
+        host: None,
+        port: None,
+        path: Some(path),
+    }
+}
+
+/// A redirect to `host`, with `port`, `scheme` and `path` when given.
+const fn to_host<'a>(
+    host: Option<&'a str>,
+    port: Option<&'a str>,
+    scheme: Option<&'a str>,
+    path: Option<&'a str>,
+) -> Redirect<'a> {
+    Redirect {
+        scheme,
+        host,
+        port,
+        path,
+    }
+}
+
+/// HTTPRouteRedirectPath, HTTPRouteRedirectPort, HTTPRouteRedirectScheme,
+/// HTTPRouteRedirectHostAndStatus, HTTPRoute303Redirect, HTTPRoute307Redirect and
+/// HTTPRoute308Redirect.
+async fn http_route_redirects(world: &World) {
+    const ORG: Option<&str> = Some("example.org");
+    const PORT: Option<&str> = Some("8083");
+    const HTTPS: Option<&str> = Some("https");
+    redirects(
+        world,
+        "httproute-redirect-path.yaml",
+        "redirect-path",
+        &[
+            (
+                "GET",
+                "/original-prefix/lemon",
+                302,
+                to_path("/replacement-prefix/lemon"),
+            ),
+            (
+                "GET",
+                "/full/path/original",
+                302,
+                to_path("/full-path-replacement"),
+            ),
+            (
+                "GET",
+                "/path-and-host",
+                302,
+                to_host(ORG, None, None, Some("/replacement-prefix")),
+            ),
+            (
+                "GET",
+                "/path-and-status",
+                301,
+                to_path("/replacement-prefix"),
+            ),
+            (
+                "GET",
+                "/full-path-and-host",
+                302,
+                to_host(ORG, None, None, Some("/replacement-full")),
+            ),
+            (
+                "GET",
+                "/full-path-and-status",
+                301,
+                to_path("/replacement-full"),
+            ),
+        ],
+    )
+    .await;
+    redirects(
+        world,
+        "httproute-redirect-port.yaml",
+        "redirect-port",
+        &[
+            ("GET", "/port", 302, to_host(None, PORT, None, None)),
+            ("GET", "/port-and-host", 302, to_host(ORG, PORT, None, None)),
+            (
+                "GET",
+                "/port-and-status",
+                301,
+                to_host(None, PORT, None, None),
+            ),
+            (
+                "GET",
+                "/port-and-host-and-status",
+                302,
+                to_host(ORG, PORT, None, None),
+            ),
+        ],
+    )
+    .await;
+    redirects(
+        world,
+        "httproute-redirect-scheme.yaml",
+        "redirect-scheme",
+        &[
+            ("GET", "/scheme", 302, to_host(None, None, HTTPS, None)),
+            (
+                "GET",
+                "/scheme-and-host",
+                302,
+                to_host(ORG, None, HTTPS, None),
+            ),
+            (
+                "GET",
+                "/scheme-and-status",
+                301,
+                to_host(None, None, HTTPS, None),
+            ),
+            (
+                "GET",
+                "/scheme-and-host-and-status",
+                302,
+                to_host(ORG, None, HTTPS, None),
+            ),
+        ],
+    )
+    .await;
+    redirects(
+        world,
+        "httproute-redirect-host-and-status.yaml",
+        "redirect-host-and-status",
+        &[
+            (
+                "GET",
+                "/hostname-redirect",
+                302,
+                to_host(ORG, None, None, None),
+            ),
+            (
+                "GET",
+                "/host-and-status",
+                301,
+                to_host(ORG, None, None, None),
+            ),
+        ],
+    )
+    .await;
+    for (file, route, method, path, status) in [
+        (
+            "httproute-303-redirect.yaml",
+            "303-redirect",
+            "POST",
+            "/see-other",
+            303,
+        ),
+        (
+            "httproute-307-redirect.yaml",
+            "307-redirect",
+            "GET",
+            "/temporary",
+            307,
+        ),
+        (
+            "httproute-308-redirect.yaml",
+            "308-redirect",
+            "GET",
+            "/permanent",
+            308,
+        ),
+    ] {
+        redirects(world, file, route, &[(method, path, status, to_path(path))]).await;
+    }
+}
+
+/// A rewrite case: path and host asked, headers sent; the backend that answers, the path and
+/// host it sees (`None`: the gateway's address), headers it sees and does not.
+type RewriteCase<'a> = (
+    &'a str,
+    Option<&'a str>,
+    &'a [(&'a str, &'a str)],
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    &'a [(&'a str, &'a str)],
+    &'a [&'a str],
+);
+
+/// Applies `file`'s HTTPRoute `route` and checks what its backends see.
+async fn rewrites(world: &World, file: &str, route: &str, cases: &[RewriteCase<'_>]) {
+    let yaml = world
+        .routes_accepted(
+            file,
+            "HTTPRoute",
+            &[&format!("{INFRA}/{route}")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    for (path, asked_host, sent, backend, seen_path, seen_host, seen, unseen) in cases {
+        let mut sent = sent.to_vec();
+        if let Some(h) = asked_host {
+            sent.push(("Host", h));
+        }
+        world
+            .expect(
+                SAME_NAMESPACE,
+                80,
+                Ask::new("GET", &sent, path),
+                Want {
+                    backend: Some(backend),
+                    namespace: INFRA,
+                    path: Some(seen_path),
+                    host: *seen_host,
+                    seen,
+                    unseen,
+                    ..Want::default()
+                },
+            )
+            .await;
+    }
+    world.delete(&yaml).await;
+}
+
+/// HTTPRouteRewritePath and HTTPRouteRewriteHost: the prefix or the whole path replaced, the
+/// host replaced; with header modifiers in the same rule.
+async fn http_route_rewrites(world: &World) {
+    const MODIFY: &[(&str, &str)] = &[
+        ("X-Header-Remove", "remove-val"),
+        ("X-Header-Add-Append", "append-val-1"),
+        ("X-Header-Set", "set-val"),
+    ];
+    const MODIFIED: &[(&str, &str)] = &[
+        ("X-Header-Add", "header-val-1"),
+        ("X-Header-Add-Append", "append-val-1,header-val-2"),
+        ("X-Header-Set", "set-overwrites-values"),
+    ];
+    const REMOVED: &[&str] = &["X-Header-Remove"];
+    const V1: &str = "infra-backend-v1";
+    const V2: &str = "infra-backend-v2";
+    rewrites(
+        world,
+        "httproute-rewrite-path.yaml",
+        "rewrite-path",
+        &[
+            ("/prefix/one/two", None, &[], V1, "/one/two", None, &[], &[]),
+            (
+                "/strip-prefix/three",
+                None,
+                &[],
+                V1,
+                "/three",
+                None,
+                &[],
+                &[],
+            ),
+            ("/strip-prefix", None, &[], V1, "/", None, &[], &[]),
+            ("/full/one/two", None, &[], V1, "/one", None, &[], &[]),
+            (
+                "/full/rewrite-path-and-modify-headers/test",
+                None,
+                MODIFY,
+                V1,
+                "/test",
+                None,
+                MODIFIED,
+                REMOVED,
+            ),
+            (
+                "/prefix/rewrite-path-and-modify-headers/one",
+                None,
+                MODIFY,
+                V1,
+                "/prefix/one",
+                None,
+                MODIFIED,
+                REMOVED,
+            ),
+        ],
+    )
+    .await;
+    const REWRITE: Option<&str> = Some("rewrite.example");
+    rewrites(
+        world,
+        "httproute-rewrite-host.yaml",
+        "rewrite-host",
+        &[
+            (
+                "/one",
+                REWRITE,
+                &[],
+                V1,
+                "/one",
+                Some("one.example.org"),
+                &[],
+                &[],
+            ),
+            (
+                "/two",
+                REWRITE,
+                &[],
+                V2,
+                "/two",
+                Some("example.org"),
+                &[],
+                &[],
+            ),
+            (
+                "/rewrite-host-and-modify-headers",
+                REWRITE,
+                &MODIFY[..2],
+                V2,
+                "/rewrite-host-and-modify-headers",
+                Some("test.example.org"),
+                MODIFIED,
+                REMOVED,
+            ),
+        ],
+    )
+    .await;
+}
+
+/// HTTPRouteTimeoutRequest and HTTPRouteTimeoutBackendRequest: a slower answer gets 504, a
+/// timeout of 0 none.
+async fn http_route_timeouts(world: &World) {
+    const OK: Then = Then::Status(200);
+    const TIMED_OUT: Then = Then::Status(504);
+    routing(
+        world,
+        "httproute-timeout-request.yaml",
+        "request-timeout",
+        &[
+            ("GET", "/request-timeout", &[], OK),
+            ("GET", "/request-timeout?delay=1s", &[], TIMED_OUT),
+            ("GET", "/disable-request-timeout?delay=1s", &[], OK),
+        ],
+    )
+    .await;
+    routing(
+        world,
+        "httproute-timeout-backend-request.yaml",
+        "backend-request-timeout",
+        &[
+            ("GET", "/backend-timeout", &[], OK),
+            ("GET", "/backend-timeout?delay=1s", &[], TIMED_OUT),
+            ("GET", "/disable-backend-timeout?delay=1s", &[], OK),
+        ],
+    )
+    .await;
+}
+
+/// HTTPRouteNamedRule: named and unnamed rules side by side.
+async fn http_route_named_rule(world: &World) {
+    routing(
+        world,
+        "httproute-named-rule.yaml",
+        "http-named-rules",
+        &[
+            ("GET", "/named", &[], Then::Status(200)),
+            ("GET", "/unnamed", &[], Then::Status(200)),
+        ],
+    )
+    .await;
+}
+
 /// The HTTP profile's tests transcribed so far, one world, one after the other (as the suite
 /// runs them), each removing its manifests at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -889,4 +1713,16 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
     http_route_query_param_matching(&world).await;
     http_route_method_matching(&world).await;
     http_route_request_header_modifier(&world).await;
+    http_route_matching(&world).await;
+    http_route_matching_across_routes(&world).await;
+    http_route_path_match_order(&world).await;
+    http_route_listener_hostname_matching(&world).await;
+    http_route_hostname_intersection(&world).await;
+    http_route_weight(&world).await;
+    http_route_request_header_modifier_backend_weights(&world).await;
+    http_route_response_header_modifier(&world).await;
+    http_route_redirects(&world).await;
+    http_route_rewrites(&world).await;
+    http_route_timeouts(&world).await;
+    http_route_named_rule(&world).await;
 }
