@@ -318,6 +318,38 @@ impl World {
         .await;
     }
 
+    /// Waits until no parent of the route `kind` `key` has accepted it (the suite's
+    /// `…MustHaveNoAcceptedParents`).
+    pub async fn no_accepted_parents(&self, kind: &str, key: &str) {
+        let (api, name) = self.api(kind, key).await;
+        until(&format!("{kind} {key}: no parent accepts it"), async || {
+            let route = api.get(name).await.ok()?;
+            let accepted = route.data["status"]["parents"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|p| p["conditions"].as_array().cloned().unwrap_or_default())
+                .any(|c| c["type"] == "Accepted" && c["status"] == "True");
+            (!accepted).then_some(())
+        })
+        .await;
+    }
+
+    /// Waits until no listener of the Gateway `key` counts an attached route (the suite's
+    /// `GatewayMustHaveZeroRoutes`).
+    pub async fn zero_routes(&self, key: &str) {
+        let (api, name) = self.api("Gateway", key).await;
+        until(&format!("Gateway {key}: no attached route"), async || {
+            let gateway = api.get(name).await.ok()?;
+            let listeners = gateway.data["status"]["listeners"].as_array()?.clone();
+            listeners
+                .iter()
+                .all(|l| l["attachedRoutes"].as_i64() == Some(0))
+                .then_some(())
+        })
+        .await;
+    }
+
     /// Waits until the listener `listener` of the Gateway `key` counts `n` attached routes.
     pub async fn attached_routes(&self, key: &str, listener: &str, n: i64) {
         let (api, name) = self.api("Gateway", key).await;

@@ -581,10 +581,12 @@ async fn listener_set_conflicts(world: &World, conflict: &str) {
     world.delete(&yaml).await;
 }
 
-/// What a routing case expects: the infra backend that answers, or a status.
+/// What a routing case expects: the infra backend that answers, a backend of another
+/// namespace, or a status.
 #[derive(Clone, Copy)]
 enum Then {
     To(&'static str),
+    In(&'static str, &'static str),
     Status(u16),
 }
 
@@ -618,11 +620,21 @@ async fn routing_on(world: &World, file: &str, gateway: &str, routes: &[&str], c
 
 /// Runs routing `cases` on `gateway`'s port 80.
 async fn expect_all(world: &World, gateway: &str, cases: &[Case]) {
+    expect_on(world, gateway, 80, cases).await;
+}
+
+/// Runs routing `cases` on `gateway`'s `port`.
+async fn expect_on(world: &World, gateway: &str, port: u16, cases: &[Case]) {
     for (method, path, headers, then) in cases {
         let want = match then {
             Then::To(backend) => Want {
                 backend: Some(*backend),
                 namespace: INFRA,
+                ..Want::default()
+            },
+            Then::In(backend, namespace) => Want {
+                backend: Some(*backend),
+                namespace,
                 ..Want::default()
             },
             Then::Status(code) => Want {
@@ -631,7 +643,7 @@ async fn expect_all(world: &World, gateway: &str, cases: &[Case]) {
             },
         };
         world
-            .expect(gateway, 80, Ask::new(method, headers, path), want)
+            .expect(gateway, port, Ask::new(method, headers, path), want)
             .await;
     }
 }
@@ -1693,6 +1705,249 @@ async fn http_route_named_rule(world: &World) {
     .await;
 }
 
+const SERVER_ERROR: Then = Then::Status(500);
+
+/// A route of `file`, accepted by `same-namespace` with a reference that does not resolve
+/// (ResolvedRefs=False for `reason`): the rules it names answer 500, the others serve.
+async fn unresolved(world: &World, file: &str, route: &str, reason: &str, cases: &[Case]) {
+    let yaml = manifest(file);
+    world.apply_test(&yaml).await;
+    let key = format!("{INFRA}/{route}");
+    for condition in [("Accepted", "True", ""), ("ResolvedRefs", "False", reason)] {
+        world
+            .route_condition("HTTPRoute", &key, SAME_NAMESPACE, condition)
+            .await;
+    }
+    expect_all(world, SAME_NAMESPACE, cases).await;
+    world.delete(&yaml).await;
+}
+
+/// HTTPRouteInvalidBackendRefUnknownKind, HTTPRouteInvalidCrossNamespaceBackendRef,
+/// HTTPRouteInvalidNonExistentBackendRef, HTTPRouteInvalidReferenceGrant and
+/// HTTPRoutePartiallyInvalidViaInvalidReferenceGrant: a backend that does not resolve makes
+/// its rule answer 500 and the route ResolvedRefs=False for the reason.
+async fn http_route_unresolved_backends(world: &World) {
+    unresolved(
+        world,
+        "httproute-invalid-backendref-unknown-kind.yaml",
+        "invalid-backend-ref-unknown-kind",
+        "InvalidKind",
+        &[("GET", "/v2", &[], SERVER_ERROR)],
+    )
+    .await;
+    unresolved(
+        world,
+        "httproute-invalid-cross-namespace-backend-ref.yaml",
+        "invalid-cross-namespace-backend-ref",
+        "RefNotPermitted",
+        &[("GET", "/", &[], SERVER_ERROR)],
+    )
+    .await;
+    unresolved(
+        world,
+        "httproute-invalid-nonexistent-backendref.yaml",
+        "invalid-nonexistent-backend-ref",
+        "BackendNotFound",
+        &[("GET", "/", &[], SERVER_ERROR)],
+    )
+    .await;
+    unresolved(
+        world,
+        "httproute-invalid-reference-grant.yaml",
+        "reference-grant",
+        "RefNotPermitted",
+        &[("GET", "/", &[], SERVER_ERROR)],
+    )
+    .await;
+    unresolved(
+        world,
+        "httproute-partially-invalid-via-invalid-reference-grant.yaml",
+        "invalid-reference-grant",
+        "RefNotPermitted",
+        &[
+            ("GET", "/v2", &[], SERVER_ERROR),
+            (
+                "GET",
+                "/",
+                &[],
+                Then::In("app-backend-v1", "gateway-conformance-app-backend"),
+            ),
+        ],
+    )
+    .await;
+}
+
+/// A route of `file` that no listener of `gateway` takes (Accepted=False for `reason`): no
+/// parent accepts it and the Gateway counts no route.
+async fn not_attached(world: &World, file: &str, route: &str, gateway: &str, reason: &str) {
+    let yaml = manifest(file);
+    world.apply_test(&yaml).await;
+    let key = format!("{INFRA}/{route}");
+    world
+        .route_condition("HTTPRoute", &key, gateway, ("Accepted", "False", reason))
+        .await;
+    world.no_accepted_parents("HTTPRoute", &key).await;
+    world.zero_routes(gateway).await;
+    world.delete(&yaml).await;
+}
+
+/// HTTPRouteInvalidCrossNamespaceParentRef, HTTPRouteInvalidParentRefNotMatchingListenerPort,
+/// HTTPRouteInvalidParentRefNotMatchingSectionName,
+/// HTTPRouteInvalidParentRefSectionNameNotMatchingPort and HTTPRouteDisallowedKind.
+async fn http_route_not_attached(world: &World) {
+    let yaml = manifest("httproute-invalid-cross-namespace-parent-ref.yaml");
+    world.apply_test(&yaml).await;
+    let key = "gateway-conformance-web-backend/invalid-cross-namespace-parent-ref";
+    world
+        .route_condition(
+            "HTTPRoute",
+            key,
+            SAME_NAMESPACE,
+            ("Accepted", "False", "NotAllowedByListeners"),
+        )
+        .await;
+    world.no_accepted_parents("HTTPRoute", key).await;
+    world.zero_routes(SAME_NAMESPACE).await;
+    world.delete(&yaml).await;
+    for (file, route, gateway, reason) in [
+        (
+            "httproute-invalid-parentref-not-matching-listener-port.yaml",
+            "httproute-listener-not-matching-route-port",
+            SAME_NAMESPACE,
+            "NoMatchingParent",
+        ),
+        (
+            "httproute-invalid-parentref-not-matching-section-name.yaml",
+            "httproute-listener-not-matching-section-name",
+            SAME_NAMESPACE,
+            "NoMatchingParent",
+        ),
+        (
+            "httproute-invalid-parentref-section-name-not-matching-port.yaml",
+            "httproute-listener-section-name-not-matching-port",
+            "gateway-conformance-infra/gateway-with-one-not-matching-port-and-section-name-route",
+            "NoMatchingParent",
+        ),
+        (
+            "httproute-disallowed-kind.yaml",
+            "disallowed-kind",
+            "gateway-conformance-infra/tlsroutes-only",
+            "NotAllowedByListeners",
+        ),
+    ] {
+        not_attached(world, file, route, gateway, reason).await;
+    }
+}
+
+/// HTTPRouteReferenceGrant: a grant lets a route reach a Service of another namespace; once
+/// the grant is gone, the rule answers 500.
+async fn http_route_reference_grant(world: &World) {
+    const WEB: Then = Then::In("web-backend", "gateway-conformance-web-backend");
+    let yaml = world
+        .routes_accepted(
+            "httproute-reference-grant.yaml",
+            "HTTPRoute",
+            &[&format!("{INFRA}/reference-grant")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    expect_all(world, SAME_NAMESPACE, &[("GET", "/", &[], WEB)]).await;
+    world
+        .delete(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: ReferenceGrant\nmetadata:\n  \
+             name: reference-grant\n  namespace: gateway-conformance-web-backend\n",
+        )
+        .await;
+    expect_all(world, SAME_NAMESPACE, &[("GET", "/", &[], SERVER_ERROR)]).await;
+    world.delete(&yaml).await;
+}
+
+/// HTTPRouteOmittedBackendRefs: a rule without backends (omitted or empty) answers 500.
+async fn http_route_omitted_backend_refs(world: &World) {
+    routing(
+        world,
+        "httproute-omitted-backendrefs.yaml",
+        "omitted-backendrefs",
+        &[
+            ("GET", "/forward", &[], V1),
+            ("GET", "/omitted-no-forward", &[], SERVER_ERROR),
+            ("GET", "/empty-no-forward", &[], SERVER_ERROR),
+        ],
+    )
+    .await;
+}
+
+/// HTTPRouteMultipleGateways: a route shared by two Gateways serves on both, beside each
+/// Gateway's own.
+async fn http_route_multiple_gateways(world: &World) {
+    let yaml = manifest("httproute-multiple-gateways.yaml");
+    world.apply_test(&yaml).await;
+    let all = "gateway-conformance-infra/all-namespaces";
+    for (gateway, own, backend) in [
+        (SAME_NAMESPACE, "same-namespace-dedicated-route", V2),
+        (all, "all-namespaces-dedicated-route", V3),
+    ] {
+        for route in ["multiple-gateways-shared-route", own] {
+            world
+                .route_accepted("HTTPRoute", &format!("{INFRA}/{route}"), gateway)
+                .await;
+        }
+        expect_all(
+            world,
+            gateway,
+            &[("GET", "/shared", &[], V1), ("GET", "/", &[], backend)],
+        )
+        .await;
+    }
+    world.delete(&yaml).await;
+}
+
+/// HTTPRouteListenerPortMatching: a route bound to a listener's port serves on that port's
+/// listeners only, for their hostnames.
+async fn http_route_listener_port_matching(world: &World) {
+    let gateway = "gateway-conformance-infra/httproute-listener-port-matching";
+    let yaml = world
+        .routes_accepted(
+            "httproute-listener-port-matching.yaml",
+            "HTTPRoute",
+            &[
+                &format!("{INFRA}/backend-v1"),
+                &format!("{INFRA}/backend-v2"),
+                &format!("{INFRA}/backend-v3"),
+            ],
+            gateway,
+        )
+        .await;
+    expect_on(
+        world,
+        gateway,
+        80,
+        &[("GET", "/", &[("Host", "foo.com")], V1)],
+    )
+    .await;
+    expect_on(
+        world,
+        gateway,
+        8080,
+        &[
+            ("GET", "/", &[("Host", "foo.com:8080")], V2),
+            ("GET", "/", &[("Host", "bar.com:8080")], V2),
+        ],
+    )
+    .await;
+    expect_on(
+        world,
+        gateway,
+        8090,
+        &[
+            ("GET", "/", &[("Host", "foo.com:8090")], V3),
+            ("GET", "/", &[("Host", "bar.com:8090")], NOT_FOUND),
+        ],
+    )
+    .await;
+    world.delete(&yaml).await;
+}
+
 /// The HTTP profile's tests transcribed so far, one world, one after the other (as the suite
 /// runs them), each removing its manifests at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1725,4 +1980,10 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
     http_route_rewrites(&world).await;
     http_route_timeouts(&world).await;
     http_route_named_rule(&world).await;
+    http_route_unresolved_backends(&world).await;
+    http_route_not_attached(&world).await;
+    http_route_reference_grant(&world).await;
+    http_route_omitted_backend_refs(&world).await;
+    http_route_multiple_gateways(&world).await;
+    http_route_listener_port_matching(&world).await;
 }
