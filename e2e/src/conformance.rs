@@ -17,8 +17,15 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
-use crate::echo::{self, Echoed, Pod};
+use crate::echo::{self, Pod};
 use crate::{Up, until};
+
+mod expect;
+pub mod secrets;
+pub mod tls;
+
+pub use expect::{Ask, Got, Redirect, Want, request, send, weighted};
+pub use tls::Tls;
 
 /// The suite's GatewayClass, here.
 pub const GATEWAY_CLASS: &str = "d8-alb";
@@ -57,12 +64,14 @@ pub struct World {
     addresses: Mutex<BTreeMap<String, String>>,
     /// The proxies started, by Gateway.
     proxies: Mutex<BTreeMap<String, Proxy>>,
+    /// The TLS material of the suite's setup.
+    pub secrets: secrets::Secrets,
 }
 
 impl World {
     /// Starts `fairlead up` serving the experimental channel's CRDs (the suite's extended
-    /// features need its fields), applies the base manifests and stands in their backends'
-    /// pods.
+    /// features need its fields), applies the base manifests and the TLS material of the
+    /// suite's setup, and stands in their backends' pods.
     pub async fn start() -> World {
         let up = Up::builder()
             .option("--gateway-api-channel", "experimental")
@@ -72,9 +81,11 @@ impl World {
             up,
             addresses: Mutex::new(BTreeMap::new()),
             proxies: Mutex::new(BTreeMap::new()),
+            secrets: secrets::Secrets::generate(),
         };
         let base = manifest("base.yaml");
         world.apply(&base);
+        world.up.apply(&world.secrets.manifests());
         world.serve_backends(&base).await;
         world
     }
@@ -493,275 +504,6 @@ impl World {
     }
 }
 
-/// The suite's `TestWeightedDistribution`: 500 requests, ten at a time, each sent by `send`
-/// (the pod that answered, or `None` for a failed one), must spread over the backends as
-/// `want` says (backend, share), within 5 points, none elsewhere; ten tries, as the suite
-/// allows. Fails with the last counts.
-pub async fn weighted<F, Fut>(mut send: F, want: &[(&str, f64)])
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<String>>,
-{
-    let mut last = String::new();
-    for _ in 0..10 {
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for _ in 0..50 {
-            let batch = futures::future::join_all((0..10).map(|_| send())).await;
-            for pod in batch.into_iter().flatten() {
-                // The Deployment's name: the pod's without its two generated parts.
-                let backend = pod.rsplitn(3, '-').nth(2).unwrap_or(&pod).to_owned();
-                *counts.entry(backend).or_default() += 1;
-            }
-        }
-        let total: usize = counts.values().sum();
-        let holds = total == 500
-            && counts
-                .keys()
-                .all(|backend| want.iter().any(|(b, share)| b == backend && *share > 0.0))
-            && want.iter().all(|(backend, share)| {
-                let got = *counts.get(*backend).unwrap_or(&0) as f64 / 500.0;
-                (got - share).abs() <= 0.05
-            });
-        if holds {
-            return;
-        }
-        last = format!("{counts:?}");
-    }
-    panic!("the answers never spread as {want:?} within 5 points; last: {last}");
-}
-
-/// A request of a test (the suite's `Request`): method, headers, and its target, made anew
-/// for each try (a retry test's `uuid`).
-pub struct Ask<'a> {
-    /// The method.
-    pub method: &'a str,
-    /// Headers to send.
-    pub headers: &'a [(&'a str, &'a str)],
-    /// Makes the target (path and query) of each try.
-    pub target: Box<dyn FnMut() -> String + 'a>,
-}
-
-impl<'a> Ask<'a> {
-    /// `GET path`.
-    pub fn get(path: &'a str) -> Self {
-        Self::new("GET", &[], path)
-    }
-
-    /// `method path` with `headers`.
-    pub fn new(method: &'a str, headers: &'a [(&'a str, &'a str)], path: &'a str) -> Self {
-        Self {
-            method,
-            headers,
-            target: Box::new(move || path.to_owned()),
-        }
-    }
-
-    /// `GET` of the target `target()` makes for each try.
-    pub fn each(target: impl FnMut() -> String + 'a) -> Self {
-        Self {
-            method: "GET",
-            headers: &[],
-            target: Box::new(target),
-        }
-    }
-}
-
-/// Where a redirect must send the client (the suite's `RedirectRequest`): what is `None` is
-/// the request's own (its scheme `http` and its path; any host; the scheme's default port,
-/// written or not).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Redirect<'a> {
-    /// The scheme.
-    pub scheme: Option<&'a str>,
-    /// The host.
-    pub host: Option<&'a str>,
-    /// The port.
-    pub port: Option<&'a str>,
-    /// The path.
-    pub path: Option<&'a str>,
-}
-
-impl Redirect<'_> {
-    /// Whether `location` (a redirect's `Location`) goes where wanted for a request of `target`.
-    fn holds(&self, location: &str, target: &str) -> bool {
-        let Ok(url) = reqwest::Url::parse(location) else {
-            return false;
-        };
-        let scheme = self.scheme.unwrap_or("http");
-        let port = url.port().map(|p| p.to_string());
-        let port_holds = match self.port {
-            Some(want) => port.as_deref() == Some(want),
-            None => match url.scheme() {
-                "http" => port.is_none_or(|p| p == "80"),
-                "https" => port.is_none_or(|p| p == "443"),
-                _ => true,
-            },
-        };
-        let path = target.split('?').next().unwrap_or(target);
-        url.scheme() == scheme
-            && self.host.is_none_or(|h| url.host_str() == Some(h))
-            && port_holds
-            && url.path() == self.path.unwrap_or(path)
-    }
-}
-
-/// What a request must get (the suite's `ExpectedResponse`): one of `status`; for a 2xx
-/// answer with `backend`, from a pod of `backend` in `namespace`; response headers with one of
-/// their valid values (spaces ignored, as the suite's `IgnoreWhitespace`), and headers absent;
-/// the path, host and request headers the backend saw (a header's values joined by `,`, as
-/// the suite compares them) and headers it did not see (its `ExpectedRequest`); where a
-/// redirect sends the client (its `RedirectRequest`).
-#[derive(Clone, Copy, Debug)]
-pub struct Want<'a> {
-    /// The statuses that hold.
-    pub status: &'a [u16],
-    /// The Deployment whose pod answers (its name's prefix).
-    pub backend: Option<&'a str>,
-    /// The pod's namespace.
-    pub namespace: &'a str,
-    /// Response headers and their valid values.
-    pub headers: &'a [(&'a str, &'a [&'a str])],
-    /// Response headers that must be absent.
-    pub absent: &'a [&'a str],
-    /// Request headers the backend must have seen, with these values.
-    pub seen: &'a [(&'a str, &'a str)],
-    /// Request headers the backend must not have seen.
-    pub unseen: &'a [&'a str],
-    /// The path the backend must have seen.
-    pub path: Option<&'a str>,
-    /// The host the backend must have seen.
-    pub host: Option<&'a str>,
-    /// Where the answer must redirect to.
-    pub redirect: Option<Redirect<'a>>,
-}
-
-impl Default for Want<'_> {
-    fn default() -> Self {
-        Self {
-            status: &[200],
-            backend: None,
-            namespace: "",
-            headers: &[],
-            absent: &[],
-            seen: &[],
-            unseen: &[],
-            path: None,
-            host: None,
-            redirect: None,
-        }
-    }
-}
-
-/// What came back: the status, the response headers (names lower case), what the echo server
-/// saw (when it answered).
-#[derive(Debug)]
-pub struct Got {
-    /// The status.
-    pub status: u16,
-    /// The response headers.
-    pub headers: BTreeMap<String, String>,
-    /// What the backend saw.
-    pub echoed: Option<Echoed>,
-}
-
-impl Want<'_> {
-    /// Whether `got` is what is wanted for a request of `target`.
-    fn holds(&self, got: &Got, target: &str) -> bool {
-        let squeeze = |v: &str| v.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-        self.status.contains(&got.status)
-            && (!(200..300).contains(&got.status)
-                || self.backend.is_none_or(|backend| {
-                    got.echoed.as_ref().is_some_and(|e| {
-                        e.pod.starts_with(backend) && e.namespace == self.namespace
-                    })
-                }))
-            && self.headers.iter().all(|(name, valid)| {
-                got.headers
-                    .get(&name.to_ascii_lowercase())
-                    .is_some_and(|v| valid.iter().any(|ok| squeeze(ok) == squeeze(v)))
-            })
-            && self
-                .absent
-                .iter()
-                .all(|name| !got.headers.contains_key(&name.to_ascii_lowercase()))
-            && (self.seen.is_empty() && self.unseen.is_empty()
-                || got.echoed.as_ref().is_some_and(|e| {
-                    let saw = |name: &str| {
-                        e.headers
-                            .iter()
-                            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                            .map(|(_, values)| values.join(","))
-                    };
-                    self.seen
-                        .iter()
-                        .all(|(name, value)| saw(name).as_deref() == Some(*value))
-                        && self.unseen.iter().all(|name| saw(name).is_none())
-                }))
-            && (self.path.is_none() && self.host.is_none()
-                || got.echoed.as_ref().is_some_and(|e| {
-                    self.path.is_none_or(|p| e.path == p) && self.host.is_none_or(|h| e.host == h)
-                }))
-            && self.redirect.is_none_or(|redirect| {
-                got.headers
-                    .get("location")
-                    .is_some_and(|location| redirect.holds(location, target))
-            })
-    }
-}
-
-/// One request to `address` (`ip:port`) for `host` (unless `headers` name a `Host`):
-/// `method` of `target` with `headers`; a response header's values joined by `,`.
-pub async fn request(
-    address: &str,
-    host: &str,
-    method: &str,
-    headers: &[(&str, &str)],
-    target: &str,
-) -> Option<Got> {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("a client");
-    let mut request = client
-        .request(
-            method.parse().expect("a method"),
-            format!("http://{address}{target}"),
-        )
-        .header(
-            "host",
-            headers
-                .iter()
-                .find(|(name, _)| name.eq_ignore_ascii_case("host"))
-                .map_or(host, |(_, value)| *value),
-        );
-    for (name, value) in headers {
-        if !name.eq_ignore_ascii_case("host") {
-            request = request.header(*name, *value);
-        }
-    }
-    let response = request.send().await.ok()?;
-    let status = response.status().as_u16();
-    let mut headers: BTreeMap<String, String> = BTreeMap::new();
-    for (name, value) in response.headers() {
-        let value = String::from_utf8_lossy(value.as_bytes());
-        headers
-            .entry(name.as_str().to_owned())
-            .and_modify(|joined| {
-                joined.push(',');
-                joined.push_str(&value);
-            })
-            .or_insert_with(|| value.into_owned());
-    }
-    let echoed = response.json::<Echoed>().await.ok();
-    Some(Got {
-        status,
-        headers,
-        echoed,
-    })
-}
-
 impl World {
     /// Asks the Gateway `gateway`'s listener on `port` (its address also the `Host`, as the
     /// suite sends it) `ask` until the answer holds [`IN_A_ROW`] times in a row, within
@@ -772,8 +514,8 @@ impl World {
         let mut in_a_row = 0;
         while in_a_row < IN_A_ROW {
             let target = (ask.target)();
-            let got = request(&address, &address, ask.method, ask.headers, &target).await;
-            let holds = got.as_ref().is_some_and(|got| want.holds(got, &target));
+            let got = send(&address, ask.method, ask.headers, &target, ask.tls.as_ref()).await;
+            let holds = got.as_ref().is_ok_and(|got| want.holds(got, &target));
             in_a_row = if holds { in_a_row + 1 } else { 0 };
             if Instant::now() > deadline {
                 let log = std::fs::read_to_string(

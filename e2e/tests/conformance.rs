@@ -3,7 +3,7 @@
 //! their assertions in this file, test by test under the suite's short names — and run
 //! through `fairlead up` with one real Envoy per Gateway (`fairlead_e2e::conformance`).
 
-use fairlead_e2e::conformance::{Ask, Redirect, Want, World, manifest, request, weighted};
+use fairlead_e2e::conformance::{Ask, Redirect, Tls, Want, World, manifest, request, weighted};
 
 const INFRA: &str = "gateway-conformance-infra";
 const SAME_NAMESPACE: &str = "gateway-conformance-infra/same-namespace";
@@ -1948,6 +1948,240 @@ async fn http_route_listener_port_matching(world: &World) {
     world.delete(&yaml).await;
 }
 
+const HTTPS_GATEWAY: &str = "gateway-conformance-infra/same-namespace-with-https-listener";
+
+/// The suite's requests to `HTTPS_GATEWAY` for `host`: its server name, trusting the
+/// listeners' certificate.
+fn https_for<'a>(world: &'a World, host: &'a str) -> Tls<'a> {
+    Tls {
+        server_name: host,
+        trust: &world
+            .secrets
+            .get("gateway-conformance-infra/tls-validity-checks-certificate")
+            .cert_pem,
+        client: None,
+    }
+}
+
+/// HTTPRouteHTTPSListener: routes on an HTTPS listener answer for their hostnames, over TLS
+/// with the listener's certificate; other hostnames get 404.
+async fn http_route_https_listener(world: &World) {
+    let yaml = world
+        .routes_accepted(
+            "httproute-https-listener.yaml",
+            "HTTPRoute",
+            &[
+                &format!("{INFRA}/httproute-https-test"),
+                &format!("{INFRA}/httproute-https-test-no-hostname"),
+            ],
+            HTTPS_GATEWAY,
+        )
+        .await;
+    for (host, status, backend) in [
+        ("example.org", 200, Some("infra-backend-v1")),
+        ("unknown-example.org", 404, None),
+        ("second-example.org", 200, Some("infra-backend-v2")),
+    ] {
+        world
+            .expect(
+                HTTPS_GATEWAY,
+                443,
+                Ask::get("/").over(https_for(world, host)),
+                Want {
+                    status: &[status],
+                    backend,
+                    namespace: INFRA,
+                    ..Want::default()
+                },
+            )
+            .await;
+    }
+    world.delete(&yaml).await;
+}
+
+/// HTTPRouteRedirectPortAndScheme: a redirect's port follows its scheme (and the listener's
+/// port when neither changes), written only when not the scheme's default.
+async fn http_route_redirect_port_and_scheme(world: &World) {
+    let yaml = manifest("httproute-redirect-port-and-scheme.yaml");
+    world.apply_test(&yaml).await;
+    let on_8080 = "gateway-conformance-infra/same-namespace-with-http-listener-on-8080";
+    for (route, gateway) in [
+        ("http-route-for-listener-on-port-80", SAME_NAMESPACE),
+        ("http-route-for-listener-on-port-8080", on_8080),
+        ("http-route-for-listener-on-port-443", HTTPS_GATEWAY),
+    ] {
+        world
+            .route_accepted("HTTPRoute", &format!("{INFRA}/{route}"), gateway)
+            .await;
+    }
+    const ORG: Option<&str> = Some("example.org");
+    let to = |scheme, port| to_host(ORG, port, Some(scheme), None);
+    let cases: [(&str, u16, &str, Redirect<'_>); 15] = [
+        (
+            SAME_NAMESPACE,
+            80,
+            "/scheme-nil-and-port-nil",
+            to("http", None),
+        ),
+        (
+            SAME_NAMESPACE,
+            80,
+            "/scheme-nil-and-port-80",
+            to("http", None),
+        ),
+        (
+            SAME_NAMESPACE,
+            80,
+            "/scheme-nil-and-port-8080",
+            to("http", Some("8080")),
+        ),
+        (
+            SAME_NAMESPACE,
+            80,
+            "/scheme-https-and-port-nil",
+            to("https", None),
+        ),
+        (
+            SAME_NAMESPACE,
+            80,
+            "/scheme-https-and-port-443",
+            to("https", None),
+        ),
+        (
+            SAME_NAMESPACE,
+            80,
+            "/scheme-https-and-port-8443",
+            to("https", Some("8443")),
+        ),
+        (
+            on_8080,
+            8080,
+            "/scheme-nil-and-port-nil",
+            to("http", Some("8080")),
+        ),
+        (on_8080, 8080, "/scheme-nil-and-port-80", to("http", None)),
+        (
+            on_8080,
+            8080,
+            "/scheme-https-and-port-nil",
+            to("https", None),
+        ),
+        (
+            HTTPS_GATEWAY,
+            443,
+            "/scheme-nil-and-port-nil",
+            to("https", None),
+        ),
+        (
+            HTTPS_GATEWAY,
+            443,
+            "/scheme-nil-and-port-443",
+            to("https", None),
+        ),
+        (
+            HTTPS_GATEWAY,
+            443,
+            "/scheme-nil-and-port-8443",
+            to("https", Some("8443")),
+        ),
+        (
+            HTTPS_GATEWAY,
+            443,
+            "/scheme-http-and-port-nil",
+            to("http", None),
+        ),
+        (
+            HTTPS_GATEWAY,
+            443,
+            "/scheme-http-and-port-80",
+            to("http", None),
+        ),
+        (
+            HTTPS_GATEWAY,
+            443,
+            "/scheme-http-and-port-8080",
+            to("http", Some("8080")),
+        ),
+    ];
+    for (gateway, port, path, redirect) in cases {
+        let ask = Ask::get(path);
+        let ask = if port == 443 {
+            ask.over(https_for(world, "example.org"))
+        } else {
+            ask
+        };
+        world
+            .expect(
+                gateway,
+                port,
+                ask,
+                Want {
+                    status: &[302],
+                    redirect: Some(redirect),
+                    ..Want::default()
+                },
+            )
+            .await;
+    }
+    world.delete(&yaml).await;
+}
+
+/// A Gateway's `https` listener, its conditions and no attached route (the suite's
+/// `GatewayStatusMustHaveListeners` for one listener).
+async fn https_listener(world: &World, gateway: &str, conditions: &[Wanted<'_>]) {
+    for condition in conditions {
+        world
+            .condition("Gateway", gateway, Some("https"), *condition)
+            .await;
+    }
+    world.attached_routes(gateway, "https", 0).await;
+}
+
+/// GatewaySecretInvalidReferenceGrant, GatewaySecretMissingReferenceGrant,
+/// GatewaySecretReferenceGrantAllInNamespace, GatewaySecretReferenceGrantSpecific and
+/// GatewayInvalidTLSConfiguration: a certificate in another namespace is used only with a
+/// grant (all Secrets of the namespace, or the one); without one, or with one that grants
+/// something else, the listener is ResolvedRefs=False (RefNotPermitted); a certificate
+/// reference that does not resolve (missing, another group or kind, malformed) is
+/// InvalidCertificateRef.
+async fn gateway_certificate_references(world: &World) {
+    const NOT_PERMITTED: [Wanted<'_>; 1] = [("ResolvedRefs", "False", "RefNotPermitted")];
+    const RESOLVED: [Wanted<'_>; 2] = [
+        ("Programmed", "True", "Programmed"),
+        ("ResolvedRefs", "True", ""),
+    ];
+    for (name, conditions) in [
+        ("gateway-secret-invalid-reference-grant", &NOT_PERMITTED[..]),
+        ("gateway-secret-missing-reference-grant", &NOT_PERMITTED[..]),
+        (
+            "gateway-secret-reference-grant-all-in-namespace",
+            &RESOLVED[..],
+        ),
+        ("gateway-secret-reference-grant-specific", &RESOLVED[..]),
+    ] {
+        let yaml = manifest(&format!("{name}.yaml"));
+        world.apply(&yaml);
+        https_listener(world, &format!("{INFRA}/{name}"), conditions).await;
+        world.delete(&yaml).await;
+    }
+    let yaml = manifest("gateway-invalid-tls-configuration.yaml");
+    world.apply(&yaml);
+    for name in [
+        "gateway-certificate-nonexistent-secret",
+        "gateway-certificate-unsupported-group",
+        "gateway-certificate-unsupported-kind",
+        "gateway-certificate-malformed-secret",
+    ] {
+        https_listener(
+            world,
+            &format!("{INFRA}/{name}"),
+            &[("ResolvedRefs", "False", "InvalidCertificateRef")],
+        )
+        .await;
+    }
+    world.delete(&yaml).await;
+}
+
 /// The HTTP profile's tests transcribed so far, one world, one after the other (as the suite
 /// runs them), each removing its manifests at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1986,4 +2220,7 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
     http_route_omitted_backend_refs(&world).await;
     http_route_multiple_gateways(&world).await;
     http_route_listener_port_matching(&world).await;
+    http_route_https_listener(&world).await;
+    http_route_redirect_port_and_scheme(&world).await;
+    gateway_certificate_references(&world).await;
 }

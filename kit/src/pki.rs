@@ -164,6 +164,18 @@ impl Ca {
         )
     }
 
+    /// Issues a serving certificate for `names`: DNS names, and URIs (a name with `://`, a
+    /// SPIFFE ID) as URI SANs.
+    pub fn issue_server_names(&self, names: &[&str]) -> Result<CertifiedKey, PkiError> {
+        let common_name = names.first().copied().unwrap_or("fairlead");
+        self.issue(
+            common_name,
+            sans_of(names)?,
+            ExtendedKeyUsagePurpose::ServerAuth,
+            LEAF_VALIDITY,
+        )
+    }
+
     /// Issues a client certificate (for mutual TLS) naming `common_name`.
     pub fn issue_client(&self, common_name: &str) -> Result<CertifiedKey, PkiError> {
         let san = SanType::DnsName(common_name.try_into()?);
@@ -218,6 +230,45 @@ impl Ca {
             key_der: key.serialize_der(),
         })
     }
+}
+
+/// The SANs of `names`: a name with `://` is a URI, any other a DNS name.
+fn sans_of(names: &[&str]) -> Result<Vec<SanType>, PkiError> {
+    names
+        .iter()
+        .map(|name| {
+            Ok(if name.contains("://") {
+                SanType::URI((*name).try_into()?)
+            } else {
+                SanType::DnsName((*name).try_into()?)
+            })
+        })
+        .collect()
+}
+
+/// A self-signed serving certificate for `names` ([`Ca::issue_server_names`]' SANs), valid
+/// for [`LEAF_VALIDITY`]: its own trust anchor, as test clients use one.
+pub fn self_signed_server(names: &[&str]) -> Result<CertifiedKey, PkiError> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(
+        DnType::CommonName,
+        names.first().copied().unwrap_or("fairlead"),
+    );
+    params.subject_alt_names = sans_of(names)?;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    validity(&mut params, LEAF_VALIDITY);
+    let cert = params.self_signed(&key)?;
+    Ok(CertifiedKey {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        cert_der: cert.der().clone(),
+        key_der: key.serialize_der(),
+    })
 }
 
 /// Valid from a little before now (a minute, or a tenth of `length` when that is shorter:
@@ -474,6 +525,27 @@ mod tests {
             ["alb-xds.d8-alb.svc", "127.0.0.1"]
         );
         assert!(uri_sans(&server.cert_der()).is_empty());
+    }
+
+    /// Names with a scheme become URI SANs, the others DNS names; a self-signed certificate
+    /// verifies against itself and no other.
+    #[test]
+    fn server_names_and_self_signed_certificates() {
+        let ca = Ca::generate("test-ca").unwrap();
+        let server = ca
+            .issue_server_names(&["abc.example.com", "spiffe://abc.example.com/id"])
+            .unwrap();
+        assert_eq!(dns_sans(&server.cert_der()), ["abc.example.com"]);
+        assert_eq!(
+            uri_sans(&server.cert_der()),
+            ["spiffe://abc.example.com/id"]
+        );
+        assert!(verify_server(ca.cert_pem(), &server.cert_pem, "abc.example.com").is_ok());
+        let own = self_signed_server(&["*.example.org", "example.net"]).unwrap();
+        assert!(verify_server(&own.cert_pem, &own.cert_pem, "example.net").is_ok());
+        assert!(verify_server(&own.cert_pem, &own.cert_pem, "a.example.org").is_ok());
+        assert!(verify_server(&own.cert_pem, &own.cert_pem, "example.com").is_err());
+        assert!(verify_server(ca.cert_pem(), &own.cert_pem, "example.net").is_err());
     }
 
     /// A proxy's identity is its URI SAN; renewal comes at two thirds of any lifetime.
