@@ -484,6 +484,30 @@ impl World {
 }
 
 impl World {
+    /// Asks the Gateway `gateway`'s listener on `port` `ask` until it fails (no answer: the
+    /// connection or the TLS handshake refused) [`IN_A_ROW`] times in a row within
+    /// [`CONSISTENCY`] (the suite's `WaitForConsistentFailureResponse`).
+    pub async fn expect_failure(&self, gateway: &str, port: u16, mut ask: Ask<'_>) {
+        let address = self.gateway(gateway, port);
+        let deadline = Instant::now() + CONSISTENCY;
+        let mut in_a_row = 0;
+        while in_a_row < IN_A_ROW {
+            let target = (ask.target)();
+            let got = send(&address, ask.method, ask.headers, &target, ask.tls.as_ref()).await;
+            in_a_row = if got.is_err() { in_a_row + 1 } else { 0 };
+            assert!(
+                Instant::now() <= deadline,
+                "{} {address}{target} kept being answered: {got:?}",
+                ask.method
+            );
+            if got.is_ok() {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    }
+}
+
+impl World {
     /// Sends one datagram to the Gateway `gateway`'s UDP listener on `port` from a socket of
     /// its own (a new session) and returns the pod whose echo answered, within 2 s.
     pub async fn udp_pod(&self, gateway: &str, port: u16) -> Option<String> {

@@ -70,6 +70,74 @@ pub struct GatewaySpec {
     /// What the Gateway asks of the infrastructure made for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure: Option<GatewayInfrastructure>,
+    /// TLS settings of the Gateway as a whole (GEP-91, GEP-3155).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<GatewayTls>,
+}
+
+/// `Gateway.spec.tls`.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayTls {
+    /// How clients' certificates are checked, by port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend: Option<FrontendTls>,
+    /// What the proxies present to backends that ask for a client certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendTlsOfGateway>,
+}
+
+/// `Gateway.spec.tls.frontend`: a default for every port, and ports of their own.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendTls {
+    /// What every port gets unless it has its own.
+    #[serde(default)]
+    pub default: FrontendTlsConfig,
+    /// Ports with their own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_port: Vec<FrontendTlsPort>,
+}
+
+/// `frontend.perPort[]`.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendTlsPort {
+    /// The port.
+    pub port: i32,
+    /// Its settings.
+    #[serde(default)]
+    pub tls: FrontendTlsConfig,
+}
+
+/// `frontend.default` and `perPort[].tls`.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendTlsConfig {
+    /// Client certificate validation; none: clients are not asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<FrontendValidation>,
+}
+
+/// `…tls.validation`: the CAs a client certificate must chain to.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendValidation {
+    /// CA bundles (ConfigMaps with a `ca.crt` key).
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<ObjectRef>,
+    /// `AllowValidOnly` (default) or `AllowInsecureFallback`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// `Gateway.spec.tls.backend`.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsOfGateway {
+    /// The client certificate (a `kubernetes.io/tls` Secret) the proxies present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate_ref: Option<ObjectRef>,
 }
 
 /// `Gateway.spec.infrastructure`.

@@ -11,6 +11,7 @@ use crate::features::ByConfig;
 use fairlead_edge_model::Encoded;
 use fairlead_edge_model::instance::{RealIp, Settings};
 use fairlead_edge_model::names::container_port;
+use fairlead_edge_translate::frontend::ClientValidation;
 use fairlead_edge_translate::ir::{Chain, Forward, Listener, Serves, Share};
 use fairlead_key::ObjectKey;
 
@@ -214,9 +215,9 @@ fn base_chain(c: &Chain, transport: Option<core::TransportSocket>) -> listener::
 fn chain(c: &Chain, edge: &Settings, filters: &ByConfig<'_>) -> Vec<listener::FilterChain> {
     let base = base_chain(
         c,
-        c.certificates
-            .as_deref()
-            .map(|certificates| downstream_tls(certificates, c.http1_only)),
+        c.certificates.as_deref().map(|certificates| {
+            downstream_tls(certificates, c.http1_only, c.client_validation.as_deref())
+        }),
     );
     match &c.forward {
         Forward::Http { route_config } => {
@@ -254,7 +255,10 @@ pub fn encode_quic(
             else {
                 return None;
             };
-            let base = base_chain(c, Some(quic_tls(certificates)));
+            let base = base_chain(
+                c,
+                Some(quic_tls(certificates, c.client_validation.as_deref())),
+            );
             Some(http_chains(
                 route_config,
                 route_config,
@@ -309,24 +313,19 @@ pub fn alt_svc(
     out
 }
 
-/// QUIC's TLS presenting `certificates` (over SDS), offering HTTP/3.
-fn quic_tls(certificates: &[ObjectKey]) -> core::TransportSocket {
+/// QUIC's TLS presenting `certificates` (over SDS), offering HTTP/3, checking clients as
+/// `validation` says.
+fn quic_tls(
+    certificates: &[ObjectKey],
+    validation: Option<&ClientValidation>,
+) -> core::TransportSocket {
     use envoy_types::pb::envoy::extensions::transport_sockets::quic::v3::QuicDownstreamTransport;
     let transport = QuicDownstreamTransport {
-        downstream_tls_context: Some(tls::DownstreamTlsContext {
-            common_tls_context: Some(tls::CommonTlsContext {
-                tls_certificate_sds_secret_configs: certificates
-                    .iter()
-                    .map(|secret| tls::SdsSecretConfig {
-                        name: secret.to_string(),
-                        sds_config: Some(ads()),
-                    })
-                    .collect(),
-                alpn_protocols: vec!["h3".into()],
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        downstream_tls_context: Some(downstream_context(
+            certificates,
+            vec!["h3".into()],
+            validation,
+        )),
         ..Default::default()
     };
     core::TransportSocket {
@@ -338,9 +337,30 @@ fn quic_tls(certificates: &[ObjectKey]) -> core::TransportSocket {
 }
 
 /// TLS termination presenting `certificates` (fetched over SDS), offering HTTP/2 and 1.1
-/// (1.1 only: `http1_only`).
-fn downstream_tls(certificates: &[ObjectKey], http1_only: bool) -> core::TransportSocket {
-    let context = tls::DownstreamTlsContext {
+/// (1.1 only: `http1_only`), checking clients as `validation` says.
+fn downstream_tls(
+    certificates: &[ObjectKey],
+    http1_only: bool,
+    validation: Option<&ClientValidation>,
+) -> core::TransportSocket {
+    let alpn = if http1_only {
+        vec!["http/1.1".into()]
+    } else {
+        vec!["h2".into(), "http/1.1".into()]
+    };
+    tls_socket(&downstream_context(certificates, alpn, validation))
+}
+
+/// A TLS server presenting `certificates` (over SDS) offering `alpn`; with `validation`, it
+/// asks clients for a certificate chaining to its CAs — a client without one is refused in
+/// the handshake, or served anyway (untrusted chains accepted) on an insecure fallback.
+fn downstream_context(
+    certificates: &[ObjectKey],
+    alpn: Vec<String>,
+    validation: Option<&ClientValidation>,
+) -> tls::DownstreamTlsContext {
+    use tls::certificate_validation_context::TrustChainVerification;
+    tls::DownstreamTlsContext {
         common_tls_context: Some(tls::CommonTlsContext {
             tls_certificate_sds_secret_configs: certificates
                 .iter()
@@ -349,16 +369,34 @@ fn downstream_tls(certificates: &[ObjectKey], http1_only: bool) -> core::Transpo
                     sds_config: Some(ads()),
                 })
                 .collect(),
-            alpn_protocols: if http1_only {
-                vec!["http/1.1".into()]
-            } else {
-                vec!["h2".into(), "http/1.1".into()]
-            },
+            alpn_protocols: alpn,
+            validation_context_type: validation.map(|v| {
+                tls::common_tls_context::ValidationContextType::ValidationContext(
+                    tls::CertificateValidationContext {
+                        trusted_ca: Some(core::DataSource {
+                            specifier: Some(core::data_source::Specifier::InlineBytes(
+                                v.ca.clone(),
+                            )),
+                            ..Default::default()
+                        }),
+                        trust_chain_verification: if v.insecure_fallback {
+                            TrustChainVerification::AcceptUntrusted as i32
+                        } else {
+                            TrustChainVerification::VerifyTrustChain as i32
+                        },
+                        ..Default::default()
+                    },
+                )
+            }),
             ..Default::default()
         }),
+        require_client_certificate: validation.map(|v| {
+            envoy_types::pb::google::protobuf::BoolValue {
+                value: !v.insecure_fallback,
+            }
+        }),
         ..Default::default()
-    };
-    tls_socket(&context)
+    }
 }
 
 fn tcp_proxy(stat_prefix: &str, clusters: &[Share]) -> listener::Filter {

@@ -147,7 +147,7 @@ impl<'a> GatewayState<'a> {
                 ));
             }
         }
-        let listeners = gateway::resolve(&listeners, input, grants);
+        let listeners = gateway::resolve(gateway, &listeners, input, grants);
         let http = vec![Vec::new(); listeners.len()];
         let streams = vec![Vec::new(); listeners.len()];
         Self {

@@ -164,24 +164,6 @@ impl Policies {
     }
 }
 
-/// Whether `pem` holds one or more certificates, each readable as a trust anchor (what the
-/// proxy will parse: a bundle it cannot read would fail the whole cluster update).
-fn certificates(pem: &str) -> bool {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject as _;
-    let mut any = false;
-    for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-        let Ok(cert) = cert else {
-            return false;
-        };
-        if webpki::anchor_from_trusted_cert(&cert).is_err() {
-            return false;
-        }
-        any = true;
-    }
-    any
-}
-
 /// A policy's key, `namespace/name`.
 fn key(policy: &BackendTlsPolicy) -> ObjectKey {
     fairlead_edge_model::input::key(&policy.metadata)
@@ -254,50 +236,23 @@ fn decide(policy: &BackendTlsPolicy, input: &Input) -> Decided {
             targets,
         };
     }
-    let mut bundle = Vec::new();
-    let mut problems = Vec::new();
-    let mut worst = "ResolvedRefs";
-    for (i, r) in validation.ca_certificate_refs.iter().enumerate() {
-        let field = format!("spec.validation.caCertificateRefs[{i}]");
-        let group = r.group.as_deref().unwrap_or_default();
-        let kind = r.kind.as_deref().unwrap_or_default();
-        if !group.is_empty() || kind != "ConfigMap" {
-            worst = "InvalidKind";
-            problems.push(format!(
-                "{field}: {group}/{kind} is not supported (ConfigMap is)"
-            ));
-            continue;
-        }
-        let pem = input
-            .config_maps
-            .iter()
-            .find(|c| {
-                c.metadata.namespace.as_deref() == Some(namespace.as_str())
-                    && c.metadata.name.as_deref() == Some(r.name.as_str())
-            })
-            .map(|c| c.data.as_ref().and_then(|d| d.get("ca.crt")));
-        match pem {
-            None => problems.push(format!(
-                "{field}: ConfigMap {namespace}/{} not found",
-                r.name
-            )),
-            Some(None) => problems.push(format!(
-                "{field}: ConfigMap {namespace}/{} has no key ca.crt",
-                r.name
-            )),
-            Some(Some(pem)) if !certificates(pem) => problems.push(format!(
-                "{field}: ca.crt of ConfigMap {namespace}/{} is not a PEM bundle of X.509 certificates",
-                r.name
-            )),
-            Some(Some(pem)) => {
-                bundle.extend_from_slice(pem.trim_end().as_bytes());
-                bundle.push(b'\n');
-            }
-        }
-        if !problems.is_empty() && worst == "ResolvedRefs" {
-            worst = "InvalidCACertificateRef";
-        }
-    }
+    let referrer = crate::ca_bundle::Referrer {
+        kind: "BackendTLSPolicy",
+        namespace: &namespace,
+        kind_reason: "InvalidKind",
+    };
+    let crate::ca_bundle::Bundle {
+        pem: bundle,
+        problems,
+        reason,
+    } = crate::ca_bundle::read(
+        "spec.validation.caCertificateRefs",
+        &validation.ca_certificate_refs,
+        &referrer,
+        input,
+        &crate::refs::Grants::new(input),
+    );
+    let worst = reason.unwrap_or("ResolvedRefs");
     if validation.ca_certificate_refs.is_empty() {
         let message =
             "spec.validation: caCertificateRefs or wellKnownCACertificates is required".to_owned();
@@ -335,6 +290,6 @@ fn decide(policy: &BackendTlsPolicy, input: &Input) -> Decided {
 }
 
 /// Bytes that are text (PEM), as text.
-fn text<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn text<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&String::from_utf8_lossy(bytes))
 }

@@ -153,6 +153,8 @@ pub struct ResolvedListener {
     pub passthrough: bool,
     /// Certificates: `namespace/name` of valid TLS Secrets.
     pub certificates: Vec<ObjectKey>,
+    /// How clients' certificates are checked (the Gateway's frontend TLS for the port).
+    pub client_validation: Option<std::sync::Arc<crate::frontend::ClientValidation>>,
     /// Route kinds accepted.
     pub kinds: Vec<GroupKind>,
     /// `allowedRoutes.namespaces`.
@@ -224,13 +226,14 @@ pub struct Owner {
 /// Resolves a list of listeners in precedence order (the Gateway's, then its ListenerSets
 /// oldest first, then by namespace/name); earlier listeners win conflicts.
 pub fn resolve(
+    gateway: &Gateway,
     listeners: &[(&Listener, Owner)],
     input: &Input,
     grants: &Grants<'_>,
 ) -> Vec<ResolvedListener> {
     let mut resolved: Vec<ResolvedListener> = listeners
         .iter()
-        .map(|(l, owner)| one(l, owner, input, grants))
+        .map(|(l, owner)| one(gateway, l, owner, input, grants))
         .collect();
     conflicts(
         &mut resolved,
@@ -242,7 +245,13 @@ pub fn resolve(
     resolved
 }
 
-fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -> ResolvedListener {
+fn one(
+    gateway: &Gateway,
+    listener: &Listener,
+    owner: &Owner,
+    input: &Input,
+    grants: &Grants<'_>,
+) -> ResolvedListener {
     let (owner_kind, owner_namespace) = (owner.kind, owner.namespace.as_str());
     let generation = owner.generation;
     let tls = listener.tls.clone().unwrap_or_default();
@@ -346,6 +355,30 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
             }
         }
     }
+    // Clients' certificates, as the Gateway's frontend TLS asks on the port: a port whose CA
+    // references all fail is not served (never without the check asked for).
+    let client_validation = match (needs_certificates, port) {
+        (true, Some(port)) => match crate::frontend::of(gateway, port, input, grants) {
+            Ok(validation) => validation,
+            Err(refused) => {
+                for c in conditions
+                    .iter_mut()
+                    .filter(|c| c.type_ == "Accepted" && c.holds())
+                {
+                    *c = Condition::new(
+                        "Accepted",
+                        false,
+                        "NoValidCACertificate",
+                        refused.message.clone(),
+                        generation,
+                    );
+                }
+                refs_problem.get_or_insert((refused.reason, refused.message));
+                None
+            }
+        },
+        _ => None,
+    };
     let allowed = listener.allowed_routes.clone().unwrap_or_default();
     let supported = protocol.map_or(&[][..], |p| p.kinds(passthrough));
     let kinds: Vec<GroupKind> = if allowed.kinds.is_empty() {
@@ -396,6 +429,7 @@ fn one(listener: &Listener, owner: &Owner, input: &Input, grants: &Grants<'_>) -
         hostname: listener.hostname.clone().filter(|h| !h.is_empty()),
         passthrough,
         certificates,
+        client_validation,
         kinds,
         namespaces: allowed.namespaces.unwrap_or_default(),
         conditions,

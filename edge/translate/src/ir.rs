@@ -104,6 +104,9 @@ pub struct Chain {
     pub server_names: Vec<String>,
     /// Terminates TLS presenting these certificates (their Secrets); `None`: no TLS here.
     pub certificates: Option<Vec<ObjectKey>>,
+    /// Terminating TLS, checks clients' certificates as the Gateway's frontend TLS says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_validation: Option<std::sync::Arc<crate::frontend::ClientValidation>>,
     /// Where connections go.
     pub forward: Forward,
     /// TLS offers HTTP/1.1 only (no `h2` in ALPN): a route served here carries
@@ -383,6 +386,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
                         name: l.envoy_name(),
                         server_names: l.hostname.iter().cloned().collect(),
                         certificates: Some(l.certificates.clone()),
+                        client_validation: l.client_validation.clone(),
                         forward: Forward::Http {
                             route_config: config,
                         },
@@ -629,6 +633,7 @@ fn stream_chains(
                     .or_else(|| l.hostname.clone().map(|h| vec![h]))
                     .unwrap_or_default(),
                 certificates: None,
+                client_validation: None,
                 forward: tcp(entry, true, backends),
                 http1_only: false,
             })
@@ -639,6 +644,7 @@ fn stream_chains(
                 name: l.envoy_name(),
                 server_names: l.hostname.iter().cloned().collect(),
                 certificates: Some(l.certificates.clone()),
+                client_validation: l.client_validation.clone(),
                 forward: tcp(entry, false, backends),
                 http1_only: false,
             })
@@ -650,6 +656,7 @@ fn stream_chains(
                 name: format!("{}/{}", l.envoy_name(), entry.name),
                 server_names: Vec::new(),
                 certificates: None,
+                client_validation: None,
                 forward: tcp(entry, false, backends),
                 http1_only: false,
             })

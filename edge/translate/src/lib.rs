@@ -24,8 +24,10 @@ pub mod annotations;
 pub mod attach;
 pub mod backend;
 pub mod backend_tls;
+mod ca_bundle;
 pub mod certificate;
 pub mod cors;
+pub mod frontend;
 pub mod gateway;
 pub mod grpc;
 pub mod hostname;
@@ -304,6 +306,45 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
         ),
     };
     let serving = serving && refused.is_none();
+    let mut conditions = vec![
+        accepted,
+        Condition::new(
+            "Programmed",
+            serving,
+            if serving { "Programmed" } else { "Invalid" },
+            match (&refused, serving) {
+                (Some((_, problem)), _) => problem.clone(),
+                (None, true) => "configuration served over xDS".to_owned(),
+                (None, false) => "no valid listener".to_owned(),
+            },
+            generation,
+        ),
+        waf::condition(
+            g.http
+                .iter()
+                .flatten()
+                .filter(|a| a.entry.waf.as_ref().is_some_and(|w| !w.shut))
+                .map(|a| a.entry.name.as_str()),
+            generation,
+        ),
+    ];
+    // Said only when it holds: a port serves clients without a valid certificate.
+    if frontend::insecure_on(
+        g.gateway,
+        g.listeners
+            .iter()
+            .filter(|l| l.programmed() && l.client_validation.is_some())
+            .map(|l| l.port),
+    ) {
+        conditions.push(Condition::new(
+            frontend::INSECURE_CONDITION,
+            true,
+            "ConfigurationChanged",
+            "spec.tls.frontend: a port serves clients without a valid certificate \
+             (AllowInsecureFallback)",
+            generation,
+        ));
+    }
     GatewayStatus {
         // Where the proxies listen, when the Gateway names one address; else the addresses it
         // asks for by value (one asked for by type only is not assigned until then).
@@ -321,28 +362,7 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
                 .cloned()
                 .collect(),
         },
-        conditions: vec![
-            accepted,
-            Condition::new(
-                "Programmed",
-                serving,
-                if serving { "Programmed" } else { "Invalid" },
-                match (&refused, serving) {
-                    (Some((_, problem)), _) => problem.clone(),
-                    (None, true) => "configuration served over xDS".to_owned(),
-                    (None, false) => "no valid listener".to_owned(),
-                },
-                generation,
-            ),
-            waf::condition(
-                g.http
-                    .iter()
-                    .flatten()
-                    .filter(|a| a.entry.waf.as_ref().is_some_and(|w| !w.shut))
-                    .map(|a| a.entry.name.as_str()),
-                generation,
-            ),
-        ],
+        conditions,
         listeners: own.iter().map(|l| l.status()).collect(),
         // Attached: admitted, with a listener that serves (a ListenerSet none of whose
         // listeners is valid is not accepted).
