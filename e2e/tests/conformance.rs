@@ -590,6 +590,28 @@ enum Then {
     Status(u16),
 }
 
+impl Then {
+    /// What the suite asks of the answer.
+    fn want(&self) -> Want<'_> {
+        match self {
+            Then::To(backend) => Want {
+                backend: Some(*backend),
+                namespace: INFRA,
+                ..Want::default()
+            },
+            Then::In(backend, namespace) => Want {
+                backend: Some(*backend),
+                namespace,
+                ..Want::default()
+            },
+            Then::Status(code) => Want {
+                status: std::slice::from_ref(code),
+                ..Want::default()
+            },
+        }
+    }
+}
+
 /// A routing case: method, path (and query), headers, what it gets.
 type Case = (
     &'static str,
@@ -626,22 +648,7 @@ async fn expect_all(world: &World, gateway: &str, cases: &[Case]) {
 /// Runs routing `cases` on `gateway`'s `port`.
 async fn expect_on(world: &World, gateway: &str, port: u16, cases: &[Case]) {
     for (method, path, headers, then) in cases {
-        let want = match then {
-            Then::To(backend) => Want {
-                backend: Some(*backend),
-                namespace: INFRA,
-                ..Want::default()
-            },
-            Then::In(backend, namespace) => Want {
-                backend: Some(*backend),
-                namespace,
-                ..Want::default()
-            },
-            Then::Status(code) => Want {
-                status: std::slice::from_ref(code),
-                ..Want::default()
-            },
-        };
+        let want = then.want();
         world
             .expect(gateway, port, Ask::new(method, headers, path), want)
             .await;
@@ -1960,6 +1967,7 @@ fn https_for<'a>(world: &'a World, host: &'a str) -> Tls<'a> {
             .get("gateway-conformance-infra/tls-validity-checks-certificate")
             .cert_pem,
         client: None,
+        http2: false,
     }
 }
 
@@ -2369,6 +2377,86 @@ async fn gateway_invalid_client_certificate_validation(world: &World) {
     world.delete(&yaml).await;
 }
 
+/// HTTPRouteHTTPSListenerDetectMisdirectedRequests: over HTTP/2, a request whose host
+/// another HTTPS listener of the port serves than the one its TLS server name picked gets
+/// 421; a host of the same listener is served (or 404 without a route).
+async fn http_route_https_listener_detect_misdirected_requests(world: &World) {
+    let routes: Vec<String> = (1..=4)
+        .map(|n| format!("{INFRA}/https-listener-detect-misdirected-requests-test-{n}"))
+        .collect();
+    let routes: Vec<&str> = routes.iter().map(String::as_str).collect();
+    let yaml = world
+        .routes_accepted(
+            "httproute-https-listener-detect-misdirected-requests.yaml",
+            "HTTPRoute",
+            &routes,
+            HTTPS_GATEWAY,
+        )
+        .await;
+    const MISDIRECTED: Then = Then::Status(421);
+    let cases = [
+        ("example.org", "example.org", V1),
+        ("example.org", "second-example.org", MISDIRECTED),
+        ("example.org", "unknown-example.org", NOT_FOUND),
+        ("second-example.org", "second-example.org", V2),
+        ("second-example.org", "example.org", MISDIRECTED),
+        ("second-example.org", "unknown-example.org", MISDIRECTED),
+        (
+            "third-example.wildcard.org",
+            "third-example.wildcard.org",
+            V3,
+        ),
+        (
+            "third-example.wildcard.org",
+            "fith-example.wildcard.org",
+            V3,
+        ),
+        (
+            "third-example.wildcard.org",
+            "fourth-example.wildcard.org",
+            MISDIRECTED,
+        ),
+        (
+            "third-example.wildcard.org",
+            "second-example.org",
+            MISDIRECTED,
+        ),
+        (
+            "third-example.wildcard.org",
+            "unknown-example.org",
+            MISDIRECTED,
+        ),
+        (
+            "fourth-example.wildcard.org",
+            "fourth-example.wildcard.org",
+            V1,
+        ),
+        (
+            "fourth-example.wildcard.org",
+            "fith-example.wildcard.org",
+            MISDIRECTED,
+        ),
+        ("unknown-example.org", "example.org", V1),
+        ("unknown-example.org", "unknown-example.org", NOT_FOUND),
+    ];
+    for (server_name, host, then) in cases {
+        let headers = [("Host", host)];
+        let tls = Tls {
+            http2: true,
+            ..https_for(world, server_name)
+        };
+        world
+            .expect(
+                HTTPS_GATEWAY,
+                443,
+                Ask::new("GET", &headers, "/detect-misdirected-requests").over(tls),
+                then.want(),
+            )
+            .await;
+    }
+    world.delete(&yaml).await;
+}
+
 /// The HTTP profile's tests transcribed so far, one world, one after the other (as the suite
 /// runs them), each removing its manifests at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2413,4 +2501,5 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
     gateway_with_client_certificate_validation(&world).await;
     gateway_client_certificate_insecure_fallback(&world).await;
     gateway_invalid_client_certificate_validation(&world).await;
+    http_route_https_listener_detect_misdirected_requests(&world).await;
 }

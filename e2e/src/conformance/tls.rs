@@ -24,6 +24,8 @@ pub struct Tls<'a> {
     pub trust: &'a str,
     /// The client certificate and its key (PEM), presented when the server asks.
     pub client: Option<(&'a str, &'a str)>,
+    /// Speaks HTTP/2 (offered alone in ALPN), else HTTP/1.1.
+    pub http2: bool,
 }
 
 /// Checks a server's certificate chain against the trusted roots, and its DNS names against
@@ -169,8 +171,9 @@ pub async fn connect(
         .map_err(|_| "the TLS handshake timed out".to_owned())?
 }
 
-/// One HTTP/1.1 request over a new TLS connection to `address`: `method` of `target` for
-/// `host` with `headers`; what failed (the handshake, the exchange), if anything did.
+/// One request over a new TLS connection to `address` (HTTP/2 when `tls` says so, else
+/// HTTP/1.1): `method` of `target` for `host` (`Host`, or HTTP/2's `:authority`) with
+/// `headers`; what failed (the handshake, the exchange), if anything did.
 pub async fn request(
     address: &str,
     tls: &Tls<'_>,
@@ -179,28 +182,39 @@ pub async fn request(
     headers: &[(&str, &str)],
     target: &str,
 ) -> Result<Got, String> {
-    let stream = connect(address, tls, &[b"http/1.1"]).await?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(connection);
-    let mut builder = http::Request::builder()
-        .method(method)
-        .uri(target)
-        .header("host", host);
+    let failed = |e: &dyn std::fmt::Display| e.to_string();
+    let alpn: &[&[u8]] = if tls.http2 { &[b"h2"] } else { &[b"http/1.1"] };
+    let io = TokioIo::new(connect(address, tls, alpn).await?);
+    let mut builder = http::Request::builder().method(method);
+    builder = if tls.http2 {
+        builder.uri(format!("https://{host}{target}"))
+    } else {
+        builder.uri(target).header("host", host)
+    };
     for (name, value) in headers {
         builder = builder.header(*name, *value);
     }
     let request = builder
         .body(Empty::<bytes::Bytes>::new())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| failed(&e))?;
     let exchange = async {
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
+        let response = if tls.http2 {
+            let (mut sender, connection) =
+                hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+                    .await
+                    .map_err(|e| failed(&e))?;
+            tokio::spawn(connection);
+            sender.send_request(request).await
+        } else {
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+                .await
+                .map_err(|e| failed(&e))?;
+            tokio::spawn(connection);
+            sender.send_request(request).await
+        }
+        .map_err(|e| failed(&e))?;
         let (parts, body) = response.into_parts();
-        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        let body = body.collect().await.map_err(|e| failed(&e))?.to_bytes();
         Ok(Got::of(parts.status.as_u16(), &parts.headers, &body))
     };
     tokio::time::timeout(Duration::from_secs(10), exchange)

@@ -49,6 +49,9 @@ pub fn encode(
                 &mut host_bytes,
             );
         }
+        if host.misdirected {
+            wire::bytes(3, misdirected(), &mut host_bytes);
+        }
         for e in &host.routes {
             route(e, config.origin, &mut |encoded| {
                 wire::bytes(3, encoded, &mut host_bytes);
@@ -74,6 +77,29 @@ pub fn encode(
         name: config.name.clone(),
         bytes,
     }
+}
+
+/// The one route of a misdirected host: every request answered 421.
+fn misdirected() -> &'static [u8] {
+    use prost::Message as _;
+    static ENCODED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    ENCODED.get_or_init(|| {
+        route::Route {
+            name: "misdirected".into(),
+            r#match: Some(route::RouteMatch {
+                path_specifier: Some(route::route_match::PathSpecifier::Prefix("/".into())),
+                ..Default::default()
+            }),
+            action: Some(route::route::Action::DirectResponse(
+                route::DirectResponseAction {
+                    status: 421,
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    })
 }
 
 fn string_match(value: &ValueMatch) -> matcher::StringMatcher {

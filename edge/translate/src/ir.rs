@@ -177,6 +177,11 @@ pub struct VirtualHost {
     pub host: String,
     /// Its routes, first match wins.
     pub routes: Vec<Route>,
+    /// The host belongs to another HTTPS listener of the port than the one whose TLS
+    /// connection (its SNI) the request came on: answered 421 Misdirected Request, as
+    /// the spec asks of a connection reused (HTTP/2 coalescing) for another host.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub misdirected: bool,
 }
 
 /// A route of a virtual host: its entry, and which of its backends have no ready endpoint.
@@ -354,8 +359,12 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
                 secure: false,
                 route_statistics,
             };
-            out.route_configs
-                .push(route_config(&name, origin, &listeners, &mut backends));
+            out.route_configs.push(route_config(
+                &name,
+                origin,
+                (&listeners, None),
+                &mut backends,
+            ));
             out.listeners.push(Listener {
                 name,
                 port: *port,
@@ -369,7 +378,9 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
             match l.protocol {
                 Some(Protocol::Https) => {
                     let config = format!("{name}-{}", l.envoy_name());
-                    let listeners = [(l.hostname.as_deref(), state.http[*i].as_slice())];
+                    // The port's other HTTPS listeners by their hostnames only: a host one
+                    // of them serves is misdirected on this listener's connections.
+                    let (listeners, own) = https_neighbours(state, indices, *i);
                     let origin = Origin {
                         port: *port,
                         secure: true,
@@ -378,7 +389,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
                     out.route_configs.push(route_config(
                         &config,
                         origin,
-                        &listeners,
+                        (&listeners, own),
                         &mut backends,
                     ));
                     secrets.extend(l.certificates.iter().cloned());
@@ -754,10 +765,43 @@ fn udp_cluster(
 /// rather than leave it to a wildcard listener). Within a host, the routes whose hostname
 /// matches it most specifically come first (exact before wildcard before none), then the
 /// rule precedence.
+/// Listeners of one port as a route configuration sees them: hostname, attached routes.
+type PortListeners<'a> = Vec<(Option<&'a str>, &'a [Attached])>;
+
+/// The HTTPS listeners of a port (`indices`) as the route configuration of the one at `own`
+/// sees them: its own hostname and routes, the others' hostnames (`*` for one without) with
+/// no routes; and `own`'s position among them.
+fn https_neighbours<'a>(
+    state: &'a GatewayState<'_>,
+    indices: &[usize],
+    own: usize,
+) -> (PortListeners<'a>, Option<usize>) {
+    let mut position = None;
+    let listeners = indices
+        .iter()
+        .filter(|i| state.listeners[**i].protocol == Some(Protocol::Https))
+        .enumerate()
+        .map(|(n, i)| {
+            let l = &state.listeners[*i];
+            if *i == own {
+                position = Some(n);
+                (l.hostname.as_deref(), state.http[*i].as_slice())
+            } else {
+                (Some(l.hostname.as_deref().unwrap_or("*")), &[][..])
+            }
+        })
+        .collect();
+    (listeners, position)
+}
+
+/// The route configuration `name` of `listeners` (hostname, attached routes) on one port:
+/// each host goes to its most specific listener. With `own`, the configuration is that
+/// listener's (an HTTPS listener's chain): the others give their hostnames only, and a host
+/// whose most specific listener is another is misdirected (421).
 fn route_config(
     name: &str,
     origin: Origin,
-    listeners: &[(Option<&str>, &[Attached])],
+    (listeners, own): (&PortListeners<'_>, Option<usize>),
     backends: &mut BTreeSet<Backend>,
 ) -> RouteConfig {
     use crate::hostname::specificity;
@@ -772,9 +816,16 @@ fn route_config(
     }
     let mut hosts: BTreeSet<&str> = BTreeSet::new();
     let mut indexed: Vec<ByHost<'_>> = Vec::with_capacity(listeners.len());
-    for (hostname, attached) in listeners {
-        if let Some(h) = hostname {
-            hosts.insert(h);
+    for (n, (hostname, attached)) in listeners.iter().enumerate() {
+        match hostname {
+            Some(h) => {
+                hosts.insert(h);
+            }
+            // Another listener's catch-all: every host no more specific listener takes.
+            None if own.is_some_and(|own| own != n) => {
+                hosts.insert("*");
+            }
+            None => {}
         }
         let mut by_host = ByHost::default();
         for a in *attached {
@@ -809,16 +860,27 @@ fn route_config(
         let best = listeners
             .iter()
             .zip(&indexed)
-            .filter_map(|((h, _), by_host)| {
+            .enumerate()
+            .filter_map(|(n, ((h, _), by_host))| {
                 let rank = if *host == "*" {
-                    h.is_none().then_some((0, 0))
+                    (h.is_none() || *h == Some("*")).then_some((0, 0))
                 } else {
-                    specificity(*h, host)
+                    specificity(h.filter(|h| *h != "*"), host)
                 };
-                rank.map(|r| (r, by_host))
+                rank.map(|r| (r, n, by_host))
             })
-            .max_by_key(|(rank, _)| *rank)
-            .map(|(_, by_host)| by_host);
+            .max_by_key(|(rank, _, _)| *rank);
+        if let (Some(own), Some((_, n, _))) = (own, best)
+            && own != n
+        {
+            virtual_hosts.push(VirtualHost {
+                host: (*host).to_owned(),
+                routes: Vec::new(),
+                misdirected: true,
+            });
+            continue;
+        }
+        let best = best.map(|(_, _, by_host)| by_host);
         entries.clear();
         if let Some(by_host) = best {
             entries.extend(by_host.any.iter().map(|e| ((0, 0), *e)));
@@ -867,6 +929,7 @@ fn route_config(
                     drained: Drained::default(),
                 })
                 .collect(),
+            misdirected: false,
         });
     }
     RouteConfig {
