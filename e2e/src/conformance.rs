@@ -1,6 +1,6 @@
 //! The Gateway API conformance suite's world in `fairlead up`: its base manifests (the
 //! namespaces, Gateways and backend Services of `conformance/base/manifests.yaml`) and each
-//! test's manifests, transcribed under `e2e/tests/conformance/` with their source; the
+//! test's manifests, transcribed under `e2e/tests/conformance/manifests/` with their source; the
 //! backends' pods stood in by [`crate::echo`] servers (an EndpointSlice per Service, as the
 //! endpoint controller would write it); one real Envoy per Gateway a test sends traffic to
 //! (`fairlead edge proxy` with the Gateway's own xDS client certificate, as its proxy pod runs
@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject};
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use crate::echo::{self, Pod};
@@ -24,7 +25,7 @@ mod expect;
 pub mod secrets;
 pub mod tls;
 
-pub use expect::{Ask, Got, Redirect, Want, request, send, weighted};
+pub use expect::{Ask, FAILED, Got, Redirect, Want, request, send, weighted};
 pub use tls::Tls;
 
 /// The suite's GatewayClass, here.
@@ -37,9 +38,19 @@ const IN_A_ROW: usize = 3;
 /// How long an expectation has to hold (the suite's `MaxTimeToConsistency`).
 const CONSISTENCY: Duration = Duration::from_secs(30);
 
-/// The transcribed manifest `name` (under `e2e/tests/conformance/`).
+/// The object `kind` `name` among the documents of `yaml`, as JSON.
+pub fn document(yaml: &str, kind: &str, name: &str) -> Value {
+    serde_yaml_ng::Deserializer::from_str(yaml)
+        .map(|d| Value::deserialize(d).expect("a YAML document"))
+        .find(|v| v["kind"] == kind && v["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the manifests"))
+}
+
+/// The transcribed manifest `name` (under `e2e/tests/conformance/manifests/`).
 pub fn manifest(name: &str) -> String {
-    let path = crate::workspace().join("e2e/tests/conformance").join(name);
+    let path = crate::workspace()
+        .join("e2e/tests/conformance/manifests")
+        .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -66,6 +77,9 @@ pub struct World {
     proxies: Mutex<BTreeMap<String, Proxy>>,
     /// The TLS material of the suite's setup.
     pub secrets: secrets::Secrets,
+    /// The Deployments (`namespace/app`) whose pods serve TLS (echo-basic's
+    /// `TLS_SERVER_CERT`), and with what.
+    tls_apps: Mutex<BTreeMap<String, echo::Serving>>,
 }
 
 impl World {
@@ -82,6 +96,7 @@ impl World {
             addresses: Mutex::new(BTreeMap::new()),
             proxies: Mutex::new(BTreeMap::new()),
             secrets: secrets::Secrets::generate(),
+            tls_apps: Mutex::new(BTreeMap::new()),
         };
         let base = manifest("base.yaml");
         world.apply(&base);
@@ -99,7 +114,7 @@ impl World {
 
     /// Applies transcribed manifests: the suite's GatewayClass placeholder filled in, each
     /// Gateway given a listen address of its own, Deployments left out (their pods are the
-    /// harness's echo servers).
+    /// harness's echo servers; what one says of TLS is kept for them).
     pub fn apply(&self, yaml: &str) {
         let mut documents = Vec::new();
         for document in serde_yaml_ng::Deserializer::from_str(
@@ -107,7 +122,16 @@ impl World {
         ) {
             let mut value: Value =
                 serde::Deserialize::deserialize(document).expect("a YAML document");
-            if value.is_null() || value["kind"] == "Deployment" {
+            if value["kind"] == "Deployment" {
+                if let Some((app, serving)) = self.tls_app(&value) {
+                    self.tls_apps
+                        .lock()
+                        .expect("the TLS apps")
+                        .insert(app, serving);
+                }
+                continue;
+            }
+            if value.is_null() {
                 continue;
             }
             if value["kind"] == "Gateway" {
@@ -125,6 +149,37 @@ impl World {
         self.up.apply(&documents.join("---\n"));
     }
 
+    /// The `namespace/app` of a Deployment whose pods serve TLS as echo-basic does (its
+    /// `TLS_SERVER_CERT` from a Secret volume, `TLS_CLIENT_CACERTS` from a ConfigMap's), and
+    /// what they serve with.
+    fn tls_app(&self, deployment: &Value) -> Option<(String, echo::Serving)> {
+        let namespace = deployment["metadata"]["namespace"].as_str()?;
+        let pod = &deployment["spec"]["template"];
+        let app = pod["metadata"]["labels"]["app"].as_str()?;
+        let env = pod["spec"]["containers"][0]["env"].as_array()?;
+        let names = |name: &str| env.iter().any(|e| e["name"] == name);
+        if !names("TLS_SERVER_CERT") {
+            return None;
+        }
+        let volumes = pod["spec"]["volumes"].as_array()?;
+        let secret = volumes
+            .iter()
+            .find_map(|v| v["secret"]["secretName"].as_str())?;
+        let certified = self.secrets.get(&format!("{namespace}/{secret}"));
+        let client_cas = names("TLS_CLIENT_CACERTS")
+            .then(|| volumes.iter().find_map(|v| v["configMap"]["name"].as_str()))
+            .flatten()
+            .map(|ca| self.secrets.ca_of(&format!("{namespace}/{ca}")).to_owned());
+        Some((
+            format!("{namespace}/{app}"),
+            echo::Serving {
+                cert_pem: certified.cert_pem.clone(),
+                key_pem: certified.key_pem.clone(),
+                client_cas,
+            },
+        ))
+    }
+
     /// The listen address of the Gateway `key` (`namespace/name`): `127.<block>.9.<n>`.
     fn address(&self, key: &str) -> String {
         let mut addresses = self.addresses.lock().expect("the addresses");
@@ -136,7 +191,8 @@ impl World {
     }
 
     /// An echo server for each Service of `yaml` (its pod named after the Service's `app`
-    /// selector, as the suite's Deployments are), and the Service's EndpointSlice to it.
+    /// selector, as the suite's Deployments are; serving TLS when that Deployment's pods do),
+    /// and the Service's EndpointSlice to it.
     async fn serve_backends(&self, yaml: &str) {
         let mut slices = Vec::new();
         for document in serde_yaml_ng::Deserializer::from_str(yaml) {
@@ -158,10 +214,16 @@ impl World {
                 .into_iter()
                 .flatten()
                 .any(|p| p["protocol"] == "UDP");
-            let port = if udp {
-                echo::serve_udp(pod).await
-            } else {
-                echo::serve(pod).await
+            let serving = self
+                .tls_apps
+                .lock()
+                .expect("the TLS apps")
+                .get(&format!("{namespace}/{app}"))
+                .cloned();
+            let port = match (udp, serving) {
+                (true, _) => echo::serve_udp(pod).await,
+                (false, Some(serving)) => echo::serve_tls(pod, &serving).await,
+                (false, None) => echo::serve(pod).await,
             };
             let ports: Vec<Value> = value["spec"]["ports"]
                 .as_array()
@@ -324,6 +386,56 @@ impl World {
                             && (reason.is_empty() || c["reason"] == reason)
                     })
                     .then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// Waits until the policy `kind` `key` (a BackendTLSPolicy) has, for its ancestor the
+    /// Gateway `gateway`, the condition (`type`, `status`, and `reason` unless empty), at its
+    /// latest generation (the suite's `BackendTLSPolicyMustHaveCondition` and
+    /// `…MustHaveLatestConditions`).
+    pub async fn policy_condition(
+        &self,
+        key: &str,
+        gateway: &str,
+        (type_, status, reason): (&str, &str, &str),
+    ) {
+        let (api, name) = self.api("BackendTLSPolicy", key).await;
+        let (gateway_namespace, gateway_name) = gateway.split_once('/').expect("namespace/name");
+        crate::wait::until_seen(
+            &format!("BackendTLSPolicy {key} on {gateway}: {type_}={status} ({reason})"),
+            async || {
+                let policy = api.get(name).await.map_err(|e| e.to_string())?;
+                let generation = policy.metadata.generation.unwrap_or_default();
+                let ancestors = policy.data["status"]["ancestors"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let conditions: Vec<Value> = ancestors
+                    .iter()
+                    .filter(|a| {
+                        a["ancestorRef"]["name"] == gateway_name
+                            && a["ancestorRef"]["namespace"] == gateway_namespace
+                    })
+                    .flat_map(|a| a["conditions"].as_array().cloned().unwrap_or_default())
+                    .collect();
+                let holds = conditions
+                    .iter()
+                    .all(|c| c["observedGeneration"].as_i64() == Some(generation))
+                    && conditions.iter().any(|c| {
+                        c["type"] == type_
+                            && c["status"] == status
+                            && (reason.is_empty() || c["reason"] == reason)
+                    });
+                if holds {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "generation {generation}, status {}",
+                        policy.data["status"]
+                    ))
+                }
             },
         )
         .await;

@@ -5,8 +5,11 @@
 //! suite's flaky backend under `/retry/`: per `uuid`, the first `succeedAfter` requests fail
 //! (with `responseCode`, or by dropping the connection without an answer), each after
 //! `delayRetry`; `delay` delays any answer. Its UDP server ([`serve_udp`]) answers each
-//! datagram with what it got and the pod it plays. Field names and behaviour follow echo-basic
-//! (gateway-api v1.6.1, `conformance/echo-basic/echo-basic.go`, `udpechoserver/`).
+//! datagram with what it got and the pod it plays. Over TLS ([`serve_tls`], echo-basic's
+//! `TLS_SERVER_CERT`) it also says what it saw of the connection: the server name the client
+//! asked for, and the client's certificates (checked against `TLS_CLIENT_CACERTS` when a
+//! client presents one). Field names and behaviour follow echo-basic (gateway-api v1.6.1,
+//! `conformance/echo-basic/echo-basic.go`, `udpechoserver/`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -43,6 +46,35 @@ pub struct Echoed {
     pub namespace: String,
     /// The pod's name.
     pub pod: String,
+    /// What a TLS echo saw of the connection.
+    #[serde(default)]
+    pub tls: Option<TlsSeen>,
+}
+
+/// What a TLS echo saw of its connection (echo-basic's `tls`).
+#[derive(Clone, Debug, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSeen {
+    /// `TLSv1.3`, `TLSv1.2`.
+    pub version: String,
+    /// The server name (SNI) the client asked for.
+    pub server_name: String,
+    /// The protocol ALPN settled on.
+    pub negotiated_protocol: String,
+    /// The client's certificates, PEM.
+    pub peer_certificates: Vec<String>,
+}
+
+/// What a TLS echo serves with: its certificate and key, PEM, and the CAs a client's
+/// certificate is checked against when the client presents one (none: not asked for).
+#[derive(Clone, Debug)]
+pub struct Serving {
+    /// The certificate chain.
+    pub cert_pem: String,
+    /// Its key.
+    pub key_pem: String,
+    /// The CAs of clients' certificates.
+    pub client_cas: Option<String>,
 }
 
 /// Why a request failed on purpose: the connection is dropped without an answer.
@@ -59,6 +91,86 @@ impl std::error::Error for Dropped {}
 
 /// Starts an echo server playing `pod` on `127.0.0.1`; its port.
 pub async fn serve(pod: Pod) -> u16 {
+    serve_with(pod, None).await
+}
+
+/// Starts an echo server playing `pod` over TLS as `serving` says, on `127.0.0.1`; its port.
+pub async fn serve_tls(pod: Pod, serving: &Serving) -> u16 {
+    serve_with(pod, Some(acceptor(serving))).await
+}
+
+/// The TLS side of a TLS echo: HTTP/2 and HTTP/1.1 offered; a client's certificate, when
+/// it presents one, checked against the client CAs (echo-basic's `VerifyClientCertIfGiven`).
+fn acceptor(serving: &Serving) -> tokio_rustls::TlsAcceptor {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let chain = CertificateDer::pem_slice_iter(serving.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .expect("the echo's certificate");
+    let key = PrivateKeyDer::from_pem_slice(serving.key_pem.as_bytes()).expect("its key");
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions");
+    let builder = match &serving.client_cas {
+        None => builder.with_no_client_auth(),
+        Some(cas) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(cas.as_bytes()) {
+                roots.add(cert.expect("a CA")).expect("a trust anchor");
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .allow_unauthenticated()
+                    .build()
+                    .expect("a client verifier");
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .expect("the echo's TLS configuration");
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+/// What `connection` shows of its TLS session.
+fn seen(connection: &rustls::ServerConnection) -> TlsSeen {
+    TlsSeen {
+        version: match connection.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+            Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+            _ => "",
+        }
+        .to_owned(),
+        server_name: connection.server_name().unwrap_or_default().to_owned(),
+        negotiated_protocol: connection
+            .alpn_protocol()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .unwrap_or_default(),
+        peer_certificates: connection
+            .peer_certificates()
+            .into_iter()
+            .flatten()
+            .map(|der| {
+                use base64::Engine as _;
+                let text = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
+                let lines: Vec<&str> = text
+                    .as_bytes()
+                    .chunks(64)
+                    .map(|c| std::str::from_utf8(c).unwrap_or_default())
+                    .collect();
+                format!(
+                    "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                    lines.join("\n")
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Serves echo connections accepted on a loopback port, over TLS with `tls`; the port.
+async fn serve_with(pod: Pod, tls: Option<tokio_rustls::TlsAcceptor>) -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a loopback port");
@@ -70,16 +182,31 @@ pub async fn serve(pod: Pod) -> u16 {
     tokio::spawn(async move {
         while let Ok((socket, _)) = listener.accept().await {
             let state = state.clone();
+            let tls = tls.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let state = state.clone();
-                    async move { state.answer(request).await }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(
+                let builder = hyper_util::server::conn::auto::Builder::new(
                     hyper_util::rt::TokioExecutor::new(),
-                )
-                .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
-                .await;
+                );
+                let service = |seen: Option<Arc<TlsSeen>>| {
+                    hyper::service::service_fn(move |request| {
+                        let (state, seen) = (state.clone(), seen.clone());
+                        async move { state.answer(request, seen.as_deref()).await }
+                    })
+                };
+                match tls {
+                    None => {
+                        let io = hyper_util::rt::TokioIo::new(socket);
+                        let _ = builder.serve_connection(io, service(None)).await;
+                    }
+                    Some(acceptor) => {
+                        let Ok(stream) = acceptor.accept(socket).await else {
+                            return;
+                        };
+                        let tls_seen = Arc::new(seen(stream.get_ref().1));
+                        let io = hyper_util::rt::TokioIo::new(stream);
+                        let _ = builder.serve_connection(io, service(Some(tls_seen))).await;
+                    }
+                }
             });
         }
     });
@@ -118,7 +245,7 @@ struct State {
 type Answer = Result<Response<Full<Bytes>>, Dropped>;
 
 impl State {
-    async fn answer(&self, request: Request<Incoming>) -> Answer {
+    async fn answer(&self, request: Request<Incoming>, tls: Option<&TlsSeen>) -> Answer {
         let query: HashMap<String, String> = request
             .uri()
             .query()
@@ -167,10 +294,14 @@ impl State {
         if let Some(d) = delay("delay") {
             tokio::time::sleep(d).await;
         }
-        Ok(self.echo(request).await)
+        Ok(self.echo(request, tls).await)
     }
 
-    async fn echo(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn echo(
+        &self,
+        request: Request<Incoming>,
+        tls: Option<&TlsSeen>,
+    ) -> Response<Full<Bytes>> {
         let (parts, body) = request.into_parts();
         let _ = body.collect().await;
         let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -207,6 +338,7 @@ impl State {
             "ingress": "",
             "service": "",
             "pod": self.pod.name,
+            "tls": tls,
         });
         let mut response = Response::builder()
             .header("content-type", "application/json")

@@ -27,6 +27,22 @@ pub async fn until_within<T>(
     }
 }
 
+/// Waits until `check` returns `Ok` (at most [`SETTLE`]), or fails naming `what` and what
+/// the last check saw instead.
+pub async fn until_seen<T>(what: &str, mut check: impl AsyncFnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(seen) => assert!(
+                Instant::now() < deadline,
+                "never: {what}; last seen: {seen}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Waits (as [`until`]) for an Event in `namespace` about the object `regarding` (its name)
 /// that `matches`; fails naming `what`.
 pub async fn event(

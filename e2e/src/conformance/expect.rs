@@ -93,6 +93,14 @@ impl<'a> Ask<'a> {
     }
 }
 
+/// The statuses of a request that fails as the suite's `MakeRequestAndExpectFailure` wants:
+/// answered, but not 200, nor a timeout (408, 504).
+pub static FAILED: std::sync::LazyLock<Vec<u16>> = std::sync::LazyLock::new(|| {
+    (100..600)
+        .filter(|s| ![200, 408, 504].contains(s))
+        .collect()
+});
+
 /// Where a redirect must send the client (the suite's `RedirectRequest`): what is `None` is
 /// the request's own (its scheme `http` and its path; any host; the scheme's default port,
 /// written or not).
@@ -137,7 +145,8 @@ impl Redirect<'_> {
 /// their valid values (spaces ignored, as the suite's `IgnoreWhitespace`), and headers absent;
 /// the path, host and request headers the backend saw (a header's values joined by `,`, as
 /// the suite compares them) and headers it did not see (its `ExpectedRequest`); where a
-/// redirect sends the client (its `RedirectRequest`).
+/// redirect sends the client (its `RedirectRequest`); what a TLS backend saw of the
+/// connection (its server name, the client's certificate).
 #[derive(Clone, Copy, Debug)]
 pub struct Want<'a> {
     /// The statuses that hold.
@@ -160,6 +169,10 @@ pub struct Want<'a> {
     pub host: Option<&'a str>,
     /// Where the answer must redirect to.
     pub redirect: Option<Redirect<'a>>,
+    /// The server name (SNI) a TLS backend must have been asked for.
+    pub sni: Option<&'a str>,
+    /// The client certificate (PEM) a TLS backend must have been shown.
+    pub client_certificate: Option<&'a str>,
 }
 
 impl Default for Want<'_> {
@@ -175,6 +188,8 @@ impl Default for Want<'_> {
             path: None,
             host: None,
             redirect: None,
+            sni: None,
+            client_certificate: None,
         }
     }
 }
@@ -251,6 +266,19 @@ impl Want<'_> {
                 || got.echoed.as_ref().is_some_and(|e| {
                     self.path.is_none_or(|p| e.path == p) && self.host.is_none_or(|h| e.host == h)
                 }))
+            && (self.sni.is_none() && self.client_certificate.is_none()
+                || got
+                    .echoed
+                    .as_ref()
+                    .and_then(|e| e.tls.as_ref())
+                    .is_some_and(|tls| {
+                        self.sni.is_none_or(|sni| tls.server_name == sni)
+                            && self.client_certificate.is_none_or(|cert| {
+                                tls.peer_certificates
+                                    .iter()
+                                    .any(|c| c.trim() == cert.trim())
+                            })
+                    }))
             && self.redirect.is_none_or(|redirect| {
                 got.headers
                     .get("location")

@@ -29,6 +29,11 @@ pub fn resource(kind: &str) -> ApiResource {
     let lower = kind.to_ascii_lowercase();
     let plural = if lower.ends_with('s') {
         format!("{lower}es")
+    } else if let Some(stem) = lower
+        .strip_suffix('y')
+        .filter(|stem| !stem.ends_with(['a', 'e', 'i', 'o', 'u']))
+    {
+        format!("{stem}ies")
     } else {
         format!("{lower}s")
     };
@@ -354,6 +359,19 @@ pub enum StorageError {
 
 #[cfg(test)]
 mod tests {
+    /// Kinds are named by the plurals their CRDs declare.
+    #[test]
+    fn plurals_are_the_crds_own() {
+        for (kind, plural) in [
+            ("Gateway", "gateways"),
+            ("GatewayClass", "gatewayclasses"),
+            ("BackendTLSPolicy", "backendtlspolicies"),
+            ("HTTPRoute", "httproutes"),
+        ] {
+            assert_eq!(super::resource(kind).plural, plural);
+        }
+    }
+
     use super::*;
 
     /// Both vendored channels store what fairlead needs; another storage version is named.

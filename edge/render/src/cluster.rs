@@ -131,6 +131,14 @@ fn upstream_tls(u: &UpstreamTls, anchors: &TrustAnchors, http2: bool) -> core::T
         sni: u.sni.clone(),
         common_tls_context: Some(tls::CommonTlsContext {
             alpn_protocols: if http2 { vec!["h2".into()] } else { Vec::new() },
+            tls_certificate_sds_secret_configs: u
+                .client_certificate
+                .iter()
+                .map(|secret| tls::SdsSecretConfig {
+                    name: secret.to_string(),
+                    sds_config: Some(crate::envoy::ads()),
+                })
+                .collect(),
             validation_context_type: Some(
                 tls::common_tls_context::ValidationContextType::ValidationContext(
                     tls::CertificateValidationContext {

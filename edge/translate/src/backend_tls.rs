@@ -2,8 +2,10 @@
 //! SNI, trust anchors and names to check, and the policies' own conditions.
 //!
 //! A policy targets Services (a whole Service, or one port by its name as `sectionName`).
-//! Where several target the same Service port, the oldest wins, then the first by name; the
-//! others are `Accepted=False`/`Conflicted`. CA bundles come from ConfigMaps (key `ca.crt`) in
+//! Where several target the same Service port (or the same whole Service), the oldest wins,
+//! then the first by name; the others are `Accepted=False`/`Conflicted` (one that also wins
+//! another target still applies there). A policy on one port and one on the whole Service do
+//! not conflict: the port's applies to it. CA bundles come from ConfigMaps (key `ca.crt`) in
 //! the policy's namespace, or from the proxy's system trust store
 //! (`wellKnownCACertificates: System`). A policy whose every CA reference is invalid is
 //! `Accepted=False`/`NoValidCACertificate`, and its backends get no endpoints, so requests
@@ -45,6 +47,10 @@ pub struct UpstreamTls {
     pub anchors: Option<TrustAnchors>,
     /// Names of which the certificate must carry one.
     pub names: Vec<Name>,
+    /// The client certificate presented (its Secret, over SDS): the Gateway's
+    /// `spec.tls.backend.clientCertificateRef`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<ObjectKey>,
 }
 
 /// One policy's decision, independent of the Gateways that use it.
@@ -86,7 +92,36 @@ impl Policies {
                 (&a.metadata.creation_timestamp, &a.metadata.name)
                     .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
             });
-            policies.winners.insert(target, key(claimants[0]));
+            let winner = key(claimants[0]);
+            // The others on the same target lose: not accepted, Conflicted (where one also
+            // wins another target, it still applies there).
+            for loser in &claimants[1..] {
+                if let Some(decided) = policies.decided.get_mut(&key(loser)) {
+                    let (namespace, service, section) = &target;
+                    let message = format!(
+                        "Service {namespace}/{service}{} is already targeted by the older \
+                         BackendTLSPolicy {winner}",
+                        section
+                            .as_ref()
+                            .map(|s| format!(" port {s}"))
+                            .unwrap_or_default()
+                    );
+                    for c in decided
+                        .conditions
+                        .iter_mut()
+                        .filter(|c| c.type_ == "Accepted" && c.holds())
+                    {
+                        *c = Condition::new(
+                            "Accepted",
+                            false,
+                            "Conflicted",
+                            message.clone(),
+                            loser.metadata.generation,
+                        );
+                    }
+                }
+            }
+            policies.winners.insert(target, winner);
         }
         policies
     }
@@ -198,6 +233,7 @@ fn decide(policy: &BackendTlsPolicy, input: &Input) -> Decided {
         sni: validation.hostname.clone(),
         anchors: None,
         names,
+        client_certificate: None,
     };
     let accepted = |holds: bool, reason: &str, message: String| {
         Condition::new("Accepted", holds, reason, message, generation)

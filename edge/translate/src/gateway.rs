@@ -683,6 +683,70 @@ fn conflicts(listeners: &mut [ResolvedListener], generations: &[Option<i64>]) {
     }
 }
 
+/// The client certificate the Gateway's proxies present to backends that ask for one
+/// (`spec.tls.backend.clientCertificateRef`, a `kubernetes.io/tls` Secret checked as Envoy
+/// loads it; another namespace's only with a ReferenceGrant): `Ok(None)` when it names none;
+/// else the Secret, or the `ResolvedRefs` reason and what is wrong.
+pub fn backend_client_certificate(
+    gateway: &Gateway,
+    input: &Input,
+    grants: &Grants<'_>,
+) -> Result<Option<ObjectKey>, (&'static str, String)> {
+    let Some(r) = gateway
+        .spec
+        .tls
+        .as_ref()
+        .and_then(|t| t.backend.as_ref())
+        .and_then(|b| b.client_certificate_ref.as_ref())
+    else {
+        return Ok(None);
+    };
+    const FIELD: &str = "spec.tls.backend.clientCertificateRef";
+    const INVALID: &str = "InvalidClientCertificateRef";
+    let group = r.group.as_deref().unwrap_or_default();
+    let kind = r.kind.as_deref().unwrap_or("Secret");
+    let own = gateway.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace = r.namespace.as_deref().unwrap_or(own);
+    if !group.is_empty() || kind != "Secret" {
+        return Err((INVALID, format!("{FIELD}: {group}/{kind} is not a Secret")));
+    }
+    if !grants.allows(
+        (GATEWAY_GROUP, "Gateway", own),
+        ("", "Secret", namespace, &r.name),
+    ) {
+        return Err((
+            "RefNotPermitted",
+            format!(
+                "{FIELD}: Secret {namespace}/{} needs a ReferenceGrant in its namespace",
+                r.name
+            ),
+        ));
+    }
+    let Some(secret) = tls_secret(input, namespace, &r.name) else {
+        return Err((
+            INVALID,
+            format!(
+                "{FIELD}: Secret {namespace}/{} is missing or not a kubernetes.io/tls Secret with tls.crt and tls.key",
+                r.name
+            ),
+        ));
+    };
+    let bytes = |k: &str| {
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(k))
+            .map_or(&[][..], |v| v.0.as_slice())
+    };
+    match crate::certificate::problem(bytes("tls.crt"), bytes("tls.key")) {
+        Some(why) => Err((
+            INVALID,
+            format!("{FIELD}: Secret {namespace}/{}: {why}", r.name),
+        )),
+        None => Ok(Some(ObjectKey::new(namespace, r.name.clone()))),
+    }
+}
+
 /// `namespace/name` of a Gateway.
 pub fn key(gateway: &Gateway) -> ObjectKey {
     fairlead_edge_model::input::key(&gateway.metadata)

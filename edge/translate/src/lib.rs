@@ -167,7 +167,9 @@ fn translate_with(
     // The backends each Gateway reaches, when some BackendTLSPolicy may report on them.
     let mut reached: Vec<(&ObjectKey, Vec<backend::Backend>)> = Vec::new();
     for g in &gateways {
-        statuses.gateways.insert(g.key.clone(), gateway_status(g));
+        statuses
+            .gateways
+            .insert(g.key.clone(), gateway_status(g, input));
         for set in &g.sets {
             statuses
                 .listener_sets
@@ -271,7 +273,7 @@ fn translated_routes<'a>(
 
 /// A Gateway's status: its own listeners (not its ListenerSets'), and how many ListenerSets
 /// it admits.
-fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
+fn gateway_status(g: &attach::GatewayState<'_>, input: &Input) -> GatewayStatus {
     let generation = g.gateway.metadata.generation;
     let own: Vec<&gateway::ResolvedListener> =
         g.listeners.iter().filter(|l| l.set.is_none()).collect();
@@ -328,6 +330,24 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
             generation,
         ),
     ];
+    // Said when the Gateway names a client certificate for its backends.
+    match gateway::backend_client_certificate(g.gateway, input, &Grants::new(input)) {
+        Ok(None) => {}
+        Ok(Some(key)) => conditions.push(Condition::new(
+            "ResolvedRefs",
+            true,
+            "ResolvedRefs",
+            format!("spec.tls.backend.clientCertificateRef: Secret {key} presented to backends"),
+            generation,
+        )),
+        Err((reason, message)) => conditions.push(Condition::new(
+            "ResolvedRefs",
+            false,
+            reason,
+            message,
+            generation,
+        )),
+    }
     // Said only when it holds: a port serves clients without a valid certificate.
     if frontend::insecure_on(
         g.gateway,
