@@ -23,6 +23,7 @@ use crate::{Up, until};
 
 mod expect;
 pub mod secrets;
+pub mod tcp;
 pub mod tls;
 
 pub use expect::{Ask, FAILED, Got, Redirect, Want, request, send, weighted};
@@ -54,6 +55,17 @@ pub fn manifest(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// What a Deployment's pods are, when not the plain HTTP echo.
+#[derive(Clone, Debug, Default)]
+struct App {
+    /// Serving TLS with this.
+    serving: Option<echo::Serving>,
+    /// echo-basic's TCP server.
+    tcp: bool,
+    /// The suite's CoreDNS.
+    dns: bool,
+}
+
 /// A running Envoy for one Gateway; killed with the world.
 struct Proxy {
     child: Child,
@@ -77,9 +89,9 @@ pub struct World {
     proxies: Mutex<BTreeMap<String, Proxy>>,
     /// The TLS material of the suite's setup.
     pub secrets: secrets::Secrets,
-    /// The Deployments (`namespace/app`) whose pods serve TLS (echo-basic's
-    /// `TLS_SERVER_CERT`), and with what.
-    tls_apps: Mutex<BTreeMap<String, echo::Serving>>,
+    /// The Deployments (`namespace/app`) whose pods are not the plain HTTP echo: TLS
+    /// (echo-basic's `TLS_SERVER_CERT`), or the TCP echo (`TCP_ECHO_SERVER`).
+    apps: Mutex<BTreeMap<String, App>>,
 }
 
 impl World {
@@ -96,7 +108,7 @@ impl World {
             addresses: Mutex::new(BTreeMap::new()),
             proxies: Mutex::new(BTreeMap::new()),
             secrets: secrets::Secrets::generate(),
-            tls_apps: Mutex::new(BTreeMap::new()),
+            apps: Mutex::new(BTreeMap::new()),
         };
         let base = manifest("base.yaml");
         world.apply(&base);
@@ -123,11 +135,8 @@ impl World {
             let mut value: Value =
                 serde::Deserialize::deserialize(document).expect("a YAML document");
             if value["kind"] == "Deployment" {
-                if let Some((app, serving)) = self.tls_app(&value) {
-                    self.tls_apps
-                        .lock()
-                        .expect("the TLS apps")
-                        .insert(app, serving);
+                if let Some((key, app)) = self.app(&value) {
+                    self.apps.lock().expect("the apps").insert(key, app);
                 }
                 continue;
             }
@@ -149,39 +158,50 @@ impl World {
         self.up.apply(&documents.join("---\n"));
     }
 
-    /// The `namespace/app` of a Deployment whose pods serve TLS as echo-basic does (its
-    /// `TLS_SERVER_CERT` from a Secret volume, `TLS_CLIENT_CACERTS` from a ConfigMap's), and
-    /// what they serve with.
-    fn tls_app(&self, deployment: &Value) -> Option<(String, echo::Serving)> {
+    /// The `namespace/app` of a Deployment whose pods are not the plain HTTP echo, and what
+    /// they are: serving TLS as echo-basic does (its `TLS_SERVER_CERT` from a Secret volume,
+    /// `TLS_CLIENT_CACERTS` from a ConfigMap's), its TCP server (`TCP_ECHO_SERVER`, plain
+    /// and, with a certificate, over TLS), or CoreDNS (its image).
+    fn app(&self, deployment: &Value) -> Option<(String, App)> {
         let namespace = deployment["metadata"]["namespace"].as_str()?;
         let pod = &deployment["spec"]["template"];
-        let app = pod["metadata"]["labels"]["app"].as_str()?;
-        let env = pod["spec"]["containers"][0]["env"].as_array()?;
+        let name = pod["metadata"]["labels"]["app"].as_str()?;
+        let container = &pod["spec"]["containers"][0];
+        let dns = container["image"]
+            .as_str()
+            .is_some_and(|image| image.contains("/coredns/"));
+        let env = container["env"].as_array().cloned().unwrap_or_default();
         let names = |name: &str| env.iter().any(|e| e["name"] == name);
-        if !names("TLS_SERVER_CERT") {
-            return None;
-        }
-        let volumes = pod["spec"]["volumes"].as_array()?;
-        let secret = volumes
-            .iter()
-            .find_map(|v| v["secret"]["secretName"].as_str())?;
-        let certified = self.secrets.get(&format!("{namespace}/{secret}"));
-        let client_cas = names("TLS_CLIENT_CACERTS")
-            .then(|| volumes.iter().find_map(|v| v["configMap"]["name"].as_str()))
+        let tcp = names("TCP_ECHO_SERVER");
+        let volumes = pod["spec"]["volumes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let serving = names("TLS_SERVER_CERT")
+            .then(|| {
+                volumes
+                    .iter()
+                    .find_map(|v| v["secret"]["secretName"].as_str())
+            })
             .flatten()
-            .map(|ca| self.secrets.ca_of(&format!("{namespace}/{ca}")).to_owned());
-        Some((
-            format!("{namespace}/{app}"),
-            echo::Serving {
-                cert_pem: certified.cert_pem.clone(),
-                key_pem: certified.key_pem.clone(),
-                client_cas,
-            },
-        ))
+            .map(|secret| {
+                let certified = self.secrets.get(&format!("{namespace}/{secret}"));
+                let client_cas = names("TLS_CLIENT_CACERTS")
+                    .then(|| volumes.iter().find_map(|v| v["configMap"]["name"].as_str()))
+                    .flatten()
+                    .map(|ca| self.secrets.ca_of(&format!("{namespace}/{ca}")).to_owned());
+                echo::Serving {
+                    cert_pem: certified.cert_pem.clone(),
+                    key_pem: certified.key_pem.clone(),
+                    client_cas,
+                }
+            });
+        (tcp || dns || serving.is_some())
+            .then(|| (format!("{namespace}/{name}"), App { serving, tcp, dns }))
     }
 
     /// The listen address of the Gateway `key` (`namespace/name`): `127.<block>.9.<n>`.
-    fn address(&self, key: &str) -> String {
+    pub fn address(&self, key: &str) -> String {
         let mut addresses = self.addresses.lock().expect("the addresses");
         let next = addresses.len() + 1;
         addresses
@@ -214,22 +234,48 @@ impl World {
                 .into_iter()
                 .flatten()
                 .any(|p| p["protocol"] == "UDP");
-            let serving = self
-                .tls_apps
+            let app = self
+                .apps
                 .lock()
-                .expect("the TLS apps")
+                .expect("the apps")
                 .get(&format!("{namespace}/{app}"))
-                .cloned();
-            let port = match (udp, serving) {
-                (true, _) => echo::serve_udp(pod).await,
-                (false, Some(serving)) => echo::serve_tls(pod, &serving).await,
-                (false, None) => echo::serve(pod).await,
+                .cloned()
+                .unwrap_or_default();
+            // The echo port of each Service port: the TCP echo's TLS port for the Service
+            // port that targets echo-basic's TLS port (8443), its plain one for the others.
+            let (port, tls_port) = match (udp, &app) {
+                (true, App { dns: true, .. }) => (echo::serve_dns().await, None),
+                (true, _) => (echo::serve_udp(pod).await, None),
+                (
+                    false,
+                    App {
+                        tcp: true, serving, ..
+                    },
+                ) => {
+                    let tls = match serving {
+                        Some(serving) => Some(echo::serve_tcp(pod.clone(), Some(serving)).await),
+                        None => None,
+                    };
+                    (echo::serve_tcp(pod, None).await, tls)
+                }
+                (
+                    false,
+                    App {
+                        serving: Some(serving),
+                        ..
+                    },
+                ) => (echo::serve_tls(pod, serving).await, None),
+                (false, _) => (echo::serve(pod).await, None),
             };
             let ports: Vec<Value> = value["spec"]["ports"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .map(|p| {
+                    let port = match tls_port {
+                        Some(tls) if p["targetPort"] == 8443 => tls,
+                        _ => port,
+                    };
                     let mut slice_port = serde_json::json!({"port": port,
                         "protocol": p["protocol"].as_str().unwrap_or("TCP")});
                     if let Some(name) = p["name"].as_str() {
@@ -441,6 +487,40 @@ impl World {
         .await;
     }
 
+    /// Waits until every condition of the `kind` `key` (its own, its listeners' and its
+    /// parents') carries its latest generation, past `after` (the suite's
+    /// `…MustHaveLatestConditions` once a change bumped it).
+    pub async fn latest_generation(&self, kind: &str, key: &str, after: i64) {
+        let (api, name) = self.api(kind, key).await;
+        crate::wait::until_seen(
+            &format!("{kind} {key}: conditions at a generation past {after}"),
+            async || {
+                let object = api.get(name).await.map_err(|e| e.to_string())?;
+                let generation = object.metadata.generation.unwrap_or_default();
+                let status = &object.data["status"];
+                let mut conditions: Vec<Value> =
+                    status["conditions"].as_array().cloned().unwrap_or_default();
+                for list in ["listeners", "parents"] {
+                    for entry in status[list].as_array().into_iter().flatten() {
+                        conditions
+                            .extend(entry["conditions"].as_array().cloned().unwrap_or_default());
+                    }
+                }
+                let latest = generation > after
+                    && !conditions.is_empty()
+                    && conditions
+                        .iter()
+                        .all(|c| c["observedGeneration"].as_i64() == Some(generation));
+                if latest {
+                    Ok(())
+                } else {
+                    Err(format!("generation {generation}, status {status}"))
+                }
+            },
+        )
+        .await;
+    }
+
     /// Waits until no parent of the route `kind` `key` has accepted it (the suite's
     /// `…MustHaveNoAcceptedParents`).
     pub async fn no_accepted_parents(&self, kind: &str, key: &str) {
@@ -592,6 +672,75 @@ impl World {
             "kubectl delete: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+/// What a TCP echo session must show (the suite's `tcp.ExpectedResponse`).
+#[derive(Clone, Copy, Debug)]
+pub struct TcpWant<'a> {
+    /// Whether the backend saw TLS.
+    pub is_tls: bool,
+    /// The Deployment whose pod answered.
+    pub backend: &'a str,
+    /// Its namespace.
+    pub namespace: &'a str,
+    /// The server name the backend was asked for (over TLS).
+    pub server_name: Option<&'a str>,
+}
+
+impl World {
+    /// Opens sessions with the TCP echo behind the Gateway `gateway`'s listener on `port`
+    /// (over TLS when `tls` says so) until one shows `want` (the suite's
+    /// `MakeTCPRequestAndExpectEventuallyValidResponse`).
+    pub async fn expect_tcp(
+        &self,
+        gateway: &str,
+        port: u16,
+        tls: Option<Tls<'_>>,
+        want: TcpWant<'_>,
+    ) {
+        let address = self.gateway(gateway, port);
+        crate::wait::until_seen(
+            &format!("{address}: the TCP echo of {} answers", want.backend),
+            async || {
+                let answer = tcp::exchange(&address, tls.as_ref()).await?;
+                let p = &answer.payload;
+                let holds = answer.is_tls == want.is_tls
+                    && p["namespace"] == want.namespace
+                    && p["pod"]
+                        .as_str()
+                        .is_some_and(|pod| pod.starts_with(&format!("{}-", want.backend)))
+                    && want
+                        .server_name
+                        .is_none_or(|name| p["tls"]["serverName"] == name);
+                if holds {
+                    Ok(())
+                } else {
+                    Err(format!("{answer:?}"))
+                }
+            },
+        )
+        .await;
+    }
+
+    /// Waits until TLS handshakes with the Gateway `gateway`'s listener on `port` asking for
+    /// `server_name` are refused [`IN_A_ROW`] times in a row (the suite's
+    /// `MakeTLSConnectionAndExpectEventuallyConnectionRejection`).
+    pub async fn expect_refused(&self, gateway: &str, port: u16, server_name: &str) {
+        let address = self.gateway(gateway, port);
+        let deadline = Instant::now() + CONSISTENCY;
+        let mut in_a_row = 0;
+        while in_a_row < IN_A_ROW {
+            let refused = tcp::refused(&address, server_name).await;
+            in_a_row = if refused { in_a_row + 1 } else { 0 };
+            assert!(
+                Instant::now() <= deadline,
+                "{address}: TLS for {server_name} kept being accepted"
+            );
+            if !refused {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
     }
 }
 

@@ -8,7 +8,8 @@
 //! datagram with what it got and the pod it plays. Over TLS ([`serve_tls`], echo-basic's
 //! `TLS_SERVER_CERT`) it also says what it saw of the connection: the server name the client
 //! asked for, and the client's certificates (checked against `TLS_CLIENT_CACERTS` when a
-//! client presents one). Field names and behaviour follow echo-basic (gateway-api v1.6.1,
+//! client presents one). Its TCP server ([`serve_tcp`], `TCP_ECHO_SERVER`) speaks the
+//! suite's line protocol, in plain TCP or over TLS. Field names and behaviour follow echo-basic (gateway-api v1.6.1,
 //! `conformance/echo-basic/echo-basic.go`, `udpechoserver/`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -77,6 +78,23 @@ pub struct Serving {
     pub client_cas: Option<String>,
 }
 
+/// The request targets each pod (`namespace/name`) echoed, in order: what a pod's log shows
+/// of the requests it got (the suite reads a mirror's requests from its pods' logs).
+static ECHOED: std::sync::LazyLock<Mutex<HashMap<String, Vec<String>>>> =
+    std::sync::LazyLock::new(Mutex::default);
+
+/// The request targets (path and query) the pods whose name starts with `prefix` in
+/// `namespace` echoed so far.
+pub fn echoed_by(namespace: &str, prefix: &str) -> Vec<String> {
+    ECHOED
+        .lock()
+        .expect("the echoed requests")
+        .iter()
+        .filter(|(pod, _)| pod.starts_with(&format!("{namespace}/{prefix}")))
+        .flat_map(|(_, targets)| targets.iter().cloned())
+        .collect()
+}
+
 /// Why a request failed on purpose: the connection is dropped without an answer.
 #[derive(Debug)]
 struct Dropped;
@@ -96,12 +114,77 @@ pub async fn serve(pod: Pod) -> u16 {
 
 /// Starts an echo server playing `pod` over TLS as `serving` says, on `127.0.0.1`; its port.
 pub async fn serve_tls(pod: Pod, serving: &Serving) -> u16 {
-    serve_with(pod, Some(acceptor(serving))).await
+    serve_with(pod, Some(acceptor(serving, &[b"h2", b"http/1.1"]))).await
 }
 
-/// The TLS side of a TLS echo: HTTP/2 and HTTP/1.1 offered; a client's certificate, when
-/// it presents one, checked against the client CAs (echo-basic's `VerifyClientCertIfGiven`).
-fn acceptor(serving: &Serving) -> tokio_rustls::TlsAcceptor {
+/// What echo-basic's TCP server says first on every connection.
+pub const TCP_WELCOME: &str = "Gateway API Test TCP Server\n";
+
+/// Starts echo-basic's TCP server playing `pod` on `127.0.0.1` (over TLS when `serving`
+/// says so, offering no ALPN): it says [`TCP_WELCOME`], then answers each line — `PING` with
+/// `PONG`, `IS_TLS` with `true` or `false`, `TEST` with the JSON of the pod and (over TLS)
+/// the connection's server name and version; its port.
+pub async fn serve_tcp(pod: Pod, serving: Option<&Serving>) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    let tls = serving.map(|s| acceptor(s, &[]));
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let (pod, tls) = (pod.clone(), tls.clone());
+            tokio::spawn(async move {
+                match tls {
+                    None => tcp_session(socket, &pod, port, None).await,
+                    Some(acceptor) => {
+                        if let Ok(stream) = acceptor.accept(socket).await {
+                            let seen = seen(stream.get_ref().1);
+                            tcp_session(stream, &pod, port, Some(seen)).await;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// One connection of the TCP echo.
+async fn tcp_session<S>(stream: S, pod: &Pod, port: u16, tls: Option<TlsSeen>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let (read, mut write) = tokio::io::split(stream);
+    let payload = serde_json::json!({
+        "namespace": pod.namespace,
+        "ingress": "",
+        "service": "",
+        "pod": pod.name,
+        "tcpport": port.to_string(),
+        "isTLS": tls.is_some(),
+        "tls": tls,
+    });
+    if write.write_all(TCP_WELCOME.as_bytes()).await.is_err() {
+        return;
+    }
+    let mut lines = tokio::io::BufReader::new(read).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let answer = match line.as_str() {
+            "TEST" => format!("{payload}\n"),
+            "IS_TLS" => format!("{}\n", tls.is_some()),
+            "PING" => "PONG\n".to_owned(),
+            _ => continue,
+        };
+        if write.write_all(answer.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The TLS side of a TLS echo, offering `alpn`; a client's certificate, when it presents
+/// one, checked against the client CAs (echo-basic's `VerifyClientCertIfGiven`).
+fn acceptor(serving: &Serving, alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
     use rustls_pki_types::pem::PemObject as _;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -130,7 +213,7 @@ fn acceptor(serving: &Serving) -> tokio_rustls::TlsAcceptor {
     let mut config = builder
         .with_single_cert(chain, key)
         .expect("the echo's TLS configuration");
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
@@ -236,6 +319,49 @@ pub async fn serve_udp(pod: Pod) -> u16 {
     port
 }
 
+/// Starts a stand-in of the suite's CoreDNS on `127.0.0.1` (UDP): every query answered as
+/// its `whoami` answers `foo.bar.com` — an A record of the client's address — with the
+/// query's id and question; its port.
+pub async fn serve_dns() -> u16 {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = socket.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 512];
+        while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+            if let Some(answer) = dns_answer(&buf[..n], from.ip()) {
+                let _ = socket.send_to(&answer, from).await;
+            }
+        }
+    });
+    port
+}
+
+/// The answer to the DNS query `query` (one question): its header with QR and RA set, one
+/// answer, the question as asked, and an A record of `client` (IPv4) pointing at it.
+fn dns_answer(query: &[u8], client: std::net::IpAddr) -> Option<Vec<u8>> {
+    let std::net::IpAddr::V4(client) = client else {
+        return None;
+    };
+    if query.len() < 12 || u16::from_be_bytes([query[4], query[5]]) != 1 {
+        return None;
+    }
+    // The question: labels up to the root, then type and class.
+    let mut end = 12;
+    while *query.get(end)? != 0 {
+        end += usize::from(query[end]) + 1;
+    }
+    let question = query.get(12..end + 5)?;
+    let mut answer = Vec::with_capacity(12 + question.len() + 16);
+    answer.extend_from_slice(&query[..2]);
+    answer.extend_from_slice(&[0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]);
+    answer.extend_from_slice(question);
+    answer.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 30, 0, 4]);
+    answer.extend_from_slice(&client.octets());
+    Some(answer)
+}
+
 struct State {
     pod: Pod,
     /// Requests seen per `uuid` of the retry simulation.
@@ -323,6 +449,12 @@ impl State {
             .path_and_query()
             .map(|p| p.as_str().to_owned())
             .unwrap_or_default();
+        ECHOED
+            .lock()
+            .expect("the echoed requests")
+            .entry(format!("{}/{}", self.pod.namespace, self.pod.name))
+            .or_default()
+            .push(target.clone());
         let proto = match parts.version {
             hyper::Version::HTTP_2 => "HTTP/2.0",
             hyper::Version::HTTP_10 => "HTTP/1.0",
@@ -433,6 +565,25 @@ fn parse_go_duration(text: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A query's answer keeps its id and question and names the client's address.
+    #[test]
+    fn dns_queries_are_answered_with_the_client_address() {
+        // id 0xabcd, RD, one question: foo.bar.com A IN.
+        let mut query = vec![0xab, 0xcd, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        for label in ["foo", "bar", "com"] {
+            query.push(u8::try_from(label.len()).unwrap());
+            query.extend_from_slice(label.as_bytes());
+        }
+        query.extend_from_slice(&[0, 0, 1, 0, 1]);
+        let answer = dns_answer(&query, "127.0.0.9".parse().unwrap()).unwrap();
+        assert_eq!(&answer[..2], &[0xab, 0xcd]);
+        assert_eq!(answer[2] & 0x80, 0x80, "a response");
+        assert_eq!(&answer[6..8], &[0, 1], "one answer");
+        assert_eq!(&answer[12..query.len()], &query[12..]);
+        assert_eq!(&answer[answer.len() - 4..], &[127, 0, 0, 9]);
+        assert_eq!(dns_answer(&query[..5], "127.0.0.9".parse().unwrap()), None);
+    }
 
     #[test]
     fn names_queries_and_durations_read_as_go_reads_them() {

@@ -3,7 +3,7 @@
 //! listeners' client.
 
 pub(crate) use fairlead_e2e::conformance::{
-    Ask, FAILED, Redirect, Tls, Want, World, document, manifest, request, weighted,
+    Ask, FAILED, Redirect, TcpWant, Tls, Want, World, document, manifest, request, weighted,
 };
 
 pub(crate) const INFRA: &str = "gateway-conformance-infra";

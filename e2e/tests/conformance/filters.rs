@@ -11,12 +11,23 @@ pub(crate) type HeaderCase<'a> = (
     &'a [&'a str],
 );
 
-/// HTTPRouteRequestHeaderModifier: set overwrites, add appends, remove removes, names
-/// compared without case.
-pub(crate) async fn http_route_request_header_modifier(world: &World) {
+/// HTTPRouteRequestHeaderModifier and HTTPRouteBackendRequestHeaderModifier (the same
+/// filters on the rule, then on its backend): set overwrites, add appends, remove removes,
+/// names compared without case.
+pub(crate) async fn http_route_request_header_modifiers(world: &World) {
+    for file in [
+        "httproute-request-header-modifier.yaml",
+        "httproute-request-header-modifier-backend.yaml",
+    ] {
+        http_route_request_header_modifier(world, file).await;
+    }
+}
+
+/// One of [`http_route_request_header_modifiers`].
+async fn http_route_request_header_modifier(world: &World, file: &str) {
     let yaml = world
         .routes_accepted(
-            "httproute-request-header-modifier.yaml",
+            file,
             "HTTPRoute",
             &["gateway-conformance-infra/request-header-modifier"],
             SAME_NAMESPACE,
@@ -664,6 +675,108 @@ pub(crate) async fn http_route_rewrites(world: &World) {
                 Some("test.example.org"),
                 MODIFIED,
                 REMOVED,
+            ),
+        ],
+    )
+    .await;
+}
+
+/// A mirror case: path, headers sent, headers the backend sees, headers it does not, the
+/// mirrors' Deployments.
+type MirrorCase<'a> = (
+    &'a str,
+    &'a [(&'a str, &'a str)],
+    &'a [(&'a str, &'a str)],
+    &'a [&'a str],
+    &'a [&'a str],
+);
+
+/// Applies `file`'s HTTPRoute `route` and, for each case ([`MirrorCase`]), sends `path` with a request id: answered by
+/// infra-backend-v1 as the headers say, and the same request echoed by each mirror.
+async fn mirrors(world: &World, file: &str, route: &str, cases: &[MirrorCase<'_>]) {
+    let yaml = world
+        .routes_accepted(
+            file,
+            "HTTPRoute",
+            &[&format!("{INFRA}/{route}")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    for (n, (path, sent, seen, unseen, mirrored_to)) in cases.iter().enumerate() {
+        let target = format!("{path}?request-id={}-{n}", std::process::id());
+        world
+            .expect(
+                SAME_NAMESPACE,
+                80,
+                Ask::new("GET", sent, &target),
+                Want {
+                    backend: Some("infra-backend-v1"),
+                    namespace: INFRA,
+                    seen,
+                    unseen,
+                    ..Want::default()
+                },
+            )
+            .await;
+        for mirror in *mirrored_to {
+            fairlead_e2e::until(&format!("{mirror} echoed {target}"), async || {
+                fairlead_e2e::echo::echoed_by(INFRA, mirror)
+                    .contains(&target)
+                    .then_some(())
+            })
+            .await;
+        }
+    }
+    world.delete(&yaml).await;
+}
+
+/// HTTPRouteRequestMirror and HTTPRouteRequestMultipleMirrors: each request is also sent to
+/// the mirrors, after the rule's header modifier.
+pub(crate) async fn http_route_request_mirrors(world: &World) {
+    const MODIFY: &[(&str, &str)] = &[
+        ("X-Header-Remove", "remove-val"),
+        ("X-Header-Add-Append", "append-val-1"),
+    ];
+    const MODIFIED: &[(&str, &str)] = &[
+        ("X-Header-Add", "header-val-1"),
+        ("X-Header-Add-Append", "append-val-1,header-val-2"),
+        ("X-Header-Set", "set-overwrites-values"),
+    ];
+    const REMOVED: &[&str] = &["X-Header-Remove"];
+    mirrors(
+        world,
+        "httproute-request-mirror.yaml",
+        "request-mirror",
+        &[
+            ("/mirror", &[], &[], &[], &["infra-backend-v2"]),
+            (
+                "/mirror-and-modify-headers",
+                MODIFY,
+                MODIFIED,
+                REMOVED,
+                &["infra-backend-v2"],
+            ),
+        ],
+    )
+    .await;
+    mirrors(
+        world,
+        "httproute-request-multiple-mirrors.yaml",
+        "request-multiple-mirrors",
+        &[
+            (
+                "/multi-mirror",
+                &[],
+                &[],
+                &[],
+                &["infra-backend-v2", "infra-backend-v3"],
+            ),
+            (
+                "/multi-mirror-and-modify-request-headers",
+                MODIFY,
+                MODIFIED,
+                REMOVED,
+                &["infra-backend-v2", "infra-backend-v3"],
             ),
         ],
     )

@@ -72,3 +72,182 @@ pub(crate) async fn gateway_certificate_references(world: &World) {
     }
     world.delete(&yaml).await;
 }
+
+/// GatewayInvalidRouteKind and GatewayListenerUnsupportedProtocol: a listener asked
+/// for route kinds it cannot take is ResolvedRefs=False (InvalidRouteKinds), keeping those
+/// it can; one of a protocol not supported is not accepted (UnsupportedProtocol), and a
+/// Gateway with no valid listener is not either (ListenersNotValid).
+pub(crate) async fn gateway_invalid_listeners(world: &World) {
+    let yaml = manifest("gateway-invalid-route-kind.yaml");
+    world.apply(&yaml);
+    for gateway in [
+        "gateway-only-invalid-route-kind",
+        "gateway-supported-and-invalid-route-kind",
+    ] {
+        let gateway = format!("{INFRA}/{gateway}");
+        world
+            .condition(
+                "Gateway",
+                &gateway,
+                Some("http"),
+                ("ResolvedRefs", "False", "InvalidRouteKinds"),
+            )
+            .await;
+        world.attached_routes(&gateway, "http", 0).await;
+    }
+    world.delete(&yaml).await;
+    let yaml = manifest("gateway-invalid-listeners-unsupported-protocol.yaml");
+    world.apply(&yaml);
+    let only = format!("{INFRA}/gateway-only-unsupported-protocols");
+    world
+        .gateway_condition(&only, "Accepted", "False", "ListenersNotValid")
+        .await;
+    let some = format!("{INFRA}/gateway-supported-and-unsupported-protocols");
+    world
+        .gateway_condition(&some, "Accepted", "True", "ListenersNotValid")
+        .await;
+    world
+        .condition(
+            "Gateway",
+            &some,
+            Some("http"),
+            ("Accepted", "True", "Accepted"),
+        )
+        .await;
+    for gateway in [&only, &some] {
+        world
+            .condition(
+                "Gateway",
+                gateway,
+                Some("invalid"),
+                ("Accepted", "False", "UnsupportedProtocol"),
+            )
+            .await;
+    }
+    world.delete(&yaml).await;
+}
+
+/// GatewayOptionalAddressValue: an address asked for by type only is assigned one.
+pub(crate) async fn gateway_optional_address_value(world: &World) {
+    let yaml = manifest("gateway-optional-address-value.yaml");
+    world.apply(&yaml);
+    let gateway = format!("{INFRA}/gateway-without-address-value");
+    world
+        .gateway_condition(&gateway, "Accepted", "True", "Accepted")
+        .await;
+    let api = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        world.up.client().await,
+        INFRA,
+        &fairlead_edge_controller::crds::resource("Gateway"),
+    );
+    fairlead_e2e::until("the Gateway's address assigned", async || {
+        let gateway = api.get("gateway-without-address-value").await.ok()?;
+        gateway.data["status"]["addresses"][0]["value"]
+            .as_str()
+            .filter(|a| !a.is_empty())
+            .map(|_| ())
+    })
+    .await;
+    world.delete(&yaml).await;
+}
+
+/// GatewayObservedGenerationBump and HTTPRouteObservedGenerationBump: a changed Gateway's
+/// or route's conditions carry its new generation.
+pub(crate) async fn observed_generation_bumps(world: &World) {
+    let yaml = manifest("gateway-observed-generation-bump.yaml");
+    world.apply(&yaml);
+    let gateway = format!("{INFRA}/gateway-observed-generation-bump");
+    world.latest_generation("Gateway", &gateway, 0).await;
+    let mut changed = document(&yaml, "Gateway", "gateway-observed-generation-bump");
+    changed["metadata"]["annotations"]["fairlead.io/listen-address"] =
+        world.address(&gateway).into();
+    changed["spec"]["gatewayClassName"] = "d8-alb".into();
+    let listeners = changed["spec"]["listeners"]
+        .as_array_mut()
+        .expect("its listeners");
+    listeners.push(serde_json::json!({
+        "name": "alternate", "hostname": "foo.com", "port": 80, "protocol": "HTTP",
+        "allowedRoutes": {"namespaces": {"from": "All"}},
+    }));
+    world
+        .up
+        .apply(&serde_yaml_ng::to_string(&changed).expect("YAML"));
+    world.latest_generation("Gateway", &gateway, 1).await;
+    world.delete(&yaml).await;
+    let yaml = world
+        .routes_accepted(
+            "httproute-observed-generation-bump.yaml",
+            "HTTPRoute",
+            &[&format!("{INFRA}/observed-generation-bump")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    let route = format!("{INFRA}/observed-generation-bump");
+    world.latest_generation("HTTPRoute", &route, 0).await;
+    let mut changed = document(&yaml, "HTTPRoute", "observed-generation-bump");
+    changed["spec"]["rules"][0]["backendRefs"][0]["name"] = "infra-backend-v2".into();
+    world
+        .up
+        .apply(&serde_yaml_ng::to_string(&changed).expect("YAML"));
+    world
+        .route_accepted("HTTPRoute", &route, SAME_NAMESPACE)
+        .await;
+    world.latest_generation("HTTPRoute", &route, 1).await;
+    world.delete(&yaml).await;
+}
+
+/// GatewayWithAttachedRoutes and GatewayWithAttachedRoutesWithPort8080: a listener counts the
+/// routes attached to it (accepted or not resolved), not those it does not take.
+pub(crate) async fn gateway_with_attached_routes(world: &World) {
+    let yaml = manifest("gateway-with-attached-routes.yaml");
+    world.apply_test(&yaml).await;
+    let valid = [("Accepted", "True", ""), ("ResolvedRefs", "True", "")];
+    for (gateway, routes) in [
+        ("gateway-with-one-attached-route", 1),
+        ("gateway-with-two-attached-routes", 2),
+    ] {
+        let gateway = format!("{INFRA}/{gateway}");
+        for condition in valid {
+            world
+                .condition("Gateway", &gateway, Some("http"), condition)
+                .await;
+        }
+        world.attached_routes(&gateway, "http", routes).await;
+    }
+    world
+        .route_condition(
+            "HTTPRoute",
+            &format!("{INFRA}/http-route-not-accepted"),
+            &format!("{INFRA}/gateway-with-two-attached-routes"),
+            ("Accepted", "False", "NoMatchingListenerHostname"),
+        )
+        .await;
+    let unresolved = format!("{INFRA}/unresolved-gateway-with-one-attached-unresolved-route");
+    for condition in [("Programmed", "False", ""), ("ResolvedRefs", "False", "")] {
+        world
+            .condition("Gateway", &unresolved, Some("tls"), condition)
+            .await;
+    }
+    world.attached_routes(&unresolved, "tls", 1).await;
+    world
+        .route_condition(
+            "HTTPRoute",
+            &format!("{INFRA}/http-route-4"),
+            &unresolved,
+            ("ResolvedRefs", "False", ""),
+        )
+        .await;
+    world.delete(&yaml).await;
+    let yaml = manifest("gateway-with-attached-routes-with-port-8080.yaml");
+    world.apply_test(&yaml).await;
+    let gateway = format!("{INFRA}/gateway-with-two-listeners-and-one-attached-route");
+    for (listener, routes) in [("http-unattached", 0), ("http", 1)] {
+        for condition in valid {
+            world
+                .condition("Gateway", &gateway, Some(listener), condition)
+                .await;
+        }
+        world.attached_routes(&gateway, listener, routes).await;
+    }
+    world.delete(&yaml).await;
+}

@@ -265,7 +265,7 @@ pub(crate) async fn http_route_reference_grant(world: &World) {
     world.delete(&yaml).await;
 }
 
-/// HTTPRouteOmittedBackendRefs: a rule without backends (omitted or empty) answers 500.
+/// HTTPRouteNoBackendRefs: a rule without backends (omitted or empty) answers 500.
 pub(crate) async fn http_route_omitted_backend_refs(world: &World) {
     routing(
         world,

@@ -380,3 +380,122 @@ pub(crate) async fn http_route_listener_port_matching(world: &World) {
     .await;
     world.delete(&yaml).await;
 }
+
+/// GatewayHTTPListenerIsolation: a host is served by its most specific listener only, with or
+/// without the routes' own hostnames intersecting the listeners'.
+pub(crate) async fn gateway_http_listener_isolation(world: &World) {
+    let cases: [Case; 16] = [
+        ("GET", "/empty-hostname", &[("Host", "bar.com")], V1),
+        (
+            "GET",
+            "/wildcard-example-com",
+            &[("Host", "bar.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/wildcard-foo-example-com",
+            &[("Host", "bar.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/abc-foo-example-com",
+            &[("Host", "bar.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/empty-hostname",
+            &[("Host", "bar.example.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/wildcard-example-com",
+            &[("Host", "bar.example.com")],
+            V1,
+        ),
+        (
+            "GET",
+            "/wildcard-foo-example-com",
+            &[("Host", "bar.example.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/abc-foo-example-com",
+            &[("Host", "bar.example.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/empty-hostname",
+            &[("Host", "bar.foo.example.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/wildcard-example-com",
+            &[("Host", "bar.foo.example.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/wildcard-foo-example-com",
+            &[("Host", "bar.foo.example.com")],
+            V1,
+        ),
+        (
+            "GET",
+            "/abc-foo-example-com",
+            &[("Host", "bar.foo.example.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/empty-hostname",
+            &[("Host", "abc.foo.example.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/wildcard-example-com",
+            &[("Host", "abc.foo.example.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/wildcard-foo-example-com",
+            &[("Host", "abc.foo.example.com")],
+            NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/abc-foo-example-com",
+            &[("Host", "abc.foo.example.com")],
+            V1,
+        ),
+    ];
+    let yaml = [
+        manifest("gateway-http-listener-isolation.yaml"),
+        manifest("gateway-http-listener-isolation-with-hostname-intersection.yaml"),
+    ]
+    .join("---\n");
+    world.apply_test(&yaml).await;
+    for suffix in ["", "-with-hostname-intersection"] {
+        let gateway = format!("{INFRA}/http-listener-isolation{suffix}");
+        for route in [
+            "attaches-to-empty-hostname",
+            "attaches-to-wildcard-example-com",
+            "attaches-to-wildcard-foo-example-com",
+            "attaches-to-abc-foo-example-com",
+        ] {
+            world
+                .route_accepted("HTTPRoute", &format!("{INFRA}/{route}{suffix}"), &gateway)
+                .await;
+        }
+        expect_all(world, &gateway, &cases).await;
+    }
+    world.delete(&yaml).await;
+}

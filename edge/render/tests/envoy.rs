@@ -29,7 +29,8 @@ fn json_of<M: Message + Name + Default>(resources: &[Encoded]) -> Vec<(String, V
 }
 
 /// Replaces every connection manager's RDS reference with the route configuration it names
-/// (clusters are not checked, as over RDS), and every SDS reference with a static one.
+/// (clusters are not checked, as over RDS), and every SDS reference (a listener's
+/// certificates, a cluster's client certificate) with a static one.
 fn inline(value: &mut Value, routes: &BTreeMap<String, Value>) {
     match value {
         Value::Object(map) => {
@@ -97,6 +98,8 @@ fn bootstrap(gateway: &str, resources: &Resources, listeners: &[Encoded]) -> Val
                 .get(&name)
                 .unwrap_or_else(|| panic!("cluster {name} has no endpoint assignment"));
             map.insert("loadAssignment".into(), assignment.clone());
+            // A client certificate presented to the backend comes over SDS: static here.
+            inline(&mut cluster, &routes);
             cluster
         })
         .chain([collector, auth])
