@@ -47,6 +47,24 @@ pub fn document(yaml: &str, kind: &str, name: &str) -> Value {
         .unwrap_or_else(|| panic!("no {kind} {name} in the manifests"))
 }
 
+/// Runs `check` until it holds [`IN_A_ROW`] times in a row within [`CONSISTENCY`] (the
+/// suite's `AwaitConvergence`); what the last check that failed said, when that never happens.
+async fn consistently(mut check: impl AsyncFnMut() -> Result<(), String>) -> Result<(), String> {
+    let deadline = Instant::now() + CONSISTENCY;
+    let mut in_a_row = 0;
+    while in_a_row < IN_A_ROW {
+        match check().await {
+            Ok(()) => in_a_row += 1,
+            Err(seen) if Instant::now() > deadline => return Err(seen),
+            Err(_) => {
+                in_a_row = 0;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The transcribed manifest `name` (under `e2e/tests/conformance/manifests/`).
 pub fn manifest(name: &str) -> String {
     let path = crate::workspace()
@@ -728,18 +746,18 @@ impl World {
     /// `MakeTLSConnectionAndExpectEventuallyConnectionRejection`).
     pub async fn expect_refused(&self, gateway: &str, port: u16, server_name: &str) {
         let address = self.gateway(gateway, port);
-        let deadline = Instant::now() + CONSISTENCY;
-        let mut in_a_row = 0;
-        while in_a_row < IN_A_ROW {
-            let refused = tcp::refused(&address, server_name).await;
-            in_a_row = if refused { in_a_row + 1 } else { 0 };
-            assert!(
-                Instant::now() <= deadline,
-                "{address}: TLS for {server_name} kept being accepted"
-            );
-            if !refused {
-                tokio::time::sleep(Duration::from_millis(250)).await;
+        let refused = consistently(async || {
+            if tcp::refused(&address, server_name).await {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{address}: TLS for {server_name} kept being accepted"
+                ))
             }
+        })
+        .await;
+        if let Err(seen) = refused {
+            panic!("{seen}");
         }
     }
 }
@@ -750,20 +768,19 @@ impl World {
     /// [`CONSISTENCY`] (the suite's `WaitForConsistentFailureResponse`).
     pub async fn expect_failure(&self, gateway: &str, port: u16, mut ask: Ask<'_>) {
         let address = self.gateway(gateway, port);
-        let deadline = Instant::now() + CONSISTENCY;
-        let mut in_a_row = 0;
-        while in_a_row < IN_A_ROW {
+        let failed = consistently(async || {
             let target = (ask.target)();
-            let got = send(&address, ask.method, ask.headers, &target, ask.tls.as_ref()).await;
-            in_a_row = if got.is_err() { in_a_row + 1 } else { 0 };
-            assert!(
-                Instant::now() <= deadline,
-                "{} {address}{target} kept being answered: {got:?}",
-                ask.method
-            );
-            if got.is_ok() {
-                tokio::time::sleep(Duration::from_millis(250)).await;
+            match send(&address, ask.method, ask.headers, &target, ask.tls.as_ref()).await {
+                Err(_) => Ok(()),
+                Ok(got) => Err(format!(
+                    "{} {address}{target} kept being answered: {got:?}",
+                    ask.method
+                )),
             }
+        })
+        .await;
+        if let Err(seen) = failed {
+            panic!("{seen}");
         }
     }
 }
@@ -795,32 +812,32 @@ impl World {
     /// [`CONSISTENCY`]; fails with the last answer and the end of the Gateway's proxy log.
     pub async fn expect(&self, gateway: &str, port: u16, mut ask: Ask<'_>, want: Want<'_>) {
         let address = self.gateway(gateway, port);
-        let deadline = Instant::now() + CONSISTENCY;
-        let mut in_a_row = 0;
-        while in_a_row < IN_A_ROW {
+        let held = consistently(async || {
             let target = (ask.target)();
             let got = send(&address, ask.method, ask.headers, &target, ask.tls.as_ref()).await;
-            let holds = got.as_ref().is_ok_and(|got| want.holds(got, &target));
-            in_a_row = if holds { in_a_row + 1 } else { 0 };
-            if Instant::now() > deadline {
-                let log = std::fs::read_to_string(
-                    self.up
-                        .dir()
-                        .join(format!("proxy-{}.log", gateway.replace('/', "_"))),
-                )
-                .unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(15).collect();
-                panic!(
+            if got.as_ref().is_ok_and(|got| want.holds(got, &target)) {
+                Ok(())
+            } else {
+                Err(format!(
                     "{} {address}{target} {:?} never answered {want:?} {IN_A_ROW} times in a \
-                     row; last: {got:?}; the proxy's log ends:\n{}",
-                    ask.method,
-                    ask.headers,
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                );
+                     row; last: {got:?}",
+                    ask.method, ask.headers
+                ))
             }
-            if !holds {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
+        })
+        .await;
+        if let Err(seen) = held {
+            let log = std::fs::read_to_string(
+                self.up
+                    .dir()
+                    .join(format!("proxy-{}.log", gateway.replace('/', "_"))),
+            )
+            .unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            panic!(
+                "{seen}; the proxy's log ends:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
         }
     }
 }

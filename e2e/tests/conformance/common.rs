@@ -178,3 +178,98 @@ pub(crate) fn https_for<'a>(world: &'a World, host: &'a str) -> Tls<'a> {
         http2: false,
     }
 }
+
+/// Routes of `kind` that do not resolve or attach, each (manifest, Gateway, route, the
+/// condition it must have on the Gateway): one not accepted is counted on no listener; one
+/// accepted with a reference that does not resolve stays accepted.
+pub(crate) async fn unresolved_or_unattached(
+    world: &World,
+    kind: &str,
+    cases: &[(&str, &str, &str, Wanted<'_>)],
+) {
+    let key = |name: &str| format!("{INFRA}/{name}");
+    for (file, gateway, route, condition) in cases {
+        let yaml = manifest(file);
+        world.apply_test(&yaml).await;
+        let (gateway, route) = (key(gateway), key(route));
+        world
+            .route_condition(kind, &route, &gateway, *condition)
+            .await;
+        if condition.0 == "Accepted" {
+            world.zero_routes(&gateway).await;
+        } else {
+            world
+                .route_condition(kind, &route, &gateway, ("Accepted", "True", ""))
+                .await;
+        }
+        world.delete(&yaml).await;
+    }
+}
+
+/// The suite's `…MultipleRoutesAttachment`: `file` brings a Gateway with one listener
+/// `listener` and the route `older` of `kind`; a second later the route `newer` (to the
+/// Service `newer_backend` at `backend_port`) joins it. Both are accepted and counted, but
+/// each of `probes` probes (`probe`: the pod that answered) reaches the older route's
+/// backend, `older_backend`.
+pub(crate) async fn oldest_route_serves<F, Fut>(
+    world: &World,
+    (kind, file, gateway, listener): (&str, &str, &str, &str),
+    (older, older_backend): (&str, &str),
+    (newer, newer_backend, backend_port): (&str, &str, u16),
+    (probes, mut probe): (usize, F),
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<String>>,
+{
+    let key = |name: &str| format!("{INFRA}/{name}");
+    let gateway = key(gateway);
+    let yaml = world
+        .routes_accepted(file, kind, &[&key(older)], &gateway)
+        .await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let gateway_name = gateway.split_once('/').map_or("", |(_, n)| n);
+    let newer_route = serde_json::json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": newer, "namespace": INFRA},
+        "spec": {
+            "parentRefs": [{"name": gateway_name, "sectionName": listener}],
+            "rules": [{"backendRefs": [{"name": newer_backend, "port": backend_port}]}],
+        },
+    });
+    let newer_route = serde_yaml_ng::to_string(&newer_route).expect("YAML");
+    world.up.apply(&newer_route);
+    for route in [older, newer] {
+        world
+            .route_condition(
+                kind,
+                &key(route),
+                &gateway,
+                ("Accepted", "True", "Accepted"),
+            )
+            .await;
+    }
+    world.attached_routes(&gateway, listener, 2).await;
+    let prefix = format!("{older_backend}-");
+    fairlead_e2e::until(
+        &format!("{gateway} answered by {older_backend}"),
+        async || {
+            probe()
+                .await
+                .filter(|pod| pod.starts_with(&prefix))
+                .map(|_| ())
+        },
+    )
+    .await;
+    for n in 0..probes {
+        let pod = probe()
+            .await
+            .unwrap_or_else(|| panic!("probe {n} got no answer"));
+        assert!(
+            pod.starts_with(&prefix),
+            "probe {n} reached {pod}: only the oldest route serves the listener"
+        );
+    }
+    world.delete(&newer_route).await;
+    world.delete(&yaml).await;
+}

@@ -23,99 +23,57 @@ fn key(name: &str) -> String {
 /// TCPRouteInvalidNonTCPListener: a backend that does not exist or needs a grant leaves the
 /// route ResolvedRefs=False for the reason; a route on an HTTP listener is not allowed there.
 pub(crate) async fn tcp_route_invalid(world: &World) {
-    for (file, gateway, route, condition) in [
-        (
-            "tcproute-invalid-backendref-nonexistent.yaml",
-            "tcp-gateway-invalid-backend",
-            "tcp-route-invalid-backend-ref-nonexistent",
-            ("ResolvedRefs", "False", "BackendNotFound"),
-        ),
-        (
-            "tcproute-invalid-cross-namespace-backend-ref.yaml",
-            "tcp-invalid-cross-namespace-backend-ref-gateway",
-            "tcp-invalid-cross-namespace-backend-ref",
-            ("ResolvedRefs", "False", "RefNotPermitted"),
-        ),
-        (
-            "tcproute-invalid-non-tcp-listener.yaml",
-            "tcp-mixed-protocol-gateway",
-            "tcp-route",
-            ("Accepted", "False", "NotAllowedByListeners"),
-        ),
-    ] {
-        let yaml = manifest(file);
-        world.apply_test(&yaml).await;
-        world
-            .route_condition("TCPRoute", &key(route), &key(gateway), condition)
-            .await;
-        if condition.0 == "Accepted" {
-            world.zero_routes(&key(gateway)).await;
-        } else {
-            world
-                .route_condition(
-                    "TCPRoute",
-                    &key(route),
-                    &key(gateway),
-                    ("Accepted", "True", ""),
-                )
-                .await;
-        }
-        world.delete(&yaml).await;
-    }
+    unresolved_or_unattached(
+        world,
+        "TCPRoute",
+        &[
+            (
+                "tcproute-invalid-backendref-nonexistent.yaml",
+                "tcp-gateway-invalid-backend",
+                "tcp-route-invalid-backend-ref-nonexistent",
+                ("ResolvedRefs", "False", "BackendNotFound"),
+            ),
+            (
+                "tcproute-invalid-cross-namespace-backend-ref.yaml",
+                "tcp-invalid-cross-namespace-backend-ref-gateway",
+                "tcp-invalid-cross-namespace-backend-ref",
+                ("ResolvedRefs", "False", "RefNotPermitted"),
+            ),
+            (
+                "tcproute-invalid-non-tcp-listener.yaml",
+                "tcp-mixed-protocol-gateway",
+                "tcp-route",
+                ("Accepted", "False", "NotAllowedByListeners"),
+            ),
+        ],
+    )
+    .await;
 }
 
 /// TCPRouteMultipleRoutesAttachment: of two routes on one TCP listener both are accepted and
 /// counted, but every connection goes to the older one's backend.
 pub(crate) async fn tcp_route_multiple_routes_attachment(world: &World) {
     let gateway = key("tcp-multi-route-attach-gateway");
-    let yaml = world
-        .routes_accepted(
-            "tcproute-multiple-routes-attachment.yaml",
+    let gateway = gateway.as_str();
+    oldest_route_serves(
+        world,
+        (
             "TCPRoute",
-            &[&key("tcproute-attach-older")],
-            &gateway,
-        )
-        .await;
-    // A second later, so that it is the newer one.
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let newer = serde_json::json!({
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "TCPRoute",
-        "metadata": {"name": "tcproute-attach-newer", "namespace": INFRA},
-        "spec": {
-            "parentRefs": [{"name": "tcp-multi-route-attach-gateway", "sectionName": "tcp"}],
-            "rules": [{"backendRefs": [{"name": "tcp-attach-backend-2", "port": 3000}]}],
-        },
-    });
-    let newer = serde_yaml_ng::to_string(&newer).expect("YAML");
-    world.up.apply(&newer);
-    for route in ["tcproute-attach-older", "tcproute-attach-newer"] {
-        world
-            .route_condition(
-                "TCPRoute",
-                &key(route),
-                &gateway,
-                ("Accepted", "True", "Accepted"),
-            )
-            .await;
-    }
-    world.attached_routes(&gateway, "tcp", 2).await;
-    world
-        .expect_tcp(&gateway, 9310, None, plain("tcp-attach-backend-1", INFRA))
-        .await;
-    let address = world.gateway(&gateway, 9310);
-    for n in 0..100 {
-        let answer = fairlead_e2e::conformance::tcp::exchange(&address, None)
-            .await
-            .unwrap_or_else(|e| panic!("TCP session {n}: {e}"));
-        let pod = answer.payload["pod"].as_str().unwrap_or_default();
-        assert!(
-            pod.starts_with("tcp-attach-backend-1-"),
-            "session {n} reached {pod}: only the oldest route serves the listener"
-        );
-    }
-    world.delete(&newer).await;
-    world.delete(&yaml).await;
+            "tcproute-multiple-routes-attachment.yaml",
+            "tcp-multi-route-attach-gateway",
+            "tcp",
+        ),
+        ("tcproute-attach-older", "tcp-attach-backend-1"),
+        ("tcproute-attach-newer", "tcp-attach-backend-2", 3000),
+        (100, move || async move {
+            let address = world.gateway(gateway, 9310);
+            let answer = fairlead_e2e::conformance::tcp::exchange(&address, None)
+                .await
+                .ok()?;
+            answer.payload["pod"].as_str().map(str::to_owned)
+        }),
+    )
+    .await;
 }
 
 /// TCPRouteParentRefAttachAll and TCPRouteParentRefPortAndSectionName: a parentRef with

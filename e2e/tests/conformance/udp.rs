@@ -54,96 +54,51 @@ async fn echoed_by(world: &World, gateway: &str, port: u16, backend: &str) {
 /// UDPRouteNotAllowedByListeners: a backend that does not exist or needs a grant leaves the
 /// route ResolvedRefs=False for the reason; a route on a TLS listener is not allowed there.
 pub(crate) async fn udp_route_invalid(world: &World) {
-    for (file, gateway, route, condition) in [
-        (
-            "udproute-invalid-backendref-nonexistent.yaml",
-            "udp-gateway-invalid-backend",
-            "udp-route-invalid-backend-ref-nonexistent",
-            ("ResolvedRefs", "False", "BackendNotFound"),
-        ),
-        (
-            "udproute-invalid-cross-namespace-backend-ref.yaml",
-            "udp-gateway-invalid-cross-namespace-backend-ref",
-            "udp-route-invalid-cross-namespace-backend-ref",
-            ("ResolvedRefs", "False", "RefNotPermitted"),
-        ),
-        (
-            "udproute-not-allowed-by-listeners.yaml",
-            "udproute-tls-only-gateway",
-            "udproute-not-allowed-by-listeners",
-            ("Accepted", "False", "NotAllowedByListeners"),
-        ),
-    ] {
-        let yaml = manifest(file);
-        world.apply_test(&yaml).await;
-        world
-            .route_condition("UDPRoute", &key(route), &key(gateway), condition)
-            .await;
-        if condition.0 == "Accepted" {
-            world.zero_routes(&key(gateway)).await;
-        } else {
-            world
-                .route_condition(
-                    "UDPRoute",
-                    &key(route),
-                    &key(gateway),
-                    ("Accepted", "True", ""),
-                )
-                .await;
-        }
-        world.delete(&yaml).await;
-    }
+    unresolved_or_unattached(
+        world,
+        "UDPRoute",
+        &[
+            (
+                "udproute-invalid-backendref-nonexistent.yaml",
+                "udp-gateway-invalid-backend",
+                "udp-route-invalid-backend-ref-nonexistent",
+                ("ResolvedRefs", "False", "BackendNotFound"),
+            ),
+            (
+                "udproute-invalid-cross-namespace-backend-ref.yaml",
+                "udp-gateway-invalid-cross-namespace-backend-ref",
+                "udp-route-invalid-cross-namespace-backend-ref",
+                ("ResolvedRefs", "False", "RefNotPermitted"),
+            ),
+            (
+                "udproute-not-allowed-by-listeners.yaml",
+                "udproute-tls-only-gateway",
+                "udproute-not-allowed-by-listeners",
+                ("Accepted", "False", "NotAllowedByListeners"),
+            ),
+        ],
+    )
+    .await;
 }
 
 /// UDPRouteMultipleRoutesAttachment: of two routes on one UDP listener both are accepted and
 /// counted, but every datagram goes to the older one's backend.
 pub(crate) async fn udp_route_multiple_routes_attachment(world: &World) {
     let gateway = key("udp-multi-route-attach-gateway");
-    let yaml = world
-        .routes_accepted(
-            "udproute-multiple-routes-attachment.yaml",
+    let gateway = gateway.as_str();
+    oldest_route_serves(
+        world,
+        (
             "UDPRoute",
-            &[&key("udproute-attach-older")],
-            &gateway,
-        )
-        .await;
-    // A second later, so that it is the newer one.
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let newer = serde_json::json!({
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "UDPRoute",
-        "metadata": {"name": "udproute-attach-newer", "namespace": INFRA},
-        "spec": {
-            "parentRefs": [{"name": "udp-multi-route-attach-gateway", "sectionName": "udp"}],
-            "rules": [{"backendRefs": [{"name": "udp-attach-backend-2", "port": 8080}]}],
-        },
-    });
-    let newer = serde_yaml_ng::to_string(&newer).expect("YAML");
-    world.up.apply(&newer);
-    for route in ["udproute-attach-older", "udproute-attach-newer"] {
-        world
-            .route_condition(
-                "UDPRoute",
-                &key(route),
-                &gateway,
-                ("Accepted", "True", "Accepted"),
-            )
-            .await;
-    }
-    world.attached_routes(&gateway, "udp", 2).await;
-    echoed_by(world, &gateway, 5301, "udp-attach-backend-1").await;
-    for n in 0..20 {
-        let pod = world
-            .udp_pod(&gateway, 5301)
-            .await
-            .unwrap_or_else(|| panic!("UDP probe {n} got no answer"));
-        assert!(
-            pod.starts_with("udp-attach-backend-1-"),
-            "probe {n} reached {pod}: only the oldest route serves the listener"
-        );
-    }
-    world.delete(&newer).await;
-    world.delete(&yaml).await;
+            "udproute-multiple-routes-attachment.yaml",
+            "udp-multi-route-attach-gateway",
+            "udp",
+        ),
+        ("udproute-attach-older", "udp-attach-backend-1"),
+        ("udproute-attach-newer", "udp-attach-backend-2", 8080),
+        (20, move || world.udp_pod(gateway, 5301)),
+    )
+    .await;
 }
 
 /// UDPRouteParentRefAttachAllListeners and UDPRouteParentRefPortAndSectionName: a parentRef
