@@ -65,6 +65,11 @@ async fn consistently(mut check: impl AsyncFnMut() -> Result<(), String>) -> Res
     Ok(())
 }
 
+/// Whether the condition `c` is (`type`, `status`, and `reason` unless empty).
+fn holds(c: &Value, (type_, status, reason): (&str, &str, &str)) -> bool {
+    c["type"] == type_ && c["status"] == status && (reason.is_empty() || c["reason"] == reason)
+}
+
 /// The transcribed manifest `name` (under `e2e/tests/conformance/manifests/`).
 pub fn manifest(name: &str) -> String {
     let path = crate::workspace()
@@ -140,6 +145,12 @@ impl World {
     pub async fn apply_test(&self, yaml: &str) {
         self.apply(yaml);
         self.serve_backends(yaml).await;
+    }
+
+    /// Applies one object, changed by a test (written as YAML for kubectl).
+    pub fn apply_object(&self, object: &Value) {
+        self.up
+            .apply(&serde_yaml_ng::to_string(object).expect("YAML"));
     }
 
     /// Applies transcribed manifests: the suite's GatewayClass placeholder filled in, each
@@ -399,7 +410,7 @@ impl World {
     }
 
     /// The API of the Gateway API `kind` in `key`'s namespace, and `key`'s name.
-    async fn api<'k>(&self, kind: &str, key: &'k str) -> (Api<DynamicObject>, &'k str) {
+    pub async fn api<'k>(&self, kind: &str, key: &'k str) -> (Api<DynamicObject>, &'k str) {
         let (namespace, name) = key.split_once('/').expect("namespace/name");
         let api = Api::namespaced_with(
             self.up.client().await,
@@ -444,11 +455,7 @@ impl World {
                                 == gateway_namespace
                     })
                     .flat_map(|p| p["conditions"].as_array().cloned().unwrap_or_default())
-                    .any(|c| {
-                        c["type"] == type_
-                            && c["status"] == status
-                            && (reason.is_empty() || c["reason"] == reason)
-                    })
+                    .any(|c| holds(&c, (type_, status, reason)))
                     .then_some(())
             },
         )
@@ -487,11 +494,7 @@ impl World {
                 let holds = conditions
                     .iter()
                     .all(|c| c["observedGeneration"].as_i64() == Some(generation))
-                    && conditions.iter().any(|c| {
-                        c["type"] == type_
-                            && c["status"] == status
-                            && (reason.is_empty() || c["reason"] == reason)
-                    });
+                    && conditions.iter().any(|c| holds(c, (type_, status, reason)));
                 if holds {
                     Ok(())
                 } else {
@@ -642,11 +645,7 @@ impl World {
             };
             conditions
                 .iter()
-                .any(|c| {
-                    c["type"] == type_
-                        && c["status"] == status
-                        && (reason.is_empty() || c["reason"] == reason)
-                })
+                .any(|c| holds(c, (type_, status, reason)))
                 .then_some(())
         })
         .await;

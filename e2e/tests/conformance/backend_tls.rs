@@ -102,9 +102,7 @@ pub(crate) async fn backend_tls_policy(world: &World) {
     let mut pointed = original.clone();
     let test_map = "tls-checks-ca-certificate-reconcile-test";
     pointed["spec"]["validation"]["caCertificateRefs"][0]["name"] = test_map.into();
-    world
-        .up
-        .apply(&serde_yaml_ng::to_string(&pointed).expect("YAML"));
+    world.apply_object(&pointed);
     const INVALID: [Wanted<'_>; 2] = [
         ("Accepted", "False", "NoValidCACertificate"),
         ("ResolvedRefs", "False", "InvalidCACertificateRef"),
@@ -128,9 +126,7 @@ pub(crate) async fn backend_tls_policy(world: &World) {
     policy(world, "reconcile-test", SAME_NAMESPACE, &INVALID).await;
     world.up.apply(&map(&ca));
     policy(world, "reconcile-test", SAME_NAMESPACE, &POLICY_VALID).await;
-    world
-        .up
-        .apply(&serde_yaml_ng::to_string(&original).expect("YAML"));
+    world.apply_object(&original);
     world.delete(&map(&ca)).await;
     world.delete(&yaml).await;
 }
@@ -308,19 +304,11 @@ pub(crate) async fn backend_tls_policy_observed_generation_bump(world: &World) {
     .await;
     let mut changed = document(&yaml, "BackendTLSPolicy", "observed-generation-bump");
     changed["spec"]["validation"]["hostname"] = "foo.example.com".into();
-    world
-        .up
-        .apply(&serde_yaml_ng::to_string(&changed).expect("YAML"));
-    let (api, _) = (
-        kube::Api::<kube::api::DynamicObject>::namespaced_with(
-            world.up.client().await,
-            INFRA,
-            &fairlead_edge_controller::crds::resource("BackendTLSPolicy"),
-        ),
-        (),
-    );
+    world.apply_object(&changed);
+    let key = format!("{INFRA}/observed-generation-bump");
+    let (api, name) = world.api("BackendTLSPolicy", &key).await;
     fairlead_e2e::until("the policy's generation bumped", async || {
-        let policy = api.get("observed-generation-bump").await.ok()?;
+        let policy = api.get(name).await.ok()?;
         (policy.metadata.generation? > 1).then_some(())
     })
     .await;

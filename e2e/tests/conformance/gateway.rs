@@ -135,13 +135,9 @@ pub(crate) async fn gateway_optional_address_value(world: &World) {
     world
         .gateway_condition(&gateway, "Accepted", "True", "Accepted")
         .await;
-    let api = kube::Api::<kube::api::DynamicObject>::namespaced_with(
-        world.up.client().await,
-        INFRA,
-        &fairlead_edge_controller::crds::resource("Gateway"),
-    );
+    let (api, name) = world.api("Gateway", &gateway).await;
     fairlead_e2e::until("the Gateway's address assigned", async || {
-        let gateway = api.get("gateway-without-address-value").await.ok()?;
+        let gateway = api.get(name).await.ok()?;
         gateway.data["status"]["addresses"][0]["value"]
             .as_str()
             .filter(|a| !a.is_empty())
@@ -169,9 +165,7 @@ pub(crate) async fn observed_generation_bumps(world: &World) {
         "name": "alternate", "hostname": "foo.com", "port": 80, "protocol": "HTTP",
         "allowedRoutes": {"namespaces": {"from": "All"}},
     }));
-    world
-        .up
-        .apply(&serde_yaml_ng::to_string(&changed).expect("YAML"));
+    world.apply_object(&changed);
     world.latest_generation("Gateway", &gateway, 1).await;
     world.delete(&yaml).await;
     let yaml = world
@@ -186,9 +180,7 @@ pub(crate) async fn observed_generation_bumps(world: &World) {
     world.latest_generation("HTTPRoute", &route, 0).await;
     let mut changed = document(&yaml, "HTTPRoute", "observed-generation-bump");
     changed["spec"]["rules"][0]["backendRefs"][0]["name"] = "infra-backend-v2".into();
-    world
-        .up
-        .apply(&serde_yaml_ng::to_string(&changed).expect("YAML"));
+    world.apply_object(&changed);
     world
         .route_accepted("HTTPRoute", &route, SAME_NAMESPACE)
         .await;

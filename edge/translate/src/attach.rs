@@ -49,6 +49,9 @@ pub struct GatewayState<'a> {
     pub streams: Vec<Vec<AttachedStream>>,
     /// ListenerSets naming this Gateway, in precedence order.
     pub sets: Vec<SetState<'a>>,
+    /// The client certificate its proxies present to backends (see
+    /// [`gateway::backend_client_certificate`]), decided once for the IR and the status.
+    pub client_certificate: Result<Option<ObjectKey>, (&'static str, String)>,
 }
 
 /// A ListenerSet that names a Gateway of ours as its parent.
@@ -150,6 +153,7 @@ impl<'a> GatewayState<'a> {
         let listeners = gateway::resolve(gateway, &listeners, input, grants);
         let http = vec![Vec::new(); listeners.len()];
         let streams = vec![Vec::new(); listeners.len()];
+        let client_certificate = gateway::backend_client_certificate(gateway, input, grants);
         Self {
             key,
             gateway,
@@ -157,6 +161,7 @@ impl<'a> GatewayState<'a> {
             http,
             streams,
             sets,
+            client_certificate,
         }
     }
 }

@@ -447,13 +447,7 @@ pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gatew
     out.clusters.reserve_exact(backends.len());
     // What the proxies present to backends that ask for a client certificate (a reference
     // that does not resolve is reported on the Gateway; TLS then goes without one).
-    let client_certificate = crate::gateway::backend_client_certificate(
-        state.gateway,
-        input,
-        &crate::refs::Grants::new(input),
-    )
-    .ok()
-    .flatten();
+    let client_certificate = state.client_certificate.clone().ok().flatten();
     for backend in backends {
         let upstream = tls.for_backend(&backend).cloned().map(|mut upstream| {
             if let Some(key) = &client_certificate {

@@ -167,9 +167,7 @@ fn translate_with(
     // The backends each Gateway reaches, when some BackendTLSPolicy may report on them.
     let mut reached: Vec<(&ObjectKey, Vec<backend::Backend>)> = Vec::new();
     for g in &gateways {
-        statuses
-            .gateways
-            .insert(g.key.clone(), gateway_status(g, input));
+        statuses.gateways.insert(g.key.clone(), gateway_status(g));
         for set in &g.sets {
             statuses
                 .listener_sets
@@ -273,7 +271,7 @@ fn translated_routes<'a>(
 
 /// A Gateway's status: its own listeners (not its ListenerSets'), and how many ListenerSets
 /// it admits.
-fn gateway_status(g: &attach::GatewayState<'_>, input: &Input) -> GatewayStatus {
+fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
     let generation = g.gateway.metadata.generation;
     let own: Vec<&gateway::ResolvedListener> =
         g.listeners.iter().filter(|l| l.set.is_none()).collect();
@@ -331,7 +329,7 @@ fn gateway_status(g: &attach::GatewayState<'_>, input: &Input) -> GatewayStatus 
         ),
     ];
     // Said when the Gateway names a client certificate for its backends.
-    match gateway::backend_client_certificate(g.gateway, input, &Grants::new(input)) {
+    match &g.client_certificate {
         Ok(None) => {}
         Ok(Some(key)) => conditions.push(Condition::new(
             "ResolvedRefs",
@@ -344,7 +342,7 @@ fn gateway_status(g: &attach::GatewayState<'_>, input: &Input) -> GatewayStatus 
             "ResolvedRefs",
             false,
             reason,
-            message,
+            message.clone(),
             generation,
         )),
     }
