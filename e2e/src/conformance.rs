@@ -22,15 +22,28 @@ use crate::echo::{self, Pod};
 use crate::{Up, until};
 
 mod expect;
+pub mod grpc;
 pub mod secrets;
+mod status;
 pub mod tcp;
 pub mod tls;
+mod websocket;
 
 pub use expect::{Ask, FAILED, Got, Redirect, Want, request, send, weighted};
+pub use grpc::{Call, GrpcWant};
+pub use status::ListenerWant;
 pub use tls::Tls;
 
 /// The suite's GatewayClass, here.
 pub const GATEWAY_CLASS: &str = "d8-alb";
+
+/// The suite's placeholders in manifests filled in: the GatewayClass and the controller.
+fn filled(yaml: &str) -> String {
+    yaml.replace("{GATEWAY_CLASS_NAME}", GATEWAY_CLASS).replace(
+        "{GATEWAY_CONTROLLER_NAME}",
+        fairlead_edge_model::CONTROLLER_NAME,
+    )
+}
 
 /// Answers in a row that make a request's expectation hold (the suite's
 /// `RequiredConsecutiveSuccesses`).
@@ -85,6 +98,8 @@ struct App {
     serving: Option<echo::Serving>,
     /// echo-basic's TCP server.
     tcp: bool,
+    /// echo-basic's gRPC server.
+    grpc: bool,
     /// The suite's CoreDNS.
     dns: bool,
 }
@@ -113,8 +128,11 @@ pub struct World {
     /// The TLS material of the suite's setup.
     pub secrets: secrets::Secrets,
     /// The Deployments (`namespace/app`) whose pods are not the plain HTTP echo: TLS
-    /// (echo-basic's `TLS_SERVER_CERT`), or the TCP echo (`TCP_ECHO_SERVER`).
+    /// (echo-basic's `TLS_SERVER_CERT`), the TCP echo (`TCP_ECHO_SERVER`), the gRPC echo
+    /// (`GRPC_ECHO_SERVER`), CoreDNS.
     apps: Mutex<BTreeMap<String, App>>,
+    /// The port of each Deployment's (`namespace/app`) echo.
+    echo_ports: Mutex<BTreeMap<String, u16>>,
 }
 
 impl World {
@@ -132,6 +150,7 @@ impl World {
             proxies: Mutex::new(BTreeMap::new()),
             secrets: secrets::Secrets::generate(),
             apps: Mutex::new(BTreeMap::new()),
+            echo_ports: Mutex::new(BTreeMap::new()),
         };
         let base = manifest("base.yaml");
         world.apply(&base);
@@ -147,20 +166,17 @@ impl World {
         self.serve_backends(yaml).await;
     }
 
-    /// Applies one object, changed by a test (written as YAML for kubectl).
+    /// Applies one object, changed by a test, as [`World::apply`] applies manifests.
     pub fn apply_object(&self, object: &Value) {
-        self.up
-            .apply(&serde_yaml_ng::to_string(object).expect("YAML"));
+        self.apply(&serde_yaml_ng::to_string(object).expect("YAML"));
     }
 
-    /// Applies transcribed manifests: the suite's GatewayClass placeholder filled in, each
+    /// Applies transcribed manifests: the suite's placeholders filled in ([`filled`]), each
     /// Gateway given a listen address of its own, Deployments left out (their pods are the
     /// harness's echo servers; what one says of TLS is kept for them).
     pub fn apply(&self, yaml: &str) {
         let mut documents = Vec::new();
-        for document in serde_yaml_ng::Deserializer::from_str(
-            &yaml.replace("{GATEWAY_CLASS_NAME}", GATEWAY_CLASS),
-        ) {
+        for document in serde_yaml_ng::Deserializer::from_str(&filled(yaml)) {
             let mut value: Value =
                 serde::Deserialize::deserialize(document).expect("a YAML document");
             if value["kind"] == "Deployment" {
@@ -190,7 +206,8 @@ impl World {
     /// The `namespace/app` of a Deployment whose pods are not the plain HTTP echo, and what
     /// they are: serving TLS as echo-basic does (its `TLS_SERVER_CERT` from a Secret volume,
     /// `TLS_CLIENT_CACERTS` from a ConfigMap's), its TCP server (`TCP_ECHO_SERVER`, plain
-    /// and, with a certificate, over TLS), or CoreDNS (its image).
+    /// and, with a certificate, over TLS), its gRPC server (`GRPC_ECHO_SERVER`), or CoreDNS
+    /// (its image).
     fn app(&self, deployment: &Value) -> Option<(String, App)> {
         let namespace = deployment["metadata"]["namespace"].as_str()?;
         let pod = &deployment["spec"]["template"];
@@ -202,6 +219,7 @@ impl World {
         let env = container["env"].as_array().cloned().unwrap_or_default();
         let names = |name: &str| env.iter().any(|e| e["name"] == name);
         let tcp = names("TCP_ECHO_SERVER");
+        let grpc = names("GRPC_ECHO_SERVER");
         let volumes = pod["spec"]["volumes"]
             .as_array()
             .cloned()
@@ -225,8 +243,59 @@ impl World {
                     client_cas,
                 }
             });
-        (tcp || dns || serving.is_some())
-            .then(|| (format!("{namespace}/{name}"), App { serving, tcp, dns }))
+        (tcp || grpc || dns || serving.is_some()).then(|| {
+            let app = App {
+                serving,
+                tcp,
+                grpc,
+                dns,
+            };
+            (format!("{namespace}/{name}"), app)
+        })
+    }
+
+    /// Fills the EndpointSlices `slices` (`namespace/name`, a selector-less Service's, of
+    /// IPv4) with the pod of the Deployment `app` (`namespace/app`), as the suite's
+    /// `setupEndpointSlices` does with the pods' addresses: the pod is an echo on loopback, so
+    /// each port of a slice becomes the echo's port.
+    pub async fn fill_endpoint_slices(&self, slices: &[&str], app: &str) {
+        let port = *self
+            .echo_ports
+            .lock()
+            .expect("the echo ports")
+            .get(app)
+            .unwrap_or_else(|| panic!("no echo stands in the pods of {app}"));
+        let pod = format!(
+            "{}-7d9f8b6c5-x4k2p",
+            app.split_once('/').expect("namespace/app").1
+        );
+        let client = self.up.client().await;
+        for key in slices {
+            let (namespace, name) = key.split_once('/').expect("namespace/name");
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                namespace,
+                &kube::discovery::ApiResource::erase::<
+                    k8s_openapi::api::discovery::v1::EndpointSlice,
+                >(&()),
+            );
+            let mut slice = api
+                .get(name)
+                .await
+                .unwrap_or_else(|e| panic!("EndpointSlice {key}: {e}"));
+            for p in slice.data["ports"].as_array_mut().into_iter().flatten() {
+                p["port"] = port.into();
+            }
+            slice.data["endpoints"] = serde_json::json!([{
+                "addresses": ["127.0.0.1"],
+                "conditions": {"ready": true, "serving": true, "terminating": false},
+                "targetRef": {"kind": "Pod", "name": pod, "namespace": namespace},
+            }]);
+            slice.metadata.managed_fields = None;
+            api.replace(name, &kube::api::PostParams::default(), &slice)
+                .await
+                .unwrap_or_else(|e| panic!("EndpointSlice {key}: {e}"));
+        }
     }
 
     /// The listen address of the Gateway `key` (`namespace/name`): `127.<block>.9.<n>`.
@@ -253,7 +322,11 @@ impl World {
                 .as_str()
                 .expect("a namespace");
             let name = value["metadata"]["name"].as_str().expect("a name");
-            let app = value["spec"]["selector"]["app"].as_str().unwrap_or(name);
+            // A Service without a selector has no pods: its EndpointSlices are the test's.
+            let Some(app) = value["spec"]["selector"]["app"].as_str() else {
+                continue;
+            };
+            let app_key = format!("{namespace}/{app}");
             let pod = Pod {
                 namespace: namespace.to_owned(),
                 name: format!("{app}-7d9f8b6c5-x4k2p"),
@@ -267,7 +340,7 @@ impl World {
                 .apps
                 .lock()
                 .expect("the apps")
-                .get(&format!("{namespace}/{app}"))
+                .get(&app_key)
                 .cloned()
                 .unwrap_or_default();
             // The echo port of each Service port: the TCP echo's TLS port for the Service
@@ -275,6 +348,7 @@ impl World {
             let (port, tls_port) = match (udp, &app) {
                 (true, App { dns: true, .. }) => (echo::serve_dns().await, None),
                 (true, _) => (echo::serve_udp(pod).await, None),
+                (false, App { grpc: true, .. }) => (echo::grpc::serve(pod).await, None),
                 (
                     false,
                     App {
@@ -296,6 +370,10 @@ impl World {
                 ) => (echo::serve_tls(pod, serving).await, None),
                 (false, _) => (echo::serve(pod).await, None),
             };
+            self.echo_ports
+                .lock()
+                .expect("the echo ports")
+                .insert(app_key, port);
             let ports: Vec<Value> = value["spec"]["ports"]
                 .as_array()
                 .into_iter()
@@ -409,15 +487,15 @@ impl World {
         yaml
     }
 
-    /// The API of the Gateway API `kind` in `key`'s namespace, and `key`'s name.
+    /// The API of the Gateway API `kind` in `key`'s namespace (`namespace/name`; a bare name
+    /// is a cluster-scoped object's, a GatewayClass's), and `key`'s name.
     pub async fn api<'k>(&self, kind: &str, key: &'k str) -> (Api<DynamicObject>, &'k str) {
-        let (namespace, name) = key.split_once('/').expect("namespace/name");
-        let api = Api::namespaced_with(
-            self.up.client().await,
-            namespace,
-            &fairlead_edge_controller::crds::resource(kind),
-        );
-        (api, name)
+        let client = self.up.client().await;
+        let resource = fairlead_edge_controller::crds::resource(kind);
+        match key.split_once('/') {
+            Some((namespace, name)) => (Api::namespaced_with(client, namespace, &resource), name),
+            None => (Api::all_with(client, &resource), key),
+        }
     }
 
     /// Waits until the route `kind` `namespace/name` is `Accepted` with its references
@@ -678,10 +756,7 @@ impl World {
             .stdin
             .take()
             .expect("its stdin")
-            .write_all(
-                yaml.replace("{GATEWAY_CLASS_NAME}", GATEWAY_CLASS)
-                    .as_bytes(),
-            )
+            .write_all(filled(yaml).as_bytes())
             .expect("kubectl reads the manifests");
         let out = child.wait_with_output().expect("kubectl ends");
         assert!(
@@ -769,7 +844,7 @@ impl World {
         let address = self.gateway(gateway, port);
         let failed = consistently(async || {
             let target = (ask.target)();
-            match send(&address, ask.method, ask.headers, &target, ask.tls.as_ref()).await {
+            match send(&address, &ask, &target).await {
                 Err(_) => Ok(()),
                 Ok(got) => Err(format!(
                     "{} {address}{target} kept being answered: {got:?}",
@@ -813,7 +888,7 @@ impl World {
         let address = self.gateway(gateway, port);
         let held = consistently(async || {
             let target = (ask.target)();
-            let got = send(&address, ask.method, ask.headers, &target, ask.tls.as_ref()).await;
+            let got = send(&address, &ask, &target).await;
             if got.as_ref().is_ok_and(|got| want.holds(got, &target)) {
                 Ok(())
             } else {

@@ -4,13 +4,14 @@
 //! path, host, method, protocol, headers, and the pod it plays (namespace, name) — and the
 //! suite's flaky backend under `/retry/`: per `uuid`, the first `succeedAfter` requests fail
 //! (with `responseCode`, or by dropping the connection without an answer), each after
-//! `delayRetry`; `delay` delays any answer. Its UDP server ([`serve_udp`]) answers each
+//! `delayRetry`; `delay` delays any answer; `/ws` is a WebSocket echo. Its UDP server ([`serve_udp`]) answers each
 //! datagram with what it got and the pod it plays. Over TLS ([`serve_tls`], echo-basic's
 //! `TLS_SERVER_CERT`) it also says what it saw of the connection: the server name the client
 //! asked for, and the client's certificates (checked against `TLS_CLIENT_CACERTS` when a
 //! client presents one). Its TCP server ([`serve_tcp`], `TCP_ECHO_SERVER`) speaks the
-//! suite's line protocol, in plain TCP or over TLS. Field names and behaviour follow echo-basic (gateway-api v1.6.1,
-//! `conformance/echo-basic/echo-basic.go`, `udpechoserver/`).
+//! suite's line protocol, in plain TCP or over TLS; its gRPC server is [`grpc`]. Field names
+//! and behaviour follow echo-basic (gateway-api v1.6.1, `conformance/echo-basic/echo-basic.go`,
+//! `udpechoserver/`, `grpc/`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -19,6 +20,8 @@ use std::time::Duration;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
+
+pub mod grpc;
 
 /// The pod an echo server plays.
 #[derive(Clone, Debug)]
@@ -279,7 +282,9 @@ async fn serve_with(pod: Pod, tls: Option<tokio_rustls::TlsAcceptor>) -> u16 {
                 match tls {
                     None => {
                         let io = hyper_util::rt::TokioIo::new(socket);
-                        let _ = builder.serve_connection(io, service(None)).await;
+                        let _ = builder
+                            .serve_connection_with_upgrades(io, service(None))
+                            .await;
                     }
                     Some(acceptor) => {
                         let Ok(stream) = acceptor.accept(socket).await else {
@@ -287,7 +292,9 @@ async fn serve_with(pod: Pod, tls: Option<tokio_rustls::TlsAcceptor>) -> u16 {
                         };
                         let tls_seen = Arc::new(seen(stream.get_ref().1));
                         let io = hyper_util::rt::TokioIo::new(stream);
-                        let _ = builder.serve_connection(io, service(Some(tls_seen))).await;
+                        let _ = builder
+                            .serve_connection_with_upgrades(io, service(Some(tls_seen)))
+                            .await;
                     }
                 }
             });
@@ -372,6 +379,9 @@ type Answer = Result<Response<Full<Bytes>>, Dropped>;
 
 impl State {
     async fn answer(&self, request: Request<Incoming>, tls: Option<&TlsSeen>) -> Answer {
+        if request.uri().path() == "/ws" && request.headers().contains_key("sec-websocket-key") {
+            return Ok(websocket(request));
+        }
         let query: HashMap<String, String> = request
             .uri()
             .query()
@@ -487,6 +497,38 @@ impl State {
             .body(Full::new(Bytes::from(body.to_string())))
             .expect("a response")
     }
+}
+
+/// echo-basic's `/ws`: the upgrade to a WebSocket accepted, and every text or binary message
+/// sent back as it came.
+fn websocket(request: Request<Incoming>) -> Response<Full<Bytes>> {
+    use futures::{SinkExt as _, StreamExt as _};
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(
+        request.headers()["sec-websocket-key"].as_bytes(),
+    );
+    tokio::spawn(async move {
+        let Ok(upgraded) = hyper::upgrade::on(request).await else {
+            return;
+        };
+        let mut socket = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            hyper_util::rt::TokioIo::new(upgraded),
+            tokio_tungstenite::tungstenite::protocol::Role::Server,
+            None,
+        )
+        .await;
+        while let Some(Ok(message)) = socket.next().await {
+            if (message.is_text() || message.is_binary()) && socket.send(message).await.is_err() {
+                return;
+            }
+        }
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-accept", accept)
+        .body(Full::default())
+        .expect("a response")
 }
 
 fn plain(code: StatusCode, text: &str) -> Response<Full<Bytes>> {

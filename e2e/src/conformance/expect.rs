@@ -56,6 +56,8 @@ pub struct Ask<'a> {
     pub target: Box<dyn FnMut() -> String + 'a>,
     /// Over TLS, made so; plain HTTP when `None`.
     pub tls: Option<Tls<'a>>,
+    /// Plain HTTP/2 without an upgrade (prior knowledge), not HTTP/1.1.
+    pub h2c: bool,
 }
 
 impl<'a> Ask<'a> {
@@ -71,6 +73,7 @@ impl<'a> Ask<'a> {
             headers,
             target: Box::new(move || path.to_owned()),
             tls: None,
+            h2c: false,
         }
     }
 
@@ -82,6 +85,11 @@ impl<'a> Ask<'a> {
         }
     }
 
+    /// The same, over plain HTTP/2 with prior knowledge.
+    pub fn h2c(self) -> Self {
+        Self { h2c: true, ..self }
+    }
+
     /// `GET` of the target `target()` makes for each try.
     pub fn each(target: impl FnMut() -> String + 'a) -> Self {
         Self {
@@ -89,6 +97,7 @@ impl<'a> Ask<'a> {
             headers: &[],
             target: Box::new(target),
             tls: None,
+            h2c: false,
         }
     }
 }
@@ -290,15 +299,10 @@ impl Want<'_> {
 /// One try of a request at `address` (`ip:port`), or what failed: over TLS when `tls` says so (for the
 /// `Host` among `headers`, or else its server name), plain HTTP otherwise (for the `Host`
 /// among `headers`, or else the address).
-pub async fn send(
-    address: &str,
-    method: &str,
-    headers: &[(&str, &str)],
-    target: &str,
-    tls: Option<&Tls<'_>>,
-) -> Result<Got, String> {
-    let Some(tls) = tls else {
-        return request(address, address, method, headers, target)
+pub async fn send(address: &str, ask: &Ask<'_>, target: &str) -> Result<Got, String> {
+    let (method, headers) = (ask.method, ask.headers);
+    let Some(tls) = &ask.tls else {
+        return exchange(address, address, method, headers, target, ask.h2c)
             .await
             .ok_or_else(|| "no HTTP answer".to_owned());
     };
@@ -323,6 +327,104 @@ pub async fn request(
     headers: &[(&str, &str)],
     target: &str,
 ) -> Option<Got> {
+    exchange(address, host, method, headers, target, false).await
+}
+
+/// One request over a connection made by the caller (plain or TLS): HTTP/2 or HTTP/1.1,
+/// `method` of `target` for `host` (`Host`, or HTTP/2's `:authority` with `scheme`) with
+/// `headers`.
+pub(super) struct Exchange<'a> {
+    /// HTTP/2, not HTTP/1.1.
+    pub http2: bool,
+    /// `http`, `https`.
+    pub scheme: &'a str,
+    /// The method.
+    pub method: &'a str,
+    /// The host.
+    pub host: &'a str,
+    /// Headers besides the host.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// Path and query.
+    pub target: &'a str,
+}
+
+impl Exchange<'_> {
+    /// Sends the request over `io` and reads the whole answer, within 10 s; what failed, if
+    /// anything did.
+    pub async fn over<IO>(&self, io: IO) -> Result<Got, String>
+    where
+        IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        use http_body_util::BodyExt as _;
+        let failed = |e: &dyn std::fmt::Display| e.to_string();
+        let mut builder = http::Request::builder().method(self.method);
+        builder = if self.http2 {
+            builder.uri(format!("{}://{}{}", self.scheme, self.host, self.target))
+        } else {
+            builder.uri(self.target).header("host", self.host)
+        };
+        for (name, value) in self.headers {
+            builder = builder.header(*name, *value);
+        }
+        let request = builder
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .map_err(|e| failed(&e))?;
+        let exchange = async {
+            let response = if self.http2 {
+                let (mut sender, connection) =
+                    hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+                        .await
+                        .map_err(|e| failed(&e))?;
+                tokio::spawn(connection);
+                sender.send_request(request).await
+            } else {
+                let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+                    .await
+                    .map_err(|e| failed(&e))?;
+                tokio::spawn(connection);
+                sender.send_request(request).await
+            }
+            .map_err(|e| failed(&e))?;
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map_err(|e| failed(&e))?.to_bytes();
+            Ok(Got::of(parts.status.as_u16(), &parts.headers, &body))
+        };
+        tokio::time::timeout(Duration::from_secs(10), exchange)
+            .await
+            .map_err(|_| "no answer within 10 s".to_owned())?
+    }
+}
+
+/// [`request`] over HTTP/1.1, or with `h2c` over HTTP/2 with prior knowledge.
+async fn exchange(
+    address: &str,
+    host: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    target: &str,
+    h2c: bool,
+) -> Option<Got> {
+    if h2c {
+        let host = headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("host"))
+            .map_or(host, |(_, value)| *value);
+        let others: Vec<(&str, &str)> = headers
+            .iter()
+            .filter(|(name, _)| !name.eq_ignore_ascii_case("host"))
+            .copied()
+            .collect();
+        let stream = tokio::net::TcpStream::connect(address).await.ok()?;
+        let ask = Exchange {
+            http2: true,
+            scheme: "http",
+            method,
+            host,
+            headers: &others,
+            target,
+        };
+        return ask.over(hyper_util::rt::TokioIo::new(stream)).await.ok();
+    }
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()

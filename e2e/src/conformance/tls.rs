@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls_pki_types::pem::PemObject as _;
@@ -182,44 +181,17 @@ pub async fn request(
     headers: &[(&str, &str)],
     target: &str,
 ) -> Result<Got, String> {
-    let failed = |e: &dyn std::fmt::Display| e.to_string();
     let alpn: &[&[u8]] = if tls.http2 { &[b"h2"] } else { &[b"http/1.1"] };
     let io = TokioIo::new(connect(address, tls, alpn).await?);
-    let mut builder = http::Request::builder().method(method);
-    builder = if tls.http2 {
-        builder.uri(format!("https://{host}{target}"))
-    } else {
-        builder.uri(target).header("host", host)
+    let ask = super::expect::Exchange {
+        http2: tls.http2,
+        scheme: "https",
+        method,
+        host,
+        headers,
+        target,
     };
-    for (name, value) in headers {
-        builder = builder.header(*name, *value);
-    }
-    let request = builder
-        .body(Empty::<bytes::Bytes>::new())
-        .map_err(|e| failed(&e))?;
-    let exchange = async {
-        let response = if tls.http2 {
-            let (mut sender, connection) =
-                hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
-                    .await
-                    .map_err(|e| failed(&e))?;
-            tokio::spawn(connection);
-            sender.send_request(request).await
-        } else {
-            let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
-                .await
-                .map_err(|e| failed(&e))?;
-            tokio::spawn(connection);
-            sender.send_request(request).await
-        }
-        .map_err(|e| failed(&e))?;
-        let (parts, body) = response.into_parts();
-        let body = body.collect().await.map_err(|e| failed(&e))?.to_bytes();
-        Ok(Got::of(parts.status.as_u16(), &parts.headers, &body))
-    };
-    tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .map_err(|_| "no answer within 10 s".to_owned())?
+    ask.over(io).await
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! listeners' client.
 
 pub(crate) use fairlead_e2e::conformance::{
-    Ask, FAILED, Redirect, TcpWant, Tls, Want, World, document, manifest, request, weighted,
+    Ask, Call, FAILED, GrpcWant, ListenerWant, Redirect, TcpWant, Tls, Want, World, document,
+    manifest, request, weighted,
 };
 
 pub(crate) const INFRA: &str = "gateway-conformance-infra";
@@ -272,4 +273,29 @@ pub(crate) async fn oldest_route_serves<F, Fut>(
     }
     world.delete(&newer_route).await;
     world.delete(&yaml).await;
+}
+
+/// Runs `cases` — `GET` of a path for a host, and what it gets — on `gateway`'s port 80.
+pub(crate) async fn expect_hosts<H: AsRef<str>>(
+    world: &World,
+    gateway: &str,
+    cases: &[(H, &str, Then)],
+) {
+    for (host, path, then) in cases {
+        let headers = [("Host", host.as_ref())];
+        world
+            .expect(gateway, 80, Ask::new("GET", &headers, path), then.want())
+            .await;
+    }
+}
+
+/// A listener with the suite's accepted conditions and HTTPRoute among its kinds, counting
+/// `attached` routes (`generateSupportedRouteKinds`, `generateAcceptedListenerConditions`).
+pub(crate) fn accepted_listener(name: &str, attached: i64) -> ListenerWant<'_> {
+    ListenerWant {
+        name,
+        kinds: &["HTTPRoute"],
+        attached,
+        conditions: &VALID_LISTENER,
+    }
 }

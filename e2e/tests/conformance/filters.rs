@@ -3,6 +3,45 @@
 
 use super::common::*;
 
+/// Waits until `GET target` with the headers `sent` is answered by infra-backend-v1, which
+/// saw the headers `seen` and none of `unseen`.
+async fn expect_v1_sees(
+    world: &World,
+    target: &str,
+    sent: &[(&str, &str)],
+    seen: &[(&str, &str)],
+    unseen: &[&str],
+) {
+    world
+        .expect(
+            SAME_NAMESPACE,
+            80,
+            Ask::new("GET", sent, target),
+            Want {
+                backend: Some("infra-backend-v1"),
+                namespace: INFRA,
+                seen,
+                unseen,
+                ..Want::default()
+            },
+        )
+        .await;
+}
+
+/// The headers the suite's header-modifying rules are sent (the last one only by some), what
+/// the backend must see of them, and what it must not.
+const MODIFY: &[(&str, &str)] = &[
+    ("X-Header-Remove", "remove-val"),
+    ("X-Header-Add-Append", "append-val-1"),
+    ("X-Header-Set", "set-val"),
+];
+const MODIFIED: &[(&str, &str)] = &[
+    ("X-Header-Add", "header-val-1"),
+    ("X-Header-Add-Append", "append-val-1,header-val-2"),
+    ("X-Header-Set", "set-overwrites-values"),
+];
+const REMOVED: &[&str] = &["X-Header-Remove"];
+
 /// A header case: path, headers sent, headers the backend sees, headers it does not.
 pub(crate) type HeaderCase<'a> = (
     &'a str,
@@ -117,20 +156,7 @@ async fn http_route_request_header_modifier(world: &World, file: &str) {
         ),
     ];
     for (path, sent, seen, unseen) in cases {
-        world
-            .expect(
-                SAME_NAMESPACE,
-                80,
-                Ask::new("GET", sent, path),
-                Want {
-                    backend: Some("infra-backend-v1"),
-                    namespace: INFRA,
-                    seen,
-                    unseen,
-                    ..Want::default()
-                },
-            )
-            .await;
+        expect_v1_sees(world, path, sent, seen, unseen).await;
     }
     world.delete(&yaml).await;
 }
@@ -586,17 +612,6 @@ pub(crate) async fn rewrites(world: &World, file: &str, route: &str, cases: &[Re
 /// HTTPRouteRewritePath and HTTPRouteRewriteHost: the prefix or the whole path replaced, the
 /// host replaced; with header modifiers in the same rule.
 pub(crate) async fn http_route_rewrites(world: &World) {
-    const MODIFY: &[(&str, &str)] = &[
-        ("X-Header-Remove", "remove-val"),
-        ("X-Header-Add-Append", "append-val-1"),
-        ("X-Header-Set", "set-val"),
-    ];
-    const MODIFIED: &[(&str, &str)] = &[
-        ("X-Header-Add", "header-val-1"),
-        ("X-Header-Add-Append", "append-val-1,header-val-2"),
-        ("X-Header-Set", "set-overwrites-values"),
-    ];
-    const REMOVED: &[&str] = &["X-Header-Remove"];
     const V1: &str = "infra-backend-v1";
     const V2: &str = "infra-backend-v2";
     rewrites(
@@ -704,20 +719,7 @@ async fn mirrors(world: &World, file: &str, route: &str, cases: &[MirrorCase<'_>
         .await;
     for (n, (path, sent, seen, unseen, mirrored_to)) in cases.iter().enumerate() {
         let target = format!("{path}?request-id={}-{n}", std::process::id());
-        world
-            .expect(
-                SAME_NAMESPACE,
-                80,
-                Ask::new("GET", sent, &target),
-                Want {
-                    backend: Some("infra-backend-v1"),
-                    namespace: INFRA,
-                    seen,
-                    unseen,
-                    ..Want::default()
-                },
-            )
-            .await;
+        expect_v1_sees(world, &target, sent, seen, unseen).await;
         for mirror in *mirrored_to {
             fairlead_e2e::until(&format!("{mirror} echoed {target}"), async || {
                 fairlead_e2e::echo::echoed_by(INFRA, mirror)
@@ -733,16 +735,6 @@ async fn mirrors(world: &World, file: &str, route: &str, cases: &[MirrorCase<'_>
 /// HTTPRouteRequestMirror and HTTPRouteRequestMultipleMirrors: each request is also sent to
 /// the mirrors, after the rule's header modifier.
 pub(crate) async fn http_route_request_mirrors(world: &World) {
-    const MODIFY: &[(&str, &str)] = &[
-        ("X-Header-Remove", "remove-val"),
-        ("X-Header-Add-Append", "append-val-1"),
-    ];
-    const MODIFIED: &[(&str, &str)] = &[
-        ("X-Header-Add", "header-val-1"),
-        ("X-Header-Add-Append", "append-val-1,header-val-2"),
-        ("X-Header-Set", "set-overwrites-values"),
-    ];
-    const REMOVED: &[&str] = &["X-Header-Remove"];
     mirrors(
         world,
         "httproute-request-mirror.yaml",
@@ -751,7 +743,7 @@ pub(crate) async fn http_route_request_mirrors(world: &World) {
             ("/mirror", &[], &[], &[], &["infra-backend-v2"]),
             (
                 "/mirror-and-modify-headers",
-                MODIFY,
+                &MODIFY[..2],
                 MODIFIED,
                 REMOVED,
                 &["infra-backend-v2"],
@@ -773,7 +765,7 @@ pub(crate) async fn http_route_request_mirrors(world: &World) {
             ),
             (
                 "/multi-mirror-and-modify-request-headers",
-                MODIFY,
+                &MODIFY[..2],
                 MODIFIED,
                 REMOVED,
                 &["infra-backend-v2", "infra-backend-v3"],
@@ -781,4 +773,87 @@ pub(crate) async fn http_route_request_mirrors(world: &World) {
         ],
     )
     .await;
+}
+
+/// HTTPRouteRequestPercentageMirror: a mirror with a percentage (or a fraction) gets that
+/// share of the requests, within three standard deviations over 500 of them (five tries);
+/// every request is answered by the rule's backend, after its header modifier.
+pub(crate) async fn http_route_request_percentage_mirror(world: &World) {
+    let yaml = world
+        .routes_accepted(
+            "httproute-request-percentage-mirror.yaml",
+            "HTTPRoute",
+            &[&format!("{INFRA}/request-percentage-mirror")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    let cases: [MirrorShare<'_>; 3] = [
+        ("/percent-mirror", &[], &[], &[], 0.20),
+        ("/percent-mirror-fraction", &[], &[], &[], 0.50),
+        (
+            "/percent-mirror-and-modify-headers",
+            &MODIFY[..2],
+            MODIFIED,
+            REMOVED,
+            0.35,
+        ),
+    ];
+    for (path, sent, seen, unseen, share) in cases {
+        expect_v1_sees(world, path, sent, seen, unseen).await;
+        mirrored_share(world, path, sent, share).await;
+    }
+    world.delete(&yaml).await;
+}
+
+/// A percentage mirror's case: path, headers sent, headers the backend sees, headers it does
+/// not, the share of requests mirrored.
+type MirrorShare<'a> = (
+    &'a str,
+    &'a [(&'a str, &'a str)],
+    &'a [(&'a str, &'a str)],
+    &'a [&'a str],
+    f64,
+);
+
+/// Sends 500 requests of `path` (with `sent`), ten at a time, under a request id of their
+/// own, and counts those infra-backend-v2 echoed as a mirror; five tries for the count to
+/// fall within three standard deviations of `share` (the suite's
+/// `testMirroredRequestsDistribution`).
+async fn mirrored_share(world: &World, path: &str, sent: &[(&str, &str)], share: f64) {
+    const TOTAL: f64 = 500.0;
+    let address = world.gateway(SAME_NAMESPACE, 80);
+    let (expected, margin) = (TOTAL * share, 3.0 * (TOTAL * share * (1.0 - share)).sqrt());
+    let mut counts = Vec::new();
+    for attempt in 0..5 {
+        let target = format!("{path}?request-id={}-{attempt}", std::process::id());
+        for _ in 0..50 {
+            let batch = (0..10).map(|_| request(&address, &address, "GET", sent, &target));
+            for got in futures::future::join_all(batch).await {
+                assert_eq!(got.map(|g| g.status), Some(200), "GET {target}");
+            }
+        }
+        let mirrored = || {
+            fairlead_e2e::echo::echoed_by(INFRA, "infra-backend-v2")
+                .iter()
+                .filter(|t| **t == target)
+                .count()
+        };
+        // Mirrored requests go beside the answers: counted once their number stops growing.
+        let mut count = mirrored();
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            let now = mirrored();
+            if now == count {
+                break;
+            }
+            count = now;
+        }
+        if (count as f64 - expected).abs() <= margin {
+            return;
+        }
+        counts.push(count);
+    }
+    panic!(
+        "{path}: mirrored {counts:?} of {TOTAL} requests, never within {expected} ± {margin:.1}"
+    );
 }

@@ -1,4 +1,5 @@
-//! The Gateway tests of its own references: parameters, listeners' certificates.
+//! The Gateway tests: its own references (parameters, listeners' certificates), listeners
+//! added and removed, generations, attached routes; the GatewayClass's generation.
 
 use super::common::*;
 
@@ -155,9 +156,6 @@ pub(crate) async fn observed_generation_bumps(world: &World) {
     let gateway = format!("{INFRA}/gateway-observed-generation-bump");
     world.latest_generation("Gateway", &gateway, 0).await;
     let mut changed = document(&yaml, "Gateway", "gateway-observed-generation-bump");
-    changed["metadata"]["annotations"]["fairlead.io/listen-address"] =
-        world.address(&gateway).into();
-    changed["spec"]["gatewayClassName"] = "d8-alb".into();
     let listeners = changed["spec"]["listeners"]
         .as_array_mut()
         .expect("its listeners");
@@ -241,5 +239,80 @@ pub(crate) async fn gateway_with_attached_routes(world: &World) {
         }
         world.attached_routes(&gateway, listener, routes).await;
     }
+    world.delete(&yaml).await;
+}
+
+/// GatewayModifyListeners: a listener added to a Gateway is accepted, counts its routes and
+/// serves them; a listener removed leaves the Gateway's status; each change bumps the
+/// generation the conditions carry.
+pub(crate) async fn gateway_modify_listeners(world: &World) {
+    let yaml = manifest("gateway-modify-listeners.yaml");
+    world.apply(&yaml);
+    let valid: &[(&str, &str, &str)] = &[("Accepted", "True", ""), ("ResolvedRefs", "True", "")];
+    let listener = |name, attached| ListenerWant {
+        name,
+        kinds: &["HTTPRoute"],
+        attached,
+        conditions: valid,
+    };
+    let added = format!("{INFRA}/gateway-add-listener");
+    world.latest_generation("Gateway", &added, 0).await;
+    let mut changed = document(&yaml, "Gateway", "gateway-add-listener");
+    changed["spec"]["listeners"]
+        .as_array_mut()
+        .expect("its listeners")
+        .push(serde_json::json!({
+            "name": "http", "port": 80, "protocol": "HTTP", "hostname": "data.test.com",
+            "allowedRoutes": {"namespaces": {"from": "All"}},
+        }));
+    world.apply_object(&changed);
+    world
+        .listeners(
+            "Gateway",
+            &added,
+            &[listener("https", 1), listener("http", 1)],
+        )
+        .await;
+    world.latest_generation("Gateway", &added, 1).await;
+    world
+        .expect(
+            &added,
+            80,
+            Ask::new("GET", &[("Host", "data.test.com")], "/"),
+            V1.want(),
+        )
+        .await;
+    let removed = format!("{INFRA}/gateway-remove-listener");
+    world.latest_generation("Gateway", &removed, 0).await;
+    let mut changed = document(&yaml, "Gateway", "gateway-remove-listener");
+    changed["spec"]["listeners"]
+        .as_array_mut()
+        .expect("its listeners")
+        .retain(|l| l["name"] == "http");
+    world.apply_object(&changed);
+    world
+        .listeners("Gateway", &removed, &[listener("http", 1)])
+        .await;
+    world.latest_generation("Gateway", &removed, 1).await;
+    world.delete(&yaml).await;
+}
+
+/// GatewayClassObservedGenerationBump: a GatewayClass of fairlead's controller is accepted,
+/// and a change of its spec bumps the generation its conditions carry.
+pub(crate) async fn gateway_class_observed_generation_bump(world: &World) {
+    let yaml = manifest("gatewayclass-observed-generation-bump.yaml");
+    world.apply(&yaml);
+    let class = "gatewayclass-observed-generation-bump";
+    world
+        .condition("GatewayClass", class, None, ("Accepted", "True", ""))
+        .await;
+    world.latest_generation("GatewayClass", class, 0).await;
+    let mut changed = document(&yaml, "GatewayClass", class);
+    changed["spec"]["description"] = "new".into();
+    world.apply_object(&changed);
+    world
+        .condition("GatewayClass", class, None, ("Accepted", "True", ""))
+        .await;
+    world.latest_generation("GatewayClass", class, 1).await;
     world.delete(&yaml).await;
 }

@@ -1,6 +1,6 @@
 //! The HTTPRoute tests of the basics over plain HTTP: a route in the Gateway's namespace or
 //! another, timeouts, named rules, references that do not resolve, routes no listener takes,
-//! reference grants, rules without backends.
+//! reference grants, rules without backends, Service types, backends of HTTP/2 and WebSocket.
 
 use super::common::*;
 
@@ -278,4 +278,76 @@ pub(crate) async fn http_route_omitted_backend_refs(world: &World) {
         ],
     )
     .await;
+}
+
+/// HTTPRouteServiceTypes: backends behind Services with EndpointSlices written by hand, a
+/// headless Service, and a headless one with hand-written EndpointSlices all serve.
+pub(crate) async fn http_route_service_types(world: &World) {
+    let yaml = world
+        .routes_accepted(
+            "httproute-service-types.yaml",
+            "HTTPRoute",
+            &[&format!("{INFRA}/service-types")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    world
+        .fill_endpoint_slices(
+            &[
+                &format!("{INFRA}/manual-endpointslices-ip4"),
+                &format!("{INFRA}/headless-manual-endpointslices-ip4"),
+            ],
+            &format!("{INFRA}/infra-backend-v1"),
+        )
+        .await;
+    expect_all(
+        world,
+        SAME_NAMESPACE,
+        &[
+            ("GET", "/manual-endpointslices", &[], V1),
+            ("GET", "/headless-manual-endpointslices", &[], V1),
+            ("GET", "/headless", &[], V1),
+        ],
+    )
+    .await;
+    world.delete(&yaml).await;
+}
+
+/// HTTPRouteBackendProtocolH2C: HTTP/2 with prior knowledge reaches a backend whose Service
+/// port says `kubernetes.io/h2c` — over HTTP/2 there too (the suite's backend port speaks
+/// only that; this echo speaks both, so what it saw is checked).
+pub(crate) async fn http_route_backend_protocol_h2c(world: &World) {
+    let yaml = world
+        .routes_accepted(
+            "httproute-backend-protocol-h2c.yaml",
+            "HTTPRoute",
+            &[&format!("{INFRA}/backend-protocol-h2c")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    world
+        .expect(SAME_NAMESPACE, 80, Ask::get("/").h2c(), V1.want())
+        .await;
+    let address = world.gateway(SAME_NAMESPACE, 80);
+    let got = fairlead_e2e::conformance::send(&address, &Ask::get("/").h2c(), "/")
+        .await
+        .expect("an answer over h2c");
+    let proto = got.echoed.map(|e| e.proto);
+    assert_eq!(proto.as_deref(), Some("HTTP/2.0"), "the backend's protocol");
+    world.delete(&yaml).await;
+}
+
+/// HTTPRouteBackendProtocolWebSocket: a WebSocket reaches a backend whose Service port says
+/// `kubernetes.io/ws`, its messages echoed.
+pub(crate) async fn http_route_backend_protocol_websocket(world: &World) {
+    let yaml = world
+        .routes_accepted(
+            "httproute-backend-protocol-websocket.yaml",
+            "HTTPRoute",
+            &[&format!("{INFRA}/backend-protocol-ws")],
+            SAME_NAMESPACE,
+        )
+        .await;
+    world.expect_websocket(SAME_NAMESPACE, 80).await;
+    world.delete(&yaml).await;
 }

@@ -10,6 +10,7 @@ mod cors;
 mod filters;
 mod frontend;
 mod gateway;
+mod grpc;
 mod http;
 mod https;
 mod listener_sets;
@@ -102,4 +103,19 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
     gateway::observed_generation_bumps(&world).await;
     matching::gateway_http_listener_isolation(&world).await;
     gateway::gateway_with_attached_routes(&world).await;
+    grpc::grpc_exact_method_matching(&world).await;
+    grpc::grpc_route_header_matching(&world).await;
+    grpc::grpc_route_listener_hostname_matching(&world).await;
+    grpc::grpc_route_named_rule(&world).await;
+    grpc::grpc_route_weight(&world).await;
+    http::http_route_service_types(&world).await;
+    http::http_route_backend_protocol_h2c(&world).await;
+    http::http_route_backend_protocol_websocket(&world).await;
+    filters::http_route_request_percentage_mirror(&world).await;
+    gateway::gateway_modify_listeners(&world).await;
+    gateway::gateway_class_observed_generation_bump(&world).await;
+    listener_sets::listener_set_allowed_routes_namespaces(&world).await;
+    listener_sets::listener_set_dual_parent_ref_independence(&world).await;
+    listener_sets::listener_set_http_routing(&world).await;
+    listener_sets::listener_set_route_status_scoped_to_parent_ref(&world).await;
 }

@@ -206,11 +206,12 @@ pub fn namespace_allowed(
 }
 
 /// Whether a ReferenceGrant in a ListenerSet's namespace lets routes of `kind` from
-/// `route_namespace` attach to its listener `l` (as Deckhouse's ALB documents for
-/// cross-namespace ListenerSets: `from` the route's kind and namespace, `to` the
-/// ListenerSet).
+/// `route_namespace`, another namespace, attach to its listener `l` (as Deckhouse's ALB
+/// documents for cross-namespace ListenerSets: `from` the route's kind and namespace, `to`
+/// the ListenerSet). A route of the ListenerSet's own namespace needs no grant, and gets
+/// none: the listener's `allowedRoutes` alone decides for it.
 fn granted_set(l: &ResolvedListener, kind: &str, route_namespace: &str, input: &Input) -> bool {
-    let Some(set) = &l.set else {
+    let Some(set) = l.set.as_ref().filter(|s| s.namespace() != route_namespace) else {
         return false;
     };
     Grants::new(input).allows(
