@@ -23,6 +23,7 @@ use crate::{Up, until};
 
 mod expect;
 pub mod grpc;
+pub mod report;
 pub mod secrets;
 mod status;
 pub mod tcp;
@@ -43,6 +44,12 @@ fn filled(yaml: &str) -> String {
         "{GATEWAY_CONTROLLER_NAME}",
         fairlead_edge_model::CONTROLLER_NAME,
     )
+}
+
+/// The name of the pod standing in for the Deployment `app`'s (the suite matches a backend
+/// by the prefix of its pods' names: `<deployment>-<replica set>-<pod>`).
+fn pod_name(app: &str) -> String {
+    format!("{app}-7d9f8b6c5-x4k2p")
 }
 
 /// Answers in a row that make a request's expectation hold (the suite's
@@ -265,10 +272,7 @@ impl World {
             .expect("the echo ports")
             .get(app)
             .unwrap_or_else(|| panic!("no echo stands in the pods of {app}"));
-        let pod = format!(
-            "{}-7d9f8b6c5-x4k2p",
-            app.split_once('/').expect("namespace/app").1
-        );
+        let pod = pod_name(app.split_once('/').expect("namespace/app").1);
         let client = self.up.client().await;
         for key in slices {
             let (namespace, name) = key.split_once('/').expect("namespace/name");
@@ -329,7 +333,7 @@ impl World {
             let app_key = format!("{namespace}/{app}");
             let pod = Pod {
                 namespace: namespace.to_owned(),
-                name: format!("{app}-7d9f8b6c5-x4k2p"),
+                name: pod_name(app),
             };
             let udp = value["spec"]["ports"]
                 .as_array()
