@@ -14,21 +14,13 @@ use serde::{Deserialize, Serialize};
 
 /// The extended features fairlead does not claim, and why (the report's header and the
 /// README say so).
-pub const UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "GatewayInfrastructurePropagation",
-        "fairlead provisions proxies for ALB instances (Deckhouse's model); a Gateway no \
+pub const UNSUPPORTED: &[(&str, &str)] = &[(
+    "GatewayInfrastructurePropagation",
+    "fairlead provisions proxies for ALB instances (Deckhouse's model); a Gateway no \
          instance names gets none (alb.deckhouse.io/Provisioned=False, NoInstance), so no \
          ServiceAccount, Pod or Service is generated for it to carry spec.infrastructure's \
          labels and annotations",
-    ),
-    (
-        "GatewayStaticAddresses",
-        "a Gateway's address is its ALB instance's inlet (for a proxy run by hand, its \
-         fairlead.io/listen-address annotation); addresses asked for in spec.addresses are \
-         reported in its status, but neither bound nor checked for being usable",
-    ),
-];
+)];
 
 /// The tests transcribed from the suite's main branch after the release (in the run, not in
 /// the report).
@@ -339,12 +331,13 @@ mod tests {
         let yaml = [
             "profiles:",
             "- {name: GATEWAY-HTTP, core: [Gateway, HTTPRoute],",
-            "   extended: [HTTPRouteCORS, GatewayStaticAddresses]}",
-            "- {name: GATEWAY-TCP, core: [Gateway, TCPRoute], extended: [GatewayStaticAddresses]}",
+            "   extended: [HTTPRouteCORS, GatewayInfrastructurePropagation]}",
+            "- {name: GATEWAY-TCP, core: [Gateway, TCPRoute],",
+            "   extended: [GatewayInfrastructurePropagation]}",
             "tests:",
             "- {name: Basic, features: [Gateway, HTTPRoute], provisional: false}",
             "- {name: Cors, features: [Gateway, HTTPRoute, HTTPRouteCORS], provisional: true}",
-            "- {name: Static, features: [Gateway, GatewayStaticAddresses], provisional: false}",
+            "- {name: Infra, features: [Gateway, GatewayInfrastructurePropagation], provisional: false}",
             "- {name: Tcp, features: [Gateway, TCPRoute], provisional: false}",
         ]
         .join("\n");
@@ -371,7 +364,10 @@ mod tests {
         let extended = http.extended.as_ref().unwrap();
         assert_eq!(extended.status.statistics.passed, 1);
         assert_eq!(extended.supported_features, ["HTTPRouteCORS"]);
-        assert_eq!(extended.unsupported_features, ["GatewayStaticAddresses"]);
+        assert_eq!(
+            extended.unsupported_features,
+            ["GatewayInfrastructurePropagation"]
+        );
         let tcp = &report.profiles[1];
         assert_eq!(
             (tcp.name.as_str(), tcp.core.statistics.passed),
@@ -381,7 +377,7 @@ mod tests {
         assert_eq!(report.succeeded_provisional_tests, ["Cors"]);
         let yaml = report.yaml();
         assert!(yaml.starts_with("# fairlead's Gateway API conformance report"));
-        assert!(yaml.contains("- GatewayStaticAddresses: a Gateway's address"));
+        assert!(yaml.contains("- GatewayInfrastructurePropagation: fairlead provisions"));
         assert!(yaml.contains("Passed: 1"));
     }
 

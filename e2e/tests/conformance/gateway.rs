@@ -316,3 +316,68 @@ pub(crate) async fn gateway_class_observed_generation_bump(world: &World) {
     world.latest_generation("GatewayClass", class, 1).await;
     world.delete(&yaml).await;
 }
+
+/// GatewayStaticAddresses: an address of a type fairlead does not take refuses the Gateway
+/// (UnsupportedAddress); with an address its proxy cannot bind it is accepted but not
+/// programmed (AddressNotUsable, from Envoy's refusal to bind); the usable address alone is
+/// bound, reported in its status, and the Gateway programmed.
+pub(crate) async fn gateway_static_addresses(world: &World) {
+    // The suite's addresses as this machine has them: usable, the Gateway's own loopback
+    // address (a proxy here binds it); unusable, one no interface here has (TEST-NET-1).
+    const UNUSABLE: &str = "192.0.2.1";
+    let key = format!("{INFRA}/gateway-static-addresses");
+    let usable = world.address(&key);
+    let yaml = manifest("gateway-static-addresses.yaml")
+        .replace("PLACEHOLDER_UNUSABLE_ADDRS", UNUSABLE)
+        .replace("PLACEHOLDER_USABLE_ADDRS", &usable);
+    world.apply(&yaml);
+    // Its proxy, connected from the start: what it can bind decides whether it is programmed.
+    world.gateway(&key, 8080);
+    world
+        .gateway_condition(&key, "Accepted", "False", "UnsupportedAddress")
+        .await;
+    let mut changed = document(&yaml, "Gateway", "gateway-static-addresses");
+    let addresses = |gateway: &mut serde_json::Value| {
+        gateway["spec"]["addresses"]
+            .as_array_mut()
+            .expect("its addresses")
+            .remove(0);
+    };
+    addresses(&mut changed);
+    world.apply_object(&changed);
+    world
+        .gateway_condition(&key, "Accepted", "True", "Accepted")
+        .await;
+    world
+        .gateway_condition(&key, "Programmed", "False", "AddressNotUsable")
+        .await;
+    addresses(&mut changed);
+    world.apply_object(&changed);
+    world
+        .gateway_condition(&key, "Programmed", "True", "Programmed")
+        .await;
+    let valid: &[(&str, &str, &str)] = &[("Accepted", "True", ""), ("ResolvedRefs", "True", "")];
+    world
+        .listeners(
+            "Gateway",
+            &key,
+            &[ListenerWant {
+                name: "http",
+                kinds: &["HTTPRoute"],
+                attached: 0,
+                conditions: valid,
+            }],
+        )
+        .await;
+    let (api, name) = world.api("Gateway", &key).await;
+    fairlead_e2e::until(
+        &format!("Gateway {key}: addresses [{usable}]"),
+        async || {
+            let gateway = api.get(name).await.ok()?;
+            let want = serde_json::json!([{"type": "IPAddress", "value": usable}]);
+            (gateway.data["status"]["addresses"] == want).then_some(())
+        },
+    )
+    .await;
+    world.delete(&yaml).await;
+}

@@ -537,6 +537,11 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
         listener_sets::listener_set_route_status_scoped_to_parent_ref(&world),
     )
     .await;
+    run.run(
+        &["GatewayStaticAddresses"],
+        gateway::gateway_static_addresses(&world),
+    )
+    .await;
     // The suite's bodies of these two do nothing when the mode is supported.
     run.claims(
         &suite,

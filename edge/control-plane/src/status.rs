@@ -265,6 +265,9 @@ impl StatusWriter {
                 .and_then(|c| c.observed_generation);
             let mut ours = desired.conditions.clone();
             ours.push(synced(progress.of(key), generation));
+            if let Some(why) = progress.unbound(key) {
+                not_usable(&mut ours, &why, generation);
+            }
             let status = json!({
                 "addresses": desired.addresses,
                 "conditions": with_others(conditions(&ours, others, &now), others),
@@ -433,6 +436,20 @@ pub fn synced(tally: Tally, generation: Option<i64>) -> Condition {
     Condition::new(SYNCED, tally.synced(), reason, message, generation)
 }
 
+/// A Gateway's `Programmed` condition once a proxy could not bind its addresses (Envoy
+/// rejected its listeners: "cannot bind"): `False`, `AddressNotUsable`, with Envoy's reason —
+/// in place of the translator's, which cannot know.
+pub fn not_usable(conditions: &mut Vec<Condition>, why: &str, generation: Option<i64>) {
+    conditions.retain(|c| c.type_ != "Programmed");
+    conditions.push(Condition::new(
+        "Programmed",
+        false,
+        "AddressNotUsable",
+        format!("a proxy could not bind the Gateway's addresses: {why}"),
+        generation,
+    ));
+}
+
 /// The type of [`synced`]'s condition.
 pub const SYNCED: &str = "Synced";
 
@@ -495,5 +512,26 @@ mod tests {
         );
         assert_eq!((all.status.as_str(), all.type_.as_str()), ("True", SYNCED));
         assert_eq!(all.observed_generation, Some(3));
+    }
+
+    #[test]
+    fn an_address_a_proxy_could_not_bind_makes_the_gateway_not_programmed() {
+        let mut conditions = vec![
+            Condition::new("Accepted", true, "Accepted", "ok", Some(2)),
+            Condition::new("Programmed", true, "Programmed", "served", Some(2)),
+        ];
+        not_usable(&mut conditions, "cannot bind '192.0.2.1:8080'", Some(2));
+        assert_eq!(conditions.len(), 2);
+        let programmed = &conditions[1];
+        assert_eq!(
+            (
+                programmed.type_.as_str(),
+                programmed.status.as_str(),
+                programmed.reason.as_str()
+            ),
+            ("Programmed", "False", "AddressNotUsable")
+        );
+        assert!(programmed.message.contains("192.0.2.1:8080"));
+        assert_eq!(conditions[0].status, "True", "acceptance untouched");
     }
 }

@@ -15,16 +15,17 @@ use fairlead_edge_translate::frontend::ClientValidation;
 use fairlead_edge_translate::ir::{Chain, Forward, Listener, Serves, Share};
 use fairlead_key::ObjectKey;
 
-/// The Envoy listener of `l`, bound to `address` (every address when `None`) at the
-/// container port of its Gateway port ([`container_port`]), with what its instance asks
-/// (`edge`, see [`fairlead_edge_model::instance`]).
+/// The Envoy listener of `l`, bound to `addresses` (every address when empty; the first as
+/// its address, the others as additional ones) at the container port of its Gateway port
+/// ([`container_port`]), with what its instance asks (`edge`, see
+/// [`fairlead_edge_model::instance`]).
 pub fn encode(
     l: &Listener,
-    address: Option<std::net::IpAddr>,
+    addresses: &[std::net::IpAddr],
     edge: &Settings,
     filters: &ByConfig<'_>,
 ) -> Encoded {
-    let bind = address.map_or_else(|| "0.0.0.0".to_owned(), |ip| ip.to_string());
+    let bind = bind_address(addresses);
     let port = container_port(l.port);
     let mut listener_filters = Vec::new();
     if edge.proxy_protocol && !matches!(l.serves, Serves::Udp { .. }) {
@@ -76,6 +77,11 @@ pub fn encode(
             }
         }
         Serves::Udp { cluster } => udp(&l.name, &bind, port, cluster),
+    };
+    let udp = matches!(l.serves, Serves::Udp { .. });
+    let listener = listener::Listener {
+        additional_addresses: additional_addresses(addresses, port, udp),
+        ..listener
     };
     Encoded::new(l.name.clone(), &listener)
 }
@@ -233,11 +239,34 @@ fn chain(c: &Chain, edge: &Settings, filters: &ByConfig<'_>) -> Vec<listener::Fi
     }
 }
 
+/// The address a listener binds: the first of `addresses`, every address when none.
+fn bind_address(addresses: &[std::net::IpAddr]) -> String {
+    addresses
+        .first()
+        .map_or_else(|| "0.0.0.0".to_owned(), ToString::to_string)
+}
+
+/// The addresses a listener binds besides [`bind_address`]'s: the rest of `addresses`.
+fn additional_addresses(
+    addresses: &[std::net::IpAddr],
+    port: u16,
+    udp: bool,
+) -> Vec<listener::AdditionalAddress> {
+    addresses
+        .iter()
+        .skip(1)
+        .map(|ip| listener::AdditionalAddress {
+            address: Some(socket(&ip.to_string(), port, udp)),
+            ..Default::default()
+        })
+        .collect()
+}
+
 /// The QUIC listener beside `l` when its instance asks for HTTP/3 and `l` terminates HTTPS:
 /// the same UDP port, the chains that terminate TLS to a connection manager, speaking HTTP/3.
 pub fn encode_quic(
     l: &Listener,
-    address: Option<std::net::IpAddr>,
+    addresses: &[std::net::IpAddr],
     edge: &Settings,
     filters: &ByConfig<'_>,
 ) -> Option<Encoded> {
@@ -272,11 +301,12 @@ pub fn encode_quic(
     if filter_chains.is_empty() {
         return None;
     }
-    let bind = address.map_or_else(|| "0.0.0.0".to_owned(), |ip| ip.to_string());
+    let bind = bind_address(addresses);
     let name = format!("quic-{}", l.port);
     let listener = listener::Listener {
         name: name.clone(),
         address: Some(socket(&bind, container_port(l.port), true)),
+        additional_addresses: additional_addresses(addresses, container_port(l.port), true),
         udp_listener_config: Some(listener::UdpListenerConfig {
             quic_options: Some(listener::QuicProtocolOptions::default()),
             ..Default::default()

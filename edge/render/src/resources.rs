@@ -16,12 +16,12 @@ fn listeners(ir: &Gateway, edge: &Settings, filters: &ByConfig<'_>) -> Vec<Encod
     let mut listeners: Vec<Encoded> = ir
         .listeners
         .iter()
-        .map(|l| listener::encode(l, ir.address, edge, filters))
+        .map(|l| listener::encode(l, &ir.addresses, edge, filters))
         .collect();
     listeners.extend(
         ir.listeners
             .iter()
-            .filter_map(|l| listener::encode_quic(l, ir.address, edge, filters)),
+            .filter_map(|l| listener::encode_quic(l, &ir.addresses, edge, filters)),
     );
     listeners
 }

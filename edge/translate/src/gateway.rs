@@ -21,28 +21,56 @@ pub fn route_statistics(gateway: &Gateway) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-/// The address the Gateway's listeners bind to: `None` for every address, an error naming
-/// the annotation when its value is not an IP address.
-pub fn listen_address(gateway: &Gateway) -> Result<Option<std::net::IpAddr>, String> {
+/// The addresses the Gateway's listeners bind (every address when empty): those its
+/// `spec.addresses` ask for by value, else the one its annotation [`LISTEN_ADDRESS`] names;
+/// an error naming the field when one is not an IP address, or asks for a type other than
+/// `IPAddress` (the proxies bind IP addresses; an address asked for by type only is
+/// assigned, not bound).
+pub fn listen_addresses(gateway: &Gateway) -> Result<Vec<std::net::IpAddr>, String> {
+    let mut asked = Vec::new();
+    for (i, address) in gateway.spec.addresses.iter().enumerate() {
+        let type_ = address.type_.as_deref().unwrap_or("IPAddress");
+        if type_ != "IPAddress" {
+            return Err(format!(
+                "spec.addresses[{i}].type: {type_:?} is not supported; the proxies bind IP \
+                 addresses (IPAddress)"
+            ));
+        }
+        if address.value.is_empty() {
+            continue;
+        }
+        let ip: std::net::IpAddr = address.value.parse().map_err(|_| {
+            format!(
+                "spec.addresses[{i}].value: {:?} is not an IP address",
+                address.value
+            )
+        })?;
+        if !asked.contains(&ip) {
+            asked.push(ip);
+        }
+    }
+    if !asked.is_empty() {
+        return Ok(asked);
+    }
     let Some(value) = gateway
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(LISTEN_ADDRESS))
     else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
-    value.parse().map(Some).map_err(|_| {
+    value.parse().map(|ip| vec![ip]).map_err(|_| {
         format!("metadata.annotations[{LISTEN_ADDRESS}]: {value:?} is not an IP address")
     })
 }
 
 /// Why the Gateway is not accepted whatever its listeners (nothing of it is served): the
-/// condition's reason and a message naming the field. A listen address that is not one
-/// (`UnsupportedAddress`); parameters, which class `d8-alb` does not take: its settings come
+/// condition's reason and a message naming the field. An address it cannot be given
+/// ([`listen_addresses`]: `UnsupportedAddress`); parameters, which class `d8-alb` does not take: its settings come
 /// from the ALB instance naming the Gateway (`InvalidParameters`).
 pub fn refused(gateway: &Gateway) -> Option<(&'static str, String)> {
-    if let Err(problem) = listen_address(gateway) {
+    if let Err(problem) = listen_addresses(gateway) {
         return Some(("UnsupportedAddress", problem));
     }
     let parameters = gateway

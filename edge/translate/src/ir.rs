@@ -33,10 +33,10 @@ use fairlead_key::ObjectKey;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Gateway {
-    /// The address the listeners bind (every address when `None`; see
-    /// [`fairlead_edge_model::names::LISTEN_ADDRESS`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<std::net::IpAddr>,
+    /// The addresses the listeners bind (every address when empty; see
+    /// [`crate::gateway::listen_addresses`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<std::net::IpAddr>,
     /// Envoy listeners, by port (TCP before UDP).
     pub listeners: Vec<Listener>,
     /// Route configurations, in the order of their listeners.
@@ -299,15 +299,15 @@ fn slice_names<S: serde::Serializer>(
 /// by SNI precedence, virtual hosts with listener isolation, the backends reached and their
 /// TLS and EndpointSlices, and the certificates presented.
 pub fn gateway(state: &GatewayState<'_>, input: &Input, tls: &Policies) -> Gateway {
-    let (None, Ok(address)) = (
+    let (None, Ok(addresses)) = (
         crate::gateway::refused(state.gateway),
-        crate::gateway::listen_address(state.gateway),
+        crate::gateway::listen_addresses(state.gateway),
     ) else {
         // Not accepted (its status says why): nothing is served.
         return Gateway::default();
     };
     let mut out = Gateway {
-        address,
+        addresses,
         edge: fairlead_edge_model::instance::of(state.gateway, input),
         ..Gateway::default()
     };

@@ -287,7 +287,7 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
             own.len()
         )
     };
-    let listen = gateway::listen_address(g.gateway);
+    let listen = gateway::listen_addresses(g.gateway);
     let refused = gateway::refused(g.gateway);
     let accepted = match &refused {
         Some((reason, problem)) => {
@@ -364,14 +364,17 @@ fn gateway_status(g: &attach::GatewayState<'_>) -> GatewayStatus {
         ));
     }
     GatewayStatus {
-        // Where the proxies listen, when the Gateway names one address; else the addresses it
-        // asks for by value (one asked for by type only is not assigned until then).
+        // Where the proxies listen, when the Gateway is given addresses; else (refused) the
+        // addresses it asks for by value (one asked for by type only is not assigned then).
         addresses: match &listen {
-            Ok(Some(ip)) => vec![Address {
-                type_: Some("IPAddress".into()),
-                value: ip.to_string(),
-            }],
-            _ => g
+            Ok(ips) => ips
+                .iter()
+                .map(|ip| Address {
+                    type_: Some("IPAddress".into()),
+                    value: ip.to_string(),
+                })
+                .collect(),
+            Err(_) => g
                 .gateway
                 .spec
                 .addresses

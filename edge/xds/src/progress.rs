@@ -3,13 +3,24 @@
 //! (the protocol states' `settled`) — and the tally per
 //! group is read by whoever reports it (the control plane's `Synced` condition), woken by
 //! [`Progress::subscribe`] when a tally changes. The same idea as go-control-plane's status
-//! info per node, counted per group.
+//! info per node, counted per group. A stream also reports when its proxy could not bind its
+//! listeners' addresses ([`Stream::unbound`]): the control plane says so on the Gateway
+//! (`Programmed=False`, `AddressNotUsable`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use fairlead_key::ObjectKey;
 use tokio::sync::watch;
+
+/// What one stream reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct StreamState {
+    /// Settled.
+    settled: bool,
+    /// Why its proxy could not bind its listeners' addresses, while it could not.
+    unbound: Option<String>,
+}
 
 /// A group's streams, counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -30,7 +41,7 @@ impl Tally {
 /// The settled state of every open stream, by group.
 #[derive(Debug)]
 pub struct Progress {
-    streams: Mutex<BTreeMap<ObjectKey, BTreeMap<u64, bool>>>,
+    streams: Mutex<BTreeMap<ObjectKey, BTreeMap<u64, StreamState>>>,
     next: std::sync::atomic::AtomicU64,
     changes: watch::Sender<u64>,
 }
@@ -51,13 +62,17 @@ impl Progress {
     pub fn open(self: &Arc<Self>, group: &ObjectKey) -> Stream {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.update(|streams| {
-            streams.entry(group.clone()).or_default().insert(id, false);
+            streams
+                .entry(group.clone())
+                .or_default()
+                .insert(id, StreamState::default());
         });
         Stream {
             progress: self.clone(),
             group: group.clone(),
             id,
             settled: false,
+            unbound: None,
         }
     }
 
@@ -69,8 +84,17 @@ impl Progress {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         streams.get(group).map_or_else(Tally::default, |s| Tally {
             streams: s.len(),
-            settled: s.values().filter(|settled| **settled).count(),
+            settled: s.values().filter(|s| s.settled).count(),
         })
+    }
+
+    /// Why some proxy of `group` could not bind its listeners' addresses, if one could not.
+    pub fn unbound(&self, group: &ObjectKey) -> Option<String> {
+        let streams = self
+            .streams
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        streams.get(group)?.values().find_map(|s| s.unbound.clone())
     }
 
     /// Changes whenever some tally does.
@@ -78,7 +102,7 @@ impl Progress {
         self.changes.subscribe()
     }
 
-    fn update(&self, change: impl FnOnce(&mut BTreeMap<ObjectKey, BTreeMap<u64, bool>>)) {
+    fn update(&self, change: impl FnOnce(&mut BTreeMap<ObjectKey, BTreeMap<u64, StreamState>>)) {
         {
             let mut streams = self
                 .streams
@@ -98,6 +122,7 @@ pub struct Stream {
     group: ObjectKey,
     id: u64,
     settled: bool,
+    unbound: Option<String>,
 }
 
 impl Stream {
@@ -108,8 +133,28 @@ impl Stream {
         }
         self.settled = settled;
         self.progress.update(|streams| {
-            if let Some(s) = streams.get_mut(&self.group) {
-                s.insert(self.id, settled);
+            if let Some(s) = streams
+                .get_mut(&self.group)
+                .and_then(|s| s.get_mut(&self.id))
+            {
+                s.settled = settled;
+            }
+        });
+    }
+
+    /// Reports why the proxy could not bind its listeners' addresses (`None`: it could, its
+    /// listeners were taken).
+    pub fn unbound(&mut self, why: Option<String>) {
+        if why == self.unbound {
+            return;
+        }
+        self.unbound.clone_from(&why);
+        self.progress.update(|streams| {
+            if let Some(s) = streams
+                .get_mut(&self.group)
+                .and_then(|s| s.get_mut(&self.id))
+            {
+                s.unbound = why;
             }
         });
     }
@@ -171,5 +216,24 @@ mod tests {
                 .streams
                 .eq(&0)
         );
+    }
+
+    #[test]
+    fn a_stream_that_could_not_bind_is_reported_until_it_can_or_goes() {
+        let progress = Arc::new(Progress::default());
+        let group = ObjectKey::new("d8-alb", "main");
+        let mut one = progress.open(&group);
+        let _two = progress.open(&group);
+        assert_eq!(progress.unbound(&group), None);
+        one.unbound(Some("cannot bind '192.0.2.1:80'".into()));
+        assert_eq!(
+            progress.unbound(&group).as_deref(),
+            Some("cannot bind '192.0.2.1:80'")
+        );
+        one.unbound(None);
+        assert_eq!(progress.unbound(&group), None);
+        one.unbound(Some("cannot bind".into()));
+        drop(one);
+        assert_eq!(progress.unbound(&group), None, "gone with its stream");
     }
 }
