@@ -67,6 +67,12 @@ pub struct UpArgs {
     #[arg(long)]
     no_local_proxies: bool,
 
+    /// Run proxies for Gateways of class `d8-alb` that no ClusterALBInstance or ALBInstance
+    /// names, as the Gateway API provisions a Gateway (`fairlead edge controller
+    /// --provision-gateways`); by default, as in Deckhouse, only instances get proxies.
+    #[arg(long)]
+    provision_gateways: bool,
+
     /// How long the certificates the gateway controller issues are valid, in seconds
     /// (renewed at two thirds; 90 days by default).
     #[arg(long)]
@@ -345,6 +351,7 @@ async fn start_edge(
             lifetime: args.certificate_lifetime.map(Duration::from_secs),
             http01_ingress_class: args.http01_bridging_ingress_class.clone(),
             webhook: Some(webhook),
+            provision_gateways: args.provision_gateways,
         },
         webhook_listener,
         // The controller's changes to managed Gateways, and the runner's (their local listen

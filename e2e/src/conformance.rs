@@ -2,9 +2,11 @@
 //! namespaces, Gateways and backend Services of `conformance/base/manifests.yaml`) and each
 //! test's manifests, transcribed under `e2e/tests/conformance/manifests/` with their source; the
 //! backends' pods stood in by [`crate::echo`] servers (an EndpointSlice per Service, as the
-//! endpoint controller would write it); one real Envoy per Gateway a test sends traffic to
-//! (`fairlead edge proxy` with the Gateway's own xDS client certificate, as its proxy pod runs
-//! it), listening on a loopback address of the Gateway's own (its annotation
+//! endpoint controller would write it); every Gateway provisioned by the gateway controller
+//! (its Deployment, Service and ServiceAccount, not their pods); one real Envoy per Gateway a
+//! test sends traffic to (`fairlead edge proxy` with the Gateway's own xDS client
+//! certificate, as its proxy pod runs it), listening on a loopback address of the Gateway's
+//! own (its annotation
 //! `fairlead.io/listen-address`, as a load balancer's address in a cluster); and the suite's
 //! assertions — statuses, then requests asked again until the answer holds for three in a
 //! row (its `AwaitConvergence`).
@@ -23,6 +25,7 @@ use crate::{Up, until};
 
 mod expect;
 pub mod grpc;
+mod infrastructure;
 pub mod report;
 pub mod secrets;
 mod status;
@@ -144,11 +147,17 @@ pub struct World {
 
 impl World {
     /// Starts `fairlead up` serving the experimental channel's CRDs (the suite's extended
-    /// features need its fields), applies the base manifests and the TLS material of the
-    /// suite's setup, and stands in their backends' pods.
+    /// features need its fields) and provisioning every Gateway as the Gateway API does
+    /// (`--provision-gateways`: a Deployment, Service and ServiceAccount each, carrying
+    /// `spec.infrastructure`), without running those pods (`--no-local-proxies`: the world
+    /// runs one Envoy per Gateway a test sends traffic to, [`World::gateway`]); applies the
+    /// base manifests and the TLS material of the suite's setup, and stands in their
+    /// backends' pods.
     pub async fn start() -> World {
         let up = Up::builder()
             .option("--gateway-api-channel", "experimental")
+            .flag("--provision-gateways")
+            .flag("--no-local-proxies")
             .start();
         up.wait_ready().await;
         let world = World {

@@ -1,6 +1,7 @@
 //! ALB instances in `fairlead up`: their proxies running as real Envoys that serve each its
 //! own Gateway (the README's walk, `fairlead_e2e::alb`), proxies that get only their Gateway's
-//! configuration and do not hold the shutdown, and a world without Envoy that says so.
+//! configuration and do not hold the shutdown, a world without Envoy that says so, and
+//! Gateways no instance names provisioned the Gateway API's way when `up` is asked to.
 
 use std::time::{Duration, Instant};
 
@@ -127,4 +128,95 @@ spec: {{gatewayName: lonely, inlet: {{type: LoadBalancer, loadBalancer: {{httpPo
         1,
         "said once: {logs}"
     );
+}
+
+/// With `--provision-gateways`, a Gateway no instance names gets proxies of its own: a
+/// Deployment of two real Envoys behind a LoadBalancer Service, serving its routes on its
+/// own listener port, its pods carrying its `spec.infrastructure`; deleted, the Gateway takes
+/// them with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_provisions_a_gateway_no_instance_names_when_asked() {
+    let up = Up::builder().flag("--provision-gateways").start();
+    up.wait_ready().await;
+    let backend = fairlead_e2e::backends::named("web").await;
+    let port = free_port();
+    up.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: web, namespace: default}}
+spec:
+  gatewayClassName: d8-alb
+  infrastructure:
+    labels: {{team: web}}
+    annotations: {{example.com/owner: web-team}}
+  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
+---
+{}",
+        route_to("web", "web", "default", backend)
+    ));
+    let client = up.client().await;
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(client.clone(), "default");
+    let address = until("the provisioned LoadBalancer's address", async || {
+        let s = services.get_opt("d8-alb-web-loadbalancer").await.ok()??;
+        s.status?.load_balancer?.ingress?.first()?.ip.clone()
+    })
+    .await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let url = format!("http://{address}:{port}/");
+    let answer = until("the backend through the provisioned proxies", async || {
+        let r = http.get(&url).send().await.ok()?;
+        r.status().is_success().then_some(())?;
+        r.text().await.ok()
+    })
+    .await;
+    assert_eq!(answer, "web");
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), "default");
+    let by_gateway =
+        kube::api::ListParams::default().labels("gateway.networking.k8s.io/gateway-name=web");
+    let running = until("two ready proxies", async || {
+        let list = pods.list(&by_gateway).await.ok()?;
+        let ready = list.items.iter().filter(|p| pod_ready(p)).count();
+        (ready == 2).then_some(list.items)
+    })
+    .await;
+    for pod in &running {
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()["team"], "web");
+        assert_eq!(
+            pod.metadata.annotations.as_ref().unwrap()["example.com/owner"],
+            "web-team"
+        );
+    }
+    let gateways = gateways_of(client.clone());
+    let provisioned = until("the Gateway's Provisioned condition", async || {
+        let g = gateways.get("web").await.ok()?;
+        g.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "alb.deckhouse.io/Provisioned" && c["status"] == "True")
+            .cloned()
+    })
+    .await;
+    assert_eq!(provisioned["reason"], "Provisioned");
+
+    // Deleted, the Gateway takes its proxies with it.
+    gateways
+        .delete("web", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    until("the provisioned proxies gone", async || {
+        pods.list(&by_gateway)
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    let output = up.stopped().await;
+    assert!(output.status.success(), "{output:?}");
 }

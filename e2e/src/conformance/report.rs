@@ -13,14 +13,8 @@ use std::future::Future;
 use serde::{Deserialize, Serialize};
 
 /// The extended features fairlead does not claim, and why (the report's header and the
-/// README say so).
-pub const UNSUPPORTED: &[(&str, &str)] = &[(
-    "GatewayInfrastructurePropagation",
-    "fairlead provisions proxies for ALB instances (Deckhouse's model); a Gateway no \
-         instance names gets none (alb.deckhouse.io/Provisioned=False, NoInstance), so no \
-         ServiceAccount, Pod or Service is generated for it to carry spec.infrastructure's \
-         labels and annotations",
-)];
+/// README say so): none.
+pub const UNSUPPORTED: &[(&str, &str)] = &[];
 
 /// The tests transcribed from the suite's main branch after the release (in the run, not in
 /// the report).
@@ -90,7 +84,7 @@ impl Run {
     /// absence); refused when `feature` is not claimed.
     pub fn claims(&mut self, suite: &Suite, names: &[&str], feature: &str) {
         assert!(
-            suite.supported().contains(feature),
+            suite.supported(UNSUPPORTED).contains(feature),
             "{names:?} run only when {feature} is not claimed"
         );
         self.passed.extend(names.iter().map(|n| (*n).to_owned()));
@@ -106,21 +100,33 @@ impl Suite {
         serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
-    /// The features fairlead claims: every feature of the profiles but [`UNSUPPORTED`].
-    pub fn supported(&self) -> BTreeSet<String> {
+    /// The features claimed: every feature of the profiles but `unsupported`'s.
+    pub fn supported(&self, unsupported: &[(&str, &str)]) -> BTreeSet<String> {
         self.profiles
             .iter()
             .flat_map(|p| p.core.iter().chain(&p.extended))
-            .filter(|f| UNSUPPORTED.iter().all(|(u, _)| u != f))
+            .filter(|f| unsupported.iter().all(|(u, _)| u != f))
             .cloned()
             .collect()
     }
 
-    /// The report of a run that passed `run`'s tests, dated `date`; what is wrong, when
-    /// something is: tests the claims need that the run did not pass, tests the run names
-    /// that the suite does not have.
+    /// The report of a run that passed `run`'s tests, dated `date`, claiming every feature
+    /// but [`UNSUPPORTED`] ([`Suite::report_claiming`]).
     pub fn report(&self, run: &Run, date: &str) -> Result<Report, Vec<String>> {
-        let supported = self.supported();
+        self.report_claiming(run, date, UNSUPPORTED)
+    }
+
+    /// The report of a run that passed `run`'s tests, dated `date`, claiming every feature
+    /// but `unsupported`'s (each with why); what is wrong, when something is: tests the
+    /// claims need that the run did not pass, tests the run names that the suite does not
+    /// have.
+    pub fn report_claiming(
+        &self,
+        run: &Run,
+        date: &str,
+        unsupported: &[(&str, &str)],
+    ) -> Result<Report, Vec<String>> {
+        let supported = self.supported(unsupported);
         let unknown: Vec<String> = run
             .passed
             .iter()
@@ -198,6 +204,10 @@ impl Suite {
             mode: "default",
             profiles,
             succeeded_provisional_tests: provisional,
+            unsupported: unsupported
+                .iter()
+                .map(|(f, why)| ((*f).to_owned(), (*why).to_owned()))
+                .collect(),
         })
     }
 }
@@ -218,6 +228,9 @@ pub struct Report {
     /// One per profile with a test counted.
     pub profiles: Vec<ProfileReport>,
     succeeded_provisional_tests: Vec<String>,
+    /// The features not claimed, and why (the header).
+    #[serde(skip)]
+    unsupported: Vec<(String, String)>,
 }
 
 impl Report {
@@ -226,9 +239,14 @@ impl Report {
         let mut out = format!(
             "# fairlead's Gateway API conformance report: the tests of gateway-api {SUITE_VERSION} \
              transcribed under\n# e2e/tests/conformance/, passed through real Envoy; \
-             scripts/conformance-report writes it. Not claimed:\n"
+             scripts/conformance-report writes it. "
         );
-        for (feature, why) in UNSUPPORTED {
+        if self.unsupported.is_empty() {
+            out.push_str("Every feature of the five profiles is claimed.\n");
+        } else {
+            out.push_str("Not claimed:\n");
+        }
+        for (feature, why) in &self.unsupported {
             out.push_str(&format!("# - {feature}: {why}.\n"));
         }
         out + &serde_yaml_ng::to_string(self).expect("the report as YAML")
@@ -302,9 +320,11 @@ pub struct Extended {
     /// Its results.
     #[serde(flatten)]
     pub status: Status,
-    /// Its extended features fairlead claims.
+    /// Its extended features fairlead claims (left out when none, as the suite leaves it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub supported_features: Vec<String>,
-    /// Those it does not.
+    /// Those it does not (left out when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unsupported_features: Vec<String>,
 }
 
@@ -344,6 +364,9 @@ mod tests {
         serde_yaml_ng::from_str(&yaml).unwrap()
     }
 
+    /// What the tests leave unclaimed.
+    const NOT_INFRA: &[(&str, &str)] = &[("GatewayInfrastructurePropagation", "not here")];
+
     fn run(names: &[&str]) -> Run {
         Run {
             passed: names.iter().map(|n| (*n).to_owned()).collect(),
@@ -356,7 +379,11 @@ mod tests {
     #[test]
     fn tests_count_in_their_profiles_as_the_suite_counts_them() {
         let report = suite()
-            .report(&run(&["Basic", "Cors", "Tcp"]), "2026-12-06T00:00:00Z")
+            .report_claiming(
+                &run(&["Basic", "Cors", "Tcp"]),
+                "2026-12-06T00:00:00Z",
+                NOT_INFRA,
+            )
             .unwrap();
         let http = &report.profiles[0];
         assert_eq!(http.name, "GATEWAY-HTTP");
@@ -377,7 +404,7 @@ mod tests {
         assert_eq!(report.succeeded_provisional_tests, ["Cors"]);
         let yaml = report.yaml();
         assert!(yaml.starts_with("# fairlead's Gateway API conformance report"));
-        assert!(yaml.contains("- GatewayInfrastructurePropagation: fairlead provisions"));
+        assert!(yaml.contains("Not claimed:\n# - GatewayInfrastructurePropagation: not here."));
         assert!(yaml.contains("Passed: 1"));
     }
 
@@ -385,11 +412,39 @@ mod tests {
     /// no report.
     #[test]
     fn claims_without_their_tests_make_no_report() {
-        let missing = suite().report(&run(&["Basic", "Tcp"]), "now").unwrap_err();
+        let missing = suite()
+            .report_claiming(&run(&["Basic", "Tcp"]), "now", NOT_INFRA)
+            .unwrap_err();
         assert_eq!(missing, ["Cors: claimed, not passed"]);
         let unknown = suite()
-            .report(&run(&["Basic", "Cors", "Tcp", "Typo"]), "now")
+            .report_claiming(&run(&["Basic", "Cors", "Tcp", "Typo"]), "now", NOT_INFRA)
             .unwrap_err();
         assert_eq!(unknown, ["Typo: not a test of the suite"]);
+    }
+
+    /// With every feature claimed, the infrastructure test must pass too, and the header
+    /// says nothing is left out.
+    #[test]
+    fn claiming_everything_needs_every_test() {
+        let missing = suite()
+            .report_claiming(&run(&["Basic", "Cors", "Tcp"]), "now", &[])
+            .unwrap_err();
+        assert_eq!(missing, ["Infra: claimed, not passed"]);
+        let report = suite()
+            .report_claiming(&run(&["Basic", "Cors", "Tcp", "Infra"]), "now", &[])
+            .unwrap();
+        let http = &report.profiles[0];
+        assert!(
+            http.extended
+                .as_ref()
+                .unwrap()
+                .unsupported_features
+                .is_empty()
+        );
+        assert!(
+            report
+                .yaml()
+                .contains("Every feature of the five profiles is claimed.")
+        );
     }
 }

@@ -18,6 +18,27 @@ pub(crate) async fn gateway_invalid_parameters_ref(world: &World) {
     world.delete(&yaml).await;
 }
 
+/// GatewayInfrastructure: the labels and annotations of a Gateway's `spec.infrastructure` on
+/// what is made for it (the controller provisions this Gateway, which no instance names:
+/// the world's `up` runs with `--provision-gateways`).
+pub(crate) async fn gateway_infrastructure(world: &World) {
+    let yaml = manifest("gateway-infrastructure.yaml");
+    world.apply(&yaml);
+    let key = "gateway-conformance-infra/gateway-with-infrastructure-metadata";
+    world
+        .gateway_condition(key, "Accepted", "True", "Accepted")
+        .await;
+    let gateway = document(&yaml, "Gateway", "gateway-with-infrastructure-metadata");
+    let map = |field: &str| -> std::collections::BTreeMap<String, String> {
+        serde_json::from_value(gateway["spec"]["infrastructure"][field].clone())
+            .expect("a map of strings")
+    };
+    world
+        .infrastructure_propagated(key, &map("labels"), &map("annotations"))
+        .await;
+    world.delete(&yaml).await;
+}
+
 /// A Gateway's `https` listener, its conditions and no attached route (the suite's
 /// `GatewayStatusMustHaveListeners` for one listener).
 pub(crate) async fn https_listener(world: &World, gateway: &str, conditions: &[Wanted<'_>]) {

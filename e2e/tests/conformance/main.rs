@@ -60,6 +60,11 @@ async fn the_gateway_api_conformance_suite_passes_through_real_envoy() {
         gateway::gateway_invalid_parameters_ref(&world),
     )
     .await;
+    run.run(
+        &["GatewayInfrastructure"],
+        gateway::gateway_infrastructure(&world),
+    )
+    .await;
     run.run(&["HTTPRouteCORS"], cors::http_route_cors(&world))
         .await;
     run.run(

@@ -171,6 +171,12 @@ pub struct ControllerArgs {
     /// seconds.
     #[arg(long, default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(10..))]
     pub geo_downloader_interval: u64,
+    /// Run proxies for Gateways of class `d8-alb` that no ClusterALBInstance or ALBInstance
+    /// names, as the Gateway API provisions a Gateway (a Deployment, Service and
+    /// ServiceAccount in its namespace carrying `spec.infrastructure`'s labels and
+    /// annotations); by default, as in Deckhouse, only instances get proxies.
+    #[arg(long)]
+    pub provision_gateways: bool,
     /// Where the relationship graph's API listens: loopback, behind the pod's
     /// kube-rbac-proxy, which alone passes the user headers it trusts.
     #[arg(long, default_value = "127.0.0.1:9446")]
@@ -203,6 +209,7 @@ impl ControllerArgs {
                 service: self.webhook_service.clone(),
                 port: self.webhook_service_port,
             }),
+            provision_gateways: self.provision_gateways,
         })
     }
 }

@@ -27,6 +27,9 @@ pub struct Config {
     pub http01_ingress_class: Option<String>,
     /// Where the API server reaches the admission webhooks (none: not registered).
     pub webhook: Option<crate::webhook::WebhookService>,
+    /// Gateways of the class that no instance names get proxies of their own (the
+    /// `provision` module); off, they are accepted and translated but nothing runs them.
+    pub provision_gateways: bool,
 }
 
 impl Config {
@@ -236,6 +239,7 @@ pub(crate) fn read(
             .and_then(|a| a.get(fairlead_edge_model::names::ROUTE_STATISTICS))
             .is_some_and(|v| v == "true"),
         own_inlet: false,
+        infrastructure: Default::default(),
         waf: false,
         spec,
     }

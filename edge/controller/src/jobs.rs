@@ -6,14 +6,15 @@
 //!   reconciles, and runs again when a certificate is due;
 //! - what reads every instance: the binding that lets every proxy's and geoproxy's
 //!   kube-rbac-proxy review its callers (written only when its subjects change), the condition
-//!   of every Gateway of the class ([`crate::unmanaged`], written only where it changed), and
-//!   the expiry series of certificates that are gone — from the controller's caches, on a
-//!   change of an instance or a Gateway;
+//!   of every Gateway of the class ([`crate::unmanaged`], written only where it changed), the
+//!   proxies of Gateways no instance names when the controller provisions them
+//!   ([`crate::provision`]), and the expiry series of certificates that are gone — from the
+//!   controller's caches, on a change of an instance or a Gateway;
 //! - cert-manager's HTTP-01 bridges ([`crate::http01`]), on a change of a solver route;
 //! - the module's cleanup ([`crate::cleanup`]): while it is requested, it removes what the
 //!   controller made, and the other work stops.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -341,7 +342,8 @@ async fn keep_certificates(
 }
 
 /// What reads every instance: the proxies' kube-rbac-proxy binding, the condition of every
-/// Gateway of the class, and the expiry series of certificates that are gone.
+/// Gateway of the class, the proxies of the Gateways the controller provisions, and the
+/// expiry series of certificates that are gone.
 async fn every_instance(
     context: &Context,
     gateways: &Store<DynamicObject>,
@@ -349,12 +351,20 @@ async fn every_instance(
     term: &CancellationToken,
 ) {
     let mut bound: Option<Vec<ObjectKey>> = None;
+    let mut provisioner = crate::provision::Provisioner::default();
     let mut rounds = Rounds::new(PACING, world);
     while next(&mut rounds, term).await {
-        if *context.cleaning.borrow() != Some(false) || context.ca.borrow().is_none() {
+        if *context.cleaning.borrow() != Some(false) {
             continue;
         }
-        let result = every_instance_round(context, gateways, &mut bound).await;
+        let Some(ca) = context.ca.borrow().clone() else {
+            // Not yet: the certificates job has not made or read the CA. Soon again, not at
+            // the next resync.
+            rounds.finished(Outcome::Failed);
+            continue;
+        };
+        let result =
+            every_instance_round(context, &ca, gateways, &mut bound, &mut provisioner).await;
         finished(context, &mut rounds, "every instance", result);
     }
 }
@@ -362,11 +372,22 @@ async fn every_instance(
 /// One round of [`every_instance`]; `bound` is the binding's subjects as last written.
 async fn every_instance_round(
     context: &Context,
+    ca: &Ca,
     gateways: &Store<DynamicObject>,
     bound: &mut Option<Vec<ObjectKey>>,
+    provisioner: &mut crate::provision::Provisioner,
 ) -> Result<(), ReconcileError> {
     let live = context.live();
     let controlling = crate::instances::controlling(&live);
+    let gateways = gateways.state();
+    // Gateways no instance names get proxies of their own, when the controller is asked to.
+    let (provisioned, provisioning) = if context.config.provision_gateways {
+        provisioner
+            .round(context, ca, &gateways, &controlling)
+            .await
+    } else {
+        (BTreeMap::new(), Ok(()))
+    };
     // Every proxy's and geoproxy's kube-rbac-proxy may review its callers.
     let accounts: Vec<ObjectKey> = controlling
         .iter()
@@ -378,6 +399,11 @@ async fn every_instance_round(
                 .map(|_| ObjectKey::new(gateway.namespace(), crate::geoproxy::name(gateway)));
             std::iter::once(proxies).chain(geoproxy)
         })
+        .chain(
+            provisioned
+                .keys()
+                .map(|g| ObjectKey::new(g.namespace(), crate::workload::workload_name(g))),
+        )
         .collect();
     if bound.as_ref() != Some(&accounts) {
         let binding = crate::workload::rbac_proxy_binding(accounts.iter().cloned());
@@ -385,7 +411,7 @@ async fn every_instance_round(
             .await?;
         *bound = Some(accounts);
     }
-    crate::unmanaged::mark(&context.client, &gateways.state(), &controlling).await?;
+    crate::unmanaged::mark(&context.client, &gateways, &controlling, &provisioned).await?;
     // Gateways gone leave no expiry series behind.
     let kept: BTreeSet<String> = std::iter::once(ObjectKey::new(
         CLUSTER_NAMESPACE,
@@ -401,12 +427,13 @@ async fn every_instance_round(
     .chain(
         controlling
             .keys()
+            .chain(provisioned.keys())
             .map(|g| ObjectKey::new(g.namespace(), crate::workload::client_secret(g))),
     )
     .map(|k| k.to_string())
     .collect();
     context.metrics.retain_expiry(&kept);
-    Ok(())
+    provisioning
 }
 
 /// cert-manager's HTTP-01 solver routes bridged through Ingresses of the configured class

@@ -5,7 +5,8 @@
 //! re-exports. Here: the Gateway API CRDs and the `d8-alb` GatewayClass ([`crds`]); the
 //! per-instance reconciles on kube-runtime's Controller ([`reconcile`]) and what they do for
 //! one Gateway ([`realize`], over [`apply`]); the cluster-wide jobs ([`jobs`]): the CA and
-//! what it issues ([`certificates`]), Gateways no instance names ([`unmanaged`]),
+//! what it issues ([`certificates`]), Gateways no instance names ([`unmanaged`]; their
+//! proxies, when the controller provisions them: [`provision`]),
 //! cert-manager's HTTP-01 bridges ([`http01`]), the module's cleanup ([`cleanup`]); the
 //! finalizer on instances ([`finalizer`]); the metrics ([`metrics`]); the admission webhooks:
 //! what they decide ([`admission`]) and their server and registration ([`webhook`]); what the
@@ -23,6 +24,7 @@ pub mod http01;
 pub mod ingress2gateway;
 mod jobs;
 pub mod metrics;
+pub mod provision;
 pub mod rbac;
 mod realize;
 pub mod reconcile;

@@ -89,7 +89,7 @@ async fn realize_all(
     }
     // The WAF beside Envoy when some route of the Gateway asks for it (every inlet serves
     // the same routes).
-    let waf = asks_for_waf(client, gateway).await?;
+    let waf = gateway_asks_for_waf(client, gateway).await?;
     for instance in &mut live {
         instance.waf = waf;
     }
@@ -342,34 +342,8 @@ pub async fn realize(
     due: &mut Due,
 ) -> Result<State, ReconcileError> {
     let (programmed, synced) = apply_gateway(client, plan).await?;
-    let identity = crate::workload::identity(&config.workload.trust_domain, &plan.gateway);
-    let lifetime = config.lifetime();
     due.add(
-        crate::certificates::keep(
-            client,
-            ca,
-            &crate::certificates::Leaf {
-                secret: ObjectKey::new(
-                    plan.gateway.namespace(),
-                    crate::workload::client_secret(&plan.gateway),
-                ),
-                owners: &plan.owners,
-                labels: BTreeMap::from([
-                    (
-                        "app.kubernetes.io/managed-by".to_owned(),
-                        MANAGER.to_owned(),
-                    ),
-                    (
-                        crate::pods::GATEWAY_LABEL.to_owned(),
-                        plan.gateway.name().to_owned(),
-                    ),
-                ]),
-                names: crate::certificates::Names::Identity(&identity),
-            },
-            metrics,
-            |ca| ca.issue_client_uri(&identity, lifetime),
-        )
-        .await?,
+        keep_client_certificate(client, ca, &plan.gateway, &plan.owners, config, metrics).await?,
     );
     let workload = plan
         .workload
@@ -394,10 +368,58 @@ pub async fn realize(
             }
         }
     }
+    (state.proxies, state.addresses) = apply_workload(client, workload, &plan.gateway).await?;
+    Ok(state)
+}
+
+/// Keeps the client certificate `gateway`'s proxies present to the xDS server (its
+/// identity, [`crate::workload::identity`]) issued by `ca`, owned by `owners`; when it is due
+/// next.
+pub(crate) async fn keep_client_certificate(
+    client: &kube::Client,
+    ca: &fairlead_kit::pki::Ca,
+    gateway: &ObjectKey,
+    owners: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+    config: &Config,
+    metrics: &crate::metrics::ControllerMetrics,
+) -> Result<Option<std::time::SystemTime>, ReconcileError> {
+    let identity = crate::workload::identity(&config.workload.trust_domain, gateway);
+    let lifetime = config.lifetime();
+    Ok(crate::certificates::keep(
+        client,
+        ca,
+        &crate::certificates::Leaf {
+            secret: ObjectKey::new(gateway.namespace(), crate::workload::client_secret(gateway)),
+            owners,
+            labels: BTreeMap::from([
+                (
+                    "app.kubernetes.io/managed-by".to_owned(),
+                    MANAGER.to_owned(),
+                ),
+                (
+                    crate::pods::GATEWAY_LABEL.to_owned(),
+                    gateway.name().to_owned(),
+                ),
+            ]),
+            names: crate::certificates::Names::Identity(&identity),
+        },
+        metrics,
+        |ca| ca.issue_client_uri(&identity, lifetime),
+    )
+    .await?)
+}
+
+/// Applies `gateway`'s proxy workload — its ServiceAccount, bootstrap and inlet
+/// ([`realize_inlet`]); how many proxies are ready of how many wanted, and where clients
+/// reach them.
+pub(crate) async fn apply_workload(
+    client: &kube::Client,
+    workload: &crate::workload::Workload,
+    gateway: &ObjectKey,
+) -> Result<((i64, i64), Vec<String>), kube::Error> {
     apply_object(client, &workload.service_account).await?;
     apply_object(client, &workload.bootstrap).await?;
-    (state.proxies, state.addresses) = realize_inlet(client, workload, &plan.gateway).await?;
-    Ok(state)
+    realize_inlet(client, workload, gateway).await
 }
 
 /// The kinds an inlet is made of.
@@ -478,22 +500,27 @@ async fn has_own_inlet(
     })
 }
 
-/// Whether some route of `gateway` asks for the WAF: its `WAF` condition, which the control
-/// plane writes ([`fairlead_edge_model::names::WAF_CONDITION`]). A Gateway not made yet
-/// asks nothing; once the control plane writes the condition, the Gateway's change wakes
-/// the reconcile again.
-async fn asks_for_waf(client: &kube::Client, gateway: &ObjectKey) -> Result<bool, kube::Error> {
-    let Some(object) = gateways(client, gateway.namespace())
+/// Whether some route of the live `gateway` asks for the WAF ([`asks_for_waf`]). A Gateway
+/// not made yet asks nothing; once the control plane writes the condition, the Gateway's
+/// change wakes the reconcile again.
+async fn gateway_asks_for_waf(
+    client: &kube::Client,
+    gateway: &ObjectKey,
+) -> Result<bool, kube::Error> {
+    Ok(gateways(client, gateway.namespace())
         .get_opt(gateway.name())
         .await?
-    else {
-        return Ok(false);
-    };
-    Ok(object.data["status"]["conditions"]
+        .is_some_and(|object| asks_for_waf(&object.data)))
+}
+
+/// Whether some route of a Gateway (its object's data) asks for the WAF: its `WAF`
+/// condition, which the control plane writes ([`fairlead_edge_model::names::WAF_CONDITION`]).
+pub(crate) fn asks_for_waf(gateway: &Value) -> bool {
+    gateway["status"]["conditions"]
         .as_array()
         .into_iter()
         .flatten()
-        .any(|c| c["type"] == fairlead_edge_model::names::WAF_CONDITION && c["status"] == "True"))
+        .any(|c| c["type"] == fairlead_edge_model::names::WAF_CONDITION && c["status"] == "True")
 }
 
 /// Applies an inlet of `gateway` — its proxies and their Service — and reads back how many

@@ -1,8 +1,11 @@
 //! Every Gateway of class `d8-alb` says whether proxies serve it, in its condition
 //! [`PROVISIONED`] (written with the controller's field manager, beside the control plane's
-//! conditions): `True` for a Gateway an instance manages, `False` with reason `NoInstance`
-//! for one that no ClusterALBInstance or ALBInstance names: the control plane accepts and
-//! translates it, but nothing runs Envoy for it.
+//! conditions): `True` for a Gateway an instance manages, and for one the controller
+//! provisions itself (`--provision-gateways`, [`crate::provision`]); `False` with reason
+//! `ProvisioningFailed` when applying that failed (the error said), and with reason
+//! `NoInstance` for a Gateway that no ClusterALBInstance or ALBInstance names while the
+//! controller does not provision: the control plane accepts and translates it, but nothing
+//! runs Envoy for it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,25 +15,52 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::instances::{Instance, MANAGER};
+use crate::provision::Outcome;
 
 /// The condition type.
 pub const PROVISIONED: &str = "alb.deckhouse.io/Provisioned";
 
 /// The condition `gateway` should carry (without its transition time), given the instance
-/// controlling each managed Gateway.
+/// controlling each managed Gateway and how each Gateway the controller provisions went.
 pub fn condition(
     gateway: &ObjectKey,
     controlling: &BTreeMap<ObjectKey, &Instance>,
+    provisioned: &BTreeMap<ObjectKey, Outcome>,
     generation: i64,
 ) -> Value {
-    match controlling.get(gateway) {
-        Some(instance) => json!({"type": PROVISIONED, "status": "True", "reason": "Provisioned",
-            "message": format!("the proxies of {} {} serve this Gateway", instance.kind, instance.key),
-            "observedGeneration": generation}),
-        None => json!({"type": PROVISIONED, "status": "False", "reason": "NoInstance",
-            "message": format!("no ClusterALBInstance or ALBInstance names this Gateway (spec.gatewayName: {}), so no proxy runs for it; create one, or run `fairlead edge proxy --gateway {gateway}` yourself", gateway.name()),
-            "observedGeneration": generation}),
-    }
+    let (status, reason, message) = match (controlling.get(gateway), provisioned.get(gateway)) {
+        (Some(instance), _) => (
+            "True",
+            "Provisioned",
+            format!(
+                "the proxies of {} {} serve this Gateway",
+                instance.kind, instance.key
+            ),
+        ),
+        (None, Some(Ok(()))) => (
+            "True",
+            "Provisioned",
+            format!(
+                "the controller runs this Gateway's proxies (Deployment {}), as --provision-gateways asks",
+                crate::workload::workload_name(gateway)
+            ),
+        ),
+        (None, Some(Err(why))) => (
+            "False",
+            "ProvisioningFailed",
+            format!("applying this Gateway's proxies failed (retried): {why}"),
+        ),
+        (None, None) => (
+            "False",
+            "NoInstance",
+            format!(
+                "no ClusterALBInstance or ALBInstance names this Gateway (spec.gatewayName: {}), so no proxy runs for it; create one, or run `fairlead edge proxy --gateway {gateway}` yourself",
+                gateway.name()
+            ),
+        ),
+    };
+    json!({"type": PROVISIONED, "status": status, "reason": reason, "message": message,
+        "observedGeneration": generation})
 }
 
 /// Writes [`PROVISIONED`] on every Gateway of class `d8-alb` of `gateways` (the
@@ -39,6 +69,7 @@ pub async fn mark(
     client: &kube::Client,
     gateways: &[Arc<DynamicObject>],
     controlling: &BTreeMap<ObjectKey, &Instance>,
+    provisioned: &BTreeMap<ObjectKey, Outcome>,
 ) -> Result<(), kube::Error> {
     for gateway in gateways {
         if gateway.data["spec"]["gatewayClassName"] != crate::crds::GATEWAY_CLASS {
@@ -52,6 +83,7 @@ pub async fn mark(
         let wanted = condition(
             &key,
             controlling,
+            provisioned,
             gateway.metadata.generation.unwrap_or_default(),
         );
         let stored = gateway.data["status"]["conditions"]
@@ -89,4 +121,60 @@ pub async fn mark(
         .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The condition says who runs the proxies: an instance, the controller, or nobody —
+    /// and why not, when provisioning failed.
+    #[test]
+    fn the_condition_names_who_runs_the_proxies() {
+        let gateway = ObjectKey::new("team", "web");
+        let instance = Instance {
+            kind: "ALBInstance",
+            key: ObjectKey::new("team", "web"),
+            uid: "u".into(),
+            created: String::new(),
+            generation: 1,
+            default: false,
+            route_statistics: false,
+            own_inlet: false,
+            infrastructure: Default::default(),
+            waf: false,
+            spec: fairlead_edge_api::InstanceSpec {
+                gateway_name: "web".into(),
+                ..Default::default()
+            },
+        };
+        let reason = |controlling: &BTreeMap<ObjectKey, &Instance>,
+                      provisioned: &BTreeMap<ObjectKey, Outcome>| {
+            let c = condition(&gateway, controlling, provisioned, 7);
+            assert_eq!(c["observedGeneration"], 7);
+            (
+                c["status"].as_str().unwrap().to_owned(),
+                c["reason"].as_str().unwrap().to_owned(),
+                c["message"].as_str().unwrap().to_owned(),
+            )
+        };
+        let none = BTreeMap::new();
+        let managed = BTreeMap::from([(gateway.clone(), &instance)]);
+        let (status, why, message) = reason(&managed, &none);
+        assert_eq!((status.as_str(), why.as_str()), ("True", "Provisioned"));
+        assert!(message.contains("ALBInstance team/web"), "{message}");
+        let applied = BTreeMap::from([(gateway.clone(), Ok(()))]);
+        let (status, why, message) = reason(&BTreeMap::new(), &applied);
+        assert_eq!((status.as_str(), why.as_str()), ("True", "Provisioned"));
+        assert!(message.contains("Deployment d8-alb-web"), "{message}");
+        let failed = BTreeMap::from([(gateway.clone(), Err("forbidden".to_owned()))]);
+        let (status, why, message) = reason(&BTreeMap::new(), &failed);
+        assert_eq!(
+            (status.as_str(), why.as_str()),
+            ("False", "ProvisioningFailed")
+        );
+        assert!(message.ends_with("forbidden"), "{message}");
+        let (status, why, _) = reason(&BTreeMap::new(), &none);
+        assert_eq!((status.as_str(), why.as_str()), ("False", "NoInstance"));
+    }
 }

@@ -4,7 +4,8 @@
 //! xDS server's and the proxy's certificates with their names and identity; a Gateway no
 //! instance names told why; cert-manager's HTTP-01 solver routes bridged through Ingresses
 //! that go with their route; a geoproxy the controller may not apply holds up neither the
-//! proxies nor the instance's status, and is applied once it may.
+//! proxies nor the instance's status, and is applied once it may; a Gateway no instance names
+//! provisioned with its `spec.infrastructure` when the controller is asked to.
 
 mod common;
 
@@ -528,6 +529,221 @@ async fn a_geoproxy_that_cannot_be_applied_holds_up_neither_the_proxies_nor_the_
     assert!(set.is_some(), "{:?}", sets.list(&Default::default()).await);
     eventually("the instance no longer failing", async || {
         (failures() == 0).then_some(())
+    })
+    .await;
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_no_instance_names_is_provisioned_when_asked_with_its_infrastructure() {
+    use fairlead_edge_controller::rbac;
+    let (server, admin) = common::cluster(fairlead_edge_model::CONTROLLER_NAME).await;
+    // The controller as the chart binds it: its own rules, and the kube-rbac-proxy role and
+    // binding whose subjects it keeps.
+    create(
+        &dynamic(&admin, None, "v1", "Namespace", "namespaces"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d8-alb"}}),
+    )
+    .await;
+    grant(&admin, None, "controller", rbac::controller_rules()).await;
+    grant(
+        &admin,
+        Some("d8-alb"),
+        "controller",
+        rbac::controller_namespace_rules(),
+    )
+    .await;
+    grant(
+        &admin,
+        None,
+        fairlead_edge_controller::workload::RBAC_PROXY_ROLE,
+        fairlead_kit::rbac::rbac_proxy_rules(),
+    )
+    .await;
+    let rbac = "rbac.authorization.k8s.io/v1";
+    create(
+        &dynamic(
+            &admin,
+            None,
+            rbac,
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+        ),
+        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding",
+            "metadata": {"name": fairlead_edge_controller::workload::RBAC_PROXY_BINDING},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                "name": fairlead_edge_controller::workload::RBAC_PROXY_ROLE}}),
+    )
+    .await;
+    let controller = server
+        .client_as(
+            "system:serviceaccount:d8-alb:alb-gateway-controller",
+            &["system:serviceaccounts", "system:authenticated"],
+        )
+        .await
+        .unwrap();
+    let stop = start(
+        &controller,
+        Config {
+            provision_gateways: true,
+            ..Config::default()
+        },
+    );
+    let gateways = dynamic(
+        &admin,
+        Some("default"),
+        "gateway.networking.k8s.io/v1",
+        "Gateway",
+        "gateways",
+    );
+    create(
+        &gateways,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "shop", "namespace": "default"},
+        "spec": {"gatewayClassName": "d8-alb",
+            "infrastructure": {"labels": {"team": "shop"},
+                "annotations": {"example.com/owner": "shop-team"}},
+            "listeners": [{"name": "http", "port": 8080, "protocol": "HTTP"}]}}),
+    )
+    .await;
+    let deployments = dynamic(
+        &admin,
+        Some("default"),
+        "apps/v1",
+        "Deployment",
+        "deployments",
+    );
+    let deployment = eventually("the provisioned proxies' Deployment", async || {
+        deployments.get_opt("d8-alb-shop").await.ok().flatten()
+    })
+    .await;
+    let uid = gateways.get("shop").await.unwrap().metadata.uid.unwrap();
+    let owner = &deployment.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        ("Gateway", "shop", uid.as_str())
+    );
+    let pod = &deployment.data["spec"]["template"]["metadata"];
+    assert_eq!(
+        pod["labels"]["gateway.networking.k8s.io/gateway-name"],
+        "shop"
+    );
+    assert_eq!(pod["labels"]["team"], "shop");
+    assert_eq!(pod["annotations"]["example.com/owner"], "shop-team");
+    let services: Api<Service> = Api::namespaced(admin.clone(), "default");
+    let service = services.get("d8-alb-shop-loadbalancer").await.unwrap();
+    assert_eq!(service.metadata.labels.as_ref().unwrap()["team"], "shop");
+    assert_eq!(
+        service.metadata.annotations.as_ref().unwrap()["example.com/owner"],
+        "shop-team"
+    );
+    let ports: Vec<(i32, Option<_>)> = service
+        .spec
+        .unwrap()
+        .ports
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.port, p.target_port))
+        .collect();
+    assert_eq!(
+        ports,
+        [(
+            8080,
+            Some(
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i32::from(
+                    fairlead_edge_model::names::container_port(8080)
+                ))
+            )
+        )]
+    );
+    let accounts = dynamic(
+        &admin,
+        Some("default"),
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+    );
+    let labelled = accounts
+        .list(
+            &kube::api::ListParams::default().labels("gateway.networking.k8s.io/gateway-name=shop"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(labelled.items.len(), 1);
+    assert_eq!(
+        labelled.items[0].metadata.annotations.as_ref().unwrap()["example.com/owner"],
+        "shop-team"
+    );
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "default");
+    let client_cert = eventually("the proxies' certificate", async || {
+        secrets
+            .get_opt("d8-alb-shop-xds-client")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    let der = {
+        use rustls_pki_types::pem::PemObject as _;
+        rustls_pki_types::CertificateDer::from_pem_slice(text(&client_cert, "tls.crt").as_bytes())
+            .unwrap()
+    };
+    assert_eq!(
+        fairlead_kit::pki::uri_sans(&der),
+        ["spiffe://cluster.local/ns/default/gateway/shop"]
+    );
+    let provisioned = async |status: &str, reason: &str| {
+        eventually(&format!("Provisioned={status}/{reason}"), async || {
+            let g = gateways.get_status("shop").await.ok()?;
+            g.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| {
+                    c["type"] == "alb.deckhouse.io/Provisioned"
+                        && c["status"] == status
+                        && c["reason"] == reason
+                })
+                .cloned()
+        })
+        .await
+    };
+    provisioned("True", "Provisioned").await;
+
+    // The infrastructure changed: the proxies follow.
+    gateways
+        .patch(
+            "shop",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"spec": {"infrastructure": {"labels": {"team": "shop-2"}}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually("the new label on the pods", async || {
+        let d = deployments.get("d8-alb-shop").await.ok()?;
+        (d.data["spec"]["template"]["metadata"]["labels"]["team"] == "shop-2").then_some(())
+    })
+    .await;
+
+    // Deleted, the Gateway takes its proxies with it.
+    gateways
+        .delete("shop", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the provisioned workload gone", async || {
+        let gone = deployments.get_opt("d8-alb-shop").await.ok()?.is_none()
+            && services
+                .get_opt("d8-alb-shop-loadbalancer")
+                .await
+                .ok()?
+                .is_none()
+            && secrets
+                .get_opt("d8-alb-shop-xds-client")
+                .await
+                .ok()?
+                .is_none();
+        gone.then_some(())
     })
     .await;
     stop.cancel();

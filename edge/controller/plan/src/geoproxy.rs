@@ -481,14 +481,17 @@ fn stateful_set(
             },
         ),
         template: PodTemplateSpec {
-            metadata: Some(ObjectMeta {
-                labels: Some(labels(instance, gateway)),
-                annotations: Some(BTreeMap::from([(
-                    "alb.deckhouse.io/license-checksum".to_owned(),
-                    licence.checksum(),
-                )])),
-                ..ObjectMeta::default()
-            }),
+            metadata: Some(pods::annotated(
+                ObjectMeta {
+                    labels: Some(labels(instance, gateway)),
+                    annotations: Some(BTreeMap::from([(
+                        "alb.deckhouse.io/license-checksum".to_owned(),
+                        licence.checksum(),
+                    )])),
+                    ..ObjectMeta::default()
+                },
+                instance,
+            )),
             spec: Some(PodSpec {
                 service_account_name: Some(name(gateway)),
                 security_context: Some(pods::security()),
@@ -517,7 +520,12 @@ pub fn objects(
     images: Images<'_>,
 ) -> Objects {
     let name = name(gateway);
-    let metadata = |name: &str| pods::metadata(name, gateway, labels(instance, gateway), owners);
+    let metadata = |name: &str| {
+        pods::annotated(
+            pods::metadata(name, gateway, labels(instance, gateway), owners),
+            instance,
+        )
+    };
     let mut data = BTreeMap::from([(LICENSE_KEY.to_owned(), ByteString(licence.key.clone()))]);
     if let Some(account) = &licence.account_id {
         data.insert(ACCOUNT_ID.to_owned(), ByteString(account.clone()));
@@ -659,6 +667,7 @@ mod tests {
             default: false,
             route_statistics: false,
             own_inlet: false,
+            infrastructure: Default::default(),
             waf: false,
             spec: serde_json::from_value::<InstanceSpec>(
                 json!({"gatewayName": "public", "geoIP": geo}),

@@ -1,5 +1,6 @@
-//! One ALB instance as the controller reads it (either kind), and the names everything
-//! the controller makes shares.
+//! One ALB instance as the controller reads it (either kind, or a Gateway the controller
+//! provisions itself, standing as an instance of kind [`PROVISIONED_KIND`]), and the names
+//! everything the controller makes shares.
 
 use fairlead_edge_api::InstanceSpec;
 use fairlead_key::ObjectKey;
@@ -13,10 +14,18 @@ pub const MANAGER: &str = "alb-gateway-controller";
 /// The label naming a managed Gateway's instance kind and name (`ClusterALBInstance.main`).
 pub use fairlead_edge_api::INSTANCE_LABEL;
 
+/// The kind of the instance standing for a Gateway the controller provisions.
+pub const PROVISIONED_KIND: &str = "Gateway";
+
+/// What a Gateway's `spec.infrastructure` asks of everything made for it: its labels and
+/// annotations.
+pub use fairlead_edge_model::input::GatewayInfrastructure as Infrastructure;
+
 /// One instance as the planner reads it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Instance {
-    /// `ClusterALBInstance` or `ALBInstance`.
+    /// `ClusterALBInstance`, `ALBInstance`, or [`PROVISIONED_KIND`] for a Gateway the
+    /// controller provisions.
     pub kind: &'static str,
     /// Its key (no namespace for a ClusterALBInstance).
     pub key: ObjectKey,
@@ -42,6 +51,10 @@ pub struct Instance {
     pub waf: bool,
     /// What it says.
     pub spec: InstanceSpec,
+    /// The labels and annotations of everything made for its Gateway: a provisioned
+    /// Gateway's `spec.infrastructure`; none for an instance, whose
+    /// Gateway's spec is the controller's alone (the webhook refuses users' edits).
+    pub infrastructure: Infrastructure,
 }
 
 impl Instance {
@@ -67,8 +80,13 @@ impl Instance {
 
     /// An owner reference to it (the controlling one's marked `controller`).
     pub fn reference(&self, controller: bool) -> OwnerReference {
+        let api_version = if self.kind == PROVISIONED_KIND {
+            "gateway.networking.k8s.io/v1"
+        } else {
+            "network.deckhouse.io/v1alpha1"
+        };
         OwnerReference {
-            api_version: "network.deckhouse.io/v1alpha1".to_owned(),
+            api_version: api_version.to_owned(),
             kind: self.kind.to_owned(),
             name: self.key.name().to_owned(),
             uid: self.uid.clone(),

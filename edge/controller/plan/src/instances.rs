@@ -387,6 +387,7 @@ mod tests {
             default: false,
             route_statistics: false,
             own_inlet: false,
+            infrastructure: Default::default(),
             waf: false,
             spec: InstanceSpec {
                 gateway_name: gateway.into(),

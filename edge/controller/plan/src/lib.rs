@@ -3,7 +3,8 @@
 //! instance controls each Gateway and the Gateway it becomes ([`instances`]), and where a
 //! younger one's settings differ ([`conflict`]); its proxy
 //! workload ([`workload`]) and GeoIP's geoproxy and downloads ([`geoproxy`]), from the parts
-//! every pod shares ([`pods`]). The controller's shell (`fairlead-edge-controller`) reads
+//! every pod shares ([`pods`]); and, when the controller is asked to, the workload of a
+//! Gateway no instance names ([`provision`]). The controller's shell (`fairlead-edge-controller`) reads
 //! the world, asks these, and applies what they return.
 
 pub mod conflict;
@@ -11,4 +12,5 @@ pub mod geoproxy;
 pub mod instance;
 pub mod instances;
 pub mod pods;
+pub mod provision;
 pub mod workload;

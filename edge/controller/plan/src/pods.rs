@@ -32,11 +32,18 @@ const USER: i64 = 64535;
 /// Labels.
 pub type Labels = BTreeMap<String, String>;
 
+/// The Gateway API's label naming the Gateway an object was made for, which its
+/// implementations put on everything they make for one (the conformance suite finds a
+/// Gateway's ServiceAccounts, Pods and Services by it).
+pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
+
 /// The labels of what is made for `gateway` as the application `app` (`alb-proxy`,
-/// `alb-geoproxy`).
+/// `alb-geoproxy`): the controller's own, then those of the Gateway's
+/// `spec.infrastructure` (which add, never replace, one of the controller's).
 pub fn labels(instance: &Instance, gateway: &ObjectKey, app: &str) -> Labels {
-    BTreeMap::from([
+    let mut labels = BTreeMap::from([
         (GATEWAY_LABEL.to_owned(), gateway.name().to_owned()),
+        (GATEWAY_NAME_LABEL.to_owned(), gateway.name().to_owned()),
         (INSTANCE_LABEL.to_owned(), instance.label()),
         ("app.kubernetes.io/name".to_owned(), app.to_owned()),
         (
@@ -47,7 +54,26 @@ pub fn labels(instance: &Instance, gateway: &ObjectKey, app: &str) -> Labels {
             "app.kubernetes.io/managed-by".to_owned(),
             MANAGER.to_owned(),
         ),
-    ])
+    ]);
+    for (key, value) in &instance.infrastructure.labels {
+        labels.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    labels
+}
+
+/// `meta` with the annotations of the Gateway's `spec.infrastructure` added (an annotation
+/// `meta` has already keeps its value).
+pub fn annotated(mut meta: ObjectMeta, instance: &Instance) -> ObjectMeta {
+    let wanted = &instance.infrastructure.annotations;
+    if !wanted.is_empty() {
+        let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
+        for (key, value) in wanted {
+            annotations
+                .entry(key.clone())
+                .or_insert_with(|| value.clone());
+        }
+    }
+    meta
 }
 
 /// The selector of `gateway`'s pods of `app`.

@@ -414,7 +414,10 @@ fn metadata(
     gateway: &ObjectKey,
     owners: &[OwnerReference],
 ) -> ObjectMeta {
-    pods::metadata(name, gateway, labels(instance, gateway), owners)
+    pods::annotated(
+        pods::metadata(name, gateway, labels(instance, gateway), owners),
+        instance,
+    )
 }
 
 /// The bootstrap a Gateway's proxies run with.
@@ -481,12 +484,12 @@ pub struct Workload {
 }
 
 /// The proxies of a Gateway: on every node for a ClusterALBInstance, two spread replicas
-/// with a disruption budget for an ALBInstance.
+/// with a disruption budget for an ALBInstance or a Gateway the controller provisions.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Proxies {
     /// A ClusterALBInstance's.
     DaemonSet(Box<DaemonSet>),
-    /// An ALBInstance's.
+    /// An ALBInstance's, or a provisioned Gateway's.
     Deployment(Box<Deployment>, Box<PodDisruptionBudget>),
 }
 
@@ -680,7 +683,9 @@ fn service(
         .and_then(|i| i.load_balancer.as_ref());
     let mut meta = metadata(name, instance, gateway, owners);
     if let Some(annotations) = lb.and_then(|l| l.service_annotations.as_ref()) {
-        meta.annotations = Some(annotations.clone().into_iter().collect());
+        meta.annotations
+            .get_or_insert_with(BTreeMap::new)
+            .extend(annotations.clone());
     }
     Service {
         metadata: meta,
@@ -873,7 +878,7 @@ fn pod_template(
     }
     let mut containers = vec![proxy, rbac_proxy];
     containers.extend(sidecars);
-    let affinity = (instance.kind == "ALBInstance").then(|| Affinity {
+    let affinity = (instance.kind != "ClusterALBInstance").then(|| Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
             preferred_during_scheduling_ignored_during_execution: Some(vec![
                 WeightedPodAffinityTerm {
@@ -893,10 +898,13 @@ fn pod_template(
         ..Affinity::default()
     });
     PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(labels(instance, gateway)),
-            ..ObjectMeta::default()
-        }),
+        metadata: Some(pods::annotated(
+            ObjectMeta {
+                labels: Some(labels(instance, gateway)),
+                ..ObjectMeta::default()
+            },
+            instance,
+        )),
         spec: Some(PodSpec {
             service_account_name: Some(workload_name(gateway)),
             termination_grace_period_seconds: Some(
@@ -962,6 +970,7 @@ mod tests {
             default: false,
             route_statistics: false,
             own_inlet: false,
+            infrastructure: Default::default(),
             waf: false,
             spec: InstanceSpec {
                 gateway_name: "public".into(),
