@@ -61,8 +61,10 @@ async fn client_of(server: &ApiServer, admin: &kube::Client, account: &str) -> k
 
 /// The audited requests of the health ServiceAccounts: (user, verb, resource, code).
 fn requests(audit: &std::path::Path) -> BTreeSet<(String, String, String, u64)> {
-    std::fs::read_to_string(audit)
-        .unwrap()
+    let log = std::fs::read_to_string(audit).unwrap();
+    // The server may be writing a line as the file is read: whole lines only.
+    let whole = &log[..log.rfind('\n').map_or(0, |end| end + 1)];
+    whole
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|e| {

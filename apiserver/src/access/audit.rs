@@ -41,9 +41,12 @@ impl AuditLog {
 
     /// Writes the event of a request to `uri` answered with `code`.
     pub fn write(&self, record: &Record, method: &str, uri: &str, code: u16) {
-        let line = event(record, method, uri, code);
+        // One write per event: a reader of the file never sees a line in pieces (a JSON
+        // value formatted into the file would be written a token at a time).
+        let mut line = event(record, method, uri, code).to_string();
+        line.push('\n');
         let mut file = self.file.lock().expect("audit log lock");
-        if let Err(e) = writeln!(file, "{line}") {
+        if let Err(e) = file.write_all(line.as_bytes()) {
             tracing::warn!(error = %e, "writing the audit log");
         }
     }

@@ -27,8 +27,8 @@ use crate::status::StatusWriter;
 /// The Lease of the status writer.
 pub const LEASE: &str = "alb-xds-status-writer";
 
-/// The translation loop's rounds: one per snapshot the index publishes (it has collected the
-/// changes arriving together for [`fairlead_edge_index::SETTLE`], so no debounce here),
+/// The translation loop's rounds: one per snapshot the index publishes (it has let the
+/// changes arriving together settle, [`fairlead_edge_index::settle`], so no debounce here),
 /// everything is translated again every 30 s even without events (a missed event cannot
 /// last), and failed status writes are retried after half a second, doubling per round.
 pub const PACING: Pacing = Pacing {

@@ -119,14 +119,15 @@ impl Context {
     pub(crate) fn instances(&self) -> Vec<Read> {
         let clusters = self.clusters.state().into_iter().map(|i| Read {
             instance: {
-                let mut read = read("ClusterALBInstance", &i.metadata, i.spec.instance.clone());
+                let mut read =
+                    Instance::read("ClusterALBInstance", &i.metadata, i.spec.instance.clone());
                 read.default = i.spec.default_deckhouse_gateway == Some(true);
                 read
             },
             meta: i.metadata.clone(),
         });
         let namespaced = self.namespaced.state().into_iter().map(|i| Read {
-            instance: read("ALBInstance", &i.metadata, i.spec.instance.clone()),
+            instance: Instance::read("ALBInstance", &i.metadata, i.spec.instance.clone()),
             meta: i.metadata.clone(),
         });
         clusters.chain(namespaced).collect()
@@ -209,39 +210,6 @@ impl Context {
                     .set(i64::try_from(n).unwrap_or(i64::MAX));
             }
         }
-    }
-}
-
-/// One instance as the planner reads it.
-pub(crate) fn read(
-    kind: &'static str,
-    meta: &ObjectMeta,
-    spec: fairlead_edge_api::InstanceSpec,
-) -> Instance {
-    let name = meta.name.clone().unwrap_or_default();
-    Instance {
-        kind,
-        key: match &meta.namespace {
-            Some(ns) => ObjectKey::new(ns, &name),
-            None => ObjectKey::cluster(&name),
-        },
-        uid: meta.uid.clone().unwrap_or_default(),
-        created: meta
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string())
-            .unwrap_or_default(),
-        generation: meta.generation.unwrap_or_default(),
-        default: false,
-        route_statistics: meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(fairlead_edge_model::names::ROUTE_STATISTICS))
-            .is_some_and(|v| v == "true"),
-        own_inlet: false,
-        infrastructure: Default::default(),
-        waf: false,
-        spec,
     }
 }
 

@@ -31,7 +31,7 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::context::Config;
-use crate::context::{Context, Due, ReconcileError, read};
+use crate::context::{Context, Due, ReconcileError};
 use crate::instances::{INSTANCE_LABEL, Instance};
 
 /// The Lease whose holder reconciles.
@@ -240,7 +240,7 @@ async fn reconcile_cluster(
     instance: Arc<ClusterALBInstance>,
     context: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    let mut read = read(
+    let mut read = Instance::read(
         "ClusterALBInstance",
         &instance.metadata,
         instance.spec.instance.clone(),
@@ -253,7 +253,7 @@ async fn reconcile_namespaced(
     instance: Arc<ALBInstance>,
     context: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    let read = read(
+    let read = Instance::read(
         "ALBInstance",
         &instance.metadata,
         instance.spec.instance.clone(),

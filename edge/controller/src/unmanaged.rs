@@ -132,22 +132,18 @@ mod tests {
     #[test]
     fn the_condition_names_who_runs_the_proxies() {
         let gateway = ObjectKey::new("team", "web");
-        let instance = Instance {
-            kind: "ALBInstance",
-            key: ObjectKey::new("team", "web"),
-            uid: "u".into(),
-            created: String::new(),
-            generation: 1,
-            default: false,
-            route_statistics: false,
-            own_inlet: false,
-            infrastructure: Default::default(),
-            waf: false,
-            spec: fairlead_edge_api::InstanceSpec {
+        let instance = Instance::read(
+            "ALBInstance",
+            &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("team".into()),
+                ..Default::default()
+            },
+            fairlead_edge_api::InstanceSpec {
                 gateway_name: "web".into(),
                 ..Default::default()
             },
-        };
+        );
         let reason = |controlling: &BTreeMap<ObjectKey, &Instance>,
                       provisioned: &BTreeMap<ObjectKey, Outcome>| {
             let c = condition(&gateway, controlling, provisioned, 7);

@@ -358,6 +358,58 @@ async fn cleanup_wait_returns_once_the_controller_removed_what_it_made() {
     stop.cancel();
 }
 
+/// A client of the controller's ServiceAccount with what the chart binds it: its own rules
+/// (cluster-wide and in `d8-alb`), and the kube-rbac-proxy role and binding whose subjects it
+/// keeps (holding the role itself, as it grants it to the proxies).
+async fn controller_as_the_chart_binds_it(
+    server: &fairlead_apiserver::ApiServer,
+    admin: &kube::Client,
+) -> kube::Client {
+    use fairlead_edge_controller::rbac;
+    create(
+        &dynamic(admin, None, "v1", "Namespace", "namespaces"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d8-alb"}}),
+    )
+    .await;
+    grant(admin, None, "controller", rbac::controller_rules()).await;
+    grant(
+        admin,
+        Some("d8-alb"),
+        "controller",
+        rbac::controller_namespace_rules(),
+    )
+    .await;
+    grant(
+        admin,
+        None,
+        fairlead_edge_controller::workload::RBAC_PROXY_ROLE,
+        fairlead_kit::rbac::rbac_proxy_rules(),
+    )
+    .await;
+    let rbac = "rbac.authorization.k8s.io/v1";
+    create(
+        &dynamic(
+            admin,
+            None,
+            rbac,
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+        ),
+        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding",
+            "metadata": {"name": fairlead_edge_controller::workload::RBAC_PROXY_BINDING},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                "name": fairlead_edge_controller::workload::RBAC_PROXY_ROLE}}),
+    )
+    .await;
+    server
+        .client_as(
+            "system:serviceaccount:d8-alb:alb-gateway-controller",
+            &["system:serviceaccounts", "system:authenticated"],
+        )
+        .await
+        .unwrap()
+}
+
 /// The rules of `role` (a Role in `namespace`, or a ClusterRole) bound to the controller's
 /// ServiceAccount.
 async fn grant(client: &kube::Client, namespace: Option<&str>, name: &str, rules: Vec<Value>) {
@@ -391,43 +443,10 @@ async fn grant(client: &kube::Client, namespace: Option<&str>, name: &str, rules
 async fn a_geoproxy_that_cannot_be_applied_holds_up_neither_the_proxies_nor_the_status() {
     use fairlead_edge_controller::rbac;
     let (server, admin) = common::cluster(fairlead_edge_model::CONTROLLER_NAME).await;
-    create(
-        &dynamic(&admin, None, "v1", "Namespace", "namespaces"),
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d8-alb"}}),
-    )
-    .await;
-    grant(&admin, None, "controller", rbac::controller_rules()).await;
-    grant(
-        &admin,
-        Some("d8-alb"),
-        "controller",
-        rbac::controller_namespace_rules(),
-    )
-    .await;
-    // What the chart binds besides: the kube-rbac-proxy role the controller grants the
-    // proxies (holding it itself), and the role it binds to geoproxies.
-    grant(
-        &admin,
-        None,
-        fairlead_edge_controller::workload::RBAC_PROXY_ROLE,
-        fairlead_kit::rbac::rbac_proxy_rules(),
-    )
-    .await;
+    let controller = controller_as_the_chart_binds_it(&server, &admin).await;
+    // And the role it binds to geoproxies; the chart's Role in the geoproxies' Lease
+    // namespace is missing.
     let rbac = "rbac.authorization.k8s.io/v1";
-    create(
-        &dynamic(
-            &admin,
-            None,
-            rbac,
-            "ClusterRoleBinding",
-            "clusterrolebindings",
-        ),
-        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding",
-            "metadata": {"name": fairlead_edge_controller::workload::RBAC_PROXY_BINDING},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                "name": fairlead_edge_controller::workload::RBAC_PROXY_ROLE}}),
-    )
-    .await;
     create(
         &dynamic(&admin, None, rbac, "ClusterRole", "clusterroles"),
         json!({"apiVersion": rbac, "kind": "ClusterRole",
@@ -435,14 +454,6 @@ async fn a_geoproxy_that_cannot_be_applied_holds_up_neither_the_proxies_nor_the_
             "rules": rbac::geoproxy_rules()}),
     )
     .await;
-    // The chart's Role in the geoproxies' Lease namespace is missing.
-    let controller = server
-        .client_as(
-            "system:serviceaccount:d8-alb:alb-gateway-controller",
-            &["system:serviceaccounts", "system:authenticated"],
-        )
-        .await
-        .unwrap();
     let metrics = ControllerMetrics::unregistered();
     let stop = start_counted(&controller, Config::default(), metrics.clone());
     let failures = || {
@@ -536,52 +547,8 @@ async fn a_geoproxy_that_cannot_be_applied_holds_up_neither_the_proxies_nor_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_no_instance_names_is_provisioned_when_asked_with_its_infrastructure() {
-    use fairlead_edge_controller::rbac;
     let (server, admin) = common::cluster(fairlead_edge_model::CONTROLLER_NAME).await;
-    // The controller as the chart binds it: its own rules, and the kube-rbac-proxy role and
-    // binding whose subjects it keeps.
-    create(
-        &dynamic(&admin, None, "v1", "Namespace", "namespaces"),
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d8-alb"}}),
-    )
-    .await;
-    grant(&admin, None, "controller", rbac::controller_rules()).await;
-    grant(
-        &admin,
-        Some("d8-alb"),
-        "controller",
-        rbac::controller_namespace_rules(),
-    )
-    .await;
-    grant(
-        &admin,
-        None,
-        fairlead_edge_controller::workload::RBAC_PROXY_ROLE,
-        fairlead_kit::rbac::rbac_proxy_rules(),
-    )
-    .await;
-    let rbac = "rbac.authorization.k8s.io/v1";
-    create(
-        &dynamic(
-            &admin,
-            None,
-            rbac,
-            "ClusterRoleBinding",
-            "clusterrolebindings",
-        ),
-        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding",
-            "metadata": {"name": fairlead_edge_controller::workload::RBAC_PROXY_BINDING},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                "name": fairlead_edge_controller::workload::RBAC_PROXY_ROLE}}),
-    )
-    .await;
-    let controller = server
-        .client_as(
-            "system:serviceaccount:d8-alb:alb-gateway-controller",
-            &["system:serviceaccounts", "system:authenticated"],
-        )
-        .await
-        .unwrap();
+    let controller = controller_as_the_chart_binds_it(&server, &admin).await;
     let stop = start(
         &controller,
         Config {

@@ -5,7 +5,8 @@
 //! version is served). A kind that is not served is a warning, looked for again later, never a
 //! failure.
 //!
-//! The index **publishes**: after the changes arriving together have settled it builds one
+//! The index **publishes**: once a change has settled (a change alone within a couple of
+//! milliseconds, a burst at most a window after its first change: [`settle`]) it builds one
 //! immutable [`Snapshot`] (the translator's [`Input`]) and sends it on a watch channel, so
 //! every consumer — the translation loop, the status writer, and next the graph and the
 //! gateway controller — reads the same world without watching anything itself
@@ -41,8 +42,9 @@ const READ_ANNOTATIONS: &[&str] = &["fairlead.io/", fairlead_edge_model::annotat
 /// How often kinds that are not served yet are looked for again.
 const REDISCOVER: Duration = Duration::from_secs(15);
 
-/// How long changes arriving together are collected into one snapshot.
-pub const SETTLE: Duration = Duration::from_millis(10);
+pub mod settle;
+
+pub use settle::{QUIET, SETTLE};
 
 /// What the index publishes: the world as the translator reads it, at one moment.
 #[derive(Debug, Default)]
@@ -204,14 +206,9 @@ impl Index {
     }
 }
 
-/// Publishes a snapshot after each settled burst of changes.
+/// Publishes a snapshot after each settled change or burst of changes ([`settle`]).
 async fn publish(index: Arc<Index>, stop: CancellationToken) {
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = index.changed.notified() => {}
-        }
-        tokio::time::sleep(SETTLE).await;
+    while settle::settled(&index.changed, &stop).await {
         let snapshot = index.snapshot();
         index.published.send_replace(Arc::new(snapshot));
     }

@@ -4,7 +4,7 @@
 
 use fairlead_edge_api::InstanceSpec;
 use fairlead_key::ObjectKey;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 pub use fairlead_edge_model::names::CLUSTER_NAMESPACE;
 
@@ -58,6 +58,36 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// The instance of `kind` with metadata `meta` saying `spec`, as the planner reads it
+    /// (nothing the shell finds out besides: no own inlet, no WAF, no infrastructure).
+    pub fn read(kind: &'static str, meta: &ObjectMeta, spec: InstanceSpec) -> Self {
+        let name = meta.name.clone().unwrap_or_default();
+        Self {
+            kind,
+            key: match &meta.namespace {
+                Some(ns) => ObjectKey::new(ns, &name),
+                None => ObjectKey::cluster(&name),
+            },
+            uid: meta.uid.clone().unwrap_or_default(),
+            created: meta
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .unwrap_or_default(),
+            generation: meta.generation.unwrap_or_default(),
+            default: false,
+            route_statistics: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(fairlead_edge_model::names::ROUTE_STATISTICS))
+                .is_some_and(|v| v == "true"),
+            own_inlet: false,
+            waf: false,
+            spec,
+            infrastructure: Infrastructure::default(),
+        }
+    }
+
     /// The Gateway it names.
     pub fn gateway(&self) -> ObjectKey {
         let namespace = if self.kind == "ClusterALBInstance" {

@@ -44,7 +44,6 @@ pub struct Provision {
 /// the WAF); `None` for a Gateway without a name or namespace.
 pub fn instance(gateway: &Gateway, waf: bool) -> Option<Instance> {
     let meta = &gateway.metadata;
-    let key = ObjectKey::new(meta.namespace.as_deref()?, meta.name.as_deref()?);
     let mut ports = BTreeSet::new();
     for listener in &gateway.spec.listeners {
         let transport = if listener.protocol == "UDP" {
@@ -61,39 +60,26 @@ pub fn instance(gateway: &Gateway, waf: bool) -> Option<Instance> {
             protocol: protocol.to_owned(),
         })
         .collect();
-    Some(Instance {
-        kind: KIND,
-        uid: meta.uid.clone().unwrap_or_default(),
-        created: meta
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string())
-            .unwrap_or_default(),
-        generation: meta.generation.unwrap_or_default(),
-        default: false,
-        route_statistics: meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(fairlead_edge_model::names::ROUTE_STATISTICS))
-            .is_some_and(|v| v == "true"),
-        own_inlet: false,
-        waf,
-        spec: InstanceSpec {
-            gateway_name: key.name().to_owned(),
-            inlet: Some(Inlet {
-                type_: "LoadBalancer".to_owned(),
-                load_balancer: Some(LoadBalancerInlet {
-                    http_port: Some(0),
-                    https_port: Some(0),
-                    ..LoadBalancerInlet::default()
-                }),
-                additional_ports: Some(additional_ports),
-                ..Inlet::default()
+    // A Gateway is namespaced: one read without its namespace is not planned.
+    meta.namespace.as_ref()?;
+    let spec = InstanceSpec {
+        gateway_name: meta.name.clone()?,
+        inlet: Some(Inlet {
+            type_: "LoadBalancer".to_owned(),
+            load_balancer: Some(LoadBalancerInlet {
+                http_port: Some(0),
+                https_port: Some(0),
+                ..LoadBalancerInlet::default()
             }),
-            ..InstanceSpec::default()
-        },
+            additional_ports: Some(additional_ports),
+            ..Inlet::default()
+        }),
+        ..InstanceSpec::default()
+    };
+    Some(Instance {
+        waf,
         infrastructure: gateway.spec.infrastructure.clone().unwrap_or_default(),
-        key,
+        ..Instance::read(KIND, meta, spec)
     })
 }
 
