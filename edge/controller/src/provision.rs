@@ -35,8 +35,8 @@ pub(crate) struct Provisioner {
     applied: HashMap<ObjectKey, Applied>,
 }
 
-/// One Gateway's last application: its workload's digest, when it was, and when its
-/// certificate is due.
+/// One Gateway's last application: the digest of its inputs ([`inputs`]), when it was, and
+/// when its certificate is due.
 #[derive(Debug)]
 struct Applied {
     digest: u64,

@@ -52,8 +52,8 @@ pub struct Instance {
     /// What it says.
     pub spec: InstanceSpec,
     /// The labels and annotations of everything made for its Gateway: a provisioned
-    /// Gateway's `spec.infrastructure`; none for an instance, whose
-    /// Gateway's spec is the controller's alone (the webhook refuses users' edits).
+    /// Gateway's `spec.infrastructure`; none for an instance, whose Gateway's spec is the
+    /// controller's alone (the webhook refuses users' edits).
     pub infrastructure: Infrastructure,
 }
 
