@@ -20,7 +20,7 @@ use kube::api::DynamicObject;
 use crate::context::{Context, ReconcileError};
 use crate::instances::Instance;
 
-pub use fairlead_edge_controller_plan::provision::{KIND, Provision, instance, plan};
+use fairlead_edge_controller_plan::provision::plan;
 
 /// How long an application stands: after this, a Gateway's objects are applied again even
 /// if nothing changed.
