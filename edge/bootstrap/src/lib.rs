@@ -1,7 +1,8 @@
 //! The Envoy bootstrap of an ALB proxy, a pure function of a plain [`Spec`] (what
 //! `fairlead edge bootstrap` prints, and what the gateway controller will render into a
 //! proxy's ConfigMap): the node names its Gateway (`node.cluster = <namespace>/<name>`),
-//! listeners and clusters come over ADS from the xDS server, which is the one static cluster
+//! listeners and clusters come over ADS from the xDS server — delta (incremental) xDS, so a
+//! change sends only the resources it touched — which is the one static cluster
 //! (HTTP/2; over TLS when the spec names a CA, with the proxy's client certificate for mutual
 //! TLS). That certificate reaches Envoy through file-based SDS ([`sds_document`], a file
 //! beside the bootstrap naming the certificate files), so a renewed certificate is picked up
@@ -271,7 +272,7 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
         }),
         dynamic_resources: Some(bootstrap::DynamicResources {
             ads_config: Some(ApiConfigSource {
-                api_type: api_config_source::ApiType::Grpc as i32,
+                api_type: api_config_source::ApiType::DeltaGrpc as i32,
                 transport_api_version: ApiVersion::V3 as i32,
                 grpc_services: vec![GrpcService {
                     target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(

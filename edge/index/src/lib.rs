@@ -78,10 +78,28 @@ struct Stored {
 }
 
 impl Stored {
-    /// Reads `value` (a whole object, with its `kind`).
+    /// Reads `value` (a whole object, with its `kind`). The translator's object is read
+    /// without its `resourceVersion`, which every write changes (the control plane's own
+    /// status writes among them): an object whose status alone changed reads as the object
+    /// it was. The status part keeps it (the status writer's precondition).
     fn new(kind: &str, mut value: serde_json::Value) -> Self {
+        let metadata = |value: &mut serde_json::Value| {
+            value
+                .get_mut("metadata")
+                .and_then(serde_json::Value::as_object_mut)
+                .map(std::mem::take)
+        };
+        let mut meta = metadata(&mut value).unwrap_or_default();
+        let version = meta.remove("resourceVersion");
+        if let Some(map) = value.as_object_mut() {
+            map.insert("metadata".into(), meta.into());
+        }
         let object = Object::read(&value).map_err(|e| e.to_string());
         let status = kinds::status_written(kind).then(|| {
+            if let (Some(version), Some(mut meta)) = (version, metadata(&mut value)) {
+                meta.insert("resourceVersion".into(), version);
+                value["metadata"] = meta.into();
+            }
             if let Some(map) = value.as_object_mut() {
                 map.remove("spec");
             }
@@ -104,6 +122,9 @@ pub struct Index {
     discovered: std::sync::atomic::AtomicBool,
     changed: Arc<Notify>,
     published: watch::Sender<Arc<Snapshot>>,
+    /// Bumped when a settled change left the input as it was: statuses changed (or nothing
+    /// the translator reads did).
+    statuses: watch::Sender<u64>,
 }
 
 impl Index {
@@ -114,15 +135,24 @@ impl Index {
             discovered: std::sync::atomic::AtomicBool::new(false),
             changed: Arc::new(Notify::new()),
             published: watch::Sender::new(Arc::new(Snapshot::default())),
+            statuses: watch::Sender::new(0),
         });
         tokio::spawn(discover(index.clone(), client, stop.clone()));
         tokio::spawn(publish(index.clone(), stop));
         index
     }
 
-    /// The published snapshots: the latest now, and each new one as it is published.
+    /// The published snapshots: the latest now, and each new one as it is published. A
+    /// change that leaves the input as it was (a status written, an update of a field the
+    /// translator does not read) publishes none: it wakes [`Self::statuses`] instead.
     pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
         self.published.subscribe()
+    }
+
+    /// Changes that left the input as it was (for readers of statuses, [`Self::object`]:
+    /// the graph), counted.
+    pub fn statuses(&self) -> watch::Receiver<u64> {
+        self.statuses.subscribe()
     }
 
     fn watched(&self) -> Vec<Watched> {
@@ -206,11 +236,23 @@ impl Index {
     }
 }
 
-/// Publishes a snapshot after each settled change or burst of changes ([`settle`]).
+/// Publishes a snapshot after each settled change or burst of changes ([`settle`]), unless
+/// the input is the one last published (statuses alone changed): then the translation has
+/// nothing to do, and only the readers of statuses are woken.
 async fn publish(index: Arc<Index>, stop: CancellationToken) {
     while settle::settled(&index.changed, &stop).await {
         let snapshot = index.snapshot();
-        index.published.send_replace(Arc::new(snapshot));
+        let unchanged = {
+            let last = index.published.borrow();
+            last.listed == snapshot.listed
+                && last.skipped == snapshot.skipped
+                && last.input.same_objects(&snapshot.input)
+        };
+        if unchanged {
+            index.statuses.send_modify(|n| *n += 1);
+        } else {
+            index.published.send_replace(Arc::new(snapshot));
+        }
     }
 }
 
@@ -353,6 +395,23 @@ mod tests {
         assert_eq!(read.spec.hostnames, ["a.example.com"]);
         let status = stored.status().expect("kept for the status writer");
         assert_eq!(status["metadata"]["resourceVersion"], "7");
+        assert_eq!(
+            read.metadata.resource_version, None,
+            "every write changes it: the translator's object is read without it"
+        );
+        let again = serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "web", "namespace": "default", "resourceVersion": "8"},
+            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["a.example.com"]},
+            "status": {"parents": [{"parentRef": {"name": "gw"}}]},
+        });
+        let again = Stored::new("HTTPRoute", again);
+        assert_eq!(
+            again.object, stored.object,
+            "a status write reads as the same route"
+        );
+        assert_ne!(again.status, stored.status);
         assert_eq!(status["status"]["parents"], serde_json::json!([]));
         assert!(status.get("spec").is_none(), "the spec is not kept twice");
     }

@@ -107,3 +107,82 @@ async fn the_index_publishes_what_exists_then_every_change() {
     .await;
     stop.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_write_wakes_the_readers_of_statuses_not_the_translation() {
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    let (_server, client) = cluster().await;
+    let routes: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kube::discovery::ApiResource {
+            group: "gateway.networking.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "gateway.networking.k8s.io/v1".into(),
+            kind: "HTTPRoute".into(),
+            plural: "httproutes".into(),
+        },
+    );
+    let route: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["a.example.com"]},
+    }))
+    .unwrap();
+    routes.create(&PostParams::default(), &route).await.unwrap();
+    let stop = CancellationToken::new();
+    let index = Index::start(client.clone(), stop.clone());
+    let mut snapshots = index.subscribe();
+    let mut statuses = index.statuses();
+    let hosts = |s: &Snapshot| -> Vec<String> {
+        s.input
+            .http_routes
+            .iter()
+            .flat_map(|r| r.spec.hostnames.clone())
+            .collect()
+    };
+    until(&mut snapshots, "the route is in", |s| {
+        s.listed && hosts(s) == ["a.example.com"]
+    })
+    .await;
+    statuses.mark_unchanged();
+
+    let status = serde_json::json!({"status": {"parents": [{
+        "parentRef": {"name": "gw"}, "controllerName": "example.com/test",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+            "message": "", "lastTransitionTime": "2026-12-07T00:00:00Z"}]}]}});
+    routes
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(20), statuses.changed())
+        .await
+        .expect("the status write woke the readers of statuses")
+        .unwrap();
+    let written = index
+        .object(
+            "HTTPRoute",
+            &fairlead_edge_model::ObjectKey::new("default", "web"),
+        )
+        .expect("the route's status is kept");
+    assert_eq!(
+        written["status"]["parents"][0]["controllerName"], "example.com/test",
+        "{written}"
+    );
+    assert!(
+        !snapshots.has_changed().unwrap(),
+        "a status write published a snapshot: the translation would run for nothing"
+    );
+
+    // A change of the spec is published.
+    let spec = serde_json::json!({"spec": {"hostnames": ["b.example.com"]}});
+    routes
+        .patch("web", &PatchParams::default(), &Patch::Merge(&spec))
+        .await
+        .unwrap();
+    until(&mut snapshots, "the new hostname is in", |s| {
+        hosts(s) == ["b.example.com"]
+    })
+    .await;
+    stop.cancel();
+}

@@ -1097,6 +1097,30 @@ impl Input {
         Ok(Object::read(&object)?.map(|o| self.push(o)).is_some())
     }
 
+    /// Whether `other` holds the same objects in the same order (each the same or an equal
+    /// one: an unchanged object is shared, so this costs a pointer comparison per object).
+    pub fn same_objects(&self, other: &Input) -> bool {
+        fn all<T: PartialEq>(a: &[Arc<T>], b: &[Arc<T>]) -> bool {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b))
+        }
+        all(&self.gateway_classes, &other.gateway_classes)
+            && all(&self.gateways, &other.gateways)
+            && all(&self.listener_sets, &other.listener_sets)
+            && all(&self.http_routes, &other.http_routes)
+            && all(&self.grpc_routes, &other.grpc_routes)
+            && all(&self.tls_routes, &other.tls_routes)
+            && all(&self.tcp_routes, &other.tcp_routes)
+            && all(&self.udp_routes, &other.udp_routes)
+            && all(&self.reference_grants, &other.reference_grants)
+            && all(&self.backend_tls_policies, &other.backend_tls_policies)
+            && all(&self.config_maps, &other.config_maps)
+            && all(&self.services, &other.services)
+            && all(&self.endpoint_slices, &other.endpoint_slices)
+            && all(&self.secrets, &other.secrets)
+            && all(&self.namespaces, &other.namespaces)
+            && all(&self.instances, &other.instances)
+    }
+
     /// Adds one object already read.
     pub fn push(&mut self, object: Object) {
         self.index = std::sync::OnceLock::new();

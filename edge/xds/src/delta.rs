@@ -4,7 +4,9 @@
 //!
 //! A reconnecting client reports what it holds (`initial_resource_versions`) and receives only
 //! the difference. A NACK leaves the client's versions as they were sent, so the rejected
-//! resources are not sent again until they change.
+//! resources are not sent again until they change. A request answering a superseded response
+//! (a stale nonce) gives no verdict, but its subscription changes are taken: Envoy sends them
+//! with whatever nonce it last saw.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -122,10 +124,9 @@ impl Delta {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-        } else if !request.response_nonce.is_empty() {
-            if request.response_nonce != state.nonce {
-                return (None, None);
-            }
+        } else if !request.response_nonce.is_empty() && request.response_nonce == state.nonce {
+            // (A stale nonce answers a response already superseded: its verdict is moot,
+            // but the subscription changes it carries hold all the same.)
             verdict = Some(match &request.error_detail {
                 Some(error) => Verdict::Nack {
                     type_url: type_url.clone(),

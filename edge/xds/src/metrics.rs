@@ -1,7 +1,7 @@
-//! The control plane's metrics (`alb_xds_` prefix): connected proxies, pushes and their
-//! latency, ACKs and NACKs by type, translation duration and errors, snapshot sizes. Labels are
-//! the resource type (short: `cluster`, `listener`…) and the Gateway; never a proxy's id or
-//! address.
+//! The control plane's metrics (`alb_xds_` prefix): connected proxies, pushes (responses and
+//! the resources they carried) and their latency, ACKs and NACKs by type, translation
+//! duration and errors, snapshot sizes. Labels are the resource type (short: `cluster`,
+//! `listener`…) and the Gateway; never a proxy's id or address.
 
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use fairlead_key::ObjectKey;
 pub struct XdsMetrics {
     connected: IntGaugeVec,
     pushes: IntCounterVec,
+    pushed_resources: IntCounterVec,
     push_latency: HistogramVec,
     verdicts: IntCounterVec,
     /// Translation duration.
@@ -45,6 +46,11 @@ impl XdsMetrics {
             pushes: metrics.counter_vec(
                 "alb_xds_pushes_total",
                 "xDS responses sent, by Gateway and type.",
+                &["gateway", "type"],
+            )?,
+            pushed_resources: metrics.counter_vec(
+                "alb_xds_pushed_resources_total",
+                "Resources sent in xDS responses, by Gateway and type (over delta xDS only the ones a change touched).",
                 &["gateway", "type"],
             )?,
             push_latency: metrics.histogram_vec(
@@ -119,11 +125,14 @@ impl Observer for XdsMetrics {
         &self,
         group: &ObjectKey,
         type_url: &str,
-        _resources: usize,
+        resources: usize,
         latency: Option<Duration>,
     ) {
         let kind = short(type_url);
         self.pushes.with_label_values(&[group.as_str(), kind]).inc();
+        self.pushed_resources
+            .with_label_values(&[group.as_str(), kind])
+            .inc_by(resources as u64);
         if let Some(latency) = latency {
             self.push_latency
                 .with_label_values(&[kind])

@@ -280,3 +280,24 @@ fn delta_named_subscriptions_follow_subscribe_and_unsubscribe() {
     let pushed = d.on_snapshot(&empty);
     assert_eq!(pushed[0].removed_resources, ["default/b/80"]);
 }
+
+#[test]
+fn delta_subscriptions_on_a_stale_nonce_are_taken_without_a_verdict() {
+    let two = common::snapshot(true);
+    let mut d = Delta::new();
+    let (first, _) = d.on_request(&delta_request(ENDPOINT, &["default/a/80"], ""), &two);
+    let first = first.unwrap();
+    // The client subscribes b before answering the first response (no nonce), …
+    let (second, _) = d.on_request(&delta_request(ENDPOINT, &["default/b/80"], ""), &two);
+    assert_eq!(second.unwrap().resources[0].name, "default/b/80");
+    // … then ACKs the first, superseded, response and drops a with it.
+    let mut late = delta_request(ENDPOINT, &[], &first.nonce);
+    late.resource_names_unsubscribe = vec!["default/a/80".into()];
+    let (response, verdict) = d.on_request(&late, &two);
+    assert!(response.is_none(), "{response:?}");
+    assert!(verdict.is_none(), "a stale ACK is no verdict");
+    assert!(!d.settled(), "the response naming b is not ACKed yet");
+    // a is no longer subscribed: its removal is not reported, b's is.
+    let pushed = d.on_snapshot(&Snapshot::default());
+    assert_eq!(pushed[0].removed_resources, ["default/b/80"]);
+}

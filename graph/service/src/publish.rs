@@ -181,6 +181,8 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let mut snapshots = index.subscribe();
+    // Statuses change without a new snapshot (the input is the same): they wake a build too.
+    let mut statuses = index.statuses();
     let mut samples = traffic.as_ref().map(Traffic::subscribe);
     let mut kept = Kept::default();
     loop {
@@ -231,6 +233,7 @@ pub async fn run(
         tokio::select! {
             () = stop.cancelled() => return,
             changed = snapshots.changed() => if changed.is_err() { return },
+            changed = statuses.changed() => if changed.is_err() { return },
             () = sources.changed.notified() => {}
             _ = traffic_changed => {}
             () = tokio::time::sleep(REBUILD) => {}

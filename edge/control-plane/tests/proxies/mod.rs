@@ -7,16 +7,22 @@ use fairlead_edge_xds::cache::Cache;
 
 /// The xDS services (plaintext) over `cache` on a free port: Envoy's control plane here, and
 /// a real gRPC service to route to.
+#[allow(dead_code)] // (Not every test binary sharing this module calls it.)
 pub async fn serve_xds(cache: &Arc<Cache>) -> u16 {
+    serve_xds_observed(cache, Arc::new(fairlead_edge_xds::server::Quiet)).await
+}
+
+/// [`serve_xds`] reporting its streams to `observer`.
+pub async fn serve_xds_observed(
+    cache: &Arc<Cache>,
+    observer: Arc<dyn fairlead_edge_xds::server::Observer>,
+) -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_routes(fairlead_edge_xds::services::routes(
-                fairlead_edge_xds::server::Ads::new(
-                    cache.clone(),
-                    Arc::new(fairlead_edge_xds::server::Quiet),
-                ),
+                fairlead_edge_xds::server::Ads::new(cache.clone(), observer),
             ))
             .serve_with_incoming(fairlead_edge_xds::server::incoming(listener)),
     );
