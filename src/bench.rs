@@ -114,6 +114,16 @@ pub struct EdgeArgs {
     /// Route changes per size for the Envoy figure.
     #[arg(long, default_value_t = 50)]
     envoy_changes: usize,
+    /// Numbers of routes of the Envoy figure (each also with statistics per route rule
+    /// when 1,000).
+    #[arg(long, value_delimiter = ',', default_value = "10,1000")]
+    envoy_routes: Vec<usize>,
+    /// Seconds of the control plane's CPU figure (one route change a second).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(5..))]
+    cpu_seconds: u64,
+    /// Routes of the control plane's CPU figure.
+    #[arg(long, default_value_t = 1_000)]
+    cpu_routes: usize,
     /// Rounds per side of the GeoIP figure (interleaved, after a warm-up round each).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     geoip_rounds: u64,
@@ -165,8 +175,11 @@ enum EdgePart {
     /// Resident memory of `fairlead edge xds` at 1,000 routes.
     Rss,
     /// Route change (API write) to the first request a real Envoy serves under it, at 10 and
-    /// 1,000 routes, beside Envoy's file-based RDS.
+    /// 1,000 routes (`--envoy-routes`), beside Envoy's file-based RDS.
     Envoy,
+    /// CPU of `fairlead edge xds` while one of 1,000 routes (`--cpu-routes`) changes every
+    /// second.
+    Cpu,
     /// Requests/s and latency of a real Envoy with an instance's GeoIP filter, beside the
     /// same listeners without it (wrk, interleaved rounds).
     Geoip,
@@ -755,7 +768,11 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
             if wanted(EdgePart::Envoy) {
                 let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-                for (routes, statistics) in [(10, false), (1_000, false), (1_000, true)] {
+                let sizes = args.envoy_routes.iter().flat_map(|&routes| {
+                    std::iter::once((routes, false))
+                        .chain((routes == 1_000).then_some((routes, true)))
+                });
+                for (routes, statistics) in sizes {
                     let figures = fairlead_bench::envoy::route_change(
                         &std::env::current_exe()?,
                         routes,
@@ -783,6 +800,21 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                         });
                     }
                 }
+            }
+            if wanted(EdgePart::Cpu) {
+                let cores = fairlead_bench::envoy::control_plane_cpu(
+                    &std::env::current_exe()?,
+                    args.cpu_routes,
+                    args.cpu_seconds,
+                )
+                .await?;
+                rows.push(fairlead_bench::Row {
+                    metric: format!(
+                        "CPU of fairlead edge xds, one of {} routes changed every second for {} s",
+                        args.cpu_routes, args.cpu_seconds
+                    ),
+                    value: format!("{cores:.4} cores"),
+                });
             }
             print!("{}", fairlead_bench::table(&rows));
         }

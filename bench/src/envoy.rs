@@ -8,6 +8,9 @@
 //! The change: route `h0` of the synthetic input ([`crate::edge::yaml`]) redirects `/api` to
 //! a new hostname `v<n>.example.org`; a client polling `/api` on a kept-alive connection sees
 //! the new `location` first at the moment measured.
+//!
+//! [`control_plane_cpu`]: the CPU `fairlead edge xds` uses while a route changes every
+//! second, from `/proc`, in the same world.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -159,6 +162,138 @@ pub async fn route_change(
     })
 }
 
+/// The synthetic input of `routes` routes in an embedded API server, `fairlead edge xds` as
+/// its own process and a real Envoy bootstrapped against it, serving the Gateway's listener;
+/// everything stops when it is dropped.
+struct World {
+    server: fairlead_apiserver::ApiServer,
+    routes: kube::Api<kube::api::DynamicObject>,
+    xds: tokio::process::Child,
+    _envoy: Envoy,
+    /// The Gateway's listener port.
+    port: u16,
+    http: reqwest::Client,
+}
+
+impl World {
+    async fn start(
+        fairlead: &Path,
+        envoy: &Path,
+        dir: &Path,
+        routes: usize,
+        route_statistics: bool,
+    ) -> Result<Self, EnvoyBenchError> {
+        use kube::api::{Api, DynamicObject};
+        let (server, client) = crate::edge_cluster(fairlead_apiserver::Config::default())
+            .await
+            .map_err(|e| failed("the API server with the CRDs")(format!("{e:#}")))?;
+        let port = free_port()?;
+        let world = dir.join("world");
+        std::fs::create_dir_all(&world).map_err(|e| failed("a directory")(e.to_string()))?;
+        std::fs::write(
+            world.join("objects.yaml"),
+            format!(
+                "apiVersion: v1\nkind: Namespace\nmetadata: {{name: bench}}\n---\n{}",
+                crate::edge::yaml(routes, 0, (routes / 2).max(1))
+                    .replace(
+                        "port: 80, protocol: HTTP",
+                        &format!("port: {port}, protocol: HTTP")
+                    )
+                    .replace(
+                        "metadata: {name: gw, namespace: bench}",
+                        if route_statistics {
+                            "metadata: {name: gw, namespace: bench, annotations: {fairlead.io/route-statistics: \"true\"}}"
+                        } else {
+                            "metadata: {name: gw, namespace: bench}"
+                        },
+                    )
+            ),
+        )
+        .map_err(|e| failed("the objects")(e.to_string()))?;
+        fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &world)
+            .await
+            .map_err(|e| failed("applying the objects")(e.to_string()))?;
+        let kubeconfig = dir.join("kubeconfig");
+        server
+            .write_kubeconfig(&kubeconfig)
+            .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
+        let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
+        let xds = spawn_xds(fairlead, &kubeconfig, xds_port, admin_port)?;
+        let bootstrap = dir.join("envoy.yaml");
+        let spec = fairlead_edge_bootstrap::Spec {
+            gateway: fairlead_edge_model::ObjectKey::new("bench", "gw"),
+            node_id: Some("bench".into()),
+            xds_host: "127.0.0.1".into(),
+            xds_port,
+            admin_port: envoy_admin,
+            tls: None,
+            otlp: None,
+        };
+        std::fs::write(
+            &bootstrap,
+            fairlead_edge_bootstrap::yaml(&spec)
+                .map_err(|e| failed("the bootstrap")(e.to_string()))?,
+        )
+        .map_err(|e| failed("the bootstrap")(e.to_string()))?;
+        let envoy = Envoy::start(envoy, &bootstrap)?;
+        let routes_api: Api<DynamicObject> = Api::namespaced_with(
+            client,
+            "bench",
+            &kube::discovery::ApiResource {
+                group: "gateway.networking.k8s.io".into(),
+                version: "v1".into(),
+                api_version: "gateway.networking.k8s.io/v1".into(),
+                kind: "HTTPRoute".into(),
+                plural: "httproutes".into(),
+            },
+        );
+        let world = Self {
+            server,
+            routes: routes_api,
+            xds,
+            _envoy: envoy,
+            port,
+            http: http_client()?,
+        };
+        // Change 0 warms up: Envoy connects, takes everything, and serves the first redirect;
+        // then the control plane writes every route's first status. Whatever is measured
+        // next starts on an idle system.
+        world.change(0, Duration::from_secs(60)).await?;
+        quiet(&world.http, admin_port).await?;
+        Ok(world)
+    }
+
+    /// Makes change `n` (route `h0`'s `/api` redirects to `v<n>.example.org`) and waits until
+    /// Envoy serves it, at most `limit`; the time from before the API write.
+    async fn change(&self, n: usize, limit: Duration) -> Result<Duration, EnvoyBenchError> {
+        use kube::api::{Patch, PatchParams};
+        let host = format!("v{n}.example.org");
+        let patch = serde_json::json!({"spec": {"rules": [{
+            "matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
+            "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": host}}],
+        }]}});
+        let since = Instant::now();
+        self.routes
+            .patch("h0", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| failed("the route change")(e.to_string()))?;
+        until_redirected(&self.http, self.port, &host, since, limit).await
+    }
+
+    /// CPU time `fairlead edge xds` has used so far (user and system, from `/proc`).
+    fn xds_cpu(&self) -> Result<Duration, EnvoyBenchError> {
+        self.xds
+            .id()
+            .and_then(crate::scale::cpu_time)
+            .ok_or_else(|| EnvoyBenchError::Failed("no CPU time of fairlead edge xds".into()))
+    }
+
+    async fn stop(mut self) {
+        let _ = self.xds.kill().await;
+        self.server.shutdown();
+    }
+}
+
 async fn through_fairlead(
     fairlead: &Path,
     envoy: &Path,
@@ -167,101 +302,46 @@ async fn through_fairlead(
     changes: usize,
     route_statistics: bool,
 ) -> Result<(Duration, Duration), EnvoyBenchError> {
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
-    let (server, client) = crate::edge_cluster(fairlead_apiserver::Config::default())
-        .await
-        .map_err(|e| failed("the API server with the CRDs")(format!("{e:#}")))?;
-    let port = free_port()?;
-    let world = dir.join("world");
-    std::fs::create_dir_all(&world).map_err(|e| failed("a directory")(e.to_string()))?;
-    std::fs::write(
-        world.join("objects.yaml"),
-        format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: bench}}\n---\n{}",
-            crate::edge::yaml(routes, 0, (routes / 2).max(1))
-                .replace(
-                    "port: 80, protocol: HTTP",
-                    &format!("port: {port}, protocol: HTTP")
-                )
-                .replace(
-                    "metadata: {name: gw, namespace: bench}",
-                    if route_statistics {
-                        "metadata: {name: gw, namespace: bench, annotations: {fairlead.io/route-statistics: \"true\"}}"
-                    } else {
-                        "metadata: {name: gw, namespace: bench}"
-                    },
-                )
-        ),
-    )
-    .map_err(|e| failed("the objects")(e.to_string()))?;
-    fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &world)
-        .await
-        .map_err(|e| failed("applying the objects")(e.to_string()))?;
-    let kubeconfig = dir.join("kubeconfig");
-    server
-        .write_kubeconfig(&kubeconfig)
-        .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
-    let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
-    let mut xds = spawn_xds(fairlead, &kubeconfig, xds_port, admin_port)?;
-    let bootstrap = dir.join("envoy.yaml");
-    let spec = fairlead_edge_bootstrap::Spec {
-        gateway: fairlead_edge_model::ObjectKey::new("bench", "gw"),
-        node_id: Some("bench".into()),
-        xds_host: "127.0.0.1".into(),
-        xds_port,
-        admin_port: envoy_admin,
-        tls: None,
-        otlp: None,
-    };
-    std::fs::write(
-        &bootstrap,
-        fairlead_edge_bootstrap::yaml(&spec).map_err(|e| failed("the bootstrap")(e.to_string()))?,
-    )
-    .map_err(|e| failed("the bootstrap")(e.to_string()))?;
-    let _envoy = Envoy::start(envoy, &bootstrap)?;
-    let routes_api: Api<DynamicObject> = Api::namespaced_with(
-        client,
-        "bench",
-        &kube::discovery::ApiResource {
-            group: "gateway.networking.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "HTTPRoute".into(),
-            plural: "httproutes".into(),
-        },
-    );
-    let http = http_client()?;
+    let world = World::start(fairlead, envoy, dir, routes, route_statistics).await?;
     let mut samples = Vec::with_capacity(changes);
-    // Change 0 warms up: Envoy connects, takes everything, and serves the first redirect;
-    // then the control plane writes every route's first status. Measuring starts once that
-    // is over: the figure is for an idle system.
-    for n in 0..=changes {
-        if n == 1 {
-            quiet(&http, admin_port).await?;
-        }
-        let host = format!("v{n}.example.org");
-        let patch = serde_json::json!({"spec": {"rules": [{
-            "matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
-            "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": host}}],
-        }]}});
-        let since = Instant::now();
-        routes_api
-            .patch("h0", &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|e| failed("the route change")(e.to_string()))?;
-        let limit = if n == 0 {
-            Duration::from_secs(60)
-        } else {
-            Duration::from_secs(10)
-        };
-        let took = until_redirected(&http, port, &host, since, limit).await?;
-        if n > 0 {
-            samples.push(took);
-        }
+    for n in 1..=changes {
+        samples.push(world.change(n, Duration::from_secs(10)).await?);
     }
-    let _ = xds.kill().await;
-    server.shutdown();
+    world.stop().await;
     Ok(percentiles(samples))
+}
+
+/// The CPU `fairlead edge xds` uses, in cores on average, while route `h0` of `routes`
+/// changes once a second for `seconds` (each change served by Envoy before the next).
+pub async fn control_plane_cpu(
+    fairlead: &Path,
+    routes: usize,
+    seconds: u64,
+) -> Result<f64, EnvoyBenchError> {
+    let envoy = fairlead_kit::executables::find("envoy", "FAIRLEAD_ENVOY")
+        .ok_or(EnvoyBenchError::NoEnvoy)?;
+    let dir = std::env::temp_dir().join(format!(
+        "fairlead-bench-cpu-{}-{routes}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| failed("a work directory")(e.to_string()))?;
+    let measured = async {
+        let world = World::start(fairlead, &envoy, &dir, routes, false).await?;
+        let (cpu, wall) = (world.xds_cpu()?, Instant::now());
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        for n in 1..=seconds as usize {
+            tick.tick().await;
+            world.change(n, Duration::from_secs(10)).await?;
+        }
+        tick.tick().await;
+        let used = world.xds_cpu()? - cpu;
+        let cores = used.as_secs_f64() / wall.elapsed().as_secs_f64();
+        world.stop().await;
+        Ok(cores)
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    measured
 }
 
 /// Waits until `fairlead edge xds` (admin on `port`) has written no status for 2 s.

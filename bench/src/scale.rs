@@ -185,7 +185,7 @@ async fn k6(
 }
 
 /// A process's CPU time so far (user and system), from `/proc/<pid>/stat`.
-fn cpu_time(pid: u32) -> Option<Duration> {
+pub(crate) fn cpu_time(pid: u32) -> Option<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The fields after the command's `(…)`: state is the first, utime the 12th, stime the 13th.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();

@@ -164,3 +164,60 @@ async fn bench_waf_measures_both_worlds() {
         "the CRS costs something:\n{printed}"
     );
 }
+
+/// `fairlead bench edge --only envoy,cpu`, short: a route change measured through
+/// `fairlead edge xds` and a real Envoy beside Envoy's file-based RDS, and the control
+/// plane's CPU from `/proc` while a route changes every second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_route_change_and_control_plane_cpu() {
+    let _alone = fairlead_e2e::MEASURING.lock().await;
+    let out = Command::new(fairlead_e2e::binary::path())
+        .args([
+            "bench",
+            "edge",
+            "--only",
+            "envoy,cpu",
+            "--envoy-routes",
+            "10",
+        ])
+        .args([
+            "--envoy-changes",
+            "3",
+            "--cpu-routes",
+            "100",
+            "--cpu-seconds",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let value = |what: &str| -> String {
+        printed
+            .lines()
+            .find(|l| l.contains(what))
+            .and_then(|l| l.split("| ").nth(2))
+            .unwrap_or_else(|| panic!("no row with {what}:\n{printed}"))
+            .to_owned()
+    };
+    for side in ["fairlead: API write -> Envoy serves it", "file-based RDS"] {
+        let p99: f64 = value(side)
+            .split("p99 ")
+            .nth(1)
+            .and_then(|v| v.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
+        assert!(p99 > 0.0 && p99 < 10_000.0, "{side}:\n{printed}");
+    }
+    let cores: f64 = value("CPU of fairlead edge xds")
+        .split(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1.0);
+    // Some CPU (statuses written, a translation a second), far from a core.
+    assert!(cores > 0.0 && cores < 1.0, "{printed}");
+}
