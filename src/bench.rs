@@ -799,6 +799,15 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                             value: format!("p50 {:.1} ms, p99 {:.1} ms", ms(p50), ms(p99)),
                         });
                     }
+                    let (before, after) = figures.envoy_allocated;
+                    let mib = |b: u64| b as f64 / 1048576.0;
+                    rows.push(fairlead_bench::Row {
+                        metric: format!(
+                            "Envoy's heap before and after the {} changes, {routes}",
+                            args.envoy_changes
+                        ),
+                        value: format!("{:.1} MiB -> {:.1} MiB", mib(before), mib(after)),
+                    });
                 }
             }
             if wanted(EdgePart::Cpu) {

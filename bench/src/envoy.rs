@@ -9,8 +9,9 @@
 //! a new hostname `v<n>.example.org`; a client polling `/api` on a kept-alive connection sees
 //! the new `location` first at the moment measured.
 //!
-//! [`control_plane_cpu`]: the CPU `fairlead edge xds` uses while a route changes every
-//! second, from `/proc`, in the same world.
+//! Beside the figure, the heap Envoy has allocated before and after the changes (a proxy's
+//! memory must not grow with them). [`control_plane_cpu`]: the CPU `fairlead edge xds` uses
+//! while a route changes every second, from `/proc`, in the same world.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -61,6 +62,9 @@ pub(crate) fn free_port() -> Result<u16, EnvoyBenchError> {
 pub struct Figures {
     /// Through fairlead: API write → Envoy serving it.
     pub fairlead: (Duration, Duration),
+    /// The heap Envoy had allocated (bytes, its admin's `/memory`) before and after the
+    /// changes through fairlead.
+    pub envoy_allocated: (u64, u64),
     /// Envoy's file-based RDS: file renamed into place → Envoy serving it.
     pub file: (Duration, Duration),
 }
@@ -156,8 +160,10 @@ pub async fn route_change(
     let context = |how: &'static str| {
         move |e: EnvoyBenchError| EnvoyBenchError::Failed(format!("{how}: {e}"))
     };
+    let (fairlead, envoy_allocated) = through_fairlead.map_err(context("through fairlead"))?;
     Ok(Figures {
-        fairlead: through_fairlead.map_err(context("through fairlead"))?,
+        fairlead,
+        envoy_allocated,
         file: through_file.map_err(context("through a route file"))?,
     })
 }
@@ -172,6 +178,8 @@ struct World {
     _envoy: Envoy,
     /// The Gateway's listener port.
     port: u16,
+    /// Envoy's admin port.
+    envoy_admin: u16,
     http: reqwest::Client,
 }
 
@@ -253,6 +261,7 @@ impl World {
             xds,
             _envoy: envoy,
             port,
+            envoy_admin,
             http: http_client()?,
         };
         // Change 0 warms up: Envoy connects, takes everything, and serves the first redirect;
@@ -280,11 +289,29 @@ impl World {
         until_redirected(&self.http, self.port, &host, since, limit).await
     }
 
+    /// The heap Envoy has allocated now (its admin's `/memory`, `allocated`).
+    async fn envoy_allocated(&self) -> Result<u64, EnvoyBenchError> {
+        let memory: serde_json::Value = self
+            .http
+            .get(format!("http://127.0.0.1:{}/memory", self.envoy_admin))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| failed("Envoy's /memory")(e.to_string()))?
+            .json()
+            .await
+            .map_err(|e| failed("Envoy's /memory")(e.to_string()))?;
+        memory["allocated"]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| EnvoyBenchError::Failed(format!("Envoy's /memory said {memory}")))
+    }
+
     /// CPU time `fairlead edge xds` has used so far (user and system, from `/proc`).
     fn xds_cpu(&self) -> Result<Duration, EnvoyBenchError> {
         self.xds
             .id()
-            .and_then(crate::scale::cpu_time)
+            .and_then(crate::process::cpu_time)
             .ok_or_else(|| EnvoyBenchError::Failed("no CPU time of fairlead edge xds".into()))
     }
 
@@ -301,14 +328,16 @@ async fn through_fairlead(
     routes: usize,
     changes: usize,
     route_statistics: bool,
-) -> Result<(Duration, Duration), EnvoyBenchError> {
+) -> Result<((Duration, Duration), (u64, u64)), EnvoyBenchError> {
     let world = World::start(fairlead, envoy, dir, routes, route_statistics).await?;
+    let before = world.envoy_allocated().await?;
     let mut samples = Vec::with_capacity(changes);
     for n in 1..=changes {
         samples.push(world.change(n, Duration::from_secs(10)).await?);
     }
+    let after = world.envoy_allocated().await?;
     world.stop().await;
-    Ok(percentiles(samples))
+    Ok((percentiles(samples), (before, after)))
 }
 
 /// The CPU `fairlead edge xds` uses, in cores on average, while route `h0` of `routes`

@@ -14,6 +14,7 @@ pub mod graph;
 pub mod health;
 pub mod loadgen;
 pub mod nginx;
+pub mod process;
 pub mod ratelimit;
 pub mod scale;
 pub mod waf;

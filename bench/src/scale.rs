@@ -184,16 +184,6 @@ async fn k6(
     read_summary(&summary)
 }
 
-/// A process's CPU time so far (user and system), from `/proc/<pid>/stat`.
-pub(crate) fn cpu_time(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The fields after the command's `(…)`: state is the first, utime the 12th, stime the 13th.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // Linux reports in USER_HZ, 100 a second on every architecture it runs on here.
-    Some(Duration::from_millis(ticks * 10))
-}
-
 /// The p50, p99 and p99.9 of the `downstream_rq_time` histograms (ms) of the Envoy with the
 /// admin port `admin`: those of its listeners' connection managers, not its admin's. Envoy
 /// merges its workers' histograms at each stats flush (every 5 s), so this waits for one.
@@ -346,7 +336,7 @@ async fn at_scale(
                     child
                 };
                 let pid = child.id().unwrap_or_default();
-                let (cpu_before, started) = (cpu_time(pid), Instant::now());
+                let (cpu_before, started) = (crate::process::cpu_time(pid), Instant::now());
                 let load = k6(
                     k6_binary,
                     dir,
@@ -356,7 +346,7 @@ async fn at_scale(
                     if round == 0 { 2 } else { seconds },
                 )
                 .await;
-                let cpu = match (cpu_before, cpu_time(pid)) {
+                let cpu = match (cpu_before, crate::process::cpu_time(pid)) {
                     (Some(before), Some(after)) => {
                         (after - before).as_secs_f64() / started.elapsed().as_secs_f64()
                     }
@@ -450,18 +440,5 @@ mod tests {
         ]}}]});
         assert_eq!(quantiles_of(&stats), Some([0.5, 2.5, 7.25]));
         assert_eq!(quantiles_of(&serde_json::json!({"stats": []})), None);
-    }
-
-    #[test]
-    fn a_process_cpu_time_is_read() {
-        let pid = std::process::id();
-        let before = cpu_time(pid).unwrap();
-        let spin = Instant::now();
-        let mut x = 0u64;
-        while spin.elapsed() < Duration::from_millis(200) {
-            x = std::hint::black_box(x.wrapping_add(1));
-        }
-        let after = cpu_time(pid).unwrap();
-        assert!(after > before, "{before:?} then {after:?}");
     }
 }

@@ -166,8 +166,8 @@ async fn bench_waf_measures_both_worlds() {
 }
 
 /// `fairlead bench edge --only envoy,cpu`, short: a route change measured through
-/// `fairlead edge xds` and a real Envoy beside Envoy's file-based RDS, and the control
-/// plane's CPU from `/proc` while a route changes every second.
+/// `fairlead edge xds` and a real Envoy beside Envoy's file-based RDS, Envoy's heap before and
+/// after, and the control plane's CPU from `/proc` while a route changes every second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_route_change_and_control_plane_cpu() {
     let _alone = fairlead_e2e::MEASURING.lock().await;
@@ -213,6 +213,14 @@ async fn bench_route_change_and_control_plane_cpu() {
             .unwrap_or_default();
         assert!(p99 > 0.0 && p99 < 10_000.0, "{side}:\n{printed}");
     }
+    let heap: Vec<f64> = value("Envoy's heap before and after")
+        .split(" -> ")
+        .filter_map(|v| v.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(
+        heap.len() == 2 && heap.iter().all(|h| *h > 0.0),
+        "{printed}"
+    );
     let cores: f64 = value("CPU of fairlead edge xds")
         .split(' ')
         .next()
