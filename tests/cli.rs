@@ -83,9 +83,10 @@ fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
     let address = &xds["loadAssignment"]["endpoints"][0]["lbEndpoints"][0]["endpoint"]["address"]["socketAddress"];
     assert_eq!(address["address"], "xds.d8-alb.svc");
     assert_eq!(address["portValue"], 18000);
+    // Delta xDS: a change sends only the resources it touched.
     assert_eq!(
         bootstrap["dynamicResources"]["adsConfig"]["apiType"],
-        "GRPC"
+        "DELTA_GRPC"
     );
 
     // Mutual TLS to the xDS server: the CA as a file, the proxy's certificate and key through

@@ -10,7 +10,9 @@
 //! immutable [`Snapshot`] (the translator's [`Input`]) and sends it on a watch channel, so
 //! every consumer — the translation loop, the status writer, and next the graph and the
 //! gateway controller — reads the same world without watching anything itself
-//! ([`Index::subscribe`]). The wiring starts one index per process ([`Index::start`]) and
+//! ([`Index::subscribe`]). A change that leaves the input as it was — the control plane's
+//! own status writes — publishes no snapshot (the translation would run for nothing) and
+//! wakes the readers of statuses instead ([`Index::statuses`]). The wiring starts one index per process ([`Index::start`]) and
 //! hands it to its consumers.
 //!
 //! Each object is read into the translator's types when its watch event arrives, not on
