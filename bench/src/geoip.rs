@@ -331,19 +331,29 @@ async fn serving(url: &str, admin: u16, geoip: bool) -> Result<(), EnvoyBenchErr
         .timeout(Duration::from_secs(1))
         .build()
         .map_err(|e| failed("an HTTP client")(e.to_string()))?;
+    // What each shape was last answered, for the error when Envoy never serves.
+    let last = std::sync::Mutex::new([String::new(), String::new()]);
     let answers = async |host: &str, redirect: bool| {
-        http.get(url)
+        let answer = http
+            .get(url)
             .header("x-real-ip", CLIENT)
             .header("host", host)
             .send()
-            .await
-            .is_ok_and(|r| {
-                if redirect {
-                    r.status().is_redirection()
-                } else {
-                    r.status().is_success()
-                }
-            })
+            .await;
+        let said = match &answer {
+            Ok(r) => r.status().to_string(),
+            Err(e) => e.to_string(),
+        };
+        last.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)[usize::from(redirect)] =
+            format!("{host}: {said}");
+        answer.is_ok_and(|r| {
+            if redirect {
+                r.status().is_redirection()
+            } else {
+                r.status().is_success()
+            }
+        })
     };
     for _ in 0..300 {
         let answered = answers(Shape::Redirect.host(), true).await
@@ -371,7 +381,18 @@ async fn serving(url: &str, admin: u16, geoip: bool) -> Result<(), EnvoyBenchErr
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Err(EnvoyBenchError::Failed(format!("Envoy never served {url}")))
+    let last = last
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    Err(EnvoyBenchError::Failed(format!(
+        "Envoy never served {url} (last answers: {})",
+        last.iter()
+            .filter(|a| !a.is_empty())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ")
+    )))
 }
 
 /// `rounds` interleaved rounds of `seconds` each side, for each shape; `fairlead` runs
