@@ -23,8 +23,8 @@ use fairlead_key::ObjectKey;
 /// any).
 #[derive(Clone, Debug)]
 pub struct Attached {
-    /// Hostnames.
-    pub hostnames: Option<Vec<String>>,
+    /// Hostnames (shared by the entries of one route's placement).
+    pub hostnames: Option<std::sync::Arc<[String]>>,
     /// From a GRPCRoute (else an HTTPRoute): the two kinds never share a hostname on one
     /// listener.
     pub grpc: bool,
@@ -335,6 +335,8 @@ pub(crate) fn routes(
                                 state.listeners[*listener].attached += 1;
                                 match content {
                                     Content::Http(entries) => {
+                                        let hostnames: Option<std::sync::Arc<[String]>> =
+                                            hostnames.as_deref().map(Into::into);
                                         for entry in entries {
                                             state.http[*listener].push(Attached {
                                                 hostnames: hostnames.clone(),

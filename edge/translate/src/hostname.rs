@@ -48,7 +48,7 @@ pub struct Claims {
     /// A route without hostnames (any host) is attached.
     any: bool,
     /// Exact names, lowercase.
-    exact: std::collections::HashSet<String>,
+    exact: crate::FastSet<String>,
     /// Wildcard names (`*.example.com`), lowercase.
     wildcards: Vec<String>,
 }
@@ -56,10 +56,11 @@ pub struct Claims {
 impl Claims {
     /// Whether `names` (`None` = any) share a hostname with the claims.
     pub fn overlaps(&self, names: Option<&[String]>) -> bool {
+        let claimed = self.any || !self.exact.is_empty() || !self.wildcards.is_empty();
         let Some(names) = names else {
-            return self.any || !self.exact.is_empty() || !self.wildcards.is_empty();
+            return claimed;
         };
-        if names.is_empty() {
+        if names.is_empty() || !claimed {
             return false;
         }
         if self.any {

@@ -26,6 +26,7 @@ use crate::backend::Backend;
 use crate::backend_tls::{Policies, UpstreamTls};
 use crate::gateway::{Protocol, ResolvedListener};
 use crate::http::{Action, Entry};
+use crate::{FastMap, FastSet};
 use fairlead_edge_model::input::Input;
 use fairlead_key::ObjectKey;
 
@@ -538,7 +539,7 @@ fn service_address(input: &Input, backend: &Backend) -> Option<Arc<EndpointSlice
 
 /// Marks, on every route, the backends whose cluster has no ready endpoint.
 fn drain(ir: &mut Gateway) {
-    let unready: std::collections::HashSet<&Backend> = ir
+    let unready: FastSet<&Backend> = ir
         .clusters
         .iter()
         .filter(|c| !has_ready_endpoint(c))
@@ -819,33 +820,30 @@ fn route_config(
     /// entries without hostnames that every host of the listener gets.
     #[derive(Default)]
     struct ByHost<'a> {
-        named: std::collections::HashMap<&'a str, Vec<&'a Arc<Entry>>>,
+        named: FastMap<&'a str, Vec<&'a Arc<Entry>>>,
         wildcards: BTreeMap<&'a str, Vec<&'a Arc<Entry>>>,
         any: Vec<&'a Arc<Entry>>,
     }
-    let mut hosts: BTreeSet<&str> = BTreeSet::new();
+    // Every host served, sorted and deduplicated once all are in.
+    let mut hosts: Vec<&str> = Vec::new();
     let mut indexed: Vec<ByHost<'_>> = Vec::with_capacity(listeners.len());
     for (n, (hostname, attached)) in listeners.iter().enumerate() {
         match hostname {
-            Some(h) => {
-                hosts.insert(h);
-            }
+            Some(h) => hosts.push(h),
             // Another listener's catch-all: every host no more specific listener takes.
-            None if own.is_some_and(|own| own != n) => {
-                hosts.insert("*");
-            }
+            None if own.is_some_and(|own| own != n) => hosts.push("*"),
             None => {}
         }
         let mut by_host = ByHost::default();
         for a in *attached {
             match &a.hostnames {
                 None => {
-                    hosts.insert("*");
+                    hosts.push("*");
                     by_host.any.push(&a.entry);
                 }
                 Some(names) => {
-                    for n in names {
-                        hosts.insert(n);
+                    for n in names.iter() {
+                        hosts.push(n);
                         by_host.named.entry(n).or_default().push(&a.entry);
                         if n.starts_with('*') {
                             by_host.wildcards.entry(n).or_default().push(&a.entry);
@@ -856,6 +854,8 @@ fn route_config(
         }
         indexed.push(by_host);
     }
+    hosts.sort_unstable();
+    hosts.dedup();
     let wildcard_hosts: Vec<&str> = hosts
         .iter()
         .copied()
@@ -864,7 +864,9 @@ fn route_config(
     let mut virtual_hosts = Vec::new();
     // One buffer for every host's ranked entries, and one for the names seen.
     let mut entries: Vec<((u8, usize), &Arc<Entry>)> = Vec::new();
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut seen: FastSet<*const Entry> = FastSet::default();
+    // The backends already added to `backends`: each is looked up there once.
+    let mut reached: FastSet<&Backend> = FastSet::default();
     for host in &hosts {
         let best = listeners
             .iter()
@@ -922,12 +924,12 @@ fn route_config(
             continue;
         }
         // The most specific hostname first, then rule precedence; an entry reached through
-        // several names keeps its most specific.
+        // several names (the same entry: one rule's match) keeps its most specific.
         entries.sort_by(|(ra, a), (rb, b)| rb.cmp(ra).then_with(|| a.order.cmp(&b.order)));
         seen.clear();
-        entries.retain(|(_, e)| seen.insert(e.name.as_str()));
+        entries.retain(|(_, e)| seen.insert(Arc::as_ptr(e)));
         for (_, e) in &entries {
-            referenced(e, backends);
+            referenced(e, &mut reached, backends);
         }
         virtual_hosts.push(VirtualHost {
             host: (*host).to_owned(),
@@ -948,8 +950,13 @@ fn route_config(
     }
 }
 
-/// Adds the backends an entry sends to (its shares and mirrors) to `backends`.
-fn referenced(entry: &Entry, backends: &mut BTreeSet<Backend>) {
+/// Adds the backends an entry sends to (its shares and mirrors) to `backends`, unless
+/// `reached` has them already.
+fn referenced<'a>(
+    entry: &'a Entry,
+    reached: &mut FastSet<&'a Backend>,
+    backends: &mut BTreeSet<Backend>,
+) {
     if let Action::Forward {
         backends: weighted,
         mirrors,
@@ -958,7 +965,7 @@ fn referenced(entry: &Entry, backends: &mut BTreeSet<Backend>) {
     {
         let shares = weighted.iter().filter_map(|w| w.backend.as_ref());
         for b in shares.chain(mirrors.iter().map(|(b, _)| b)) {
-            if !backends.contains(b) {
+            if reached.insert(b) && !backends.contains(b) {
                 backends.insert(b.clone());
             }
         }

@@ -52,6 +52,14 @@ use refs::Grants;
 use routes::{Content, RouteView, Source};
 use status::{Condition, GatewayStatus, RouteKey, Statuses};
 
+/// A hash table of the translation's own keys (hostnames, backends, route keys), hashed with
+/// `foldhash`: several times faster than the default SipHash on these short keys. Its seed
+/// is random per process, and the keys come from the cluster's objects, never from requests.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A set of the translation's own keys, hashed as [`FastMap`].
+pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 /// Translates everything served by `controller_name`: gives `each` the IR of every Gateway
 /// as soon as it is built (one Gateway's IR is not held while the next is built) and returns
 /// the statuses.

@@ -13,7 +13,7 @@
 //! [`Recall`], which a [`crate::Translator`]'s memo answers from its last translation and
 //! [`Forget`] (a one-off translation) by making the value, paying nothing for keeping it.
 
-use std::collections::HashMap;
+use crate::FastMap as Map;
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -49,18 +49,20 @@ impl Recall for Forget {
 }
 
 /// A cache of one translation's results for the next: entries used in this translation are
-/// carried over, the rest dropped at [`Generations::next`].
+/// carried over, the rest dropped at [`Generations::next`]. One table, each entry stamped
+/// with the translation that last used it: a lookup is one hash of the key.
 #[derive(Debug)]
 pub struct Generations<K, V> {
-    last: HashMap<K, V>,
-    this: HashMap<K, V>,
+    entries: Map<K, (u64, V)>,
+    /// The translation under way.
+    now: u64,
 }
 
 impl<K, V> Default for Generations<K, V> {
     fn default() -> Self {
         Self {
-            last: HashMap::new(),
-            this: HashMap::new(),
+            entries: Map::default(),
+            now: 0,
         }
     }
 }
@@ -75,36 +77,33 @@ impl<K: Hash + Eq, V> Generations<K, V> {
         make: impl FnOnce() -> V,
     ) -> &V {
         use std::collections::hash_map::Entry as Slot;
-        let last = &mut self.last;
-        match self.this.entry(key) {
-            // Made in this translation already, unless two objects share the key (an input
-            // read from files may hold duplicates; a watch cannot).
+        let now = self.now;
+        match self.entries.entry(key) {
+            // Made in this translation already or kept from the last, unless another object
+            // has the key: made again (an input read from files may hold two objects of one
+            // key within a translation; a watch cannot).
             Slot::Occupied(o) => {
-                let value = o.into_mut();
+                let (used, value) = o.into_mut();
                 if !valid(value) {
                     *value = make();
                 }
+                *used = now;
                 value
             }
-            Slot::Vacant(v) => {
-                let value = match last.remove(v.key()) {
-                    Some(old) if valid(&old) => old,
-                    _ => make(),
-                };
-                v.insert(value)
-            }
+            Slot::Vacant(v) => &v.insert((now, make())).1,
         }
     }
 
     /// Ends a translation: what it used is what the next one may reuse.
     pub fn next(&mut self) {
-        self.last = std::mem::take(&mut self.this);
+        let now = self.now;
+        self.entries.retain(|_, (used, _)| *used == now);
+        self.now += 1;
     }
 
     /// Forgets everything.
     pub fn clear(&mut self) {
-        self.last.clear();
-        self.this.clear();
+        self.entries.clear();
     }
 }
 
@@ -113,7 +112,7 @@ impl<K: Hash + Eq, V> Generations<K, V> {
 #[derive(Debug, Default)]
 pub(crate) struct World {
     /// Services by namespace, then name (two levels, so a lookup by `&str` allocates nothing).
-    services: HashMap<String, HashMap<String, Arc<Service>>>,
+    services: Map<String, Map<String, Arc<Service>>>,
     /// How many distinct Services (namespace and name) there are.
     count: usize,
     grants: Vec<Arc<ReferenceGrant>>,
@@ -121,7 +120,7 @@ pub(crate) struct World {
 
 impl World {
     fn of(input: &Input) -> Self {
-        let mut services: HashMap<String, HashMap<String, Arc<Service>>> = HashMap::new();
+        let mut services: Map<String, Map<String, Arc<Service>>> = Map::default();
         for s in &input.services {
             services
                 .entry(s.metadata.namespace.clone().unwrap_or_default())
@@ -129,7 +128,7 @@ impl World {
                 .insert(s.metadata.name.clone().unwrap_or_default(), s.clone());
         }
         Self {
-            count: services.values().map(HashMap::len).sum(),
+            count: services.values().map(Map::len).sum(),
             services,
             grants: input.reference_grants.clone(),
         }
