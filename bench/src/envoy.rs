@@ -3,7 +3,8 @@
 //! (through the index, the translation, the push and Envoy's own update) — and, beside it in
 //! the same run, the same change delivered to the same Envoy build by its fastest local path,
 //! a route configuration file it watches (file-based RDS): the floor any control plane's
-//! figure stands on.
+//! figure stands on. The file holds the very route configuration fairlead's Envoy was serving
+//! (read from its admin's `config_dump`), so both Envoys rebuild the same routes.
 //!
 //! The change: route `h0` of the synthetic input ([`crate::edge::yaml`]) redirects `/api` to
 //! a new hostname `v<n>.example.org`; a client polling `/api` on a kept-alive connection sees
@@ -153,19 +154,26 @@ pub async fn route_change(
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).map_err(|e| failed("a work directory")(e.to_string()))?;
-    let through_fairlead =
-        through_fairlead(fairlead, &envoy, &dir, routes, changes, route_statistics).await;
-    let through_file = through_file(&envoy, &dir, routes, changes, route_statistics).await;
-    let _ = std::fs::remove_dir_all(&dir);
     let context = |how: &'static str| {
         move |e: EnvoyBenchError| EnvoyBenchError::Failed(format!("{how}: {e}"))
     };
-    let (fairlead, envoy_allocated) = through_fairlead.map_err(context("through fairlead"))?;
-    Ok(Figures {
-        fairlead,
-        envoy_allocated,
-        file: through_file.map_err(context("through a route file"))?,
-    })
+    let result = async {
+        let (fairlead, envoy_allocated, served) =
+            through_fairlead(fairlead, &envoy, &dir, routes, changes, route_statistics)
+                .await
+                .map_err(context("through fairlead"))?;
+        let file = through_file(&envoy, &dir, served, changes)
+            .await
+            .map_err(context("through a route file"))?;
+        Ok(Figures {
+            fairlead,
+            envoy_allocated,
+            file,
+        })
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 /// The synthetic input of `routes` routes in an embedded API server, `fairlead edge xds` as
@@ -289,6 +297,26 @@ impl World {
         until_redirected(&self.http, self.port, &host, since, limit).await
     }
 
+    /// The route configuration Envoy serves now (its admin's `config_dump`), as JSON.
+    async fn route_configuration(&self) -> Result<serde_json::Value, EnvoyBenchError> {
+        let dump: serde_json::Value = self
+            .http
+            .get(format!(
+                "http://127.0.0.1:{}/config_dump?resource=dynamic_route_configs",
+                self.envoy_admin
+            ))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| failed("Envoy's config_dump")(e.to_string()))?
+            .json()
+            .await
+            .map_err(|e| failed("Envoy's config_dump")(e.to_string()))?;
+        dump.pointer("/configs/0/route_config")
+            .cloned()
+            .ok_or_else(|| failed("Envoy's config_dump")("no route configuration".into()))
+    }
+
     /// The heap Envoy has allocated now (its admin's `/memory`, `allocated`).
     async fn envoy_allocated(&self) -> Result<u64, EnvoyBenchError> {
         let memory: serde_json::Value = self
@@ -321,6 +349,8 @@ impl World {
     }
 }
 
+/// The changes through fairlead: their (p50, p99), Envoy's heap before and after, and the
+/// route configuration Envoy served at the end (the file peer's).
 async fn through_fairlead(
     fairlead: &Path,
     envoy: &Path,
@@ -328,7 +358,7 @@ async fn through_fairlead(
     routes: usize,
     changes: usize,
     route_statistics: bool,
-) -> Result<((Duration, Duration), (u64, u64)), EnvoyBenchError> {
+) -> Result<((Duration, Duration), (u64, u64), serde_json::Value), EnvoyBenchError> {
     let world = World::start(fairlead, envoy, dir, routes, route_statistics).await?;
     let before = world.envoy_allocated().await?;
     let mut samples = Vec::with_capacity(changes);
@@ -336,8 +366,9 @@ async fn through_fairlead(
         samples.push(world.change(n, Duration::from_secs(10)).await?);
     }
     let after = world.envoy_allocated().await?;
+    let served = world.route_configuration().await?;
     world.stop().await;
-    Ok((percentiles(samples), (before, after)))
+    Ok((percentiles(samples), (before, after), served))
 }
 
 /// The CPU `fairlead edge xds` uses, in cores on average, while route `h0` of `routes`
@@ -405,58 +436,52 @@ async fn quiet(http: &reqwest::Client, port: u16) -> Result<(), EnvoyBenchError>
     ))
 }
 
-/// The route configuration file of the file-based peer: `routes` virtual hosts of two routes
-/// each, as the synthetic input's (with their statistics names when `statistics`), `h0`'s
-/// `/api` redirecting to `host`, the others to `v0.example.org`.
-fn route_file(routes: usize, host: &str, statistics: bool) -> String {
-    let hosts: Vec<serde_json::Value> = (0..routes.max(1))
-        .map(|i| {
-            let mut entries = vec![
-                serde_json::json!({"match": {"prefix": "/api"},
-                    "redirect": {"host_redirect": if i == 0 { host } else { "v0.example.org" }}}),
-                serde_json::json!({"match": {"path": "/login"},
-                    "redirect": {"host_redirect": "login.example.org"}}),
-            ];
-            if statistics {
-                for (rule, entry) in entries.iter_mut().enumerate() {
-                    entry["stat_prefix"] = format!("httproute/bench/h{i}/rule/{rule}").into();
-                }
-            }
-            serde_json::json!({
-                "name": format!("h{i}"),
-                "domains": [format!("h{i}.example.com")],
-                "routes": entries,
+/// The route configuration file of the file-based peer: `served` (what fairlead's Envoy
+/// served), named `local`, with `h0`'s redirect sending to `host`.
+fn route_file(served: &serde_json::Value, host: &str) -> Result<Vec<u8>, EnvoyBenchError> {
+    let mut config = served.clone();
+    config["name"] = "local".into();
+    let h0 = config["virtual_hosts"]
+        .as_array_mut()
+        .and_then(|hosts| {
+            hosts.iter_mut().find(|h| {
+                h["domains"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|d| d == "h0.example.com"))
             })
         })
-        .collect();
-    serde_json::json!({"resources": [{
-        "@type": "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
-        "name": "local",
-        "virtual_hosts": hosts,
-    }]})
-    .to_string()
+        .ok_or_else(|| failed("the route file")("no virtual host h0.example.com".into()))?;
+    let redirect = h0["routes"]
+        .as_array_mut()
+        .and_then(|routes| {
+            routes.iter_mut().find_map(|r| {
+                r.get_mut("redirect")
+                    .filter(|r| r.get("host_redirect").is_some())
+            })
+        })
+        .ok_or_else(|| failed("the route file")("h0 redirects nowhere".into()))?;
+    redirect["host_redirect"] = host.into();
+    serde_json::to_vec(&serde_json::json!({"resources": [config]}))
+        .map_err(|e| failed("the route file")(e.to_string()))
 }
 
+/// The changes through a route file holding `served`: (p50, p99) from the file renamed into
+/// place (its bytes made before) to Envoy serving it.
 async fn through_file(
     envoy: &Path,
     dir: &Path,
-    routes: usize,
+    served: serde_json::Value,
     changes: usize,
-    statistics: bool,
 ) -> Result<(Duration, Duration), EnvoyBenchError> {
     let (port, admin) = (free_port()?, free_port()?);
     let rds_dir = dir.join("rds");
     std::fs::create_dir_all(&rds_dir).map_err(|e| failed("a directory")(e.to_string()))?;
     let rds: PathBuf = rds_dir.join("routes.json");
-    let write = |host: &str| {
-        fairlead_kit::files::write_atomically(
-            &rds,
-            route_file(routes, host, statistics).as_bytes(),
-            0o644,
-        )
-        .map_err(|e| failed("the route file")(e.to_string()))
+    let write = |bytes: &[u8]| {
+        fairlead_kit::files::write_atomically(&rds, bytes, 0o644)
+            .map_err(|e| failed("the route file")(e.to_string()))
     };
-    write("v0.example.org")?;
+    write(&route_file(&served, "v0.example.org")?)?;
     let config = serde_json::json!({
         // File-based subscriptions, like any, need the node named.
         "node": {"id": "bench-file-rds", "cluster": "bench"},
@@ -494,8 +519,9 @@ async fn through_file(
     let mut samples = Vec::with_capacity(changes);
     for n in 1..=changes {
         let host = format!("v{n}.example.org");
+        let bytes = route_file(&served, &host)?;
         let since = Instant::now();
-        write(&host)?;
+        write(&bytes)?;
         samples.push(until_redirected(&http, port, &host, since, Duration::from_secs(10)).await?);
     }
     Ok(percentiles(samples))

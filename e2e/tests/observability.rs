@@ -269,13 +269,13 @@ async fn every_expression_parses_and_names_metrics_a_real_prometheus_scraped() {
     every_family_scraped(&prometheus).await;
     every_expression_known(&prometheus).await;
     let routes = prometheus
-        .query("sum by (route) (envoy_vhost_route_upstream_rq_completed)")
+        .query("sum by (envoy_route) (envoy_vhost_route_upstream_rq_completed)")
         .await
         .unwrap();
     assert!(
         routes
             .iter()
-            .any(|r| r["metric"]["route"] == "httproute/default/echo/rule/0"),
+            .any(|r| r["metric"]["envoy_route"] == "httproute/default/echo/rule/0"),
         "route statistics name their Gateway API rule: {routes:?}"
     );
     graph_overlays_traffic(graph).await;

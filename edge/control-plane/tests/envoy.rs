@@ -409,7 +409,7 @@ async fn envoy_serves_what_the_control_plane_says_as_an_edge_proxy_should() {
         .await
         .unwrap();
     for wanted in [
-        r#"route="httproute/default/web/rule/6""#,
+        r#"envoy_route="httproute/default/web/rule/6""#,
         r#"envoy_cluster_name="backend/default/echo/80""#,
         r#"envoy_virtual_host="e_example_com""#,
     ] {

@@ -179,14 +179,14 @@ async fn sample(client: &reqwest::Client, url: &str) -> Result<Samples, QueryErr
         query(
             client,
             url,
-            &format!("sum by (route) (rate(envoy_vhost_route_upstream_rq_completed[{w}]))"),
-            "route",
+            &format!("sum by (envoy_route) (rate(envoy_vhost_route_upstream_rq_completed[{w}]))"),
+            "envoy_route",
         )
         .await?,
         false,
     );
-    let route_errors = per_route(query(client, url, &format!("sum by (route) (rate(envoy_vhost_route_upstream_rq{{envoy_response_code=~\"5..\"}}[{w}]))"), "route").await?, false);
-    let route_p99s = per_route(query(client, url, &format!("histogram_quantile(0.99, sum by (route, le) (rate(envoy_vhost_route_upstream_rq_time_bucket[{w}])))"), "route").await?, true);
+    let route_errors = per_route(query(client, url, &format!("sum by (envoy_route) (rate(envoy_vhost_route_upstream_rq{{envoy_response_code=~\"5..\"}}[{w}]))"), "envoy_route").await?, false);
+    let route_p99s = per_route(query(client, url, &format!("histogram_quantile(0.99, sum by (envoy_route, le) (rate(envoy_vhost_route_upstream_rq_time_bucket[{w}])))"), "envoy_route").await?, true);
     let routes = combine(&route_rates, &route_errors, &route_p99s);
     Ok(Samples { routes, backends })
 }
