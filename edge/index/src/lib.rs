@@ -5,8 +5,8 @@
 //! version is served). A kind that is not served is a warning, looked for again later, never a
 //! failure.
 //!
-//! The index **publishes**: once a change has settled (a change alone within a couple of
-//! milliseconds, a burst at most a window after its first change: [`settle`]) it builds one
+//! The index **publishes**: once a change has settled (a change alone at once, a burst at
+//! most a window after its first change: [`settle`]) it builds one
 //! immutable [`Snapshot`] (the translator's [`Input`]) and sends it on a watch channel, so
 //! every consumer — the translation loop, the status writer, and next the graph and the
 //! gateway controller — reads the same world without watching anything itself
@@ -242,7 +242,8 @@ impl Index {
 /// the input is the one last published (statuses alone changed): then the translation has
 /// nothing to do, and only the readers of statuses are woken.
 async fn publish(index: Arc<Index>, stop: CancellationToken) {
-    while settle::settled(&index.changed, &stop).await {
+    let mut pace = settle::Pace::default();
+    while pace.settled(&index.changed, &stop).await {
         let snapshot = index.snapshot();
         let unchanged = {
             let last = index.published.borrow();
