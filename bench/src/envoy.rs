@@ -35,7 +35,7 @@ pub(crate) fn failed(what: &str) -> impl FnOnce(String) -> EnvoyBenchError + '_ 
 
 /// `fairlead edge xds` (the binary `fairlead`) as every edge figure runs it ([`crate::xds_args`]),
 /// against the cluster `kubeconfig` names, quiet, killed when dropped.
-pub(crate) fn spawn_xds(
+fn spawn_xds(
     fairlead: &std::path::Path,
     kubeconfig: &std::path::Path,
     xds_port: u16,
@@ -176,18 +176,79 @@ pub async fn route_change(
     result
 }
 
+/// What every edge figure runs beside its Envoys: the world's objects in the embedded API
+/// server, `fairlead edge xds` as its own process against it, and the bootstrap file of the
+/// Gateway's Envoy.
+pub(crate) struct ControlPlane {
+    /// `fairlead edge xds`, killed when dropped.
+    pub xds: tokio::process::Child,
+    /// Its admin port (metrics).
+    pub admin_port: u16,
+    /// The bootstrap of the Gateway's Envoy.
+    pub bootstrap: PathBuf,
+    /// The admin port that bootstrap gives Envoy.
+    pub envoy_admin: u16,
+}
+
+impl ControlPlane {
+    /// Applies `objects` (YAML) to `server` through `client`, starts `fairlead edge xds`
+    /// (the binary `fairlead`) against it and writes the bootstrap of Gateway `gateway`'s
+    /// Envoy, all in `dir`.
+    pub(crate) async fn start(
+        fairlead: &Path,
+        (server, client): (&fairlead_apiserver::ApiServer, &kube::Client),
+        dir: &Path,
+        objects: &str,
+        gateway: fairlead_edge_model::ObjectKey,
+    ) -> Result<Self, EnvoyBenchError> {
+        let world = dir.join("world");
+        std::fs::create_dir_all(&world).map_err(|e| failed("a directory")(e.to_string()))?;
+        std::fs::write(world.join("objects.yaml"), objects)
+            .map_err(|e| failed("the objects")(e.to_string()))?;
+        fairlead_apiserver::manifests::apply_dir(client, server.registry(), &world)
+            .await
+            .map_err(|e| failed("applying the objects")(e.to_string()))?;
+        let kubeconfig = dir.join("kubeconfig");
+        server
+            .write_kubeconfig(&kubeconfig)
+            .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
+        let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
+        let xds = spawn_xds(fairlead, &kubeconfig, xds_port, admin_port)?;
+        let bootstrap = dir.join("envoy.yaml");
+        let spec = fairlead_edge_bootstrap::Spec {
+            gateway,
+            node_id: Some("bench".into()),
+            xds_host: "127.0.0.1".into(),
+            xds_port,
+            admin_port: envoy_admin,
+            tls: None,
+            otlp: None,
+        };
+        std::fs::write(
+            &bootstrap,
+            fairlead_edge_bootstrap::yaml(&spec)
+                .map_err(|e| failed("the bootstrap")(e.to_string()))?,
+        )
+        .map_err(|e| failed("the bootstrap")(e.to_string()))?;
+        Ok(Self {
+            xds,
+            admin_port,
+            bootstrap,
+            envoy_admin,
+        })
+    }
+}
+
 /// The synthetic input of `routes` routes in an embedded API server, `fairlead edge xds` as
 /// its own process and a real Envoy bootstrapped against it, serving the Gateway's listener;
 /// everything stops when it is dropped.
 struct World {
     server: fairlead_apiserver::ApiServer,
     routes: kube::Api<kube::api::DynamicObject>,
-    xds: tokio::process::Child,
+    plane: ControlPlane,
     _envoy: Envoy,
     /// The Gateway's listener port.
     port: u16,
-    /// Envoy's admin port.
-    envoy_admin: u16,
     http: reqwest::Client,
 }
 
@@ -204,79 +265,50 @@ impl World {
             .await
             .map_err(|e| failed("the API server with the CRDs")(format!("{e:#}")))?;
         let port = free_port()?;
-        let world = dir.join("world");
-        std::fs::create_dir_all(&world).map_err(|e| failed("a directory")(e.to_string()))?;
-        std::fs::write(
-            world.join("objects.yaml"),
-            format!(
-                "apiVersion: v1\nkind: Namespace\nmetadata: {{name: bench}}\n---\n{}",
-                crate::edge::yaml(routes, 0, (routes / 2).max(1))
-                    .replace(
-                        "port: 80, protocol: HTTP",
-                        &format!("port: {port}, protocol: HTTP")
-                    )
-                    .replace(
-                        "metadata: {name: gw, namespace: bench}",
-                        if route_statistics {
-                            "metadata: {name: gw, namespace: bench, annotations: {fairlead.io/route-statistics: \"true\"}}"
-                        } else {
-                            "metadata: {name: gw, namespace: bench}"
-                        },
-                    )
-            ),
+        let objects = format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: bench}}\n---\n{}",
+            crate::edge::yaml(routes, 0, (routes / 2).max(1))
+                .replace(
+                    "port: 80, protocol: HTTP",
+                    &format!("port: {port}, protocol: HTTP")
+                )
+                .replace(
+                    "metadata: {name: gw, namespace: bench}",
+                    if route_statistics {
+                        "metadata: {name: gw, namespace: bench, annotations: {fairlead.io/route-statistics: \"true\"}}"
+                    } else {
+                        "metadata: {name: gw, namespace: bench}"
+                    },
+                )
+        );
+        let plane = ControlPlane::start(
+            fairlead,
+            (&server, &client),
+            dir,
+            &objects,
+            fairlead_edge_model::ObjectKey::new("bench", "gw"),
         )
-        .map_err(|e| failed("the objects")(e.to_string()))?;
-        fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &world)
-            .await
-            .map_err(|e| failed("applying the objects")(e.to_string()))?;
-        let kubeconfig = dir.join("kubeconfig");
-        server
-            .write_kubeconfig(&kubeconfig)
-            .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
-        let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
-        let xds = spawn_xds(fairlead, &kubeconfig, xds_port, admin_port)?;
-        let bootstrap = dir.join("envoy.yaml");
-        let spec = fairlead_edge_bootstrap::Spec {
-            gateway: fairlead_edge_model::ObjectKey::new("bench", "gw"),
-            node_id: Some("bench".into()),
-            xds_host: "127.0.0.1".into(),
-            xds_port,
-            admin_port: envoy_admin,
-            tls: None,
-            otlp: None,
-        };
-        std::fs::write(
-            &bootstrap,
-            fairlead_edge_bootstrap::yaml(&spec)
-                .map_err(|e| failed("the bootstrap")(e.to_string()))?,
-        )
-        .map_err(|e| failed("the bootstrap")(e.to_string()))?;
-        let envoy = Envoy::start(envoy, &bootstrap)?;
+        .await?;
+        let envoy = Envoy::start(envoy, &plane.bootstrap)?;
         let routes_api: Api<DynamicObject> = Api::namespaced_with(
             client,
             "bench",
-            &kube::discovery::ApiResource {
-                group: "gateway.networking.k8s.io".into(),
-                version: "v1".into(),
-                api_version: "gateway.networking.k8s.io/v1".into(),
-                kind: "HTTPRoute".into(),
-                plural: "httproutes".into(),
-            },
+            &fairlead_edge_index::api_resource("HTTPRoute", "v1")
+                .ok_or_else(|| failed("HTTPRoutes")("not in the kinds table".into()))?,
         );
         let world = Self {
             server,
             routes: routes_api,
-            xds,
+            plane,
             _envoy: envoy,
             port,
-            envoy_admin,
             http: http_client()?,
         };
         // Change 0 warms up: Envoy connects, takes everything, and serves the first redirect;
         // then the control plane writes every route's first status. Whatever is measured
         // next starts on an idle system.
         world.change(0, Duration::from_secs(60)).await?;
-        quiet(&world.http, admin_port).await?;
+        quiet(&world.http, world.plane.admin_port).await?;
         Ok(world)
     }
 
@@ -303,7 +335,7 @@ impl World {
             .http
             .get(format!(
                 "http://127.0.0.1:{}/config_dump?resource=dynamic_route_configs",
-                self.envoy_admin
+                self.plane.envoy_admin
             ))
             .send()
             .await
@@ -321,7 +353,10 @@ impl World {
     async fn envoy_allocated(&self) -> Result<u64, EnvoyBenchError> {
         let memory: serde_json::Value = self
             .http
-            .get(format!("http://127.0.0.1:{}/memory", self.envoy_admin))
+            .get(format!(
+                "http://127.0.0.1:{}/memory",
+                self.plane.envoy_admin
+            ))
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
@@ -337,14 +372,15 @@ impl World {
 
     /// CPU time `fairlead edge xds` has used so far (user and system, from `/proc`).
     fn xds_cpu(&self) -> Result<Duration, EnvoyBenchError> {
-        self.xds
+        self.plane
+            .xds
             .id()
             .and_then(crate::process::cpu_time)
             .ok_or_else(|| EnvoyBenchError::Failed("no CPU time of fairlead edge xds".into()))
     }
 
     async fn stop(mut self) {
-        let _ = self.xds.kill().await;
+        let _ = self.plane.xds.kill().await;
         self.server.shutdown();
     }
 }

@@ -432,16 +432,13 @@ pub async fn filter_cost(
 /// Envoys under test.
 pub(crate) struct Harness {
     server: fairlead_apiserver::ApiServer,
-    xds: tokio::process::Child,
+    /// `fairlead edge xds` and the bootstrap of an Envoy of the Gateway.
+    pub plane: crate::envoy::ControlPlane,
     _backend: tokio::process::Child,
-    /// The bootstrap of an Envoy of the Gateway.
-    pub bootstrap: std::path::PathBuf,
     /// The Gateway's listener, as Envoy serves it.
     pub url: String,
     /// The backend's port.
     pub backend_port: u16,
-    /// The admin port of the Envoy under test.
-    pub envoy_admin: u16,
 }
 
 impl Harness {
@@ -462,43 +459,20 @@ impl Harness {
         .map_err(|e| failed("the API server with the CRDs")(format!("{e:#}")))?;
         let (port, backend_port) = (free_port()?, free_port()?);
         let backend = start_backend(envoy, dir, backend_port)?;
-        let world_dir = dir.join("world");
-        std::fs::create_dir_all(&world_dir).map_err(|e| failed("a directory")(e.to_string()))?;
-        std::fs::write(world_dir.join("objects.yaml"), world(port, backend_port))
-            .map_err(|e| failed("the objects")(e.to_string()))?;
-        fairlead_apiserver::manifests::apply_dir(&client, server.registry(), &world_dir)
-            .await
-            .map_err(|e| failed("applying the objects")(e.to_string()))?;
-        let kubeconfig = dir.join("kubeconfig");
-        server
-            .write_kubeconfig(&kubeconfig)
-            .map_err(|e| failed("the kubeconfig")(e.to_string()))?;
-        let (xds_port, admin_port, envoy_admin) = (free_port()?, free_port()?, free_port()?);
-        let xds = crate::envoy::spawn_xds(fairlead, &kubeconfig, xds_port, admin_port)?;
-        let bootstrap = dir.join("envoy.yaml");
-        let spec = fairlead_edge_bootstrap::Spec {
-            gateway: fairlead_edge_model::ObjectKey::new("d8-alb", "gw"),
-            node_id: Some("bench".into()),
-            xds_host: "127.0.0.1".into(),
-            xds_port,
-            admin_port: envoy_admin,
-            tls: None,
-            otlp: None,
-        };
-        std::fs::write(
-            &bootstrap,
-            fairlead_edge_bootstrap::yaml(&spec)
-                .map_err(|e| failed("the bootstrap")(e.to_string()))?,
+        let plane = crate::envoy::ControlPlane::start(
+            fairlead,
+            (&server, &client),
+            dir,
+            &world(port, backend_port),
+            fairlead_edge_model::ObjectKey::new("d8-alb", "gw"),
         )
-        .map_err(|e| failed("the bootstrap")(e.to_string()))?;
+        .await?;
         Ok(Self {
             server,
-            xds,
+            plane,
             _backend: backend,
-            bootstrap,
             url: format!("http://127.0.0.1:{port}/"),
             backend_port,
-            envoy_admin,
         })
     }
 
@@ -510,8 +484,8 @@ impl Harness {
         cwd: &Path,
         overrides: &serde_json::Value,
     ) -> Result<tokio::process::Child, EnvoyBenchError> {
-        let child = start_envoy_with(envoy, &self.bootstrap, cwd, overrides)?;
-        serving(&self.url, self.envoy_admin, false).await?;
+        let child = start_envoy_with(envoy, &self.plane.bootstrap, cwd, overrides)?;
+        serving(&self.url, self.plane.envoy_admin, false).await?;
         Ok(child)
     }
 
@@ -523,14 +497,14 @@ impl Harness {
         cwd: &Path,
         editions: &[&str],
     ) -> Result<tokio::process::Child, EnvoyBenchError> {
-        let child = start_envoy(envoy, &self.bootstrap, cwd, editions)?;
-        serving(&self.url, self.envoy_admin, !editions.is_empty()).await?;
+        let child = start_envoy(envoy, &self.plane.bootstrap, cwd, editions)?;
+        serving(&self.url, self.plane.envoy_admin, !editions.is_empty()).await?;
         Ok(child)
     }
 
     /// Stops `fairlead edge xds` and the API server.
     pub(crate) async fn stop(mut self) {
-        let _ = self.xds.kill().await;
+        let _ = self.plane.xds.kill().await;
         self.server.shutdown();
     }
 }

@@ -393,7 +393,7 @@ pub async fn generators(
         let equivalent_config = dir.join("equivalent.json");
         {
             let mut child = harness.envoy(&envoy, &dir, &[]).await?;
-            let written = write_equivalent(harness.envoy_admin, &equivalent_config).await;
+            let written = write_equivalent(harness.plane.envoy_admin, &equivalent_config).await;
             let _ = child.kill().await;
             let _ = child.wait().await;
             written?;

@@ -308,13 +308,13 @@ async fn at_scale(
     let equivalent = dir.join("equivalent.json");
     let result = async {
         let start_xds = async || {
-            let child = start_envoy(envoy, &harness.bootstrap, dir, &[])?;
+            let child = start_envoy(envoy, &harness.plane.bootstrap, dir, &[])?;
             serving(&harness.url, routes).await?;
             Ok::<_, EnvoyBenchError>(child)
         };
         let static_admin = {
             let mut child = start_xds().await?;
-            let written = write_equivalent(harness.envoy_admin, &equivalent).await;
+            let written = write_equivalent(harness.plane.envoy_admin, &equivalent).await;
             let _ = child.kill().await;
             let _ = child.wait().await;
             written?
@@ -354,7 +354,7 @@ async fn at_scale(
                 };
                 let rss = crate::resident(pid).unwrap_or_default();
                 let envoy_latency = envoy_quantiles(if from_xds {
-                    harness.envoy_admin
+                    harness.plane.envoy_admin
                 } else {
                     static_admin
                 })

@@ -13,7 +13,7 @@ use cluster::{cluster, control_plane, create};
 use fairlead_edge_model::ObjectKey;
 use fairlead_edge_xds::cache::{Cache, short};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use proxies::{Envoy, serve_xds_observed};
+use proxies::{Envoy, serve_xds};
 use serde_json::json;
 
 /// The pushes of the xDS server, as (type, resources carried).
@@ -102,17 +102,11 @@ async fn a_route_change_sends_only_its_route_configuration() {
     let cache = Arc::new(Cache::new());
     let (stop, _nacks) = control_plane(&client, &cache);
     let pushes = Arc::new(Pushes::default());
-    let xds_port = serve_xds_observed(&cache, pushes.clone()).await;
+    let xds_port = serve_xds(&cache, pushes.clone()).await;
     let routes: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         "default",
-        &kube::discovery::ApiResource {
-            group: "gateway.networking.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "HTTPRoute".into(),
-            plural: "httproutes".into(),
-        },
+        &fairlead_edge_index::api_resource("HTTPRoute", "v1").unwrap(),
     );
     let dir = tempfile::tempdir().unwrap();
     let spec = fairlead_edge_bootstrap::Spec {

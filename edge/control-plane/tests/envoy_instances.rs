@@ -121,7 +121,7 @@ async fn instance_settings_reach_envoy() {
     let (_server, client) = cluster().await;
     let cache = Arc::new(Cache::new());
     let (_stop, _) = control_plane(&client, &cache);
-    let xds = serve_xds(&cache).await;
+    let xds = serve_xds(&cache, Arc::new(fairlead_edge_xds::server::Quiet)).await;
     let web = backend().await;
     let (guarded_port, proxied_port, quic_port, traced_port) = (
         fairlead_kit::testing::free_port(),

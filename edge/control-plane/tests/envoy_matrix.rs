@@ -268,7 +268,7 @@ async fn envoy_serves_the_rest_of_the_gateway_api() {
 
     // The gRPC backend: an xDS server (a real gRPC service) over the control plane's cache.
     let cache = Arc::new(Cache::new());
-    let grpc_backend = serve_xds(&cache).await;
+    let grpc_backend = serve_xds(&cache, Arc::new(fairlead_edge_xds::server::Quiet)).await;
 
     for namespace in ["apps", "backends", "team"] {
         create(
@@ -436,7 +436,7 @@ async fn envoy_serves_the_rest_of_the_gateway_api() {
     }
 
     let (stop, _nacks) = control_plane(&client, &cache);
-    let xds_port = serve_xds(&cache).await;
+    let xds_port = serve_xds(&cache, Arc::new(fairlead_edge_xds::server::Quiet)).await;
     let dir = tempfile::tempdir().unwrap();
     let spec = fairlead_edge_bootstrap::Spec {
         gateway: ObjectKey::new("default", "gw"),

@@ -238,6 +238,24 @@ impl Index {
     }
 }
 
+/// The resource of `kind` (a row of the kinds table) at `version`: what discovery finds when
+/// that version is served, for a client writing objects of a kind the index reads.
+pub fn api_resource(kind: &str, version: &str) -> Option<ApiResource> {
+    let row = kinds::KINDS.iter().find(|k| k.kind == kind)?;
+    let api_version = if row.group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{}/{version}", row.group)
+    };
+    Some(ApiResource {
+        group: row.group.to_owned(),
+        version: version.to_owned(),
+        api_version,
+        kind: row.kind.to_owned(),
+        plural: row.plural.to_owned(),
+    })
+}
+
 /// Publishes a snapshot after each settled change or burst of changes ([`settle`]), unless
 /// the input is the one last published (statuses alone changed): then the translation has
 /// nothing to do, and only the readers of statuses are woken.

@@ -115,13 +115,7 @@ async fn a_status_write_wakes_the_readers_of_statuses_not_the_translation() {
     let routes: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         "default",
-        &kube::discovery::ApiResource {
-            group: "gateway.networking.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "HTTPRoute".into(),
-            plural: "httproutes".into(),
-        },
+        &fairlead_edge_index::api_resource("HTTPRoute", "v1").unwrap(),
     );
     let route: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",

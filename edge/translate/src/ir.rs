@@ -864,7 +864,7 @@ fn route_config(
     let mut virtual_hosts = Vec::new();
     // One buffer for every host's ranked entries, and one for the names seen.
     let mut entries: Vec<((u8, usize), &Arc<Entry>)> = Vec::new();
-    let mut seen: FastSet<*const Entry> = FastSet::default();
+    let mut seen: FastSet<&str> = FastSet::default();
     // The backends already added to `backends`: each is looked up there once.
     let mut reached: FastSet<&Backend> = FastSet::default();
     for host in &hosts {
@@ -924,10 +924,10 @@ fn route_config(
             continue;
         }
         // The most specific hostname first, then rule precedence; an entry reached through
-        // several names (the same entry: one rule's match) keeps its most specific.
+        // several names keeps its most specific.
         entries.sort_by(|(ra, a), (rb, b)| rb.cmp(ra).then_with(|| a.order.cmp(&b.order)));
         seen.clear();
-        entries.retain(|(_, e)| seen.insert(Arc::as_ptr(e)));
+        entries.retain(|(_, e)| seen.insert(e.name.as_str()));
         for (_, e) in &entries {
             referenced(e, &mut reached, backends);
         }

@@ -5,15 +5,10 @@ use std::sync::Arc;
 
 use fairlead_edge_xds::cache::Cache;
 
-/// The xDS services (plaintext) over `cache` on a free port: Envoy's control plane here, and
-/// a real gRPC service to route to.
-#[allow(dead_code)] // (Not every test binary sharing this module calls it.)
-pub async fn serve_xds(cache: &Arc<Cache>) -> u16 {
-    serve_xds_observed(cache, Arc::new(fairlead_edge_xds::server::Quiet)).await
-}
-
-/// [`serve_xds`] reporting its streams to `observer`.
-pub async fn serve_xds_observed(
+/// The xDS services (plaintext) over `cache` on a free port, reporting their streams to
+/// `observer` ([`fairlead_edge_xds::server::Quiet`] when nothing listens): Envoy's control
+/// plane here, and a real gRPC service to route to.
+pub async fn serve_xds(
     cache: &Arc<Cache>,
     observer: Arc<dyn fairlead_edge_xds::server::Observer>,
 ) -> u16 {
