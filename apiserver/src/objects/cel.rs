@@ -11,8 +11,9 @@
 //! created ([`unsupported_rules`]) and skipped at validation, never a crash and never a
 //! rejected CRD.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use cel::extractors::This;
 use cel::{Context, Env, Program};
@@ -127,6 +128,30 @@ fn compile(rule: &str) -> Result<Program, String> {
         .map_err(|e| format!("does not compile: {e}"))
 }
 
+/// How many compiled rules [`compiled`] keeps before it starts again (far more than the CRDs
+/// and admission policies of a cluster hold; reached only by creating rules without end).
+const COMPILED_MAX: usize = 10_000;
+
+/// The compiled rule (or why it cannot be used), compiled once per rule text for the process:
+/// a CRD's rules validate every write of its objects, and compiling them each time (parsing
+/// with ANTLR) was about a fifth of the CPU of a route write.
+fn compiled(rule: &str) -> Result<Arc<Program>, String> {
+    type Compiled = HashMap<String, Result<Arc<Program>, String>>;
+    static CACHE: OnceLock<Mutex<Compiled>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    let lock = || cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(found) = lock().get(rule) {
+        return found.clone();
+    }
+    let made = compile(rule).map(Arc::new);
+    let mut kept = lock();
+    if kept.len() >= COMPILED_MAX {
+        kept.clear();
+    }
+    kept.insert(rule.to_owned(), made.clone());
+    made
+}
+
 fn uses_old_self(rule: &str) -> bool {
     rule.contains("oldSelf")
 }
@@ -136,7 +161,7 @@ fn uses_old_self(rule: &str) -> bool {
 pub fn unsupported_rules(schema: &Value) -> Vec<String> {
     let mut found = Vec::new();
     walk_rules(schema, "", &mut |path, rule| {
-        if let Err(reason) = compile(rule).and_then(|program| {
+        if let Err(reason) = compiled(rule).and_then(|program| {
             let missing: Vec<String> = program
                 .references()
                 .functions()
@@ -209,7 +234,7 @@ fn walk_rules(schema: &Value, path: &str, visit: &mut dyn FnMut(&str, &str)) {
 /// Evaluates one boolean expression with named variables (admission policies use `object`,
 /// `oldObject`, `request`, `params`); a non-boolean result is an error.
 pub fn evaluate(expression: &str, variables: &[(&str, Value)]) -> Result<bool, String> {
-    let program = compile(expression)?;
+    let program = compiled(expression)?;
     let mut ctx = Context::with_env(env().clone());
     add_kubernetes_functions(&mut ctx);
     for (name, value) in variables {
@@ -240,7 +265,7 @@ pub fn check_rules(
         if uses_old_self(text) && old.is_none() {
             continue;
         }
-        let Ok(program) = compile(text) else {
+        let Ok(program) = compiled(text) else {
             continue;
         };
         let mut ctx = Context::with_env(env().clone());
@@ -312,6 +337,18 @@ mod tests {
         let mut causes = Vec::new();
         check_rules(&schema, &value, old.as_ref(), "spec", &mut causes);
         causes
+    }
+
+    #[test]
+    fn a_rule_is_compiled_once_and_kept() {
+        let rule = "self.size() > 0 && self.startsWith('kept-once')";
+        let first = compiled(rule).unwrap();
+        assert!(Arc::ptr_eq(&first, &compiled(rule).unwrap()));
+        assert!(run(rule, json!("kept-once-value"), None).is_empty());
+        assert_eq!(run(rule, json!("other"), None).len(), 1);
+        let broken = "self.size( >";
+        assert!(compiled(broken).is_err());
+        assert_eq!(compiled(broken).err(), compile(broken).err());
     }
 
     #[test]
