@@ -11,14 +11,14 @@
 //! created ([`unsupported_rules`]) and skipped at validation, never a crash and never a
 //! rejected CRD.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
 use cel::extractors::This;
 use cel::{Context, Env, Program};
 use serde_json::Value;
 
+use crate::objects::compiled::Compiled;
 use crate::objects::errors::FieldCause;
 
 fn env() -> &'static Arc<Env> {
@@ -128,28 +128,11 @@ fn compile(rule: &str) -> Result<Program, String> {
         .map_err(|e| format!("does not compile: {e}"))
 }
 
-/// How many compiled rules [`compiled`] keeps before it starts again (far more than the CRDs
-/// and admission policies of a cluster hold; reached only by creating rules without end).
-const COMPILED_MAX: usize = 10_000;
-
-/// The compiled rule (or why it cannot be used), compiled once per rule text for the process:
-/// a CRD's rules validate every write of its objects, and compiling them each time (parsing
-/// with ANTLR) was about a fifth of the CPU of a route write.
+/// The compiled rule (or why it cannot be used), compiled once per rule text for the process
+/// ([`crate::objects::compiled`]).
 fn compiled(rule: &str) -> Result<Arc<Program>, String> {
-    type Compiled = HashMap<String, Result<Arc<Program>, String>>;
-    static CACHE: OnceLock<Mutex<Compiled>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Mutex::default);
-    let lock = || cache.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(found) = lock().get(rule) {
-        return found.clone();
-    }
-    let made = compile(rule).map(Arc::new);
-    let mut kept = lock();
-    if kept.len() >= COMPILED_MAX {
-        kept.clear();
-    }
-    kept.insert(rule.to_owned(), made.clone());
-    made
+    static PROGRAMS: Compiled<Result<Arc<Program>, String>> = Compiled::new();
+    PROGRAMS.get(rule, |rule| compile(rule).map(Arc::new))
 }
 
 fn uses_old_self(rule: &str) -> bool {

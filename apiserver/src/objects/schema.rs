@@ -305,7 +305,9 @@ pub fn validate(
             );
         }
         if let Some(pattern) = schema["pattern"].as_str() {
-            match regex::Regex::new(pattern) {
+            static PATTERNS: crate::objects::compiled::Compiled<Result<regex::Regex, ()>> =
+                crate::objects::compiled::Compiled::new();
+            match PATTERNS.get(pattern, |p| regex::Regex::new(p).map_err(|_| ())) {
                 Ok(re) if !re.is_match(s) => {
                     invalid(
                         causes,
