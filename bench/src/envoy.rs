@@ -329,21 +329,25 @@ impl World {
         until_redirected(&self.http, self.port, &host, since, limit).await
     }
 
-    /// The route configuration Envoy serves now (its admin's `config_dump`), as JSON.
-    async fn route_configuration(&self) -> Result<serde_json::Value, EnvoyBenchError> {
-        let dump: serde_json::Value = self
-            .http
-            .get(format!(
-                "http://127.0.0.1:{}/config_dump?resource=dynamic_route_configs",
-                self.plane.envoy_admin
-            ))
+    /// What Envoy's admin answers at `path`, as JSON.
+    async fn admin_json(&self, path: &str) -> Result<serde_json::Value, EnvoyBenchError> {
+        let what = format!("Envoy's {path}");
+        self.http
+            .get(format!("http://127.0.0.1:{}{path}", self.plane.envoy_admin))
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| failed("Envoy's config_dump")(e.to_string()))?
+            .map_err(|e| failed(&what)(e.to_string()))?
             .json()
             .await
-            .map_err(|e| failed("Envoy's config_dump")(e.to_string()))?;
+            .map_err(|e| failed(&what)(e.to_string()))
+    }
+
+    /// The route configuration Envoy serves now (its admin's `config_dump`), as JSON.
+    async fn route_configuration(&self) -> Result<serde_json::Value, EnvoyBenchError> {
+        let dump = self
+            .admin_json("/config_dump?resource=dynamic_route_configs")
+            .await?;
         dump.pointer("/configs/0/route_config")
             .cloned()
             .ok_or_else(|| failed("Envoy's config_dump")("no route configuration".into()))
@@ -351,19 +355,7 @@ impl World {
 
     /// The heap Envoy has allocated now (its admin's `/memory`, `allocated`).
     async fn envoy_allocated(&self) -> Result<u64, EnvoyBenchError> {
-        let memory: serde_json::Value = self
-            .http
-            .get(format!(
-                "http://127.0.0.1:{}/memory",
-                self.plane.envoy_admin
-            ))
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| failed("Envoy's /memory")(e.to_string()))?
-            .json()
-            .await
-            .map_err(|e| failed("Envoy's /memory")(e.to_string()))?;
+        let memory = self.admin_json("/memory").await?;
         memory["allocated"]
             .as_str()
             .and_then(|a| a.parse().ok())
