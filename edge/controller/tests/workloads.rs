@@ -113,7 +113,15 @@ async fn an_instance_becomes_its_proxies_and_certificates() {
         "{proxy}"
     );
     let services: Api<Service> = Api::namespaced(client.clone(), "d8-alb");
-    let service = services.get("d8-alb-public-loadbalancer").await.unwrap();
+    // Made in the same reconcile as the proxies, but after them.
+    let service = eventually("the instance's Service", async || {
+        services
+            .get_opt("d8-alb-public-loadbalancer")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
     let spec = service.spec.unwrap();
     assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
     let port = &spec.ports.unwrap()[0];
@@ -598,7 +606,15 @@ async fn a_gateway_no_instance_names_is_provisioned_when_asked_with_its_infrastr
     assert_eq!(pod["labels"]["team"], "shop");
     assert_eq!(pod["annotations"]["example.com/owner"], "shop-team");
     let services: Api<Service> = Api::namespaced(admin.clone(), "default");
-    let service = services.get("d8-alb-shop-loadbalancer").await.unwrap();
+    // Made in the same reconcile as the Deployment, but after it.
+    let service = eventually("the provisioned proxies' Service", async || {
+        services
+            .get_opt("d8-alb-shop-loadbalancer")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
     assert_eq!(service.metadata.labels.as_ref().unwrap()["team"], "shop");
     assert_eq!(
         service.metadata.annotations.as_ref().unwrap()["example.com/owner"],
