@@ -184,7 +184,13 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
     let transport_socket = spec.tls.as_ref().map(|files| {
         use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
         let context = tls::UpstreamTlsContext {
-            sni: host.to_owned(),
+            // SNI carries host names only (RFC 6066): an address dialled sends none, and the
+            // server's certificate is checked for the address itself.
+            sni: if is_address(host) {
+                String::new()
+            } else {
+                host.to_owned()
+            },
             common_tls_context: Some(tls::CommonTlsContext {
                 alpn_protocols: vec!["h2".into()],
                 tls_certificate_sds_secret_configs: files
@@ -222,10 +228,7 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
     let xds_cluster = Cluster {
         name: XDS_CLUSTER.into(),
         transport_socket,
-        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(if host
-            .parse::<std::net::IpAddr>()
-            .is_ok()
-        {
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(if is_address(host) {
             cluster::DiscoveryType::Static
         } else {
             cluster::DiscoveryType::StrictDns
@@ -278,6 +281,7 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
                     target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
                         grpc_service::EnvoyGrpc {
                             cluster_name: XDS_CLUSTER.into(),
+                            retry_policy: Some(reconnect()),
                             ..Default::default()
                         },
                     )),
@@ -298,6 +302,37 @@ pub fn bootstrap(spec: &Spec) -> Bootstrap {
         stats_config: Some(stats_config()),
         ..Default::default()
     }
+}
+
+/// The longest a proxy waits before dialling the xDS server again after its stream broke.
+/// Envoy's own back-off grows to 30 s, so a proxy could stay on its last configuration for
+/// half a minute after the control plane was back; bounded at a second, a restarted control
+/// plane has every proxy again within a second of serving. Envoy jitters each wait (a random
+/// share of the bound), so proxies do not dial all at once.
+pub const RECONNECT_AT_MOST: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The first wait before dialling again ([`RECONNECT_AT_MOST`] bounds the doubling).
+const RECONNECT_FIRST: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The back-off of the xDS stream: from [`RECONNECT_FIRST`], doubling, at most
+/// [`RECONNECT_AT_MOST`].
+fn reconnect() -> core::RetryPolicy {
+    let duration = |d: std::time::Duration| Duration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    };
+    core::RetryPolicy {
+        retry_back_off: Some(core::BackoffStrategy {
+            base_interval: Some(duration(RECONNECT_FIRST)),
+            max_interval: Some(duration(RECONNECT_AT_MOST)),
+        }),
+        ..Default::default()
+    }
+}
+
+/// Whether `host` is an IP address rather than a name.
+fn is_address(host: &str) -> bool {
+    host.parse::<std::net::IpAddr>().is_ok()
 }
 
 /// The Prometheus label of a route's statistics: the Gateway API rule they count
@@ -357,7 +392,7 @@ fn validation(
                 ..Default::default()
             }),
             match_typed_subject_alt_names: vec![tls::SubjectAltNameMatcher {
-                san_type: if host.parse::<std::net::IpAddr>().is_ok() {
+                san_type: if is_address(host) {
                     tls::subject_alt_name_matcher::SanType::IpAddress
                 } else {
                     tls::subject_alt_name_matcher::SanType::Dns
@@ -616,6 +651,47 @@ mod tests {
                 && !bootstrap.contains("p.crt"),
             "the bootstrap names the SDS document, not the files: {bootstrap}"
         );
+    }
+
+    /// SNI names a host (RFC 6066 allows no addresses): a server dialled by address gets
+    /// none, and its certificate is checked for the address.
+    #[test]
+    fn sni_is_sent_for_a_name_and_never_for_an_address() {
+        let tls = || {
+            Some(Tls {
+                ca: "/etc/xds/ca.crt".into(),
+                client: None,
+            })
+        };
+        for (host, sni, san) in [
+            ("xds.d8-alb.svc", Some("xds.d8-alb.svc"), "DNS"),
+            ("127.0.0.1", None, "IP_ADDRESS"),
+            ("::1", None, "IP_ADDRESS"),
+        ] {
+            let bootstrap = fairlead_envoy_protos::to_json(&bootstrap(&Spec {
+                xds_host: host.into(),
+                ..spec(tls())
+            }))
+            .unwrap();
+            let context =
+                &bootstrap["staticResources"]["clusters"][0]["transportSocket"]["typedConfig"];
+            assert_eq!(context["sni"].as_str(), sni, "{host}: {context}");
+            let matcher =
+                &context["commonTlsContext"]["validationContext"]["matchTypedSubjectAltNames"][0];
+            assert_eq!(matcher["sanType"], san, "{host}");
+            assert_eq!(matcher["matcher"]["exact"], host, "{host}");
+        }
+    }
+
+    /// The xDS stream is dialled again at most a second after it broke (Envoy's default
+    /// back-off grows to 30 s).
+    #[test]
+    fn the_xds_stream_is_dialled_again_within_a_second() {
+        let bootstrap = fairlead_envoy_protos::to_json(&bootstrap(&spec(None))).unwrap();
+        let back_off = &bootstrap["dynamicResources"]["adsConfig"]["grpcServices"][0]["envoyGrpc"]
+            ["retryPolicy"]["retryBackOff"];
+        assert_eq!(back_off["baseInterval"], "0.250s", "{bootstrap}");
+        assert_eq!(back_off["maxInterval"], "1s", "{bootstrap}");
     }
 
     #[test]

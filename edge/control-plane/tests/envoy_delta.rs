@@ -2,6 +2,8 @@
 //! change to the routes of one of a Gateway's two listeners sends that listener's
 //! RouteConfiguration alone (and nothing of another type); a bootstrap switched to the
 //! state-of-the-world protocol is still served, every RouteConfiguration in each response.
+//! And when the control plane goes away, Envoy keeps serving what it has and is back on the
+//! control plane within a second of its return.
 
 mod cluster;
 mod proxies;
@@ -177,5 +179,124 @@ async fn a_route_change_sends_only_its_route_configuration() {
         // The next Envoy binds the same ports once this one has let them go.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    stop.cancel();
+}
+
+/// A TCP front of the xDS server that can go away: while down, its connections are closed
+/// and its port refuses new ones, as when the control plane's process is gone.
+struct Front {
+    port: u16,
+    server: u16,
+    serving: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Front {
+    async fn up(&mut self) {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
+            .await
+            .unwrap();
+        let server = self.server;
+        self.serving = Some(tokio::spawn(async move {
+            // Dropped with this task: every connection it carries is closed then.
+            let mut connections = tokio::task::JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                connections.spawn(async move {
+                    if let Ok(mut upstream) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", server)).await
+                    {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                    }
+                });
+            }
+        }));
+    }
+
+    fn down(&mut self) {
+        if let Some(serving) = self.serving.take() {
+            serving.abort();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_is_back_on_the_control_plane_within_a_second_of_its_return() {
+    let (_server, client) = cluster().await;
+    let a = fairlead_kit::testing::free_port();
+    create(
+        &client,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "default"},
+        "spec": {"gatewayClassName": "d8-alb", "listeners": [
+            {"name": "a", "port": a, "protocol": "HTTP"}]}}),
+    )
+    .await;
+    create(&client, route("ra", "a", "v0.example.org")).await;
+    let cache = Arc::new(Cache::new());
+    let (stop, _nacks) = control_plane(&client, &cache);
+    let mut front = Front {
+        port: fairlead_kit::testing::free_port(),
+        server: serve_xds(&cache, Arc::new(fairlead_edge_xds::server::Quiet)).await,
+        serving: None,
+    };
+    front.up().await;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fairlead_edge_bootstrap::Spec {
+        gateway: ObjectKey::new("default", "gw"),
+        node_id: None,
+        xds_host: "127.0.0.1".into(),
+        xds_port: front.port,
+        admin_port: fairlead_kit::testing::free_port(),
+        tls: None,
+        otlp: None,
+    };
+    let path = dir.path().join("bootstrap.yaml");
+    std::fs::write(&path, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
+    let _envoy = Envoy(
+        tokio::process::Command::new(fairlead_kit::testing::envoy())
+            .arg("--config-path")
+            .arg(&path)
+            .args(["--log-level", "warn", "--use-dynamic-base-id"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting Envoy"),
+    );
+    until_redirected(a, "ra.example.com", "v0.example.org").await;
+
+    // The control plane away for 15 s, long enough that Envoy's own back-off (a random
+    // share of 0.5 s doubling to 30 s) would most likely wait seconds more after it returns;
+    // a change made meanwhile waits too.
+    front.down();
+    let routes: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &fairlead_edge_index::api_resource("HTTPRoute", "v1").unwrap(),
+    );
+    let patch = json!({"spec": {"rules": [{"filters": [{"type": "RequestRedirect",
+        "requestRedirect": {"hostname": "v1.example.org"}}]}]}});
+    routes
+        .patch("ra", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let served = location(a, "ra.example.com").await;
+        assert!(
+            served
+                .as_deref()
+                .is_some_and(|l| l.contains("v0.example.org")),
+            "while the control plane is away, Envoy serves what it has: {served:?}"
+        );
+    }
+
+    let back = tokio::time::Instant::now();
+    front.up().await;
+    until_redirected(a, "ra.example.com", "v1.example.org").await;
+    let took = back.elapsed();
+    assert!(
+        took < fairlead_edge_bootstrap::RECONNECT_AT_MOST + Duration::from_millis(500),
+        "the change made while the control plane was away reached Envoy {took:?} after it returned"
+    );
     stop.cancel();
 }
