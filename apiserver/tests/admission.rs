@@ -63,7 +63,8 @@ async fn webhook(names: &[&str]) -> Webhook {
                             let response = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                             "response": {"uid": req["uid"], "allowed": allowed,
                                 "warnings": [format!("seen {} {}", req["operation"].as_str().unwrap(), req["name"].as_str().unwrap())],
-                                "status": {"code": 403, "message": format!("labelled deny, asked by {}", req["userInfo"]["username"].as_str().unwrap())}}});
+                                "status": {"code": 403, "message": format!("labelled deny, asked by {}{}", req["userInfo"]["username"].as_str().unwrap(),
+                                    if req["dryRun"] == true { " (a dry run)" } else { "" })}}});
                             Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
                                 bytes::Bytes::from(serde_json::to_vec(&response).unwrap()),
                             )))
@@ -235,6 +236,66 @@ async fn a_webhook_denies_allows_and_fails_closed_or_open() {
         .delete("closed", &DeleteParams::default())
         .await
         .expect("admission objects are never reviewed");
+}
+
+/// A dry run is reviewed as the request would be, and the webhook is told; a webhook that
+/// may have side effects on a dry run refuses it without being called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_reaches_only_webhooks_without_side_effects() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let client = server.client().await.unwrap();
+    let hook = webhook(&["localhost"]).await;
+    let configs: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource(
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+    );
+    configs
+        .create(
+            &PostParams::default(),
+            &configuration("deny", &hook.url, &hook.ca_bundle, json!({})),
+        )
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let (code, message) = api_error(
+        cms.create(&dry, &cm("bad", json!({"deny": "true"})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+    assert!(message.ends_with("(a dry run)"), "{message}");
+    cms.create(&dry, &cm("fine", json!({}))).await.unwrap();
+    assert_eq!(hook.calls.load(Ordering::SeqCst), 2);
+    assert!(cms.get_opt("fine").await.unwrap().is_none(), "stored");
+
+    configs
+        .create(
+            &PostParams::default(),
+            &configuration(
+                "acting",
+                &hook.url,
+                &hook.ca_bundle,
+                json!({"sideEffects": "Unknown"}),
+            ),
+        )
+        .await
+        .unwrap();
+    let (code, message) = api_error(cms.create(&dry, &cm("fine", json!({}))).await.unwrap_err());
+    assert_eq!(code, 400);
+    assert_eq!(
+        message,
+        "admission webhook \"acting.example.com\" does not support dry run"
+    );
+    cms.create(&PostParams::default(), &cm("fine", json!({})))
+        .await
+        .expect("a request that is not a dry run reaches it");
 }
 
 /// A webhook named by `clientConfig.service` is reached through the Service's EndpointSlice,

@@ -175,6 +175,7 @@ fn kubectl_works_against_fairlead_up() {
     ]);
     let sizes = cluster.ok(&["get", "wd", "-o", "jsonpath={.items[*].spec.size}"]);
     assert_eq!(sizes.trim(), "4 7");
+    dry_runs_store_nothing(&cluster);
 
     let rejected = cluster.merge_patch_widget("w1", r#"{"spec":{"size":0}}"#);
     let stderr = String::from_utf8_lossy(&rejected.stderr);
@@ -190,6 +191,61 @@ fn kubectl_works_against_fairlead_up() {
     a_watch_sees_a_change(&cluster);
     wait_follows_a_status(&cluster);
     deleted_and_applied_server_side(&cluster, &widgets);
+}
+
+/// `--dry-run=server` on create, apply, patch, scale-like patches and delete: each answered,
+/// nothing stored; an invalid object is still refused with its field named.
+fn dry_runs_store_nothing(cluster: &Cluster) {
+    let before = cluster.ok(&["get", "wd", "-o", "yaml"]);
+    let w3 = cluster.write(
+        "w3.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w3}\nspec: {size: 5}\n",
+    );
+    let out = cluster.ok(&["create", "--dry-run=server", "-f", &w3]);
+    assert!(out.contains("w3 created (server dry run)"), "{out}");
+    let out = cluster.ok(&["apply", "--server-side", "--dry-run=server", "-f", &w3]);
+    assert!(
+        out.contains("w3 serverside-applied (server dry run)"),
+        "{out}"
+    );
+    let out = cluster.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--dry-run=server",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":9}}"#,
+        "-o",
+        "jsonpath={.spec.size}",
+    ]);
+    assert_eq!(out.trim(), "9", "the answer is the patched object");
+    let out = cluster.ok(&["delete", "wd", "w2", "--dry-run=server"]);
+    assert!(
+        out.contains("\"w2\" deleted") && out.contains("(server dry run)"),
+        "{out}"
+    );
+    let refused = cluster.kubectl(&[
+        "patch",
+        "wd",
+        "w1",
+        "--dry-run=server",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":0}}"#,
+    ]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("spec.size"),
+        "{stderr}"
+    );
+    assert_eq!(
+        cluster.ok(&["get", "wd", "-o", "yaml"]),
+        before,
+        "a dry run changed what is stored"
+    );
 }
 
 /// A bounded watch sees a change made while it runs.

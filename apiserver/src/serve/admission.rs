@@ -58,6 +58,9 @@ pub struct Attributes<'a> {
     pub old_object: Option<&'a Value>,
     /// Who asks.
     pub user: &'a UserInfo,
+    /// A dry run (`dryRun=All`): webhooks are told, and one that may have side effects on
+    /// a dry run refuses the request.
+    pub dry_run: bool,
 }
 
 fn list_contains(list: &Value, wanted: &str) -> bool {
@@ -152,6 +155,19 @@ pub async fn admit(store: &Store, attrs: &Attributes<'_>) -> Result<Vec<String>,
             {
                 continue;
             }
+            // As the real server: a dry run reaches only webhooks that say it has no side
+            // effects there; any other refuses it rather than act on a request never made.
+            if attrs.dry_run
+                && !matches!(
+                    webhook["sideEffects"].as_str(),
+                    Some("None" | "NoneOnDryRun")
+                )
+            {
+                return Err(ApiError::bad_request(format!(
+                    "admission webhook {:?} does not support dry run",
+                    webhook["name"].as_str().unwrap_or_default()
+                )));
+            }
             warnings.extend(call_webhook(store, webhook, attrs).await?);
         }
     }
@@ -171,7 +187,7 @@ fn review(attrs: &Attributes<'_>, uid: &str) -> Value {
         "userInfo": attrs.user.to_json(),
         "object": attrs.object.map(|o| crate::objects::resources::present(rt, o)),
         "oldObject": attrs.old_object.map(|o| crate::objects::resources::present(rt, o)),
-        "dryRun": false,
+        "dryRun": attrs.dry_run,
     });
     if !attrs.namespace.is_empty() {
         request["namespace"] = json!(attrs.namespace);
@@ -573,6 +589,7 @@ mod tests {
             object: None,
             old_object: None,
             user: Box::leak(Box::new(UserInfo::admin())),
+            dry_run: false,
         }
     }
 

@@ -20,7 +20,7 @@ use crate::serve::openapi;
 use crate::serve::path::{self, Route, Target};
 use crate::serve::table;
 use crate::serve::watch;
-use crate::storage::store::{StoreError, StoreKey, Write, resource_version};
+use crate::storage::store::{Commit, StoreError, StoreKey, Write, resource_version};
 
 pub use crate::serve::request::{ApiState, Body, Query, selectors};
 
@@ -293,6 +293,7 @@ where
         manager: field_manager(&query, &user_agent),
         user: &user,
         warnings: Default::default(),
+        commit: dry_run(&query)?,
     };
     let scale = target.subresource.as_deref() == Some("scale");
     let mut response = match (&method, target.name.is_some()) {
@@ -393,6 +394,31 @@ struct Ctx<'a> {
     user: &'a crate::access::user::UserInfo,
     /// `Warning` headers for the response (unknown fields under `fieldValidation=Warn`, …).
     warnings: std::sync::Mutex<Vec<String>>,
+    /// Whether writes are stored or only checked (`dryRun=All`).
+    commit: Commit,
+}
+
+/// Whether a request's writes are stored: `dryRun=All` checks and answers them (validation,
+/// defaults, admission) and stores nothing; no other value exists.
+fn dry_run(query: &Query) -> Result<Commit, ApiError> {
+    dry_run_of(query.get("dryRun").map(String::as_str))
+}
+
+/// [`dry_run`] of the values given (a query's, or a `DeleteOptions` body's `dryRun` list).
+fn dry_run_of<'a>(values: impl IntoIterator<Item = &'a str>) -> Result<Commit, ApiError> {
+    let mut commit = Commit::Store;
+    for value in values {
+        match value {
+            "" => {}
+            "All" => commit = Commit::DryRun,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+                )));
+            }
+        }
+    }
+    Ok(commit)
 }
 
 /// The manager of a write: `fieldManager`, else the client's program name as the real server
@@ -645,13 +671,14 @@ impl Ctx<'_> {
         }
     }
 
-    /// Validating webhooks and admission policies; their warnings join the response's.
+    /// Validating webhooks and admission policies (told whether it is a dry run: `commit`);
+    /// their warnings join the response's.
     async fn admit_external(
         &self,
         operation: &'static str,
         name: &str,
-        object: Option<&Value>,
-        old_object: Option<&Value>,
+        (object, old_object): (Option<&Value>, Option<&Value>),
+        commit: Commit,
     ) -> Result<(), ApiError> {
         let attributes = crate::serve::admission::Attributes {
             operation,
@@ -662,6 +689,7 @@ impl Ctx<'_> {
             object,
             old_object,
             user: self.user,
+            dry_run: commit == Commit::DryRun,
         };
         if operation != "DELETE"
             && let Some(object) = object
@@ -714,20 +742,23 @@ impl Ctx<'_> {
         }
         self.admit(&mut object, None)?;
         self.check_namespace()?;
-        self.admit_external("CREATE", &name, Some(&object), None)
+        self.admit_external("CREATE", &name, (Some(&object), None), self.commit)
             .await?;
         let stored = self
             .state
             .store
-            .write(&self.key(&name), Write::Create(object))
+            .write_as(self.commit, &self.key(&name), Write::Create(object))
             .map_err(|e| self.store_error(&name, e))?;
         self.after_write(&stored)?;
         Ok(present(self.rt(), &stored))
     }
 
-    /// Side effects of a committed write: CRDs establish their kinds.
+    /// Side effects of a committed write (none for a dry run): CRDs establish their kinds.
     fn after_write(&self, stored: &Value) -> Result<(), ApiError> {
-        if self.rt().kind == "CustomResourceDefinition" && !meta::is_deleting(stored) {
+        if self.commit == Commit::Store
+            && self.rt().kind == "CustomResourceDefinition"
+            && !meta::is_deleting(stored)
+        {
             let name = stored["metadata"]["name"].as_str().unwrap_or_default();
             self.state
                 .registry
@@ -789,14 +820,15 @@ impl Ctx<'_> {
             return Ok(current.clone());
         }
         let name = self.name().to_owned();
-        self.admit_external("UPDATE", &name, Some(&new), Some(current))
+        self.admit_external("UPDATE", &name, (Some(&new), Some(current)), self.commit)
             .await?;
         let key = self.key(&name);
         let finalized = meta::is_deleting(&new) && meta::finalizers(&new).is_empty();
         let stored = self
             .state
             .store
-            .write(
+            .write_as(
+                self.commit,
                 &key,
                 Write::Update {
                     object: new,
@@ -808,7 +840,8 @@ impl Ctx<'_> {
             let deleted = self
                 .state
                 .store
-                .write(
+                .write_as(
+                    self.commit,
                     &key,
                     Write::Delete {
                         expect_rv: Some(resource_version(&stored)),
@@ -1074,6 +1107,17 @@ impl Ctx<'_> {
 
     async fn delete(&self, options: &Value) -> Result<Response<Body>, ApiError> {
         let name = self.name().to_owned();
+        // kubectl says a deletion's dry run in its DeleteOptions body, not the query.
+        let commit = match dry_run_of(
+            options["dryRun"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str),
+        )? {
+            Commit::DryRun => Commit::DryRun,
+            Commit::Store => self.commit,
+        };
         let policy = self
             .query
             .get("propagationPolicy")
@@ -1091,18 +1135,19 @@ impl Ctx<'_> {
             .as_str()
             .and_then(|s| s.parse().ok());
         let current = self.current()?;
-        self.admit_external("DELETE", &name, None, Some(&current))
+        self.admit_external("DELETE", &name, (None, Some(&current)), commit)
             .await?;
         let result = crate::storage::gc::delete_object(
             &self.state.store,
             &self.key(&name),
             &policy,
-            expect_rv,
-            expect_uid,
+            (expect_rv, expect_uid),
+            commit,
         )
         .map_err(|e| self.store_error(&name, e))?;
         self.state.gc.notify_one();
-        if self.rt().kind == "CustomResourceDefinition" && result.removed {
+        if commit == Commit::Store && self.rt().kind == "CustomResourceDefinition" && result.removed
+        {
             self.state.registry.set_custom(&name, Vec::new());
             let resource = result.object["spec"]["names"]["plural"]
                 .as_str()
@@ -1159,6 +1204,7 @@ impl Ctx<'_> {
                 manager: self.manager.clone(),
                 user: self.user,
                 warnings: Default::default(),
+                commit: self.commit,
             };
             match ctx.delete(options).await {
                 Ok(_) => deleted.push(item.clone()),

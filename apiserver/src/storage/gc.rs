@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::objects::meta;
-use crate::storage::store::{Store, StoreError, StoreKey, Write, resource_version};
+use crate::storage::store::{Commit, Store, StoreError, StoreKey, Write, resource_version};
 
 const FOREGROUND: &str = "foregroundDeletion";
 const ORPHAN: &str = "orphan";
@@ -31,13 +31,14 @@ pub struct Deleted {
     pub removed: bool,
 }
 
-/// Deletes one object under a propagation policy.
+/// Deletes one object under a propagation policy; a dry run (`commit`) answers what the
+/// deletion would do and changes nothing, its dependents included.
 pub fn delete_object(
     store: &Store,
     key: &StoreKey,
     policy: &str,
-    expect_rv: Option<u64>,
-    expect_uid: Option<String>,
+    (expect_rv, expect_uid): (Option<u64>, Option<String>),
+    commit: Commit,
 ) -> Result<Deleted, StoreError> {
     let current = store.get(key).ok_or(StoreError::NotFound)?;
     if expect_rv.is_some_and(|rv| rv != resource_version(&current))
@@ -47,7 +48,7 @@ pub fn delete_object(
     {
         return Err(StoreError::Conflict);
     }
-    if policy == "Orphan" {
+    if policy == "Orphan" && commit == Commit::Store {
         orphan_dependents(store, &current);
     }
     let mut finalizers = meta::finalizers(&current);
@@ -56,7 +57,8 @@ pub fn delete_object(
     }
     let namespace_content = key.resource == "namespaces";
     if finalizers.is_empty() && !namespace_content {
-        let object = store.write(
+        let object = store.write_as(
+            commit,
             key,
             Write::Delete {
                 expect_rv: Some(resource_version(&current)),
@@ -84,7 +86,8 @@ pub fn delete_object(
     if namespace_content {
         marked["status"]["phase"] = json!("Terminating");
     }
-    let object = store.write(
+    let object = store.write_as(
+        commit,
         key,
         Write::Update {
             object: marked,
@@ -187,7 +190,7 @@ pub fn collect(store: &Store) -> bool {
             })
         });
         if owners.iter().all(|uid| !live.contains(uid)) || foreground_owner {
-            changed |= delete_object(store, key, "Background", None, None).is_ok();
+            changed |= delete_object(store, key, "Background", (None, None), Commit::Store).is_ok();
         }
     }
     for (key, object) in &all {
@@ -224,7 +227,7 @@ fn finish_namespace(store: &Store, key: &StoreKey, namespace: &Value) -> bool {
     let content = store.keys(None, Some(key.name()));
     if !content.is_empty() {
         for item in &content {
-            let _ = delete_object(store, item, "Background", None, None);
+            let _ = delete_object(store, item, "Background", (None, None), Commit::Store);
         }
         return true;
     }
@@ -306,8 +309,8 @@ mod tests {
             &store,
             &key("configmaps", "ns", "owner"),
             "Background",
-            None,
-            None,
+            (None, None),
+            Commit::Store,
         )
         .unwrap();
         assert!(d.removed);
@@ -323,8 +326,8 @@ mod tests {
             &store,
             &key("configmaps", "ns", "owner"),
             "Foreground",
-            None,
-            None,
+            (None, None),
+            Commit::Store,
         )
         .unwrap();
         assert!(!d.removed);
@@ -341,13 +344,32 @@ mod tests {
             &store,
             &key("configmaps", "ns", "owner"),
             "Orphan",
-            None,
-            None,
+            (None, None),
+            Commit::Store,
         )
         .unwrap();
         while collect(&store) {}
         let child = store.get(&key("secrets", "ns", "child")).unwrap();
         assert_eq!(child["metadata"]["ownerReferences"], json!([]));
+    }
+
+    #[test]
+    fn a_dry_run_deletion_changes_nothing() {
+        for policy in ["Background", "Foreground", "Orphan"] {
+            let store = setup();
+            let before = store.all();
+            let d = delete_object(
+                &store,
+                &key("configmaps", "ns", "owner"),
+                policy,
+                (None, None),
+                Commit::DryRun,
+            )
+            .unwrap();
+            assert_eq!(d.object["metadata"]["name"], "owner", "{policy}");
+            while collect(&store) {}
+            assert_eq!(store.all(), before, "{policy}: a dry run changed the store");
+        }
     }
 
     #[test]
@@ -357,11 +379,11 @@ mod tests {
         o["metadata"]["finalizers"] = json!(["example.com/hold"]);
         let k = key("configmaps", "ns", "f");
         store.write(&k, Write::Create(o)).unwrap();
-        let d = delete_object(&store, &k, "Background", None, None).unwrap();
+        let d = delete_object(&store, &k, "Background", (None, None), Commit::Store).unwrap();
         assert!(!d.removed);
         assert!(d.object["metadata"]["deletionTimestamp"].is_string());
         assert!(matches!(
-            delete_object(&store, &k, "Background", Some(999), None),
+            delete_object(&store, &k, "Background", (Some(999), None), Commit::Store),
             Err(StoreError::Conflict)
         ));
     }

@@ -85,6 +85,15 @@ pub struct Expired {
 /// Live events of a watch.
 pub type EventReceiver = broadcast::Receiver<Arc<StoredEvent>>;
 
+/// Whether a write is stored or only checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Commit {
+    /// Stored, journaled and sent to watchers.
+    Store,
+    /// Checked and answered, never stored (`dryRun=All`).
+    DryRun,
+}
+
 /// A write to commit.
 #[derive(Debug)]
 pub enum Write {
@@ -247,6 +256,19 @@ impl Store {
 
     /// Commits a write; returns the stored object (with its new resourceVersion).
     pub fn write(&self, key: &StoreKey, write: Write) -> Result<Arc<Value>, StoreError> {
+        self.write_as(Commit::Store, key, write)
+    }
+
+    /// A write stored, or (`dryRun=All`) only checked: its preconditions hold or fail as a
+    /// stored write's would, and the object it would store is returned, but nothing is
+    /// stored, journaled or sent to watchers. A dry-run object keeps the resourceVersion it
+    /// had (none when it would be created), as the real server's do.
+    pub fn write_as(
+        &self,
+        commit: Commit,
+        key: &StoreKey,
+        write: Write,
+    ) -> Result<Arc<Value>, StoreError> {
         let mut inner = self.lock();
         let current = inner.objects.get(key).cloned();
         let (kind, mut object) = match write {
@@ -277,6 +299,20 @@ impl Store {
                 (EventType::Deleted, (**current).clone())
             }
         };
+        if commit == Commit::DryRun {
+            match current
+                .as_deref()
+                .map(|c| &c["metadata"]["resourceVersion"])
+            {
+                Some(rv) => object["metadata"]["resourceVersion"] = rv.clone(),
+                None => {
+                    if let Some(meta) = object["metadata"].as_object_mut() {
+                        meta.remove("resourceVersion");
+                    }
+                }
+            }
+            return Ok(Arc::new(object));
+        }
         let rv = inner.rv + 1;
         object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         if let Some(journal) = inner.journal.as_mut() {
@@ -390,6 +426,55 @@ mod tests {
         assert_eq!(resource_version(&deleted), 3);
         assert_eq!(store.list("configmaps", Some("default")).0.len(), 1);
         assert_eq!(store.list("configmaps", Some("other")).0.len(), 0);
+    }
+
+    #[test]
+    fn a_dry_run_checks_a_write_and_stores_nothing() {
+        let store = Store::new(10);
+        let dry = |write| store.write_as(Commit::DryRun, &key("a"), write);
+        let created = dry(Write::Create(cm("a"))).unwrap();
+        assert_eq!(created["metadata"]["name"], "a");
+        assert!(created["metadata"].get("resourceVersion").is_none());
+        assert!(store.get(&key("a")).is_none(), "a dry-run create stored");
+        assert_eq!(store.current_rv(), 0);
+        let (_, mut events) = store.watch_from(0).unwrap();
+        store.write(&key("a"), Write::Create(cm("a"))).unwrap();
+        assert!(events.try_recv().is_ok());
+        // Preconditions fail as they would.
+        assert!(matches!(
+            dry(Write::Create(cm("a"))),
+            Err(StoreError::AlreadyExists)
+        ));
+        assert!(matches!(
+            dry(Write::Update {
+                object: cm("a"),
+                expect_rv: Some(7)
+            }),
+            Err(StoreError::Conflict)
+        ));
+        let mut changed = cm("a");
+        changed["data"] = json!({"k": "v"});
+        let updated = dry(Write::Update {
+            object: changed,
+            expect_rv: Some(1),
+        })
+        .unwrap();
+        assert_eq!(updated["data"]["k"], "v");
+        assert_eq!(updated["metadata"]["resourceVersion"], "1");
+        dry(Write::Delete {
+            expect_rv: None,
+            expect_uid: None,
+        })
+        .unwrap();
+        assert_eq!(
+            *store.get(&key("a")).unwrap(),
+            json!({"metadata": {"name": "a", "namespace": "default", "resourceVersion": "1"}})
+        );
+        assert_eq!(store.current_rv(), 1);
+        assert!(
+            events.try_recv().is_err(),
+            "a dry run was sent to a watcher"
+        );
     }
 
     #[test]
