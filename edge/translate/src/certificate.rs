@@ -1,8 +1,10 @@
 //! A listener's certificate Secret checked as Envoy will load it: `tls.crt` a PEM chain of
 //! X.509 certificates, the first of them the leaf; `tls.key` a PEM private key (PKCS#8,
 //! PKCS#1 or SEC1) of a type Envoy serves (RSA, ECDSA, Ed25519) whose public key is the
-//! leaf's. A Secret that fails is refused by name and reason instead of being pushed, where
-//! Envoy would reject the whole SDS update and the hostname would answer nothing.
+//! leaf's; and no OCSP must-staple (the TLS Feature extension asking for `status_request`),
+//! which Envoy refuses without a stapled OCSP response, and a Secret has none. A Secret that
+//! fails is refused by name and reason instead of being pushed, where Envoy would reject
+//! the whole SDS update and the hostname would answer nothing.
 
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -36,6 +38,14 @@ pub fn problem(chain: &[u8], key: &[u8]) -> Option<String> {
         Ok(signing) => signing,
         Err(e) => return Some(format!("tls.key is not a key Envoy can serve: {e}")),
     };
+    if must_staple(leaf) {
+        return Some(
+            "tls.crt: the certificate requires OCSP stapling (TLS Feature status_request, \
+             \"must-staple\"), and a Secret carries no OCSP response: Envoy refuses such a \
+             certificate; issue one without must-staple"
+                .into(),
+        );
+    }
     let leaf = webpki::EndEntityCert::try_from(leaf).ok()?;
     match signing.public_key() {
         Some(public) if public.as_ref() != leaf.subject_public_key_info().as_ref() => Some(
@@ -44,6 +54,20 @@ pub fn problem(chain: &[u8], key: &[u8]) -> Option<String> {
         ),
         _ => None,
     }
+}
+
+/// The TLS Feature extension (RFC 7633).
+const TLS_FEATURE: &str = "1.3.6.1.5.5.7.1.24";
+
+/// Whether `leaf` asks for a stapled OCSP response: its TLS Feature extension (a sequence of
+/// small INTEGERs, TLS extension numbers) names `status_request` (5).
+fn must_staple(leaf: &CertificateDer<'_>) -> bool {
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(leaf) else {
+        return false;
+    };
+    cert.extensions().iter().any(|e| {
+        e.oid.to_id_string() == TLS_FEATURE && e.value.windows(3).any(|w| w == [0x02, 0x01, 0x05])
+    })
 }
 
 #[cfg(test)]
@@ -61,11 +85,26 @@ mod tests {
         (cert.pem(), key.serialize_pem())
     }
 
+    /// A certificate with the TLS Feature extension asking for `status_request`, as
+    /// `openssl req -addext tlsfeature=status_request` makes it.
+    fn must_staple_pair() -> (String, String) {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["a.example.com".to_owned()]).unwrap();
+        params
+            .custom_extensions
+            .push(rcgen::CustomExtension::from_oid_content(
+                &[1, 3, 6, 1, 5, 5, 7, 1, 24],
+                vec![0x30, 0x03, 0x02, 0x01, 0x05],
+            ));
+        (params.self_signed(&key).unwrap().pem(), key.serialize_pem())
+    }
+
     #[test]
     fn a_chain_and_its_key_pass_and_every_fault_is_named() {
         let (cert, key) = pair();
         assert_eq!(problem(cert.as_bytes(), key.as_bytes()), None);
         let (_, other_key) = pair();
+        let (staple, staple_key) = must_staple_pair();
         let cases = [
             (
                 b"not pem".as_slice(),
@@ -88,6 +127,11 @@ mod tests {
                 "does not match the certificate",
             ),
             (EC_CERT.as_bytes(), key.as_bytes(), "does not match"),
+            (
+                staple.as_bytes(),
+                staple_key.as_bytes(),
+                "requires OCSP stapling",
+            ),
         ];
         for (chain, key, expected) in cases {
             let said = problem(chain, key).unwrap_or_else(|| panic!("accepted: {expected}"));

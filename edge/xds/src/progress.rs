@@ -3,9 +3,10 @@
 //! (the protocol states' `settled`) — and the tally per
 //! group is read by whoever reports it (the control plane's `Synced` condition), woken by
 //! [`Progress::subscribe`] when a tally changes. The same idea as go-control-plane's status
-//! info per node, counted per group. A stream also reports when its proxy could not bind its
-//! listeners' addresses ([`Stream::unbound`]): the control plane says so on the Gateway
-//! (`Programmed=False`, `AddressNotUsable`).
+//! info per node, counted per group. A stream also reports its proxy's verdict on each type
+//! ([`Stream::verdict`]): while some proxy rejects the latest configuration of a type, the
+//! control plane says so on the Gateway (`Programmed=False`: `AddressNotUsable` when a
+//! listener's address could not be bound, `Invalid` otherwise, with the proxy's reason).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -18,8 +19,27 @@ use tokio::sync::watch;
 struct StreamState {
     /// Settled.
     settled: bool,
-    /// Why its proxy could not bind its listeners' addresses, while it could not.
-    unbound: Option<String>,
+    /// The types whose latest configuration its proxy rejected, with its reason.
+    rejected: Rejected,
+}
+
+/// Rejections by type (short name, as [`crate::cache::short`] gives it): the proxy's reason.
+type Rejected = BTreeMap<&'static str, String>;
+
+/// A proxy's rejection of a Gateway's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// The type rejected (`listener`, `secret`, …).
+    pub type_name: &'static str,
+    /// The proxy's reason.
+    pub message: String,
+}
+
+impl Rejection {
+    /// Whether the proxy could not bind a listener's address (Envoy's "cannot bind").
+    pub fn unbound(&self) -> bool {
+        self.type_name == "listener" && self.message.contains("cannot bind")
+    }
 }
 
 /// A group's streams, counted.
@@ -72,7 +92,7 @@ impl Progress {
             group: group.clone(),
             id,
             settled: false,
-            unbound: None,
+            rejected: Rejected::new(),
         }
     }
 
@@ -88,13 +108,23 @@ impl Progress {
         })
     }
 
-    /// Why some proxy of `group` could not bind its listeners' addresses, if one could not.
-    pub fn unbound(&self, group: &ObjectKey) -> Option<String> {
+    /// What some proxy of `group` rejects of the group's latest configuration, if one does:
+    /// a listener address it could not bind first, as that says why nothing is served there.
+    pub fn rejected(&self, group: &ObjectKey) -> Option<Rejection> {
         let streams = self
             .streams
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        streams.get(group)?.values().find_map(|s| s.unbound.clone())
+        let all =
+            streams
+                .get(group)?
+                .values()
+                .flat_map(|s| &s.rejected)
+                .map(|(type_name, message)| Rejection {
+                    type_name,
+                    message: message.clone(),
+                });
+        all.min_by_key(|r| !r.unbound())
     }
 
     /// Changes whenever some tally does.
@@ -122,7 +152,7 @@ pub struct Stream {
     group: ObjectKey,
     id: u64,
     settled: bool,
-    unbound: Option<String>,
+    rejected: Rejected,
 }
 
 impl Stream {
@@ -142,19 +172,23 @@ impl Stream {
         });
     }
 
-    /// Reports why the proxy could not bind its listeners' addresses (`None`: it could, its
-    /// listeners were taken).
-    pub fn unbound(&mut self, why: Option<String>) {
-        if why == self.unbound {
+    /// Reports the proxy's verdict on the configuration of `type_name`: `Some(why)` when it
+    /// rejected it, `None` when it took it.
+    pub fn verdict(&mut self, type_name: &'static str, rejected: Option<String>) {
+        if self.rejected.get(type_name) == rejected.as_ref() {
             return;
         }
-        self.unbound.clone_from(&why);
+        match rejected {
+            Some(why) => self.rejected.insert(type_name, why),
+            None => self.rejected.remove(type_name),
+        };
+        let rejected = self.rejected.clone();
         self.progress.update(|streams| {
             if let Some(s) = streams
                 .get_mut(&self.group)
                 .and_then(|s| s.get_mut(&self.id))
             {
-                s.unbound = why;
+                s.rejected = rejected;
             }
         });
     }
@@ -219,21 +253,47 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_that_could_not_bind_is_reported_until_it_can_or_goes() {
+    fn a_rejection_is_reported_until_a_later_version_is_taken_or_the_stream_goes() {
         let progress = Arc::new(Progress::default());
         let group = ObjectKey::new("d8-alb", "main");
         let mut one = progress.open(&group);
-        let _two = progress.open(&group);
-        assert_eq!(progress.unbound(&group), None);
-        one.unbound(Some("cannot bind '192.0.2.1:80'".into()));
+        let mut two = progress.open(&group);
+        let mut changes = progress.subscribe();
+        changes.mark_unchanged();
+        assert_eq!(progress.rejected(&group), None);
+        two.verdict("secret", Some("OCSP response is required".into()));
+        assert!(changes.has_changed().unwrap());
+        let rejection = progress.rejected(&group).unwrap();
         assert_eq!(
-            progress.unbound(&group).as_deref(),
-            Some("cannot bind '192.0.2.1:80'")
+            (
+                rejection.type_name,
+                rejection.message.as_str(),
+                rejection.unbound()
+            ),
+            ("secret", "OCSP response is required", false)
         );
-        one.unbound(None);
-        assert_eq!(progress.unbound(&group), None);
-        one.unbound(Some("cannot bind".into()));
+        // An address that cannot be bound says more of why nothing is served.
+        one.verdict("listener", Some("cannot bind '192.0.2.1:80'".into()));
+        let rejection = progress.rejected(&group).unwrap();
+        assert!(rejection.unbound(), "{rejection:?}");
+        one.verdict("listener", None);
+        assert_eq!(progress.rejected(&group).unwrap().type_name, "secret");
+        changes.mark_unchanged();
+        two.verdict("secret", Some("OCSP response is required".into()));
+        assert!(
+            !changes.has_changed().unwrap(),
+            "the same verdict wakes no one"
+        );
+        two.verdict("listener", None);
+        assert_eq!(
+            progress.rejected(&group).unwrap().type_name,
+            "secret",
+            "per type"
+        );
+        two.verdict("secret", None);
+        assert_eq!(progress.rejected(&group), None);
+        one.verdict("cluster", Some("bad".into()));
         drop(one);
-        assert_eq!(progress.unbound(&group), None, "gone with its stream");
+        assert_eq!(progress.rejected(&group), None, "gone with its stream");
     }
 }

@@ -119,18 +119,13 @@ impl Observer for NackForwarder {
     }
 }
 
-/// What a verdict on listeners says of the proxy's binding their addresses: `Some(why)` for
-/// a rejection because an address could not be bound (Envoy's "cannot bind"), `Some(None)`
-/// once listeners are taken; `None` for anything else (no news).
-fn unbound(verdict: &Verdict) -> Option<Option<String>> {
+/// A verdict as the progress keeps it: the type, and the proxy's reason when it rejected.
+fn judged(verdict: &Verdict) -> (&'static str, Option<String>) {
     match verdict {
-        Verdict::Ack { type_url, .. } if type_url == crate::cache::LISTENER => Some(None),
+        Verdict::Ack { type_url, .. } => (crate::cache::short(type_url), None),
         Verdict::Nack {
             type_url, message, ..
-        } if type_url == crate::cache::LISTENER => {
-            Some(message.contains("cannot bind").then(|| message.clone()))
-        }
-        _ => None,
+        } => (crate::cache::short(type_url), Some(message.clone())),
     }
 }
 
@@ -323,9 +318,8 @@ pub(crate) async fn serve<P, S>(
             let (response, verdict) = protocol.on_request(&request, &snapshot);
             progress.set(protocol.settled(&snapshot));
             if let Some(verdict) = verdict {
-                if let Some(unbound) = unbound(&verdict) {
-                    progress.unbound(unbound);
-                }
+                let (type_name, rejected) = judged(&verdict);
+                progress.verdict(type_name, rejected);
                 if let Verdict::Nack {
                     type_url,
                     version,
@@ -431,7 +425,7 @@ pub fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::
 
 #[cfg(test)]
 mod tests {
-    use super::{Verdict, unbound};
+    use super::{Verdict, judged};
     use futures::StreamExt as _;
 
     #[tokio::test]
@@ -453,26 +447,18 @@ mod tests {
     }
 
     #[test]
-    fn listener_verdicts_say_whether_addresses_could_be_bound() {
-        let nack = |type_url: &str, message: &str| Verdict::Nack {
-            type_url: type_url.into(),
-            version: "3".into(),
-            message: message.into(),
-        };
+    fn a_verdict_is_kept_by_type_with_the_reason_of_a_rejection() {
         let refused = "Error adding/updating listener(s) http-80: cannot bind '192.0.2.1:80': Cannot assign requested address";
-        assert_eq!(
-            unbound(&nack(crate::cache::LISTENER, refused)),
-            Some(Some(refused.to_owned()))
-        );
-        assert_eq!(
-            unbound(&nack(crate::cache::LISTENER, "bad filter")),
-            Some(None)
-        );
-        assert_eq!(unbound(&nack(crate::cache::CLUSTER, refused)), None);
-        let ack = Verdict::Ack {
+        let nack = Verdict::Nack {
             type_url: crate::cache::LISTENER.into(),
+            version: "3".into(),
+            message: refused.into(),
+        };
+        assert_eq!(judged(&nack), ("listener", Some(refused.to_owned())));
+        let ack = Verdict::Ack {
+            type_url: crate::cache::SECRET.into(),
             version: "4".into(),
         };
-        assert_eq!(unbound(&ack), Some(None));
+        assert_eq!(judged(&ack), ("secret", None));
     }
 }
