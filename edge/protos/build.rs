@@ -36,6 +36,7 @@ const FILES: &[&str] = &[
     "envoy/extensions/http/original_ip_detection/custom_header/v3/custom_header.proto",
     "envoy/extensions/transport_sockets/quic/v3/quic_transport.proto",
     "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
+    "envoy/extensions/retry/host/previous_hosts/v3/previous_hosts.proto",
     "envoy/extensions/resource_monitors/downstream_connections/v3/downstream_connections.proto",
     "envoy/extensions/access_loggers/stream/v3/stream.proto",
     "envoy/config/trace/v3/opentelemetry.proto",

@@ -1,7 +1,8 @@
 //! Envoy `Cluster`s from the IR: EDS over ADS, a connect timeout, HTTP/2 upstream for
-//! backends that speak it, and TLS to the backend under a BackendTLSPolicy (SNI, trust
-//! anchors, the names the certificate must carry); what a route's annotations change of its
-//! clusters is [`crate::upstream`]'s.
+//! backends that speak it, TLS to the backend under a BackendTLSPolicy (SNI, trust anchors,
+//! the names the certificate must carry), and the ALB's passive health check
+//! ([`outlier_detection`]); what a route's annotations change of its clusters is
+//! [`crate::upstream`]'s.
 
 use envoy_types::pb::envoy::config::cluster::v3 as cluster;
 use envoy_types::pb::envoy::config::core::v3 as core;
@@ -25,6 +26,7 @@ pub fn encode(c: &Cluster) -> Vec<u8> {
             .and_then(|u| Some((u, u.anchors.as_ref()?)))
             .map(|(u, anchors)| upstream_tls(u, anchors, backend.http2)),
         typed_extension_protocol_options: protocol_options(c),
+        outlier_detection: Some(outlier_detection()),
         // Statistics by Gateway API object: `backend/<namespace>/<service>/<port>`.
         ..eds(&c.name, &format!("backend/{}", c.name))
     };
@@ -33,6 +35,34 @@ pub fn encode(c: &Cluster) -> Vec<u8> {
         crate::upstream::cluster(variant, upstream.is_some(), backend.http2, ring, &mut out);
     }
     out.encode_to_vec()
+}
+
+/// The ALB's passive health check of a backend's endpoints: one the proxy could not connect
+/// to three times running is left out for 10 s (longer each time it is again), so requests
+/// stop paying a connection attempt to a pod that is gone before its probe withdraws it; at
+/// most half of the endpoints at once. Only the proxy's own connection failures count
+/// (`split_external_local_origin_errors`): a backend's answers, 5xx included, never eject it,
+/// as an application's errors are its own (ingress-nginx ejects no endpoint either); success
+/// rate and failure percentage ejection are off (gRPC's proxyless clients, which read these
+/// clusters too, would turn them on from the fields' defaults).
+pub fn outlier_detection() -> cluster::OutlierDetection {
+    use envoy_types::pb::google::protobuf::UInt32Value;
+    let n = |value: u32| Some(UInt32Value { value });
+    cluster::OutlierDetection {
+        split_external_local_origin_errors: true,
+        consecutive_local_origin_failure: n(3),
+        enforcing_consecutive_local_origin_failure: n(100),
+        enforcing_consecutive_5xx: n(0),
+        enforcing_consecutive_gateway_failure: n(0),
+        enforcing_success_rate: n(0),
+        enforcing_local_origin_success_rate: n(0),
+        enforcing_failure_percentage: n(0),
+        enforcing_failure_percentage_local_origin: n(0),
+        interval: Some(duration(std::time::Duration::from_secs(1))),
+        base_ejection_time: Some(duration(std::time::Duration::from_secs(10))),
+        max_ejection_percent: n(50),
+        ..Default::default()
+    }
 }
 
 /// A cluster named `name` whose endpoints come over EDS (on the ADS stream), its statistics

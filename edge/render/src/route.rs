@@ -1,9 +1,10 @@
 //! Envoy `RouteConfiguration`s from the IR: a virtual host per hostname (domains `host` and
 //! `host:port`, since clients — gRPC among them — send the port in the authority when it is
 //! not the scheme's default; named after the hostname with `_` for dots) with its routes in
-//! precedence, each with the statistics name of its rule; each route's match (path,
-//! headers, query, method), its action (weighted clusters, a redirect, rewrites, mirrors,
-//! timeouts, retries) and its header changes.
+//! precedence, each with the statistics name of its rule, and the ALB's default retry
+//! ([`crate::retry::unsent`]); each route's match (path, headers, query, method), its action
+//! (weighted clusters, a redirect, rewrites, mirrors, timeouts, retries) and its header
+//! changes.
 //!
 //! A configuration is encoded as it is built (a decoded `Route` is about 2 KB): its name,
 //! then each virtual host, in the fields' order, as prost would; each route's encoding comes
@@ -56,6 +57,10 @@ pub fn encode(
             route(e, config.origin, &mut |encoded| {
                 wire::bytes(3, encoded, &mut host_bytes);
             });
+        }
+        if !host.misdirected {
+            // VirtualHost.retry_policy: the ALB's default, for routes naming none.
+            wire::bytes(16, crate::retry::unsent(), &mut host_bytes);
         }
         wire::bytes(2, &host_bytes, &mut bytes);
     }

@@ -80,7 +80,7 @@ pub enum Action {
         mirrors: Vec<(Backend, u32)>,
         /// Whole-request timeout.
         timeout: Option<Duration>,
-        /// Retries ([`crate::retry`]).
+        /// Retries ([`crate::retry`]; `None`: the ALB's default).
         #[serde(skip_serializing_if = "Option::is_none")]
         retry: Option<crate::retry::Retry>,
         /// A gRPC route: a backend that does not resolve fails its share with UNAVAILABLE
@@ -557,7 +557,11 @@ pub fn translate(
         )?;
         let retry = crate::retry::retry(&field, rule.retry.as_ref(), rule.timeouts.as_ref())
             .map_err(Rejected)?;
-        let timeout = timeout(&field, rule.timeouts.as_ref(), retry.is_some())?;
+        let timeout = timeout(
+            &field,
+            rule.timeouts.as_ref(),
+            retry.as_ref().is_some_and(crate::retry::Retry::retries),
+        )?;
         let cors = rule_filters.cors.clone().map(std::sync::Arc::new);
         crate::annotations::check_rule(&annotations, &field, rule, rule_filters.rewrite.as_ref())
             .map_err(Rejected)?;

@@ -1,11 +1,13 @@
 //! A rule's `retry` (GEP-1731) and the timeouts it changes (an error is a message naming the
 //! field, which the route's translation turns into its refusal). A request is retried up to
 //! `attempts` times (not counting the first try; 2 when not given, as Envoy Gateway and Istio
-//! do; 0 is none) when the backend cannot be reached, resets the stream, or does not answer
-//! within `timeouts.backendRequest`, and when it answers one of `codes`; `backoff` is the first
+//! do) when the backend cannot be reached, resets the stream, or does not answer within
+//! `timeouts.backendRequest`, and when it answers one of `codes`; `backoff` is the first
 //! pause between tries (Envoy's default, 25 ms, when not given). With retries,
 //! `timeouts.request` bounds the whole exchange, tries and pauses included, and
-//! `timeouts.backendRequest` each try.
+//! `timeouts.backendRequest` each try. A rule without `retry` gets the ALB's default (the
+//! render stage's: a request that never reached a backend is sent to another); `attempts: 0`
+//! is no retry at all, not even that.
 
 use std::time::Duration;
 
@@ -33,8 +35,15 @@ pub struct Retry {
     pub per_try: Option<Duration>,
 }
 
-/// The retries `retry` asks for (`None`: none, also for `attempts: 0`), each try bounded by
-/// `timeouts.backendRequest`; an error names the field (`field` is the rule's).
+impl Retry {
+    /// Whether a request is tried more than once.
+    pub fn retries(&self) -> bool {
+        self.attempts > 0
+    }
+}
+
+/// The retries `retry` asks for (`None`: the default; `attempts: 0` is none), each try
+/// bounded by `timeouts.backendRequest`; an error names the field (`field` is the rule's).
 pub fn retry(
     field: &str,
     retry: Option<&HttpRetry>,
@@ -49,9 +58,6 @@ pub fn retry(
             format!("{field}.retry.attempts: {n} is not a number of retries (0 or more)")
         })?,
     };
-    if attempts == 0 {
-        return Ok(None);
-    }
     let codes = retry
         .codes
         .iter()
@@ -121,8 +127,9 @@ mod tests {
         let default = retry("r", Some(&asked(vec![], None, None)), None).unwrap();
         assert_eq!(default.map(|r| r.attempts), Some(DEFAULT_ATTEMPTS));
         assert_eq!(
-            retry("r", Some(&asked(vec![], Some(0), None)), None),
-            Ok(None)
+            retry("r", Some(&asked(vec![], Some(0), None)), None).map(|r| r.map(|r| r.attempts)),
+            Ok(Some(0)),
+            "none at all, not the default"
         );
         assert_eq!(retry("r", None, Some(&timeouts)), Ok(None));
     }
