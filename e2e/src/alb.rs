@@ -238,6 +238,7 @@ pub async fn alb_instances_world(up: &Up) {
     world.unmanaged_and_managed_gateways().await;
     world.health_checks_answer_load_balancers().await;
     world.a_dead_proxy_is_restarted().await;
+    world.rollouts_keep_serving().await;
     world.a_deleted_instance_stops_its_proxies().await;
 }
 
@@ -552,6 +553,128 @@ impl<'a> World<'a> {
         assert_eq!(status().await.unwrap(), 503, "a draining proxy");
         assert!(post("/healthcheck/ok").await.unwrap().status().is_success());
         assert_eq!(status().await.unwrap(), 200);
+    }
+
+    /// A change of an instance's pod template (`envoyLogLevel`) rolls its proxies as a
+    /// cluster would. The host-port instance `nodes` (a DaemonSet: the new pod first, then
+    /// the old one stopped; the host port retargeted, never closed) loses no request of a
+    /// steady stream, each on a connection of its own, from the change until the new proxy
+    /// serves and the old one drains. The shop's Deployment (two replicas, `maxSurge: 1`,
+    /// `maxUnavailable: 0`) never runs more than three proxies nor has fewer than two ready.
+    pub async fn rollouts_keep_serving(&self) {
+        let d8: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(self.client.clone(), "d8-alb");
+        let nodes_pods = kube::api::ListParams::default().labels("alb.deckhouse.io/gateway=nodes");
+        let before: BTreeSet<String> = d8
+            .list(&nodes_pods)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let url = format!("http://127.0.0.1:{}/", self.host_port);
+        let load = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let http = reqwest::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .timeout(Duration::from_secs(5))
+                    .build()
+                    .unwrap();
+                let mut failed = Vec::new();
+                let mut sent = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    sent += 1;
+                    match http.get(&url).send().await {
+                        Ok(r) if r.status().is_success() => {}
+                        Ok(r) => failed.push(r.status().to_string()),
+                        Err(e) => failed.push(e.to_string()),
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                (sent, failed)
+            }
+        });
+        let patched = self.up.kubectl(&[
+            "patch",
+            "clusteralbinstance",
+            "nodes",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"envoyLogLevel":"Debug"}}"#,
+        ]);
+        assert!(patched.status.success(), "{patched:?}");
+        until("a new nodes proxy ready", async || {
+            let pods = d8.list(&nodes_pods).await.ok()?.items;
+            pods.iter()
+                .any(|p| {
+                    p.metadata
+                        .name
+                        .as_ref()
+                        .is_some_and(|n| !before.contains(n))
+                        && pod_ready(p)
+                })
+                .then_some(())
+        })
+        .await;
+        // The old proxy is stopping now (draining while connections still reach it on the
+        // Gateway's shared address).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (sent, failed) = load.await.unwrap();
+        assert!(sent > 50, "{sent} requests");
+        assert!(
+            failed.is_empty(),
+            "{} of {sent} requests failed while the host-port proxy was replaced: {failed:?}",
+            failed.len()
+        );
+
+        let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+            kube::Api::namespaced(self.client.clone(), "team");
+        let generation = deployments
+            .get("d8-alb-shop")
+            .await
+            .unwrap()
+            .metadata
+            .generation;
+        let patched = self.up.kubectl(&[
+            "patch",
+            "albinstance",
+            "shop",
+            "-n",
+            "team",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"envoyLogLevel":"Debug"}}"#,
+        ]);
+        assert!(patched.status.success(), "{patched:?}");
+        let (mut most, mut fewest_ready) = (0, i32::MAX);
+        until("the shop's proxies rolled", async || {
+            let d = deployments.get("d8-alb-shop").await.ok()?;
+            let status = d.status?;
+            most = most.max(status.replicas.unwrap_or(0));
+            fewest_ready = fewest_ready.min(status.ready_replicas.unwrap_or(0));
+            // The runner's status of the new template (the one before says all is done).
+            let rolled = d.metadata.generation > generation
+                && status.observed_generation == d.metadata.generation
+                && status.updated_replicas == Some(2)
+                && status.replicas == Some(2)
+                && status.ready_replicas == Some(2);
+            if !rolled {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            rolled.then_some(())
+        })
+        .await;
+        assert!(most <= 3, "{most} proxies at once, beyond maxSurge: 1");
+        assert!(
+            fewest_ready >= 2,
+            "{fewest_ready} ready proxies at a time, below maxUnavailable: 0"
+        );
     }
 
     /// Deleting an instance stops its proxies and removes what it made.

@@ -6,9 +6,12 @@
 //! - runs the pods each workload wants here ([`pod::wanted`]: its replicas; one for a
 //!   DaemonSet whose node selector the local Node matches), each on a loopback address of its
 //!   own (`127.B.3.N`, the Pod's `podIP`; `B` the runner's block, see [`addresses`]) — see [`running`] for what running one means; a
-//!   changed template gets new pods, and the old ones stop once the new ones are ready (a
-//!   StatefulSet's pods, whose names are stable, are each stopped first and started again,
-//!   one at a time from the highest ordinal, each once the others are ready);
+//!   changed template gets new pods: a Deployment's within its rolling update's
+//!   `maxSurge` and `maxUnavailable` ([`pod::Rollout`]), a DaemonSet's new pod first and
+//!   the old one stopped once it is ready (a StatefulSet's pods, whose names are stable, are
+//!   each stopped first and started again, one at a time from the highest ordinal, each once
+//!   the others are ready); a pod leaves its Services' and host ports' targets before it is
+//!   told to stop;
 //! - makes a StatefulSet pod's PersistentVolumeClaims from its claim templates and binds
 //!   them: a directory of the runner's ([`running::CLAIMS_DIR`]) stands in for each volume,
 //!   and outlives the pod;
@@ -181,7 +184,7 @@ struct World {
     services: BTreeMap<ObjectKey, (IpAddr, BTreeMap<Port, Forwarding>)>,
     /// The Services' addresses by `<name>.<namespace>`, for the pods' arguments.
     addresses: watch::Sender<BTreeMap<String, IpAddr>>,
-    /// Each host port's pod and forwarder.
+    /// Each host port's first claimant (the pod its Events name) and forwarder.
     host_ports: BTreeMap<Port, (ObjectKey, Forwarding)>,
     statuses: BTreeMap<(String, ObjectKey), Value>,
     /// The EndpointSlice last written for each Service.
@@ -345,6 +348,16 @@ async fn round(
             world.stopping.push(pod.handle);
         }
     }
+    // Each Deployment's rollout, and how many of its pods run (old and new; not those
+    // stopping): a new pod starts only within its surge.
+    let rollouts: BTreeMap<ObjectKey, pod::Rollout> = workloads
+        .iter()
+        .filter_map(|w| Some((key_of(w), pod::Rollout::of(w)?)))
+        .collect();
+    let mut present: BTreeMap<ObjectKey, usize> = BTreeMap::new();
+    for p in world.pods.values().filter(|p| p.kind == "Deployment") {
+        *present.entry(p.workload.clone()).or_default() += 1;
+    }
     // Start what is missing.
     let taken: BTreeSet<IpAddr> = world
         .pods
@@ -363,6 +376,13 @@ async fn round(
             continue;
         }
         let workload = &workloads[*i];
+        if let Some(rollout) = rollouts.get(&key_of(workload)) {
+            let running = present.entry(key_of(workload)).or_default();
+            if !rollout.may_start(*running) {
+                continue;
+            }
+            *running += 1;
+        }
         if let Err(e) = bind_claims(client, config, workload, w).await {
             tracing::warn!(pod = %key, error = %e, "the pod's claims are not bound yet");
             continue;
@@ -401,8 +421,9 @@ async fn round(
             },
         );
     }
-    // Stop what is no longer wanted: at once when its workload is gone, else once the
-    // workload's wanted pods are ready (or have had their time).
+    // Stop what is no longer wanted ([`pod::superseded`]): a Deployment's pods within its
+    // rollout; others at once when their workload is gone, else once the workload's wanted
+    // pods are ready (or have had their time).
     let current: Vec<pod::Current> = world
         .pods
         .iter()
@@ -411,21 +432,29 @@ async fn round(
             workload: (p.kind.clone(), p.workload.clone()),
             ready: *p.handle.ready.borrow(),
             overdue: p.started.elapsed() > SURGE,
+            rollout: (p.kind == "Deployment")
+                .then(|| rollouts.get(&p.workload).copied())
+                .flatten(),
         })
         .collect();
-    let superseded = pod::superseded(&current, |key| wanted.contains_key(key));
-    for key in superseded {
-        if let Some(pod) = world.pods.remove(&key) {
-            tracing::info!(pod = %key, "stopping a pod");
-            pod.handle.stop.cancel();
-            world.stopping.push(pod.handle);
-        }
-    }
+    let leaving: Vec<(ObjectKey, Running)> =
+        pod::superseded(&current, |key| wanted.contains_key(key))
+            .into_iter()
+            .filter_map(|key| Some((key.clone(), world.pods.remove(&key)?)))
+            .collect();
     world.stopping.retain(|h| !h.done.is_finished());
     write_workload_statuses(client, &workloads, &wanted, world).await;
-    services(client, &config.block, world).await?;
+    // The pods leaving are out of every Service's and host port's targets (and EndpointSlice)
+    // before they are told to stop, as a cluster takes a terminating pod out of its
+    // Services before it drains: no new connection reaches a pod that is going.
+    let served = services(client, &config.block, world).await;
     host_port_forwarders(client, world).await;
-    Ok(())
+    for (key, pod) in leaving {
+        tracing::info!(pod = %key, "stopping a pod");
+        pod.handle.stop.cancel();
+        world.stopping.push(pod.handle);
+    }
+    served
 }
 
 /// The Gateway a workload's pods serve the listeners of (their template's
@@ -797,25 +826,29 @@ async fn services(
     Ok(())
 }
 
-/// Host ports on 127.0.0.1, each to its pod; one that cannot be bound is an Event on the
-/// pod (once).
+/// Host ports on 127.0.0.1, each to the ready pods that ask for it; one that cannot be bound
+/// is an Event on the pod (once). A port's forwarder stays bound while some pod asks for it:
+/// a pod replaced by another (a new template's, beside it until it is ready) only changes
+/// where new connections go, so a rollout never closes a port that serves.
 async fn host_port_forwarders(client: &kube::Client, world: &mut World) {
-    let mut wanted: BTreeMap<(u16, bool), (ObjectKey, SocketAddr, bool)> = BTreeMap::new();
+    let mut wanted: BTreeMap<(u16, bool), (ObjectKey, Vec<SocketAddr>)> = BTreeMap::new();
     for (key, pod) in &world.pods {
         for (&(host, udp), &container) in &pod.host_ports {
-            wanted.entry((host, udp)).or_insert((
-                key.clone(),
-                SocketAddr::new(pod.serving, container),
-                *pod.handle.ready.borrow(),
-            ));
+            let (_, targets) = wanted
+                .entry((host, udp))
+                .or_insert_with(|| (key.clone(), Vec::new()));
+            if *pod.handle.ready.borrow() {
+                targets.push(SocketAddr::new(pod.serving, container));
+            }
         }
     }
-    // A port that could not be bound is tried again after a while.
-    world.host_ports.retain(|port, (owner, forwarder)| {
-        wanted.get(port).is_some_and(|(o, _, _)| o == owner)
+    // A port no pod asks for is closed; one that could not be bound is tried again after a
+    // while.
+    world.host_ports.retain(|port, (_, forwarder)| {
+        wanted.contains_key(port)
             && !matches!(forwarder, Err((_, at)) if at.elapsed() >= BIND_RETRY)
     });
-    for ((host, udp), (owner, target, ready)) in wanted {
+    for ((host, udp), (owner, targets)) in wanted {
         if let std::collections::btree_map::Entry::Vacant(slot) =
             world.host_ports.entry((host, udp))
         {
@@ -838,7 +871,6 @@ async fn host_port_forwarders(client: &kube::Client, world: &mut World) {
             slot.insert((owner.clone(), started));
         }
         if let Some((_, Ok(forwarder))) = world.host_ports.get(&(host, udp)) {
-            let targets = if ready { vec![target] } else { Vec::new() };
             forwarder.targets.send_if_modified(|t| {
                 let changed = *t != targets;
                 *t = targets.clone();

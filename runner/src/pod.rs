@@ -67,6 +67,73 @@ pub fn replacements(outdated: &[Outdated], settled: impl Fn(&ObjectKey) -> bool)
         .collect()
 }
 
+/// How a Deployment replaces its pods (`spec.strategy`), as the Deployment controller
+/// bounds it: at most `replicas + surge` pods at once, and (when replacing ready pods) at
+/// least `replicas - unavailable` ready. `RollingUpdate`'s `maxSurge` and `maxUnavailable`
+/// are a number or a percentage of the replicas (surge rounded up, unavailable down; 25 %
+/// each when not given; both 0 is read as one unavailable, as the controller does);
+/// `Recreate` is no surge and every replica unavailable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rollout {
+    /// The replicas wanted.
+    pub replicas: usize,
+    /// Pods beyond `replicas` that may run at once.
+    pub surge: usize,
+    /// Replicas that may be unready at once.
+    pub unavailable: usize,
+}
+
+impl Rollout {
+    /// The rollout of `workload`; `None` for other kinds than a Deployment.
+    pub fn of(workload: &Value) -> Option<Self> {
+        if workload["kind"] != "Deployment" {
+            return None;
+        }
+        let replicas = workload["spec"]["replicas"]
+            .as_u64()
+            .map_or(1, |r| usize::try_from(r).unwrap_or(usize::MAX));
+        let strategy = &workload["spec"]["strategy"];
+        if strategy["type"] == "Recreate" {
+            return Some(Self {
+                replicas,
+                surge: 0,
+                unavailable: replicas,
+            });
+        }
+        let rolling = &strategy["rollingUpdate"];
+        let scaled = |value: &Value, up: bool| -> usize {
+            let percent = match value {
+                Value::Number(n) => {
+                    return n.as_u64().map_or(0, |n| usize::try_from(n).unwrap_or(0));
+                }
+                Value::String(text) => text
+                    .strip_suffix('%')
+                    .and_then(|p| p.trim().parse::<usize>().ok())
+                    .unwrap_or(0),
+                _ => 25,
+            };
+            let share = replicas.saturating_mul(percent);
+            if up { share.div_ceil(100) } else { share / 100 }
+        };
+        let surge = scaled(&rolling["maxSurge"], true);
+        let unavailable = match scaled(&rolling["maxUnavailable"], false) {
+            0 if surge == 0 => 1,
+            n => n,
+        };
+        Some(Self {
+            replicas,
+            surge,
+            unavailable,
+        })
+    }
+
+    /// Whether another pod may start while `present` pods of the Deployment run (old and
+    /// new, not those stopping).
+    pub fn may_start(&self, present: usize) -> bool {
+        present < self.replicas.saturating_add(self.surge)
+    }
+}
+
 /// A pod running here, as the decision to stop it sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Current {
@@ -78,27 +145,53 @@ pub struct Current {
     pub ready: bool,
     /// Whether it has had longer than the surge to become ready.
     pub overdue: bool,
+    /// Its workload's rollout, when it is a Deployment that still exists.
+    pub rollout: Option<Rollout>,
 }
 
-/// Which of the `running` pods to stop, as a Deployment's rolling update does (a changed
-/// template's new pods come up beside the old ones): a pod no longer `wanted` stops at once
-/// when its workload wants no pod running here, else once every wanted pod of its workload
-/// is ready — or has had its time ([`Current::overdue`]) without becoming ready.
+/// Which of the `running` pods to stop. A Deployment's pods no longer `wanted` (an older
+/// template's, or beyond its replicas) stop as its rolling update allows ([`Rollout`]): an
+/// unready one at once, a ready one while the Deployment keeps `replicas - unavailable`
+/// ready pods without it. Other pods no longer wanted stop at once when their workload
+/// wants no pod running here, else once every wanted pod of their workload is ready — or
+/// has had its time ([`Current::overdue`]) without becoming ready (a DaemonSet's pod is
+/// replaced so, the new one first: the runner forwards host ports, so the two never
+/// contend for one).
 pub fn superseded(running: &[Current], wanted: impl Fn(&ObjectKey) -> bool) -> Vec<ObjectKey> {
-    running
-        .iter()
-        .filter(|p| !wanted(&p.pod))
-        .filter(|p| {
+    let mut stopped = Vec::new();
+    // Ready pods each rolling Deployment still counts on, as its old pods are stopped.
+    let mut ready: BTreeMap<&(String, ObjectKey), usize> = BTreeMap::new();
+    let mut old: Vec<&Current> = running.iter().filter(|p| !wanted(&p.pod)).collect();
+    // Unready pods go first: stopping them costs no availability.
+    old.sort_by_key(|p| p.ready);
+    for p in old {
+        let Some(rollout) = p.rollout else {
             let successors: Vec<&Current> = running
                 .iter()
                 .filter(|q| wanted(&q.pod) && q.workload == p.workload)
                 .collect();
-            successors.is_empty()
+            if successors.is_empty()
                 || successors.iter().all(|q| q.ready)
                 || successors.iter().all(|q| q.overdue)
-        })
-        .map(|p| p.pod.clone())
-        .collect()
+            {
+                stopped.push(p.pod.clone());
+            }
+            continue;
+        };
+        let left = ready.entry(&p.workload).or_insert_with(|| {
+            running
+                .iter()
+                .filter(|q| q.workload == p.workload && q.ready)
+                .count()
+        });
+        if !p.ready {
+            stopped.push(p.pod.clone());
+        } else if *left > rollout.replicas.saturating_sub(rollout.unavailable) {
+            *left -= 1;
+            stopped.push(p.pod.clone());
+        }
+    }
+    stopped
 }
 
 /// A short stable hash of `value` (its JSON text), for names.
@@ -574,12 +667,109 @@ mod tests {
     }
 
     #[test]
+    fn a_rollout_reads_the_strategy_as_the_deployment_controller_does() {
+        let deployment = |replicas: u64, strategy: Value| json!({"kind": "Deployment", "spec": {"replicas": replicas, "strategy": strategy}});
+        let rollout = |d: Value| Rollout::of(&d).unwrap();
+        let bounds = |r: Rollout| (r.replicas, r.surge, r.unavailable);
+        // The ALBInstance's proxies: one more at a time, none unavailable.
+        assert_eq!(
+            bounds(rollout(deployment(
+                2,
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}})
+            ))),
+            (2, 1, 0)
+        );
+        // 25 % each by default: surge rounded up, unavailable down.
+        assert_eq!(bounds(rollout(deployment(2, json!({})))), (2, 1, 0));
+        assert_eq!(bounds(rollout(deployment(10, json!({})))), (10, 3, 2));
+        assert_eq!(
+            bounds(rollout(deployment(
+                4,
+                json!({"rollingUpdate": {"maxSurge": "50%", "maxUnavailable": "50%"}})
+            ))),
+            (4, 2, 2)
+        );
+        // Neither may be 0 at once: one unavailable.
+        assert_eq!(
+            bounds(rollout(deployment(
+                3,
+                json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}})
+            ))),
+            (3, 0, 1)
+        );
+        assert_eq!(
+            bounds(rollout(deployment(3, json!({"type": "Recreate"})))),
+            (3, 0, 3)
+        );
+        assert_eq!(Rollout::of(&json!({"kind": "DaemonSet"})), None);
+        let r = rollout(deployment(
+            2,
+            json!({"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
+        ));
+        assert!(
+            r.may_start(2) && !r.may_start(3),
+            "at most three pods at once"
+        );
+    }
+
+    /// The ALBInstance's proxies (two replicas, one surge, none unavailable) replaced round
+    /// by round: never more than three pods, never fewer than two ready.
+    #[test]
+    fn a_deployment_rolls_within_its_surge_and_availability() {
+        let rollout = Rollout {
+            replicas: 2,
+            surge: 1,
+            unavailable: 0,
+        };
+        let pod = |name: &str, ready: bool| Current {
+            pod: ObjectKey::new("d8-alb", name),
+            workload: ("Deployment".into(), ObjectKey::new("d8-alb", "web")),
+            ready,
+            overdue: false,
+            rollout: Some(rollout),
+        };
+        let new = |k: &ObjectKey| k.name().starts_with("new");
+        // One new pod beside the two old ones, not ready: nothing stops.
+        let running = [pod("old-0", true), pod("old-1", true), pod("new-0", false)];
+        assert!(superseded(&running, new).is_empty());
+        // Ready: one old pod stops, two stay ready.
+        let running = [pod("old-0", true), pod("old-1", true), pod("new-0", true)];
+        assert_eq!(
+            superseded(&running, new),
+            [ObjectKey::new("d8-alb", "old-0")]
+        );
+        // An old pod that is not ready stops at once; the ready one waits.
+        let running = [pod("old-0", false), pod("old-1", true), pod("new-0", true)];
+        assert_eq!(
+            superseded(&running, new),
+            [ObjectKey::new("d8-alb", "old-0")]
+        );
+        // A new pod that never gets ready holds the old ones (no overdue stop for a
+        // Deployment: its rollout waits, as in a cluster).
+        let mut stuck = pod("new-0", false);
+        stuck.overdue = true;
+        let running = [pod("old-0", true), pod("old-1", true), stuck];
+        assert!(superseded(&running, new).is_empty());
+        // With an unavailable replica allowed, an old pod may stop before its successor.
+        let mut lenient = [pod("old-0", true), pod("old-1", true)];
+        for p in &mut lenient {
+            p.rollout = Some(Rollout {
+                surge: 0,
+                unavailable: 1,
+                ..rollout
+            });
+        }
+        assert_eq!(superseded(&lenient, new).len(), 1);
+    }
+
+    #[test]
     fn old_pods_stop_once_their_successors_are_ready_or_overdue() {
         let pod = |name: &str, workload: &str, ready: bool, overdue: bool| Current {
             pod: ObjectKey::new("d8-alb", name),
-            workload: ("Deployment".into(), ObjectKey::new("d8-alb", workload)),
+            workload: ("DaemonSet".into(), ObjectKey::new("d8-alb", workload)),
             ready,
             overdue,
+            rollout: None,
         };
         let wanted =
             |names: &'static [&'static str]| move |k: &ObjectKey| names.contains(&k.name());
