@@ -23,7 +23,7 @@ struct StreamState {
     rejected: Rejected,
 }
 
-/// Rejections by type (short name, as [`crate::cache::short`] gives it): the proxy's reason.
+/// Rejections by type (its short name: `listener`, `secret`, …): the proxy's reason.
 type Rejected = BTreeMap<&'static str, String>;
 
 /// A proxy's rejection of a Gateway's configuration.
