@@ -127,6 +127,9 @@ pub(crate) fn edge_manager(
         }),
         original_ip_detection_extensions,
         strip_port_mode: Some(hcm::http_connection_manager::StripPortMode::StripAnyHostPort(true)),
+        // `app.example.com.` is `app.example.com` (a fully qualified name): matched to the
+        // same virtual host, and its protections, not left to a wildcard or catch-all.
+        strip_trailing_host_dot: true,
         upgrade_configs: vec![hcm::http_connection_manager::UpgradeConfig {
             upgrade_type: "websocket".into(),
             ..Default::default()
