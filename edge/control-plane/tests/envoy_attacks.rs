@@ -4,7 +4,10 @@
 //! anyone may use (`/public`), or through the host a proxy would match differently than a
 //! backend reads it. Each is a named case with the answer it must get; and whatever the
 //! answer, the backend must never receive a path that a server would read as `/admin`
-//! unless the request came through the protected route (which refuses this client).
+//! unless the request came through the protected route (which refuses this client). Beside
+//! them: Envoy's admin interface answers on the pod's loopback only, and what a client sends
+//! (its User-Agent, path, Host, X-Forwarded-For) cannot add a field to, or break, a line of
+//! the JSON access log.
 
 mod cluster;
 mod proxies;
@@ -177,12 +180,13 @@ async fn path_and_host_tricks_never_reach_the_protected_route_through_the_open_o
     };
     let path = dir.path().join("bootstrap.yaml");
     std::fs::write(&path, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
+    let access_log = dir.path().join("access.log");
     let _envoy = Envoy(
         tokio::process::Command::new(fairlead_kit::testing::envoy())
             .arg("--config-path")
             .arg(&path)
             .args(["--log-level", "error", "--use-dynamic-base-id"])
-            .stdout(std::process::Stdio::null())
+            .stdout(std::fs::File::create(&access_log).unwrap())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()
@@ -291,5 +295,61 @@ async fn path_and_host_tricks_never_reach_the_protected_route_through_the_open_o
         "the backend got paths it reads as /admin: {reached:?}"
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+    // The admin interface: on 127.0.0.1, not on another of this machine's addresses.
+    assert!(
+        tokio::net::TcpStream::connect(("127.0.0.1", spec.admin_port))
+            .await
+            .is_ok()
+    );
+    assert!(
+        tokio::net::TcpStream::connect(("127.0.0.2", spec.admin_port))
+            .await
+            .is_err(),
+        "Envoy's admin interface answers beyond the pod's loopback"
+    );
+
+    // Log injection: quotes, backslashes, braces and JSON of its own in what a client sends.
+    let injected = r#"evil", "response_code": "999", "forged": {"x": "\"}"#;
+    let request = format!(
+        "GET /public/log%22%7D%7B%22forged%22:1 HTTP/1.1\r\nHost: app.example.com\r\nUser-Agent: {injected}\r\nX-Forwarded-For: 1.2.3.4\", \"forged\": \"x\r\nConnection: close\r\n\r\n"
+    );
+    assert_eq!(send(listener, &request).await, 200);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let lines = loop {
+        let text = std::fs::read_to_string(&access_log).unwrap_or_default();
+        if text.contains("evil") {
+            break text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the request is never logged"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let expected: std::collections::BTreeSet<&str> =
+        fairlead_edge_render::telemetry::ACCESS_LOG_FIELDS
+            .iter()
+            .map(|(name, _)| *name)
+            .chain(["listener"])
+            .collect();
+    for line in lines.lines().filter(|l| !l.trim().is_empty()) {
+        let entry: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("an access log line is not JSON ({e}): {line}"));
+        let fields: std::collections::BTreeSet<&str> = entry
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(fields, expected, "a line with other fields: {line}");
+        if entry["user_agent"]
+            .as_str()
+            .is_some_and(|u| u.contains("evil"))
+        {
+            assert_eq!(entry["user_agent"], injected, "{line}");
+            assert_eq!(entry["response_code"], 200, "{line}");
+        }
+    }
     stop.cancel();
 }
