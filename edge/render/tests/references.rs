@@ -6,7 +6,9 @@
 //! without a grant the reference is refused by name (`RefNotPermitted`) and the marker is in
 //! none of the Envoy resources rendered; with a grant in `vault` it is (so the check would see
 //! a leak). A BackendTLSPolicy's CA references cannot name a namespace (they are local), and
-//! an instance's GeoIP licence is read by the controller (`edge/controller`'s tests).
+//! an instance's GeoIP licence is read by the controller (`edge/controller`'s tests). And no
+//! backend of another namespace without the grant for it: the ReferenceGrant bypasses of a
+//! backend reference.
 
 use std::sync::Arc;
 
@@ -327,4 +329,118 @@ fn nothing_crosses_a_namespace_without_a_reference_grant() {
             case.name
         );
     }
+}
+
+/// An HTTPRoute in `app` naming `backend` in `vault`, with `grant` (a ReferenceGrant's YAML,
+/// or none).
+fn backend_input(backend: &str, grant: Option<&str>) -> Input {
+    let mut yaml = format!(
+        r#"{BASE}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: app}}
+spec:
+  gatewayClassName: d8-alb
+  listeners: [{{name: http, port: 80, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: web, namespace: app}}
+spec:
+  parentRefs: [{{name: gw}}]
+  rules: [{{backendRefs: [{backend}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: secret-svc, namespace: vault}}
+spec: {{ports: [{{name: http, port: 80}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: secret-svc, namespace: vault, labels: {{kubernetes.io/service-name: secret-svc}}}}
+addressType: IPv4
+ports: [{{name: http, port: 8080}}]
+endpoints: [{{addresses: [10.9.9.9]}}]
+"#
+    );
+    if let Some(grant) = grant {
+        yaml.push_str("---\n");
+        yaml.push_str(grant);
+    }
+    Input::from_yaml(&yaml).unwrap()
+}
+
+/// ReferenceGrant bypasses of a backend reference: a custom kind, a grant in the wrong
+/// namespace, for another kind or name, from another route kind. None reaches the Service
+/// of `vault` (its cluster is in no resource) and each is refused by name; the grant as the
+/// spec writes it does reach it.
+#[test]
+fn no_backend_of_another_namespace_without_the_grant_for_it() {
+    let service = "{group: \"\", kind: Service, name: secret-svc, namespace: vault, port: 80}";
+    let grant = |namespace: &str, from: &str, to: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: {namespace}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: {from}, namespace: app}}]\n  to: [{to}]\n"
+        )
+    };
+    let cluster = b"vault/secret-svc/80";
+    let cases: Vec<(&str, String, Option<String>, &str)> = vec![
+        ("no grant", service.into(), None, "RefNotPermitted"),
+        (
+            "a custom kind under a grant to Services",
+            "{group: example.com, kind: Backend, name: secret-svc, namespace: vault, port: 80}"
+                .into(),
+            Some(grant("vault", "HTTPRoute", "{group: \"\", kind: Service}")),
+            "InvalidKind",
+        ),
+        (
+            "a grant in the route's namespace",
+            service.into(),
+            Some(grant("app", "HTTPRoute", "{group: \"\", kind: Service}")),
+            "RefNotPermitted",
+        ),
+        (
+            "a grant to another kind",
+            service.into(),
+            Some(grant("vault", "HTTPRoute", "{group: \"\", kind: Secret}")),
+            "RefNotPermitted",
+        ),
+        (
+            "a grant to another name",
+            service.into(),
+            Some(grant(
+                "vault",
+                "HTTPRoute",
+                "{group: \"\", kind: Service, name: other}",
+            )),
+            "RefNotPermitted",
+        ),
+        (
+            "a grant from another route kind",
+            service.into(),
+            Some(grant("vault", "GRPCRoute", "{group: \"\", kind: Service}")),
+            "RefNotPermitted",
+        ),
+    ];
+    for (name, backend, grant, reason) in &cases {
+        let (bytes, statuses) = rendered(&backend_input(backend, grant.as_deref()));
+        assert!(
+            !contains(&bytes, cluster),
+            "{name}: the Service of namespace vault is reached"
+        );
+        assert!(
+            statuses.contains(reason),
+            "{name}: not refused as {reason}: {statuses}"
+        );
+    }
+    let granted = grant(
+        "vault",
+        "HTTPRoute",
+        "{group: \"\", kind: Service, name: secret-svc}",
+    );
+    let (bytes, statuses) = rendered(&backend_input(service, Some(&granted)));
+    assert!(
+        contains(&bytes, cluster),
+        "the grant as the spec writes it reaches the Service: {statuses}"
+    );
 }
