@@ -286,11 +286,19 @@ pub const RESERVED_HEADERS: &[&str] = &[
     "cookie",
 ];
 
+/// Whether `name` is an HTTP header name (an RFC 9110 token), as Envoy takes one.
+pub fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 /// What is wrong with `headers` (`spec.geoIP.headers`) of an instance whose client address
 /// comes from `real_ip_header` (`originalIPDetection.realIPHeader`): each problem with the
-/// field it is about (`spec.geoIP.headers.<field>`). A name reserved ([`RESERVED_HEADERS`],
-/// `x-envoy-*`, a pseudo-header), the client-address header itself, or a header two fields
-/// name.
+/// field it is about (`spec.geoIP.headers.<field>`). A name that is not an HTTP header name
+/// (the client-address header's too), a name reserved ([`RESERVED_HEADERS`], `x-envoy-*`,
+/// a pseudo-header), the client-address header itself, or a header two fields name.
 pub fn header_problems(
     headers: &std::collections::BTreeMap<String, String>,
     real_ip_header: Option<&str>,
@@ -298,10 +306,17 @@ pub fn header_problems(
     let mut problems = Vec::new();
     let mut seen: std::collections::BTreeMap<String, &str> = Default::default();
     let real_ip = real_ip_header.map(|h| h.trim().to_ascii_lowercase());
+    if let Some(header) = real_ip_header.filter(|h| !is_header_name(h.trim())) {
+        problems.push(format!(
+            "spec.originalIPDetection.realIPHeader: {header:?} is not an HTTP header name"
+        ));
+    }
     for (field, header) in headers {
         let name = header.trim().to_ascii_lowercase();
         let path = format!("spec.geoIP.headers.{field}");
-        if RESERVED_HEADERS.contains(&name.as_str())
+        if !is_header_name(&name) {
+            problems.push(format!("{path}: {header:?} is not an HTTP header name"));
+        } else if RESERVED_HEADERS.contains(&name.as_str())
             || name.starts_with("x-envoy-")
             || name.starts_with(':')
         {
@@ -384,6 +399,15 @@ mod tests {
         assert!(problems[2].starts_with("spec.geoIP.headers.isp"));
         assert!(
             problems[3].starts_with("spec.geoIP.headers.region") && problems[3].contains("country")
+        );
+        // Found by fuzzing (fuzz/regressions/translate): a client-address header that is no
+        // header name became a listener Envoy refuses.
+        let problems = header_problems(&headers(&[("city", "x geo")]), Some("X Real\nIP"));
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert!(problems[0].starts_with("spec.originalIPDetection.realIPHeader"));
+        assert!(
+            problems[1].starts_with("spec.geoIP.headers.city")
+                && problems[1].contains("not an HTTP header name")
         );
     }
 

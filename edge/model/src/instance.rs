@@ -393,8 +393,9 @@ pub fn of(gateway: &Gateway, input: &Input) -> Settings {
     let real_ip = spec.original_ip_detection.as_ref().and_then(|d| {
         let header = d.real_ip_header.as_deref()?.trim().to_ascii_lowercase();
         let trusted = ranges(d.set_real_ip_from.as_ref());
-        // Believed from nobody is the connection's address.
-        if header.is_empty() || trusted.is_empty() {
+        // Believed from nobody is the connection's address; so is a header that is no header
+        // (the admission webhook refuses it; objects read from files never met it).
+        if !fairlead_edge_api::geoip::is_header_name(&header) || trusted.is_empty() {
             return None;
         }
         Some(if header == "x-forwarded-for" {

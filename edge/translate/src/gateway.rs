@@ -309,6 +309,22 @@ fn one(
             format!("port {} is out of range", listener.port),
             generation,
         )),
+        _ if listener
+            .hostname
+            .as_deref()
+            .is_some_and(|h| !h.is_empty() && !crate::hostname::valid(h)) =>
+        {
+            conditions.push(Condition::new(
+                "Accepted",
+                false,
+                "UnsupportedValue",
+                format!(
+                    "hostname {:?} is not a hostname (lowercase RFC 1123 labels, optionally behind *.)",
+                    listener.hostname.as_deref().unwrap_or_default()
+                ),
+                generation,
+            ));
+        }
         _ => conditions.push(Condition::new(
             "Accepted",
             true,

@@ -2,6 +2,24 @@
 //! intersect when they are equal, or when a wildcard (`*.example.com`, matching one or more
 //! labels) covers the other; the intersection is the more specific of the two.
 
+/// Whether `name` is a hostname as the Gateway API's `Hostname` type defines it (the CRDs'
+/// pattern, which objects read from files never met): lowercase RFC 1123 labels, optionally
+/// behind a leading `*.`, 253 bytes at most.
+pub fn valid(name: &str) -> bool {
+    let labels = name.strip_prefix("*.").unwrap_or(name);
+    !name.is_empty()
+        && name.len() <= 253
+        && labels.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
 /// The hostnames a route serves on a listener: the intersections of the route's hostnames
 /// with the listener's (`None` = any). `Some(empty)` means they do not intersect at all.
 pub fn intersect(listener: Option<&str>, route: &[String]) -> Option<Vec<String>> {
@@ -106,13 +124,40 @@ fn pair(listener: &str, route: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::intersect;
+    use super::{intersect, valid};
 
     /// Listener hostname, route hostnames, expected intersection.
     type Case<'a> = (Option<&'a str>, &'a [&'a str], Option<&'a [&'a str]>);
 
     fn hosts(h: &[&str]) -> Vec<String> {
         h.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    /// Found by fuzzing (`fuzz/regressions/translate`): a listener hostname with line breaks,
+    /// from a file, became a virtual host domain Envoy refuses.
+    #[test]
+    fn a_hostname_is_what_the_gateway_api_pattern_admits() {
+        for ok in ["example.com", "*.example.com", "a-1.b", "x"] {
+            assert!(valid(ok), "{ok}");
+        }
+        let long = format!("{}.com", "a".repeat(64));
+        for bad in [
+            "",
+            "*",
+            "*.",
+            "a..b",
+            "-a.com",
+            "a-.com",
+            "Example.com",
+            "a b",
+            "a\nb",
+            "*.*.com",
+            "a.*.com",
+            "1.2.3.4:80",
+            long.as_str(),
+        ] {
+            assert!(!valid(bad), "{bad:?}");
+        }
     }
 
     #[test]

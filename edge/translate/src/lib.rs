@@ -214,11 +214,22 @@ fn translated_routes<'a>(
                     hostnames: &'a [String],
                     source: Source| {
         let key = || RouteKey::new(kind, fairlead_edge_model::input::key(metadata));
-        let translated = recall.route(key, &source, || match &source {
-            Source::Http(r) => http_like(http::translate(r, input, grants, waf)),
-            Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
-            Source::Stream(r) => crate::stream::translate(r, kind, input, grants)
-                .map(|(e, u)| (Content::Stream(Arc::new(e)), u)),
+        let translated = recall.route(key, &source, || {
+            if let Some((i, h)) = hostnames
+                .iter()
+                .enumerate()
+                .find(|(_, h)| !hostname::valid(h))
+            {
+                return Err(http::Rejected(format!(
+                    "spec.hostnames[{i}]: {h:?} is not a hostname (lowercase RFC 1123 labels, optionally behind *.)"
+                )));
+            }
+            match &source {
+                Source::Http(r) => http_like(http::translate(r, input, grants, waf)),
+                Source::Grpc(r) => http_like(crate::grpc::translate(r, input, grants)),
+                Source::Stream(r) => crate::stream::translate(r, kind, input, grants)
+                    .map(|(e, u)| (Content::Stream(Arc::new(e)), u)),
+            }
         });
         RouteView {
             kind,

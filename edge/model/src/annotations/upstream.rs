@@ -239,6 +239,15 @@ fn tls(text: &str) -> Result<Option<BackendTlsSettings>, AnnotationError> {
         sni: given(t.sni),
         secret,
     };
+    if let Some(sni) = settings.sni.as_deref().filter(|s| !values::is_host_name(s)) {
+        return Err(AnnotationError::new(
+            NAME,
+            format!(
+                "sni {:?}: must be a DNS host name (labels of letters, digits and hyphens, at most 253 bytes)",
+                sni.chars().take(64).collect::<String>()
+            ),
+        ));
+    }
     if settings.client_certificate.is_some() != settings.private_key.is_some() {
         return Err(AnnotationError::new(
             NAME,
@@ -332,6 +341,23 @@ mod tests {
         .tls
         .unwrap();
         assert_eq!(template.sni.as_deref(), Some("example.com"));
+        // Found by fuzzing (fuzz/regressions/translate): an SNI Envoy refuses (over 255
+        // bytes) was rendered; a server name is a DNS host name, or the annotation is refused.
+        let long = format!("{}.example.com", "a".repeat(300));
+        for sni in [
+            long.as_str(),
+            "bad host",
+            "-x.example.com",
+            "a..b",
+            "1.2.3.4:443",
+        ] {
+            let err = read(&[(
+                "backend-tls-settings",
+                &format!(r#"{{"mode": "SIMPLE", "sni": "{sni}"}}"#),
+            )])
+            .unwrap_err();
+            assert!(err.to_string().contains("sni"), "{sni}: {err}");
+        }
         assert_eq!(template.secret.unwrap().namespace_or("apps"), "team");
         assert_eq!(
             read(&[("backend-tls-settings", r#"{"mode": "DISABLE"}"#)])

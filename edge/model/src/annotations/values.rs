@@ -71,6 +71,22 @@ pub fn is_object_name(name: &str) -> bool {
         })
 }
 
+/// Whether `name` is a DNS host name (RFC 1123: labels of letters, digits and inner hyphens,
+/// each at most 63 bytes, 253 in all): what TLS's server name indication may carry.
+pub fn is_host_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
 /// `namespace/name` or `name`: the namespace (if given) and the name, both valid names.
 pub fn reference<'a>(
     annotation: &'static str,
