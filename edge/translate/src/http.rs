@@ -219,15 +219,55 @@ pub(crate) fn value_matches(
     Ok(out)
 }
 
+/// What makes `value` no path an `Exact` or `PathPrefix` match may name, as the Gateway
+/// API's CRDs say (objects read from files never met them; found by fuzzing, a `#` in a
+/// prefix was rendered into a route Envoy refuses): an absolute path of URI path characters
+/// or percent-encodings, with no `//`, `/./`, `/../`, encoded slash or `#`.
+fn path_problem(value: &str) -> Option<&'static str> {
+    let bytes = value.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) =>
+            {
+                i += 3;
+                continue;
+            }
+            b if b.is_ascii_alphanumeric() || b"-/._~!$&'()*+,;=:@".contains(&b) => {}
+            _ => return Some("holds a character a path cannot (only URI path characters and %XX)"),
+        }
+        i += 1;
+    }
+    let lower = value.to_ascii_lowercase();
+    if !value.starts_with('/') {
+        Some("must start with /")
+    } else if value.contains("//") {
+        Some("must not contain //")
+    } else if value.contains("/./") || value.ends_with("/.") {
+        Some("must not contain /./")
+    } else if value.contains("/../") || value.ends_with("/..") {
+        Some("must not contain /../")
+    } else if lower.contains("%2f") {
+        Some("must not contain an encoded slash (%2F)")
+    } else {
+        None
+    }
+}
+
 fn matcher(field: &str, m: &fairlead_edge_model::input::HttpMatch) -> Result<Match, Rejected> {
     let path = m.path.clone().unwrap_or_default();
     let value = path.value.clone().unwrap_or_else(|| "/".into());
-    let path = match path.type_.as_deref().unwrap_or("PathPrefix") {
+    let kind = path.type_.as_deref().unwrap_or("PathPrefix");
+    if matches!(kind, "Exact" | "PathPrefix")
+        && let Some(problem) = path_problem(&value)
+    {
+        return Err(Rejected(format!("{field}.path.value: {value:?} {problem}")));
+    }
+    let path = match kind {
         "Exact" => PathMatch::Exact(value),
         "PathPrefix" => {
-            if !value.starts_with('/') {
-                return Err(Rejected(format!("{field}.path.value: must start with /")));
-            }
             let trimmed = value.trim_end_matches('/');
             PathMatch::Prefix(if trimmed.is_empty() {
                 "/".into()
@@ -614,4 +654,34 @@ pub fn translate(
         entries,
         unresolved,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_problem;
+
+    /// The Gateway API's rules for an `Exact` or `PathPrefix` value (the fuzzer's `#`
+    /// among them: `fuzz/regressions/translate`).
+    #[test]
+    fn a_path_match_is_what_the_gateway_api_admits() {
+        for ok in ["/", "/api", "/a/b/", "/%7Euser", "/a:b@c", "/v1.2/x_y-z~"] {
+            assert_eq!(path_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "api",
+            "/pa#rtial",
+            "/a//b",
+            "/a/./b",
+            "/a/../b",
+            "/a/..",
+            "/a%2Fb",
+            "/a%2fb",
+            "/a b",
+            "/a?b",
+            "/%zz",
+            "/a\\b",
+        ] {
+            assert!(path_problem(bad).is_some(), "{bad}");
+        }
+    }
 }
