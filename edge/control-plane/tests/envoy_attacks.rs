@@ -18,7 +18,7 @@ use std::time::Duration;
 use cluster::{cluster, control_plane, create};
 use fairlead_edge_model::ObjectKey;
 use fairlead_edge_xds::cache::Cache;
-use proxies::{Envoy, serve_xds};
+use proxies::{serve_xds, start_envoy};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -169,28 +169,12 @@ async fn path_and_host_tricks_never_reach_the_protected_route_through_the_open_o
     let (stop, _nacks) = control_plane(&client, &cache);
     let xds_port = serve_xds(&cache, Arc::new(fairlead_edge_xds::server::Quiet)).await;
     let dir = tempfile::tempdir().unwrap();
-    let spec = fairlead_edge_bootstrap::Spec {
-        gateway: ObjectKey::new("default", "gw"),
-        node_id: None,
-        xds_host: "127.0.0.1".into(),
-        xds_port,
-        admin_port: fairlead_kit::testing::free_port(),
-        tls: None,
-        otlp: None,
-    };
-    let path = dir.path().join("bootstrap.yaml");
-    std::fs::write(&path, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
-    let access_log = dir.path().join("access.log");
-    let _envoy = Envoy(
-        tokio::process::Command::new(fairlead_kit::testing::envoy())
-            .arg("--config-path")
-            .arg(&path)
-            .args(["--log-level", "error", "--use-dynamic-base-id"])
-            .stdout(std::fs::File::create(&access_log).unwrap())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting Envoy"),
+    let admin_port = fairlead_kit::testing::free_port();
+    let _envoy = start_envoy(
+        &ObjectKey::new("default", "gw"),
+        (xds_port, admin_port),
+        None,
+        dir.path(),
     );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while send(listener, &get("app.example.com", "/public/ready")).await != 200
@@ -298,12 +282,12 @@ async fn path_and_host_tricks_never_reach_the_protected_route_through_the_open_o
 
     // The admin interface: on 127.0.0.1, not on another of this machine's addresses.
     assert!(
-        tokio::net::TcpStream::connect(("127.0.0.1", spec.admin_port))
+        tokio::net::TcpStream::connect(("127.0.0.1", admin_port))
             .await
             .is_ok()
     );
     assert!(
-        tokio::net::TcpStream::connect(("127.0.0.2", spec.admin_port))
+        tokio::net::TcpStream::connect(("127.0.0.2", admin_port))
             .await
             .is_err(),
         "Envoy's admin interface answers beyond the pod's loopback"
@@ -317,7 +301,7 @@ async fn path_and_host_tricks_never_reach_the_protected_route_through_the_open_o
     assert_eq!(send(listener, &request).await, 200);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     let lines = loop {
-        let text = std::fs::read_to_string(&access_log).unwrap_or_default();
+        let text = std::fs::read_to_string(dir.path().join("gw.access.log")).unwrap_or_default();
         if text.contains("evil") {
             break text;
         }

@@ -15,7 +15,7 @@ use cluster::{cluster, control_plane, create};
 use fairlead_edge_model::ObjectKey;
 use fairlead_edge_xds::cache::{Cache, short};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use proxies::{Envoy, serve_xds};
+use proxies::{Envoy, serve_xds, start_envoy};
 use serde_json::json;
 
 /// The pushes of the xDS server, as (type, resources carried).
@@ -240,27 +240,11 @@ async fn a_proxy_is_back_on_the_control_plane_within_a_second_of_its_return() {
     };
     front.up().await;
     let dir = tempfile::tempdir().unwrap();
-    let spec = fairlead_edge_bootstrap::Spec {
-        gateway: ObjectKey::new("default", "gw"),
-        node_id: None,
-        xds_host: "127.0.0.1".into(),
-        xds_port: front.port,
-        admin_port: fairlead_kit::testing::free_port(),
-        tls: None,
-        otlp: None,
-    };
-    let path = dir.path().join("bootstrap.yaml");
-    std::fs::write(&path, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
-    let _envoy = Envoy(
-        tokio::process::Command::new(fairlead_kit::testing::envoy())
-            .arg("--config-path")
-            .arg(&path)
-            .args(["--log-level", "warn", "--use-dynamic-base-id"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting Envoy"),
+    let _envoy = start_envoy(
+        &ObjectKey::new("default", "gw"),
+        (front.port, fairlead_kit::testing::free_port()),
+        None,
+        dir.path(),
     );
     until_redirected(a, "ra.example.com", "v0.example.org").await;
 

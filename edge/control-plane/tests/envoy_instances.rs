@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use cluster::{cluster, control_plane, create};
 use fairlead_edge_model::ObjectKey;
 use fairlead_edge_xds::cache::Cache;
-use proxies::{Envoy, serve_xds};
+use proxies::{serve_xds, start_envoy};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -56,39 +56,6 @@ async fn request(from: &str, port: u16, prefix: &str, headers: &str) -> Option<u
     let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
     let answer = String::from_utf8_lossy(&answer).into_owned();
     answer.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// An Envoy for `gateway` on the xDS server at `xds`, its spans to `otlp`, its access log
-/// in `dir/access.log`.
-fn envoy(
-    gateway: &ObjectKey,
-    xds: u16,
-    otlp: Option<fairlead_edge_bootstrap::Otlp>,
-    dir: &std::path::Path,
-) -> Envoy {
-    let spec = fairlead_edge_bootstrap::Spec {
-        gateway: gateway.clone(),
-        node_id: None,
-        xds_host: "127.0.0.1".into(),
-        xds_port: xds,
-        admin_port: fairlead_kit::testing::free_port(),
-        tls: None,
-        otlp,
-    };
-    let name = gateway.name();
-    let bootstrap = dir.join(format!("{name}.yaml"));
-    std::fs::write(&bootstrap, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
-    Envoy(
-        tokio::process::Command::new(fairlead_kit::testing::envoy())
-            .arg("--config-path")
-            .arg(&bootstrap)
-            .args(["--log-level", "warn", "--use-dynamic-base-id"])
-            .stdout(std::fs::File::create(dir.join(format!("{name}.access.log"))).unwrap())
-            .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap(),
-    )
 }
 
 /// The client addresses of `gateway`'s access log, in order.
@@ -235,9 +202,24 @@ async fn instance_settings_reach_envoy() {
         "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]})).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let _guarded = envoy(&ObjectKey::new("d8-alb", "guarded"), xds, None, dir.path());
-    let _proxied = envoy(&ObjectKey::new("d8-alb", "proxied"), xds, None, dir.path());
-    let _quic = envoy(&ObjectKey::new("d8-alb", "quic"), xds, None, dir.path());
+    let _guarded = start_envoy(
+        &ObjectKey::new("d8-alb", "guarded"),
+        (xds, fairlead_kit::testing::free_port()),
+        None,
+        dir.path(),
+    );
+    let _proxied = start_envoy(
+        &ObjectKey::new("d8-alb", "proxied"),
+        (xds, fairlead_kit::testing::free_port()),
+        None,
+        dir.path(),
+    );
+    let _quic = start_envoy(
+        &ObjectKey::new("d8-alb", "quic"),
+        (xds, fairlead_kit::testing::free_port()),
+        None,
+        dir.path(),
+    );
     // The traced proxy's collector as the gateway controller renders it, the CA Secret's
     // `cacert` as a file.
     let traced_spec: fairlead_edge_api::InstanceSpec = serde_json::from_value(
@@ -253,9 +235,9 @@ async fn instance_settings_reach_envoy() {
     );
     let ca_file = dir.path().join("otel-ca.crt");
     std::fs::write(&ca_file, otel_ca.cert_pem()).unwrap();
-    let _traced = envoy(
+    let _traced = start_envoy(
         &ObjectKey::new("d8-alb", "traced"),
-        xds,
+        (xds, fairlead_kit::testing::free_port()),
         Some(fairlead_edge_bootstrap::Otlp {
             collector,
             ca_file: Some(ca_file.display().to_string()),

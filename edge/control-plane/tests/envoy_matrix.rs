@@ -16,7 +16,7 @@ use base64::Engine as _;
 use cluster::{cluster, control_plane, create};
 use fairlead_edge_model::ObjectKey;
 use fairlead_edge_xds::cache::Cache;
-use proxies::{Envoy, serve_xds};
+use proxies::{serve_xds, start_envoy};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -438,29 +438,13 @@ async fn envoy_serves_the_rest_of_the_gateway_api() {
     let (stop, _nacks) = control_plane(&client, &cache);
     let xds_port = serve_xds(&cache, Arc::new(fairlead_edge_xds::server::Quiet)).await;
     let dir = tempfile::tempdir().unwrap();
-    let spec = fairlead_edge_bootstrap::Spec {
-        gateway: ObjectKey::new("default", "gw"),
-        node_id: None,
-        xds_host: "127.0.0.1".into(),
-        xds_port,
-        admin_port: free_port(),
-        tls: None,
-        otlp: None,
-    };
-    let bootstrap = dir.path().join("bootstrap.yaml");
-    std::fs::write(&bootstrap, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
-    let log = dir.path().join("envoy.log");
-    let _envoy = Envoy(
-        tokio::process::Command::new(fairlead_kit::testing::envoy())
-            .arg("--config-path")
-            .arg(&bootstrap)
-            .args(["--log-level", "warn", "--use-dynamic-base-id"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap(),
+    let _envoy = start_envoy(
+        &ObjectKey::new("default", "gw"),
+        (xds_port, fairlead_kit::testing::free_port()),
+        None,
+        dir.path(),
     );
+    let log = dir.path().join("gw.log");
     let deadline = Instant::now() + Duration::from_secs(30);
     while get(http, "web.example.com", "/").await.map(|a| a.0) != Some(200) {
         assert!(

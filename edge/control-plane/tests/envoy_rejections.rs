@@ -17,7 +17,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 use fairlead_edge_model::{Encoded, ObjectKey, Resources};
 use fairlead_edge_xds::cache::{CLUSTER, Cache, ENDPOINT, LISTENER, ROUTE, SECRET, Snapshot};
 use kube::api::{Api, DynamicObject};
-use proxies::{Envoy, serve_xds};
+use proxies::{serve_xds, start_envoy};
 use serde_json::json;
 
 /// The Gateway's `Programmed` condition, once it has `status` and `reason`.
@@ -121,27 +121,11 @@ async fn a_configuration_envoy_rejects_makes_the_gateway_not_programmed_until_on
     let (stop, _nacks) = control_plane(&client, &cache);
     let xds_port = serve_xds(&cache, Arc::new(fairlead_edge_xds::server::Quiet)).await;
     let dir = tempfile::tempdir().unwrap();
-    let spec = fairlead_edge_bootstrap::Spec {
-        gateway: ObjectKey::new("default", "gw"),
-        node_id: None,
-        xds_host: "127.0.0.1".into(),
-        xds_port,
-        admin_port: fairlead_kit::testing::free_port(),
-        tls: None,
-        otlp: None,
-    };
-    let path = dir.path().join("bootstrap.yaml");
-    std::fs::write(&path, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
-    let _envoy = Envoy(
-        tokio::process::Command::new(fairlead_kit::testing::envoy())
-            .arg("--config-path")
-            .arg(&path)
-            .args(["--log-level", "error", "--use-dynamic-base-id"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting Envoy"),
+    let _envoy = start_envoy(
+        &ObjectKey::new("default", "gw"),
+        (xds_port, fairlead_kit::testing::free_port()),
+        None,
+        dir.path(),
     );
     until_programmed(&client, "True", "Programmed").await;
 

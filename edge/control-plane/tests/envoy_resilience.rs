@@ -13,7 +13,7 @@ use std::time::Duration;
 use cluster::{cluster, control_plane, create};
 use fairlead_edge_model::ObjectKey;
 use fairlead_edge_xds::cache::Cache;
-use proxies::{Envoy, serve_xds};
+use proxies::{serve_xds, start_envoy};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -97,27 +97,12 @@ async fn a_dead_endpoint_costs_no_request_by_default() {
     let (stop, _nacks) = control_plane(&client, &cache);
     let xds_port = serve_xds(&cache, Arc::new(fairlead_edge_xds::server::Quiet)).await;
     let dir = tempfile::tempdir().unwrap();
-    let spec = fairlead_edge_bootstrap::Spec {
-        gateway: ObjectKey::new("default", "gw"),
-        node_id: None,
-        xds_host: "127.0.0.1".into(),
-        xds_port,
-        admin_port: fairlead_kit::testing::free_port(),
-        tls: None,
-        otlp: None,
-    };
-    let path = dir.path().join("bootstrap.yaml");
-    std::fs::write(&path, fairlead_edge_bootstrap::yaml(&spec).unwrap()).unwrap();
-    let _envoy = Envoy(
-        tokio::process::Command::new(fairlead_kit::testing::envoy())
-            .arg("--config-path")
-            .arg(&path)
-            .args(["--log-level", "error", "--use-dynamic-base-id"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting Envoy"),
+    let admin_port = fairlead_kit::testing::free_port();
+    let _envoy = start_envoy(
+        &ObjectKey::new("default", "gw"),
+        (xds_port, admin_port),
+        None,
+        dir.path(),
     );
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
@@ -173,7 +158,7 @@ async fn a_dead_endpoint_costs_no_request_by_default() {
         answers.iter().all(|s| *s == 200),
         "requests were lost to the dead endpoint: {answers:?}"
     );
-    let (retried, ejected) = counters(spec.admin_port).await;
+    let (retried, ejected) = counters(admin_port).await;
     assert!(
         retried >= 1,
         "the dead endpoint was never tried, so nothing was shown"
@@ -183,6 +168,6 @@ async fn a_dead_endpoint_costs_no_request_by_default() {
     for _ in 0..20 {
         assert_eq!(status(&http, port, "/").await, 200);
     }
-    assert_eq!(counters(spec.admin_port).await.0, retried, "retried again");
+    assert_eq!(counters(admin_port).await.0, retried, "retried again");
     stop.cancel();
 }
