@@ -262,6 +262,53 @@ pub struct World<'a> {
     shop: String,
 }
 
+/// A steady stream of requests, each on a new connection, every 10 ms, and what failed.
+struct Steady {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    load: tokio::task::JoinHandle<(usize, Vec<String>)>,
+}
+
+impl Steady {
+    fn start(url: String) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let load = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let http = reqwest::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .timeout(Duration::from_secs(5))
+                    .build()
+                    .unwrap();
+                let mut failed = Vec::new();
+                let mut sent = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    sent += 1;
+                    match http.get(&url).send().await {
+                        Ok(r) if r.status().is_success() => {}
+                        Ok(r) => failed.push(r.status().to_string()),
+                        Err(e) => failed.push(format!("{e:?}")),
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                (sent, failed)
+            }
+        });
+        Self { stop, load }
+    }
+
+    /// Stops the stream; none of its requests failed (`during` says when it ran).
+    async fn none_failed(self, during: &str) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (sent, failed) = self.load.await.unwrap();
+        assert!(sent > 50, "{sent} requests");
+        assert!(
+            failed.is_empty(),
+            "{} of {sent} requests failed {during}: {failed:?}",
+            failed.len()
+        );
+    }
+}
+
 impl<'a> World<'a> {
     /// Applies the world and waits until each backend answers through its instance.
     pub async fn apply(up: &'a Up) -> Self {
@@ -573,30 +620,7 @@ impl<'a> World<'a> {
             .into_iter()
             .filter_map(|p| p.metadata.name)
             .collect();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let url = format!("http://127.0.0.1:{}/", self.host_port);
-        let load = tokio::spawn({
-            let stop = stop.clone();
-            async move {
-                let http = reqwest::Client::builder()
-                    .pool_max_idle_per_host(0)
-                    .timeout(Duration::from_secs(5))
-                    .build()
-                    .unwrap();
-                let mut failed = Vec::new();
-                let mut sent = 0;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    sent += 1;
-                    match http.get(&url).send().await {
-                        Ok(r) if r.status().is_success() => {}
-                        Ok(r) => failed.push(r.status().to_string()),
-                        Err(e) => failed.push(e.to_string()),
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                (sent, failed)
-            }
-        });
+        let load = Steady::start(format!("http://127.0.0.1:{}/", self.host_port));
         let patched = self.up.kubectl(&[
             "patch",
             "clusteralbinstance",
@@ -620,17 +644,10 @@ impl<'a> World<'a> {
                 .then_some(())
         })
         .await;
-        // The old proxy is stopping now (draining while connections still reach it on the
-        // Gateway's shared address).
+        // The old proxy is stopping now, draining.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (sent, failed) = load.await.unwrap();
-        assert!(sent > 50, "{sent} requests");
-        assert!(
-            failed.is_empty(),
-            "{} of {sent} requests failed while the host-port proxy was replaced: {failed:?}",
-            failed.len()
-        );
+        load.none_failed("while the host-port proxy was replaced")
+            .await;
 
         let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
             kube::Api::namespaced(self.client.clone(), "team");
@@ -652,6 +669,9 @@ impl<'a> World<'a> {
             r#"{"spec":{"envoyLogLevel":"Debug"}}"#,
         ]);
         assert!(patched.status.success(), "{patched:?}");
+        // Through the instance's Service, which reaches each proxy at its pod's address, and
+        // so sends a leaving one nothing new.
+        let load = Steady::start(format!("http://{}:{}/", self.shop, self.lb_port));
         let (mut most, mut fewest_ready) = (0, i32::MAX);
         until("the shop's proxies rolled", async || {
             let d = deployments.get("d8-alb-shop").await.ok()?;
@@ -675,6 +695,32 @@ impl<'a> World<'a> {
             fewest_ready >= 2,
             "{fewest_ready} ready proxies at a time, below maxUnavailable: 0"
         );
+        // The last old proxy drains and exits.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        load.none_failed("while the shop's two proxies rolled")
+            .await;
+
+        // Each proxy serves at its pod's own address too.
+        let shop_pods = kube::api::ListParams::default().labels("alb.deckhouse.io/gateway=shop");
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(self.client.clone(), "team");
+        let addresses: Vec<String> = pods
+            .list(&shop_pods)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|p| p.status?.pod_ip)
+            .collect();
+        assert_eq!(addresses.len(), 2, "{addresses:?}");
+        for ip in addresses {
+            let port = fairlead_edge_model::names::container_port(80);
+            let url = format!("http://{ip}:{port}/");
+            assert_eq!(
+                self.answer("a shop proxy at its pod's address", &url).await,
+                "three"
+            );
+        }
     }
 
     /// Deleting an instance stops its proxies and removes what it made.

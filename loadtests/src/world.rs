@@ -319,9 +319,16 @@ impl World {
     }
 
     /// Where the scenario's traffic goes: the LoadBalancer Service of the world's
-    /// ClusterALBInstance, on its HTTP port, or on its HTTPS port when `httpPort` is 0.
+    /// ClusterALBInstance (else of its ALBInstance, in the instance's namespace), on its HTTP
+    /// port, or on its HTTPS port when `httpPort` is 0.
     pub fn entry(&self) -> Option<Entry> {
-        let instance = self.of_kind("ClusterALBInstance").next()?;
+        let (instance, namespace) = match self.of_kind("ClusterALBInstance").next() {
+            Some(cluster) => (cluster, "d8-alb"),
+            None => {
+                let instance = self.of_kind("ALBInstance").next()?;
+                (instance, instance["metadata"]["namespace"].as_str()?)
+            }
+        };
         let gateway = instance["spec"]["gatewayName"].as_str()?;
         let ports = &instance["spec"]["inlet"]["loadBalancer"];
         let (scheme, port) = match ports["httpPort"].as_u64() {
@@ -329,7 +336,7 @@ impl World {
             http => ("http", http.unwrap_or(80)),
         };
         Some(Entry {
-            namespace: "d8-alb".to_owned(),
+            namespace: namespace.to_owned(),
             service: load_balancer_service(gateway),
             port: u16::try_from(port).ok()?,
             scheme,
@@ -775,6 +782,28 @@ spec:
         assert_eq!(
             slice["metadata"]["labels"]["kubernetes.io/service-name"],
             "shop-v1"
+        );
+    }
+
+    #[test]
+    fn a_world_of_an_albinstance_enters_at_its_service_in_its_namespace() {
+        let world = World::parse(
+            "w.yaml",
+            "apiVersion: network.deckhouse.io/v1alpha1
+kind: ALBInstance
+metadata: {name: shop, namespace: team}
+spec: {gatewayName: front, inlet: {type: LoadBalancer, loadBalancer: {httpPort: 8090}}}
+",
+        )
+        .unwrap();
+        assert_eq!(
+            world.entry(),
+            Some(Entry {
+                namespace: "team".into(),
+                service: "d8-alb-front-loadbalancer".into(),
+                port: 8090,
+                scheme: "http"
+            })
         );
     }
 

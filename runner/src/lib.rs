@@ -17,8 +17,10 @@
 //!   and outlives the pod;
 //! - gives each Gateway whose proxies it runs a loopback address of its own (`127.B.1.N`, the
 //!   Gateway's annotation [`GatewayListeners::annotation`]): the Gateway's proxies bind its
-//!   listeners there, sharing the ports (SO_REUSEPORT), as pods of one Service share its
-//!   address;
+//!   listeners there, sharing the ports (SO_REUSEPORT), and each also on its pod's address
+//!   (`fairlead edge proxy --pod-address`), where its Services and host ports reach it — so a
+//!   leaving proxy is out of their targets before it drains, and a connection queued on
+//!   its listener when it exits is never one a Service sent it;
 //! - writes the workloads' status (ready replicas, scheduled pods) as their controllers do;
 //! - gives each Service selecting its pods a loopback address of its own (`127.B.2.N`; a
 //!   LoadBalancer's in `status.loadBalancer.ingress`, where its pods' arguments name
@@ -158,8 +160,9 @@ struct Running {
     kind: String,
     /// Its template's hash.
     hash: String,
-    /// Where its listeners are (the Gateway's address for proxies, else its own).
-    serving: IpAddr,
+    /// Its own address (a Gateway's proxies listen on the Gateway's too, and on this one,
+    /// where Services and host ports reach each of them).
+    address: IpAddr,
     labels: BTreeMap<String, String>,
     /// Its host ports: (host port, UDP) → container port.
     host_ports: BTreeMap<(u16, bool), u16>,
@@ -392,9 +395,6 @@ async fn round(
             continue;
         };
         taken.insert(ip);
-        let serving = gateway_of(config.gateways.as_ref(), workload)
-            .and_then(|g| addresses.get(&g).copied())
-            .unwrap_or(ip);
         let handle = running::spawn(
             client.clone(),
             config.clone(),
@@ -406,14 +406,14 @@ async fn round(
         let template = &workload["spec"]["template"];
         let mut labels = labels_of(&template["metadata"]["labels"]);
         labels.insert("pod-template-hash".into(), w.hash.clone());
-        tracing::info!(pod = %key, address = %ip, serving = %serving, "starting a pod");
+        tracing::info!(pod = %key, address = %ip, "starting a pod");
         world.pods.insert(
             key.clone(),
             Running {
                 workload: key_of(workload),
                 kind: workload["kind"].as_str().unwrap_or_default().to_owned(),
                 hash: w.hash.clone(),
-                serving,
+                address: ip,
                 labels,
                 host_ports: host_ports(template),
                 started: Instant::now(),
@@ -709,7 +709,7 @@ async fn services(
             .pods
             .values()
             .filter(|p| selects(p))
-            .map(|p| (p.serving, *p.handle.ready.borrow()))
+            .map(|p| (p.address, *p.handle.ready.borrow()))
             .collect();
         let entry = world
             .services
@@ -838,7 +838,7 @@ async fn host_port_forwarders(client: &kube::Client, world: &mut World) {
                 .entry((host, udp))
                 .or_insert_with(|| (key.clone(), Vec::new()));
             if *pod.handle.ready.borrow() {
-                targets.push(SocketAddr::new(pod.serving, container));
+                targets.push(SocketAddr::new(pod.address, container));
             }
         }
     }

@@ -232,8 +232,21 @@ async fn call_webhook(
             return Ok(Vec::new());
         }
     };
+    answer(&response, &uid, name, fail_closed)
+}
+
+/// What a webhook's AdmissionReview `response` to the review `uid` says: the warnings to
+/// pass on when it admits, the refusal (its code when 4xx or 5xx, 400 otherwise) when it
+/// does not. A response to another review is an error, unless the webhook's failures are
+/// ignored.
+pub fn answer(
+    response: &Value,
+    uid: &str,
+    name: &str,
+    fail_closed: bool,
+) -> Result<Vec<String>, ApiError> {
     let verdict = &response["response"];
-    if verdict["uid"].as_str() != Some(uid.as_str()) && fail_closed {
+    if verdict["uid"].as_str() != Some(uid) && fail_closed {
         return Err(ApiError::internal(format!(
             "Internal error occurred: failed calling webhook \"{name}\": expected response.uid=\"{uid}\", got {}",
             verdict["uid"]
@@ -253,7 +266,7 @@ async fn call_webhook(
     let code = status["code"]
         .as_u64()
         .and_then(|c| u16::try_from(c).ok())
-        .filter(|c| *c >= 400)
+        .filter(|c| (400..600).contains(c))
         .unwrap_or(400);
     Err(ApiError {
         code,

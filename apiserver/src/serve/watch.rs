@@ -116,19 +116,12 @@ pub fn serve(
         labels,
         fields,
     };
-    let from: Option<u64> = match query.get("resourceVersion").map(String::as_str) {
-        None | Some("" | "0") => None,
-        Some(rv) => Some(
-            rv.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?,
-        ),
-    };
-    let send_initial = query.get("sendInitialEvents").map(String::as_str) == Some("true");
-    let bookmarks = query.get("allowWatchBookmarks").map(String::as_str) == Some("true");
-    let timeout = query
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse().ok())
-        .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+    let Params {
+        from,
+        send_initial,
+        bookmarks,
+        timeout,
+    } = Params::read(&query)?;
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let config = Stream {
@@ -154,6 +147,42 @@ pub fn serve(
         .header(header::TRANSFER_ENCODING, "chunked")
         .body(StreamBody::new(stream).boxed())
         .expect("static response parts are valid"))
+}
+
+/// What a watch request's parameters ask besides its selectors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// The version to watch from (`resourceVersion`; none, `""` or `"0"`: the current
+    /// state first).
+    pub from: Option<u64>,
+    /// `sendInitialEvents=true`.
+    pub send_initial: bool,
+    /// `allowWatchBookmarks=true`.
+    pub bookmarks: bool,
+    /// How long the watch runs (`timeoutSeconds`; half an hour when absent or unreadable).
+    pub timeout: Duration,
+}
+
+impl Params {
+    /// The parameters of `query`; a `resourceVersion` that is no version is refused.
+    pub fn read(query: &Query) -> Result<Self, ApiError> {
+        let from =
+            match query.get("resourceVersion").map(String::as_str) {
+                None | Some("" | "0") => None,
+                Some(rv) => Some(rv.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
+                })?),
+            };
+        Ok(Self {
+            from,
+            send_initial: query.get("sendInitialEvents").map(String::as_str) == Some("true"),
+            bookmarks: query.get("allowWatchBookmarks").map(String::as_str) == Some("true"),
+            timeout: query
+                .get("timeoutSeconds")
+                .and_then(|t| t.parse().ok())
+                .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+        })
+    }
 }
 
 struct Stream {

@@ -261,6 +261,11 @@ pub struct ProxyArgs {
     /// only to proxies holding every database it opens.
     #[arg(long)]
     pub geoip_dir: Option<std::path::PathBuf>,
+    /// The pod's own address, to listen on besides the Gateway's address where the
+    /// Gateway's listeners bind one (its proxies share it, and a Service reaches each of
+    /// them at its own; told to the xDS server in the node metadata).
+    #[arg(long)]
+    pub pod_address: Option<std::net::IpAddr>,
 }
 
 /// Options of `fairlead edge xds`.
@@ -545,6 +550,7 @@ pub async fn proxy(global: &GlobalArgs, args: ProxyArgs) -> anyhow::Result<()> {
         log_level: args.envoy_log_level,
         access_log: None,
         geoip_dir: args.geoip_dir,
+        pod_address: args.pod_address,
         drain: fairlead_edge_proxy::drain::Drain {
             deadline: drain,
             threshold: args.drain_threshold,

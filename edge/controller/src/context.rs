@@ -52,6 +52,10 @@ pub enum ReconcileError {
     /// A workload could not be rendered.
     #[error("{0}")]
     Render(String),
+    /// An object the proxies need has a name another Gateway's object, or a user's, holds
+    /// (what holds it, and why it is not written over).
+    #[error("{0}")]
+    Taken(String),
 }
 
 /// How an instance is counted.

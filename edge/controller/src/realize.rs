@@ -166,8 +166,11 @@ async fn realize_all(
         counts.push(((conflict.kind, conflict.key.clone()), Some(counted)));
     }
     context.count(counts);
+    if let Some(why) = state.taken.take() {
+        return Err(ReconcileError::Taken(why));
+    }
     match state.geoproxy_failed.take() {
-        Some(e) => Err(e.into()),
+        Some(e) => Err(e),
         None => Ok(()),
     }
 }
@@ -192,7 +195,10 @@ pub struct State {
     pub geoip: Option<(bool, &'static str, String)>,
     /// Why applying the geoproxy failed: the proxies were applied all the same (those
     /// holding their databases keep serving), and the reconcile is retried.
-    pub geoproxy_failed: Option<kube::Error>,
+    pub geoproxy_failed: Option<ReconcileError>,
+    /// Why the proxies could not be applied: a name they need is another's
+    /// ([`ReconcileError::Taken`]); said in the status, and the reconcile is retried.
+    pub taken: Option<String>,
 }
 
 /// Reads the licence Secret of `geoproxy` (why there is none).
@@ -217,7 +223,9 @@ async fn licence(
 }
 
 /// Applies `object` (server-side, as [`MANAGER`]) in its namespace; what the API holds.
-async fn apply_object<K>(client: &kube::Client, object: &K) -> Result<K, kube::Error>
+/// An object of its name that the controller did not make for the same Gateway and
+/// application is left as it is ([`crate::pods::claim`]): [`ReconcileError::Taken`].
+async fn apply_object<K>(client: &kube::Client, object: &K) -> Result<K, ReconcileError>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -227,16 +235,28 @@ where
     K::DynamicType: Default,
 {
     let meta = object.meta();
-    let api: Api<K> = Api::namespaced(
-        client.clone(),
+    let key = ObjectKey::new(
         meta.namespace.as_deref().unwrap_or_default(),
-    );
-    api.patch(
         meta.name.as_deref().unwrap_or_default(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(object),
-    )
-    .await
+    );
+    let api: Api<K> = Api::namespaced(client.clone(), key.namespace());
+    // Listed by name: the controller may list what it makes, not get it.
+    let named = kube::api::ListParams::default().fields(&format!("metadata.name={}", key.name()));
+    if let Some(live) = api.list_metadata(&named).await?.items.first()
+        && let Err(why) = crate::pods::claim(live.metadata.labels.as_ref(), meta.labels.as_ref())
+    {
+        return Err(ReconcileError::Taken(format!(
+            "{} {key}: {why}",
+            K::kind(&K::DynamicType::default())
+        )));
+    }
+    Ok(api
+        .patch(
+            key.name(),
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(object),
+        )
+        .await?)
 }
 
 /// Applies the geoproxy `plan` asks for (when its licence reads), before the proxies that
@@ -246,7 +266,7 @@ async fn realize_geoproxy(
     plan: &Plan,
     instance: &Instance,
     config: &Config,
-) -> Result<Option<(bool, &'static str, String)>, kube::Error> {
+) -> Result<Option<(bool, &'static str, String)>, ReconcileError> {
     let Some(geoproxy) = &plan.geoip.geoproxy else {
         return Ok(crate::geoproxy::condition(&plan.geoip, None, (0, 0)));
     };
@@ -368,7 +388,11 @@ pub async fn realize(
             }
         }
     }
-    (state.proxies, state.addresses) = apply_workload(client, workload, &plan.gateway).await?;
+    match apply_workload(client, workload, &plan.gateway).await {
+        Ok(applied) => (state.proxies, state.addresses) = applied,
+        Err(ReconcileError::Taken(why)) => state.taken = Some(why),
+        Err(e) => return Err(e),
+    }
     Ok(state)
 }
 
@@ -416,7 +440,7 @@ pub(crate) async fn apply_workload(
     client: &kube::Client,
     workload: &crate::workload::Workload,
     gateway: &ObjectKey,
-) -> Result<((i64, i64), Vec<String>), kube::Error> {
+) -> Result<((i64, i64), Vec<String>), ReconcileError> {
     apply_object(client, &workload.service_account).await?;
     apply_object(client, &workload.bootstrap).await?;
     realize_inlet(client, workload, gateway).await
@@ -529,7 +553,7 @@ async fn realize_inlet(
     client: &kube::Client,
     workload: &crate::workload::Workload,
     gateway: &ObjectKey,
-) -> Result<((i64, i64), Vec<String>), kube::Error> {
+) -> Result<((i64, i64), Vec<String>), ReconcileError> {
     let proxies = match &workload.proxies {
         Proxies::DaemonSet(set) => {
             let status = apply_object(client, set.as_ref()).await?.status;
@@ -615,6 +639,14 @@ pub async fn write_status(
     // In conflict: some Gateway-level setting of its own is not the Gateway's.
     let conflicting = conflict.is_some_and(|c| !c.differences.fields().is_empty());
     let (ready, reason, message) = match state.programmed {
+        _ if state.taken.is_some() => (
+            false,
+            "NameTaken",
+            format!(
+                "the proxies of Gateway {gateway} are not applied: {}",
+                state.taken.as_deref().unwrap_or_default()
+            ),
+        ),
         false => (
             false,
             "GatewayNotProgrammed",

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{self, Operation, Request, Verdict};
+use crate::admission::{self, Request, Verdict};
 use crate::instance::{CLUSTER_NAMESPACE, MANAGER};
 
 /// The Secret of the webhooks' serving certificate.
@@ -366,27 +366,8 @@ fn response(uid: &Value, verdict: &Verdict) -> Value {
 }
 
 async fn decide(shared: &Shared, hook: &Webhook, review: &Value) -> Result<Verdict, ReviewError> {
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    let (kind, namespace, name, sub_resource, username) = (
-        text(&review["kind"]["kind"]),
-        text(&review["namespace"]),
-        text(&review["name"]),
-        text(&review["subResource"]),
-        text(&review["userInfo"]["username"]),
-    );
-    if kind.is_empty() || review["operation"].as_str().is_none() {
-        return Err(ReviewError::Malformed("request.kind and request.operation"));
-    }
-    let request = Request {
-        operation: Operation::parse(review["operation"].as_str().unwrap_or_default()),
-        kind: &kind,
-        namespace: &namespace,
-        name: &name,
-        sub_resource: &sub_resource,
-        username: &username,
-        object: present(&review["object"]),
-        old_object: present(&review["oldObject"]),
-    };
+    let read = admission::Review::decode(review).map_err(ReviewError::Malformed)?;
+    let request = read.request();
     let client = &shared.client;
     Ok(match hook.path {
         "instances" => {
@@ -435,11 +416,6 @@ async fn decide(shared: &Shared, hook: &Webhook, review: &Value) -> Result<Verdi
             admission::route(&request, &parents)
         }
     })
-}
-
-/// `value`, unless it is null.
-fn present(value: &Value) -> Option<&Value> {
-    (!value.is_null()).then_some(value)
 }
 
 /// The API resource a review is about (`request.resource`, with its kind).

@@ -62,6 +62,10 @@ pub struct Settings {
     /// there when Envoy starts go into its node metadata ([`held_editions`]), so the control
     /// plane serves it the GeoIP filter only when it can open every database.
     pub geoip_dir: Option<PathBuf>,
+    /// An address of the proxy's own (its pod's) to listen on besides its Gateway's, told
+    /// to the xDS server in the node metadata (`pod_address`): where the proxies of a
+    /// Gateway share its address, a Service reaches each of them there.
+    pub pod_address: Option<std::net::IpAddr>,
 }
 
 /// The GeoIP editions whose database (`<Edition>.mmdb`) is in `dir`. The downloader puts a
@@ -143,11 +147,13 @@ pub fn services(work_dir: &std::path::Path) -> serde_json::Value {
 
 /// Envoy's arguments merged over the bootstrap (`--config-yaml`, which Envoy takes once):
 /// the clusters of the services beside it in `work_dir` ([`services`]), its admin interface
-/// moved to `admin`, the GeoIP editions `geoip` held in the node's metadata
-/// (`geoip_editions`, what the xDS server reads).
+/// moved to `admin`, and in the node's metadata (what the xDS server reads) the GeoIP
+/// editions `geoip` held (`geoip_editions`) and the proxy's own address `pod`
+/// (`pod_address`).
 fn overrides(
     admin: Option<std::net::SocketAddr>,
     geoip: Option<&[fairlead_edge_api::geoip::Edition]>,
+    pod: Option<std::net::IpAddr>,
     work_dir: &std::path::Path,
 ) -> Vec<String> {
     let mut config = serde_json::Map::new();
@@ -159,12 +165,16 @@ fn overrides(
                 "address": address.ip().to_string(), "port_value": address.port()}}}),
         );
     }
+    let mut metadata = serde_json::Map::new();
     if let Some(editions) = geoip {
         let ids: Vec<&str> = editions.iter().map(|e| e.id()).collect();
-        config.insert(
-            "node".into(),
-            serde_json::json!({"metadata": {"geoip_editions": ids}}),
-        );
+        metadata.insert("geoip_editions".into(), serde_json::json!(ids));
+    }
+    if let Some(pod) = pod {
+        metadata.insert("pod_address".into(), serde_json::json!(pod.to_string()));
+    }
+    if !metadata.is_empty() {
+        config.insert("node".into(), serde_json::json!({"metadata": metadata}));
     }
     vec![
         "--config-yaml".into(),
@@ -308,6 +318,7 @@ pub async fn run(
         .args(overrides(
             settings.admin_address,
             geoip.as_deref(),
+            settings.pod_address,
             &work_dir,
         ))
         // Several proxies share a host (`fairlead up`): each gets its own shared-memory id.
@@ -476,6 +487,7 @@ mod tests {
         let args = overrides(
             Some("127.0.0.1:15000".parse().unwrap()),
             Some(&held),
+            Some([127, 0, 3, 7].into()),
             socket,
         );
         assert_eq!(args[0], "--config-yaml");
@@ -484,6 +496,7 @@ mod tests {
             merged["node"]["metadata"]["geoip_editions"],
             serde_json::json!(["GeoLite2-City"])
         );
+        assert_eq!(merged["node"]["metadata"]["pod_address"], "127.0.3.7");
         assert_eq!(
             merged["admin"]["address"]["socket_address"]["port_value"],
             15000
@@ -502,9 +515,12 @@ mod tests {
                 ["path"],
             "/var/run/fairlead/waf.sock"
         );
-        let none: Vec<String> = overrides(None, None, socket);
-        assert!(!none[1].contains("node"), "no editions, no node metadata");
-        let empty = overrides(None, Some(&[]), socket);
+        let none: Vec<String> = overrides(None, None, None, socket);
+        assert!(
+            !none[1].contains("node"),
+            "nothing to say, no node metadata"
+        );
+        let empty = overrides(None, Some(&[]), None, socket);
         assert!(empty[1].contains("\"geoip_editions\":[]"));
     }
 }

@@ -114,6 +114,7 @@ fn settings(xds_port: u16, admin_port: u16, dir: &std::path::Path, drain: Drain)
         drain,
         access_log: Some(dir.join("access.log")),
         geoip_dir: None,
+        pod_address: None,
     }
 }
 

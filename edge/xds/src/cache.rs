@@ -16,6 +16,10 @@
 //! — Envoy refuses a listener whose database is missing. The node group stays the Gateway;
 //! each stream picks its form once, from its first request.
 //!
+//! A proxy that listens on an address of its own besides its Gateway's (its pod's, in its
+//! node metadata, [`crate::node::pod_address`]) gets its listeners with that address added
+//! ([`Snapshot::also_on`]); the rest of what it is served is the Gateway's.
+//!
 //! Resources are opaque, already encoded bytes with a name. What is made per request (the
 //! shapes of proxyless gRPC clients) comes from a [`Derive`] hook the control plane installs
 //! ([`Cache::with_derive`]); the cache knows nothing of what it makes.
@@ -210,6 +214,26 @@ impl Snapshot {
         }
     }
 
+    /// This snapshot for a proxy that also listens on `address` (its pod's,
+    /// [`crate::node::POD_ADDRESS`]): each listener bound to a specific address other than
+    /// `address` also binds `address`, on the same port and protocol (an additional
+    /// address); a listener on every address already does.
+    pub fn also_on(&self, address: std::net::IpAddr) -> Snapshot {
+        let mut resources = self.resources.clone();
+        if let Some(listeners) = resources.get_mut(LISTENER) {
+            for listener in listeners.values_mut() {
+                if let Some(changed) = listening_also_on(listener, address) {
+                    *listener = Arc::new(changed);
+                }
+            }
+        }
+        Snapshot {
+            published: self.published,
+            derive: self.derive.clone(),
+            ..Self::of(resources, None)
+        }
+    }
+
     /// The databases of this snapshot's GeoIP filter a proxy holding `held` lacks (none
     /// when it holds them all or the snapshot has no such filter): what
     /// [`Snapshot::for_node`] serves it without.
@@ -267,6 +291,46 @@ impl Snapshot {
         match names {
             None => self.all(type_url),
             Some(names) => names.iter().filter_map(|n| self.get(type_url, n)).collect(),
+        }
+    }
+}
+
+/// What one proxy is served of its Gateway's snapshots: the form the GeoIP databases it
+/// holds allow ([`Snapshot::for_node`]), its listeners also on its own address when it has
+/// one ([`Snapshot::also_on`]). The last one made is kept: a stream asks for the same
+/// snapshot again at every request.
+#[derive(Debug, Default)]
+pub struct Tailor {
+    /// The GeoIP editions the proxy holds.
+    pub held: BTreeSet<String>,
+    /// The address of its own it also listens on.
+    pub pod: Option<std::net::IpAddr>,
+    last: Option<(Arc<Snapshot>, Arc<Snapshot>)>,
+}
+
+impl Tailor {
+    /// The tailor of a proxy holding `held` and listening on `pod` too.
+    pub fn new(held: BTreeSet<String>, pod: Option<std::net::IpAddr>) -> Self {
+        Self {
+            held,
+            pod,
+            last: None,
+        }
+    }
+
+    /// What the proxy gets of `snapshot`.
+    pub fn fit(&mut self, snapshot: &Arc<Snapshot>) -> Arc<Snapshot> {
+        let form = snapshot.for_node(&self.held);
+        let Some(pod) = self.pod else {
+            return form;
+        };
+        match &self.last {
+            Some((from, made)) if Arc::ptr_eq(from, &form) => made.clone(),
+            _ => {
+                let made = Arc::new(form.also_on(pod));
+                self.last = Some((form, made.clone()));
+                made
+            }
         }
     }
 }
@@ -390,6 +454,51 @@ fn reuse(
             (r.name.clone(), r)
         })
         .collect()
+}
+
+/// `listener` also bound to `address`, unless it is bound there or to every address already
+/// (or is no listener on a socket address). The addition is appended to the encoded
+/// listener as its repeated field alone: an encoding followed by another is their merge, so
+/// the translator's bytes pass through untouched, fields this crate's protos lack included.
+fn listening_also_on(listener: &Resource, address: std::net::IpAddr) -> Option<Resource> {
+    use envoy_types::pb::envoy::config::core::v3::{Address, address};
+    use envoy_types::pb::envoy::config::listener::v3::{AdditionalAddress, Listener};
+    let decoded = Listener::decode(listener.any.value.as_slice()).ok()?;
+    let Some(address::Address::SocketAddress(socket)) = decoded.address?.address else {
+        return None;
+    };
+    let bound: std::net::IpAddr = socket.address.parse().ok()?;
+    let taken = decoded.additional_addresses.iter().any(|a| {
+        matches!(&a.address, Some(Address { address: Some(address::Address::SocketAddress(s)) })
+            if s.address.parse() == Ok(address))
+    });
+    if bound.is_unspecified() || bound == address || taken {
+        return None;
+    }
+    let own = Address {
+        address: Some(address::Address::SocketAddress(
+            envoy_types::pb::envoy::config::core::v3::SocketAddress {
+                address: address.to_string(),
+                ..socket
+            },
+        )),
+    };
+    let addition = Listener {
+        additional_addresses: vec![AdditionalAddress {
+            address: Some(own),
+            ..AdditionalAddress::default()
+        }],
+        ..Listener::default()
+    };
+    let mut bytes = listener.any.value.clone();
+    bytes.extend(addition.encode_to_vec());
+    Some(Resource::encoded(
+        listener.any.type_url.clone(),
+        Encoded {
+            name: listener.name.clone(),
+            bytes,
+        },
+    ))
 }
 
 /// The short name of a type URL, for labels.
@@ -552,5 +661,72 @@ mod tests {
             ..Default::default()
         }));
         assert!(Arc::ptr_eq(&plain.for_node(&held(&[])), &plain));
+    }
+
+    #[test]
+    fn a_proxy_with_an_address_of_its_own_gets_its_listeners_bound_there_too() {
+        use envoy_types::pb::envoy::config::core::v3::{
+            Address, SocketAddress, address, socket_address,
+        };
+        use envoy_types::pb::envoy::config::listener::v3::Listener;
+        let on = |ip: &str, port: u32| Address {
+            address: Some(address::Address::SocketAddress(SocketAddress {
+                address: ip.into(),
+                port_specifier: Some(socket_address::PortSpecifier::PortValue(port)),
+                ..Default::default()
+            })),
+        };
+        let listener = |name: &str, ip: &str, port: u32| Encoded {
+            name: name.into(),
+            bytes: Listener {
+                name: name.into(),
+                address: Some(on(ip, port)),
+                stat_prefix: name.into(),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        };
+        let snapshot = Snapshot::new(Resources {
+            listeners: vec![
+                listener("http", "127.0.1.1", 80),
+                listener("any", "0.0.0.0", 81),
+                listener("own", "127.0.3.7", 82),
+            ],
+            ..resources(&[("r", b"1")])
+        });
+        let pod: std::net::IpAddr = [127, 0, 3, 7].into();
+        let mine = snapshot.also_on(pod);
+        let decoded = |name: &str| {
+            Listener::decode(mine.get(LISTENER, name).expect(name).any.value.as_slice())
+                .expect("a listener")
+        };
+        let http = decoded("http");
+        assert_eq!(
+            http.address,
+            Some(on("127.0.1.1", 80)),
+            "still on the Gateway's"
+        );
+        assert_eq!(http.stat_prefix, "http", "the rest is untouched");
+        let added: Vec<_> = http
+            .additional_addresses
+            .iter()
+            .map(|a| a.address.clone())
+            .collect();
+        assert_eq!(added, [Some(on("127.0.3.7", 80))]);
+        assert!(
+            decoded("any").additional_addresses.is_empty(),
+            "every address has it"
+        );
+        assert!(
+            decoded("own").additional_addresses.is_empty(),
+            "already there"
+        );
+        assert_ne!(mine.version(LISTENER), snapshot.version(LISTENER));
+        assert_eq!(mine.version(ROUTE), snapshot.version(ROUTE));
+        assert_eq!(
+            mine.also_on(pod).version(LISTENER),
+            mine.version(LISTENER),
+            "added once"
+        );
     }
 }

@@ -2,7 +2,10 @@
 //! of `fairlead edge bootstrap` and the gateway controller's proxies set), or the node
 //! metadata carries `gateway: <namespace>/<gateway>` (for clients whose cluster field is
 //! spoken for, such as gRPC's bootstrap); and which GeoIP databases it holds (the node
-//! metadata's `geoip_editions`, which `fairlead edge proxy` sets from the files beside it).
+//! metadata's `geoip_editions`, which `fairlead edge proxy` sets from the files beside it);
+//! and the address of its own it also listens on (the node metadata's `pod_address`, which
+//! `fairlead edge proxy` sets where the proxies of a Gateway share the Gateway's address:
+//! `fairlead up`'s local runner, see [`POD_ADDRESS`]).
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::value::Kind;
@@ -69,6 +72,22 @@ pub fn geoip_editions(node: Option<&Node>) -> std::collections::BTreeSet<String>
         .collect()
 }
 
+/// The node metadata key naming an address of the proxy's own (its pod's), which every TCP
+/// listener bound to a specific address also binds: where the proxies of one Gateway share
+/// its address (`fairlead up` binds them all there, with `SO_REUSEPORT`), the pod's own
+/// address is what a Service forwards to, so a terminating proxy can be taken out of the
+/// Service's targets before it drains — as kube-proxy does with a pod's IP in a cluster.
+pub const POD_ADDRESS: &str = "pod_address";
+
+/// The address of its own a node says it listens on too (none when it says nothing, or
+/// something that is no IP address).
+pub fn pod_address(node: Option<&Node>) -> Option<std::net::IpAddr> {
+    match &node?.metadata.as_ref()?.fields.get(POD_ADDRESS)?.kind {
+        Some(Kind::StringValue(s)) => s.parse().ok(),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +121,27 @@ mod tests {
         assert_eq!(geoip_editions(Some(&text)).len(), 2);
         assert!(geoip_editions(Some(&Node::default())).is_empty());
         assert!(geoip_editions(None).is_empty());
+    }
+
+    #[test]
+    fn a_pod_address_is_an_ip_address_or_nothing() {
+        let pod = |value: &str| Node {
+            metadata: Some(Struct {
+                fields: [(
+                    POD_ADDRESS.to_owned(),
+                    Value {
+                        kind: Some(Kind::StringValue(value.into())),
+                    },
+                )]
+                .into(),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            pod_address(Some(&pod("127.0.3.7"))),
+            Some([127, 0, 3, 7].into())
+        );
+        assert_eq!(pod_address(Some(&pod("pod-7"))), None);
+        assert_eq!(pod_address(Some(&Node::default())), None);
     }
 }

@@ -271,13 +271,16 @@ pub(crate) async fn serve<P, S>(
     observer.connected(&group);
     // Whether this proxy runs the group's latest configuration, in the cache's tally.
     let mut progress = cache.progress().open(&group);
-    // Which form of a GeoIP Gateway's listeners this proxy can load (see
-    // [`crate::cache::Snapshot::for_node`]).
-    let held = crate::node::geoip_editions(P::node(&first));
+    // What this proxy is served of its Gateway's snapshots: the form of a GeoIP Gateway's
+    // listeners it can load, its own address added to them ([`crate::cache::Tailor`]).
+    let mut tailor = crate::cache::Tailor::new(
+        crate::node::geoip_editions(P::node(&first)),
+        crate::node::pod_address(P::node(&first)),
+    );
     // Whether it is served the form without the filter, reported as it changes.
     let mut without = false;
     let mut form = |snapshot: &Arc<Snapshot>| {
-        let lacking = snapshot.lacking(&held);
+        let lacking = snapshot.lacking(&tailor.held);
         if lacking.is_empty() == without {
             without = !without;
             if without {
@@ -287,7 +290,7 @@ pub(crate) async fn serve<P, S>(
             }
             observer.without_geoip(&group, without);
         }
-        snapshot.for_node(&held)
+        tailor.fit(snapshot)
     };
     let mut snapshots = cache.subscribe(&group);
     let mut pending = Some(first);

@@ -102,8 +102,11 @@ impl Ads {
         crate::tls::authorize(peer.as_ref(), &group).map_err(Status::permission_denied)?;
         request.type_url = type_url.to_owned();
         request.response_nonce.clear();
-        let held = crate::node::geoip_editions(request.node.as_ref());
-        let snapshot = self.cache.get(&group).for_node(&held);
+        let snapshot = crate::cache::Tailor::new(
+            crate::node::geoip_editions(request.node.as_ref()),
+            crate::node::pod_address(request.node.as_ref()),
+        )
+        .fit(&self.cache.get(&group));
         let (response, _) = Sotw::new().on_request(&request, &snapshot);
         response.ok_or_else(|| Status::internal("no response for a first request"))
     }

@@ -61,6 +61,32 @@ pub fn labels(instance: &Instance, gateway: &ObjectKey, app: &str) -> Labels {
     labels
 }
 
+/// Whether the controller may write over an object of the name it is about to apply, whose
+/// labels are `live`, with one labelled `wanted`: only if it made that object for the same
+/// Gateway ([`GATEWAY_LABEL`]) and application (`app.kubernetes.io/name`). Names are made
+/// from Gateway names (`d8-alb-<gateway>…`), so without this a Gateway named
+/// `shop-geoproxy` would take over the ServiceAccount of `shop`'s geoproxy, an instance
+/// sharing Gateway `a` as `b` the proxies of a Gateway `a-b`, and either a user's own
+/// object of such a name. Why not, naming who holds it.
+pub fn claim(live: Option<&Labels>, wanted: Option<&Labels>) -> Result<(), String> {
+    let label = |labels: Option<&Labels>, key: &str| labels.and_then(|l| l.get(key)).cloned();
+    if label(live, "app.kubernetes.io/managed-by").as_deref() != Some(MANAGER) {
+        return Err("it exists and was not made by the ALB gateway controller".to_owned());
+    }
+    for key in [GATEWAY_LABEL, "app.kubernetes.io/name"] {
+        if let Some(wanted) = label(wanted, key)
+            && label(live, key).as_ref() != Some(&wanted)
+        {
+            return Err(format!(
+                "it was made for another Gateway: {} of Gateway {:?}",
+                label(live, "app.kubernetes.io/name").unwrap_or_else(|| "an object".into()),
+                label(live, GATEWAY_LABEL).unwrap_or_default(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `meta` with the annotations of the Gateway's `spec.infrastructure` added (an annotation
 /// `meta` has already keeps its value).
 pub fn annotated(mut meta: ObjectMeta, instance: &Instance) -> ObjectMeta {

@@ -750,6 +750,8 @@ fn proxy(
         envoy_log_level(&instance.spec),
         "--drain-deadline",
         &DRAIN_SECONDS.to_string(),
+        "--pod-address",
+        "$(POD_IP)",
     ];
     Container {
         name: "proxy".to_owned(),
@@ -768,6 +770,7 @@ fn proxy(
         env: Some(vec![
             pods::field("POD_NAME", "metadata.name"),
             pods::field("POD_NAMESPACE", "metadata.namespace"),
+            pods::field("POD_IP", "status.podIP"),
         ]),
         ports: Some(container_ports),
         readiness_probe: Some(pods::probe("/readyz", HEALTH_PORT, 2, 2)),
@@ -1062,6 +1065,11 @@ mod tests {
             args.windows(2)
                 .any(|w| w == ["--envoy-log-level", "warning"])
         );
+        // The Service's targets are the pods' own addresses: each proxy listens there too.
+        assert!(args.windows(2).any(|w| w == ["--pod-address", "$(POD_IP)"]));
+        assert!(proxy["env"].as_array().unwrap().contains(
+            &json!({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+        ));
         let security = &proxy["securityContext"];
         assert_eq!(security["runAsNonRoot"], true);
         assert_eq!(security["readOnlyRootFilesystem"], true);

@@ -98,6 +98,60 @@ pub struct Request<'a> {
     pub old_object: Option<&'a Value>,
 }
 
+/// An AdmissionReview's `request`, read: what [`Request`] borrows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Review {
+    operation: Operation,
+    kind: String,
+    namespace: String,
+    name: String,
+    sub_resource: String,
+    username: String,
+    object: Option<Value>,
+    old_object: Option<Value>,
+}
+
+impl Review {
+    /// Reads an AdmissionReview v1's `request`; what is missing that every request carries
+    /// (its kind and operation). Strings of any other type read as empty; an object that
+    /// is null as none.
+    pub fn decode(request: &Value) -> Result<Self, &'static str> {
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let kind = text(&request["kind"]["kind"]);
+        let Some(operation) = request["operation"].as_str() else {
+            return Err("request.kind and request.operation");
+        };
+        if kind.is_empty() {
+            return Err("request.kind and request.operation");
+        }
+        let present = |v: &Value| (!v.is_null()).then(|| v.clone());
+        Ok(Self {
+            operation: Operation::parse(operation),
+            kind,
+            namespace: text(&request["namespace"]),
+            name: text(&request["name"]),
+            sub_resource: text(&request["subResource"]),
+            username: text(&request["userInfo"]["username"]),
+            object: present(&request["object"]),
+            old_object: present(&request["oldObject"]),
+        })
+    }
+
+    /// The request, as the rules read it.
+    pub fn request(&self) -> Request<'_> {
+        Request {
+            operation: self.operation,
+            kind: &self.kind,
+            namespace: &self.namespace,
+            name: &self.name,
+            sub_resource: &self.sub_resource,
+            username: &self.username,
+            object: self.object.as_ref(),
+            old_object: self.old_object.as_ref(),
+        }
+    }
+}
+
 /// What a webhook answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -171,7 +225,7 @@ fn header_problems(instance: &Value, old: Option<&Value>) -> Vec<String> {
 /// The `additionalPorts` of `instance` that collide with the Gateway's own listeners or the
 /// proxy pod's own ports, each a message naming the field.
 fn port_problems(instance: &Value) -> Vec<String> {
-    use fairlead_edge_controller_plan::workload::OWN_PORTS;
+    use crate::workload::OWN_PORTS;
     use fairlead_edge_model::names::container_port;
     let ports = instance["spec"]["inlet"]["additionalPorts"].as_array();
     ports
@@ -365,7 +419,7 @@ pub fn listener_set(request: &Request<'_>, parent: Option<&Value>, siblings: &[V
     else {
         return Verdict::allow();
     };
-    if parent["spec"]["gatewayClassName"] != crate::crds::GATEWAY_CLASS {
+    if parent["spec"]["gatewayClassName"] != fairlead_edge_model::names::GATEWAY_CLASS {
         return Verdict::allow();
     }
     if let Some(("ALBInstance", instance)) = managing_instance(parent)
@@ -475,7 +529,7 @@ pub fn route(request: &Request<'_>, parents: &[(usize, Value)]) -> Verdict {
         }
     }
     for (n, gateway) in parents {
-        if gateway["spec"]["gatewayClassName"] != crate::crds::GATEWAY_CLASS {
+        if gateway["spec"]["gatewayClassName"] != fairlead_edge_model::names::GATEWAY_CLASS {
             continue;
         }
         let reference = &object["spec"]["parentRefs"][*n];
