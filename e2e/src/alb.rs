@@ -700,19 +700,26 @@ impl<'a> World<'a> {
         load.none_failed("while the shop's two proxies rolled")
             .await;
 
-        // Each proxy serves at its pod's own address too.
-        let shop_pods = kube::api::ListParams::default().labels("alb.deckhouse.io/gateway=shop");
-        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        // Each proxy serves at its pod's own address too: where its Service's endpoints
+        // send connections.
+        let slices: kube::Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
             kube::Api::namespaced(self.client.clone(), "team");
-        let addresses: Vec<String> = pods
-            .list(&shop_pods)
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|p| p.status?.pod_ip)
-            .collect();
-        assert_eq!(addresses.len(), 2, "{addresses:?}");
+        let of_service = kube::api::ListParams::default()
+            .labels("kubernetes.io/service-name=d8-alb-shop-loadbalancer");
+        let addresses: Vec<String> = until("the shop Service's two ready endpoints", async || {
+            let ready: Vec<String> = slices
+                .list(&of_service)
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .flat_map(|s| s.endpoints.into_iter().flatten())
+                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+                .flat_map(|e| e.addresses)
+                .collect();
+            (ready.len() == 2).then_some(ready)
+        })
+        .await;
         for ip in addresses {
             let port = fairlead_edge_model::names::container_port(80);
             let url = format!("http://{ip}:{port}/");

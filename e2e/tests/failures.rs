@@ -226,6 +226,7 @@ fn proxy(
 ) -> Child {
     std::fs::create_dir_all(dir).unwrap();
     let log = std::fs::File::create(dir.join("proxy.log")).unwrap();
+    let access = std::fs::File::create(dir.join("access.log")).unwrap();
     Command::new(fairlead_e2e::binary::path())
         .args(["--log-format", "json", "edge", "proxy", "--gateway", key])
         .args(["--xds", &format!("127.0.0.1:{}", up.xds_port)])
@@ -241,7 +242,7 @@ fn proxy(
         .arg(dir)
         .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(access)
         .stderr(log)
         .spawn()
         .expect("fairlead edge proxy starts")
@@ -310,7 +311,10 @@ spec:
         route("shop", shop)
     ));
     let certificate = fairlead_e2e::alb::certificate(&first, "failures/edge");
-    let files = tempfile::tempdir().unwrap();
+    let files = tempfile::Builder::new()
+        .prefix("failures-")
+        .tempdir()
+        .unwrap();
     let admins = [free_port(), free_port()];
     let mut proxies: Vec<Child> = admins
         .iter()
@@ -365,6 +369,17 @@ spec:
     let third = control_plane(data.path(), api, xds, 200);
     third.wait_ready().await;
     let outcome = load.finish().await;
+    let failed_lines: Vec<String> = (0..2)
+        .flat_map(|i| {
+            std::fs::read_to_string(files.path().join(format!("proxy-{i}/access.log")))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| !l.contains("\"response_code\":200"))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    eprintln!("{}", failed_lines.join("\n"));
     outcome.none_failed("control plane killed, restarted; then gone 30 s");
     assert!(
         took <= Duration::from_secs(2),

@@ -43,9 +43,10 @@ pub fn start(
 ) -> Result<SocketAddr, StartError> {
     let metrics = runtime.metrics.shared(XdsMetrics::new)?;
     // The server makes what proxyless gRPC clients ask for from each Gateway's resources.
-    let cache = Arc::new(Cache::with_derive(Arc::new(
-        fairlead_edge_render::proxyless::Proxyless,
-    )));
+    // Streams wait for the first translation (see `Cache::awaiting_first`).
+    let cache = Arc::new(
+        Cache::with_derive(Arc::new(fairlead_edge_render::proxyless::Proxyless)).awaiting_first(),
+    );
     let (nacks_tx, nacks) = tokio::sync::mpsc::unbounded_channel();
     let observer = Observers(vec![
         Arc::new(metrics.clone()),

@@ -159,6 +159,7 @@ pub async fn run(
         }
         cache.retain(&keep);
         if let Some(ready) = ready.take() {
+            cache.first_published();
             ready();
         }
         statuses.send_replace(Some(Arc::new(translation.statuses)));

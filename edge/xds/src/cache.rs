@@ -336,17 +336,56 @@ impl Tailor {
 }
 
 /// Snapshots by node group.
-#[derive(Default)]
 pub struct Cache {
     groups: RwLock<HashMap<ObjectKey, watch::Sender<Arc<Snapshot>>>>,
     derive: Option<Hook>,
     progress: Arc<crate::progress::Progress>,
+    /// Whether what is published is the world: false until a control plane's first
+    /// translation is in ([`Cache::awaiting_first`], [`Cache::first_published`]).
+    complete: watch::Sender<bool>,
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        Self {
+            groups: RwLock::default(),
+            derive: None,
+            progress: Arc::default(),
+            complete: watch::Sender::new(true),
+        }
+    }
 }
 
 impl Cache {
     /// An empty cache.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// This cache, serving no stream until [`Cache::first_published`]: a control plane
+    /// started again (its proxies still running what it served before) would otherwise
+    /// answer their reconnecting streams from empty snapshots before its first translation,
+    /// removing every resource they hold.
+    pub fn awaiting_first(self) -> Self {
+        self.complete.send_replace(false);
+        self
+    }
+
+    /// The first translation is published: streams are served.
+    pub fn first_published(&self) {
+        self.complete.send_replace(true);
+    }
+
+    /// Whether streams are served ([`Cache::awaiting_first`]).
+    pub fn is_complete(&self) -> bool {
+        *self.complete.borrow()
+    }
+
+    /// Waits until streams are served.
+    pub async fn complete(&self) {
+        let mut complete = self.complete.subscribe();
+        // The sender lives as long as the cache.
+        let _ = complete.wait_for(|c| *c).await;
     }
 
     /// An empty cache whose snapshots ask `derive` for the resources they do not hold.

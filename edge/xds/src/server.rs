@@ -269,6 +269,9 @@ pub(crate) async fn serve<P, S>(
         return;
     }
     observer.connected(&group);
+    // Nothing is answered from the empty snapshots of a control plane that has not
+    // translated yet: a reconnecting proxy would drop all it holds.
+    cache.complete().await;
     // Whether this proxy runs the group's latest configuration, in the cache's tally.
     let mut progress = cache.progress().open(&group);
     // What this proxy is served of its Gateway's snapshots: the form of a GeoIP Gateway's

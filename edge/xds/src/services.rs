@@ -100,6 +100,11 @@ impl Ads {
         let group = crate::node::group(request.node.as_ref())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         crate::tls::authorize(peer.as_ref(), &group).map_err(Status::permission_denied)?;
+        if !self.cache.is_complete() {
+            return Err(Status::unavailable(
+                "the control plane has not translated the cluster yet",
+            ));
+        }
         request.type_url = type_url.to_owned();
         request.response_nonce.clear();
         let snapshot = crate::cache::Tailor::new(

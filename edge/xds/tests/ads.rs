@@ -385,3 +385,34 @@ spec:
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A control plane started again, its proxies still holding what it served before: their
+/// streams are answered only once its first translation is in, never from the empty
+/// snapshots before it (which would take every resource away from them).
+#[tokio::test]
+async fn nothing_is_served_before_the_first_translation() {
+    let cache = Arc::new(Cache::new().awaiting_first());
+    let url = serve(cache.clone(), Arc::new(Recorder::default())).await;
+    let mut client = AggregatedDiscoveryServiceClient::connect(url)
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(8);
+    tx.send(DiscoveryRequest {
+        node: node("default/gw"),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut responses = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let quiet = tokio::time::timeout(Duration::from_millis(500), responses.message()).await;
+    assert!(quiet.is_err(), "answered before the first translation");
+    cache.set(&gw(), common::snapshot(true));
+    cache.first_published();
+    let first = next(&mut responses).await;
+    assert_eq!(first.resources.len(), 2, "the translated snapshot");
+}
