@@ -16,16 +16,17 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         return;
     };
     let request = review.request();
-    let looked_up = |v: &serde_json::Value| (!v.is_null()).then_some(v);
+    let gateway = &input["gateway"];
+    let gateway = (!gateway.is_null()).then_some(gateway);
     let _ = admission::instance_gateway(&request);
-    let _ = admission::instance(&request, looked_up(&input["gateway"]));
+    let _ = admission::instance(&request, gateway);
     let _ = admission::gateway(
         &request,
         &["system:serviceaccount:d8-alb:editor".to_owned()],
     );
     let _ = admission::listener_set_parent(&request);
     let siblings = input["siblings"].as_array().cloned().unwrap_or_default();
-    let _ = admission::listener_set(&request, looked_up(&input["gateway"]), &siblings);
+    let _ = admission::listener_set(&request, gateway, &siblings);
     let parents: Vec<(usize, serde_json::Value)> = admission::route_parents(&request)
         .into_iter()
         .map(|(n, _)| (n, input["gateway"].clone()))

@@ -33,7 +33,17 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let _ = patch::merge(&pod, &input);
     let _ = patch::strategic(&pod, &input);
     let _ = patch::json(&pod, &input);
-    for force in [false, true] {
+    // What the server hands an apply: an object whose metadata is an object (else refused).
+    let mut config = input.clone();
+    if config.is_object()
+        && config
+            .get("metadata")
+            .is_none_or(serde_json::Value::is_null)
+    {
+        config["metadata"] = serde_json::json!({});
+    }
+    let appliable = config.is_object() && config["metadata"].is_object();
+    for force in [false, true].into_iter().filter(|_| appliable) {
         let request = ApplyRequest {
             manager: "fuzz",
             force,
@@ -41,8 +51,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             api_version: "v1",
             schema: None,
         };
-        let _ = apply(&pod, &input, &request);
-        let _ = apply(&serde_json::json!({}), &input, &request);
+        let _ = apply(&pod, &config, &request);
+        let _ = apply(&serde_json::json!({}), &config, &request);
     }
     let _ = fairlead_apiserver::serve::admission::answer(&input, "u-1", "fuzz.example.com", true);
 });

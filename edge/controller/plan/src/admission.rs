@@ -112,9 +112,9 @@ pub struct Review {
 }
 
 impl Review {
-    /// Reads an AdmissionReview v1's `request`; what is missing that every request carries
-    /// (its kind and operation). Strings of any other type read as empty; an object that
-    /// is null as none.
+    /// Reads an AdmissionReview v1's `request`; what is missing or malformed (its kind and
+    /// operation, which every request carries; an object or old object that is no object).
+    /// Strings of any other type read as empty; an object that is null as none.
     pub fn decode(request: &Value) -> Result<Self, &'static str> {
         let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         let kind = text(&request["kind"]["kind"]);
@@ -125,6 +125,12 @@ impl Review {
             return Err("request.kind and request.operation");
         }
         let present = |v: &Value| (!v.is_null()).then(|| v.clone());
+        if [&request["object"], &request["oldObject"]]
+            .iter()
+            .any(|o| !o.is_null() && !o.is_object())
+        {
+            return Err("request.object and request.oldObject as objects");
+        }
         Ok(Self {
             operation: Operation::parse(operation),
             kind,
@@ -287,7 +293,7 @@ fn comparable(value: &Value) -> Value {
     if let Some(object) = value.as_object_mut() {
         object.remove("status");
     }
-    if let Some(metadata) = value["metadata"].as_object_mut() {
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
         for field in [
             "finalizers",
             "managedFields",
@@ -569,6 +575,51 @@ mod tests {
     use serde_json::json;
 
     const CONTROLLER: &str = "system:serviceaccount:d8-alb:alb-gateway-controller";
+
+    #[test]
+    fn a_review_is_decoded_or_refused_naming_what_is_wrong() {
+        let review = json!({"uid": "1", "kind": {"kind": "Gateway"}, "operation": "UPDATE",
+            "namespace": "d8-alb", "name": "public", "userInfo": {"username": "bob"},
+            "object": {"metadata": {"name": "public"}}, "oldObject": null});
+        let read = Review::decode(&review).unwrap();
+        let request = read.request();
+        assert_eq!(
+            (request.operation, request.kind, request.username),
+            (Operation::Update, "Gateway", "bob")
+        );
+        assert!(request.old_object.is_none());
+        for (field, value) in [("kind", json!(null)), ("operation", json!(7))] {
+            let mut broken = review.clone();
+            broken[field] = value;
+            assert_eq!(
+                Review::decode(&broken),
+                Err("request.kind and request.operation")
+            );
+        }
+        // Found by fuzzing: an old object that is a string reached the rules, which read
+        // its metadata.
+        let mut broken = review.clone();
+        broken["oldObject"] = json!("d8-alb");
+        assert_eq!(
+            Review::decode(&broken),
+            Err("request.object and request.oldObject as objects")
+        );
+        let odd = json!({"metadata": "x", "spec": {}});
+        let managed = json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": MANAGER}}});
+        let verdict = gateway(&request_of(Operation::Update, &managed, &odd), &editors());
+        assert!(matches!(verdict, Verdict::Deny(..)), "{verdict:?}");
+    }
+
+    fn request_of<'a>(operation: Operation, object: &'a Value, old: &'a Value) -> Request<'a> {
+        request(
+            operation,
+            "Gateway",
+            "d8-alb",
+            "bob",
+            Some(object),
+            Some(old),
+        )
+    }
 
     fn editors() -> Vec<String> {
         vec![CONTROLLER.to_owned()]
