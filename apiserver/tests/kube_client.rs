@@ -479,9 +479,12 @@ async fn state_and_watches_survive_a_restart_with_a_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
         data_dir: Some(dir.path().to_owned()),
+        addr: ([127, 0, 0, 1], fairlead_kit::testing::free_port()).into(),
         ..Config::default()
     };
     let (first, client) = server(config.clone()).await;
+    // What a user's kubeconfig holds: the CA and the token, kept across the restart.
+    let kubeconfig = first.kubeconfig_yaml();
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let a = cms
         .create(&PostParams::default(), &cm("kept", &[]))
@@ -494,9 +497,34 @@ async fn state_and_watches_survive_a_restart_with_a_data_dir() {
     first.shutdown();
     drop(first);
 
-    let (_second, client) = server(config).await;
+    // On the same address, once the first has let it go.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let second = loop {
+        match fairlead_apiserver::ApiServer::start(config.clone()).await {
+            Ok(started) => break started,
+            Err(fairlead_apiserver::ServerError::Bind { .. })
+                if std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let client = second.client().await.unwrap();
+    assert_eq!(second.kubeconfig_yaml(), kubeconfig);
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     assert!(cms.get_opt("kept").await.unwrap().is_some());
+    let held = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let held: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(held).unwrap(), "default");
+    assert!(
+        held.get_opt("kept").await.unwrap().is_some(),
+        "the kubeconfig of before the restart still works"
+    );
     let mut stream = cms
         .watch(&WatchParams::default().timeout(3), &seen_rv)
         .await

@@ -7,8 +7,17 @@
 //!   `--no-local-proxies` up, as in a cluster): no request fails, no proxy restarts, and a
 //!   route applied after the restart is served within 2 s; then the control plane gone for
 //!   30 s: no request fails on the routes that did not change;
+//! - the API server gone for 30 s under a separate `fairlead edge xds`: it serves its last
+//!   snapshot (no request fails, it does not exit) and takes changes again once the API
+//!   server is back (a route applied then is served);
 //! - a rollout of an instance's two proxies (a change of the pod template): no request
-//!   fails — the Service sends a leaving proxy no new connection, and it drains.
+//!   fails — the Service sends a leaving proxy no new connection, and it drains;
+//! - the xDS server's and the proxies' certificates renewed under the load (30 s
+//!   lifetimes): no request fails, and no proxy fails a TLS handshake with the control plane;
+//! - one of a route's two endpoints stopping (its port refusing connections), then a
+//!   listener whose certificate Secret is malformed and a route whose backend is missing
+//!   added beside the loaded routes: no request of those fails (the ALB's default retry of a
+//!   refused connection, outlier detection; a broken listener or route is its own).
 //!
 //! One at a time: k6 and Envoy measure the machine.
 
@@ -203,6 +212,75 @@ async fn a_rollout_of_two_proxies_under_load_loses_nothing() {
     outcome.none_failed("rollout of two proxies");
 }
 
+/// The serial number of the certificate in Secret `namespace/name`.
+async fn serial(client: &kube::Client, namespace: &str, name: &str) -> Option<String> {
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let pem = secrets
+        .get_opt(name)
+        .await
+        .ok()??
+        .data?
+        .get("tls.crt")?
+        .0
+        .clone();
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).ok()?;
+    Some(pem.parse_x509().ok()?.raw_serial_as_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_rotated_under_load_lose_nothing() {
+    let _alone = fairlead_e2e::MEASURING.lock().await;
+    // Renewed at two thirds of 30 s: twice or more while the load runs.
+    let up = Up::with(&["--certificate-lifetime", "30"], &[]);
+    up.wait_ready().await;
+    let load = Load::start(&up, "50s", None);
+    load.loading().await;
+    let client = up.client().await;
+    let mut serials = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(45) {
+        if let Some(now) = serial(&client, "failures", "d8-alb-failures-xds-client").await
+            && serials.last() != Some(&now)
+        {
+            serials.push(now);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let outcome = load.finish().await;
+    outcome.none_failed(&format!(
+        "xDS and proxy certificates (30 s lifetimes) renewed {} times",
+        serials.len().saturating_sub(1)
+    ));
+    assert!(serials.len() >= 2, "never renewed: {serials:?}");
+    // No proxy failed a TLS handshake with the control plane (Envoy's own counters).
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client, "failures");
+    let http = reqwest::Client::new();
+    for pod in pods
+        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=alb-proxy"))
+        .await
+        .unwrap()
+        .items
+    {
+        let ip = pod.status.and_then(|s| s.pod_ip).expect("a pod address");
+        let stats = http
+            .get(format!(
+                "http://{ip}:19000/stats?filter=^cluster.fairlead-xds.(ssl.connection_error|upstream_cx_connect_fail)$"
+            ))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(stats.lines().count() == 2, "{stats}");
+        for line in stats.lines() {
+            assert!(line.ends_with(": 0"), "{ip}: {line}");
+        }
+    }
+}
+
 /// `fairlead up` with its data in `data`, its API and xDS server on fixed ports (so it can be
 /// started again where its proxies and clients look), running no proxies itself.
 fn control_plane(data: &std::path::Path, api: u16, xds: u16, block: u8) -> Up {
@@ -215,10 +293,10 @@ fn control_plane(data: &std::path::Path, api: u16, xds: u16, block: u8) -> Up {
         .start()
 }
 
-/// A `fairlead edge proxy` of Gateway `key` apart from the control plane, with its admin
-/// interface on `admin`, its files (and log) in `dir`.
+/// A `fairlead edge proxy` of Gateway `key` apart from the control plane (its xDS server
+/// on `127.0.0.1:<xds>`), with its admin interface on `admin`, its files (and log) in `dir`.
 fn proxy(
-    up: &Up,
+    xds: u16,
     key: &str,
     admin: u16,
     certificate: &std::path::Path,
@@ -229,7 +307,7 @@ fn proxy(
     let access = std::fs::File::create(dir.join("access.log")).unwrap();
     Command::new(fairlead_e2e::binary::path())
         .args(["--log-format", "json", "edge", "proxy", "--gateway", key])
-        .args(["--xds", &format!("127.0.0.1:{}", up.xds_port)])
+        .args(["--xds", &format!("127.0.0.1:{xds}")])
         .arg("--xds-ca")
         .arg(certificate.join("ca.crt"))
         .arg("--xds-cert")
@@ -283,17 +361,55 @@ spec:
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn proxies_serve_on_while_the_control_plane_is_killed_or_gone() {
-    let _alone = fairlead_e2e::MEASURING.lock().await;
-    let data = tempfile::tempdir().unwrap();
-    let (api, xds) = (free_port(), free_port());
-    let first = control_plane(data.path(), api, xds, 200);
-    first.wait_ready().await;
-    let address = "127.200.9.1";
-    let shop = backends::named("shop").await;
-    first.apply(&format!(
-        "apiVersion: v1
+/// A control plane and two proxies of its Gateway `failures/edge` running apart from it (as
+/// in a cluster), the Gateway on its own loopback address, its route `shop` served.
+struct Apart {
+    /// `fairlead edge xds` apart from `fairlead up`, when the proxies are its.
+    xds_server: Option<Child>,
+    data: tempfile::TempDir,
+    api: u16,
+    xds: u16,
+    block: u8,
+    files: tempfile::TempDir,
+    _certificate: tempfile::TempDir,
+    proxies: Vec<Child>,
+    admins: [u16; 2],
+    target: String,
+    http: reqwest::Client,
+}
+
+impl Apart {
+    /// Starts the control plane (on loopback block `block`) and the world; the control plane.
+    /// With `separate`, the proxies are served by a `fairlead edge xds` of its own, reading
+    /// the API server of `fairlead up`.
+    async fn start(block: u8, separate: bool) -> (Self, Up) {
+        let data = tempfile::tempdir().unwrap();
+        let (api, xds) = (free_port(), free_port());
+        let up = control_plane(data.path(), api, xds, block);
+        up.wait_ready().await;
+        let (xds_server, served_by) = if separate {
+            let port = free_port();
+            let child = Command::new(fairlead_e2e::binary::path())
+                .args(["--log-format", "json", "edge", "xds"])
+                .args(["--xds-addr", &format!("127.0.0.1:{port}")])
+                .args(["--admin-addr", &format!("127.0.0.1:{}", free_port())])
+                .args(["--tls-secret", "d8-alb/alb-xds-tls"])
+                .args(["--identity", "separate-xds"])
+                .env("KUBECONFIG", &up.kubeconfig)
+                .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("fairlead edge xds starts");
+            (Some(child), port)
+        } else {
+            (None, xds)
+        };
+        let address = format!("127.{block}.9.1");
+        let shop = backends::named("shop").await;
+        up.apply(&format!(
+            "apiVersion: v1
 kind: Namespace
 metadata: {{name: failures}}
 ---
@@ -308,78 +424,140 @@ spec:
   listeners: [{{name: http, port: 8080, protocol: HTTP, allowedRoutes: {{namespaces: {{from: Same}}}}}}]
 ---
 {}",
-        route("shop", shop)
-    ));
-    let certificate = fairlead_e2e::alb::certificate(&first, "failures/edge");
-    let files = tempfile::Builder::new()
-        .prefix("failures-")
-        .tempdir()
-        .unwrap();
-    let admins = [free_port(), free_port()];
-    let mut proxies: Vec<Child> = admins
-        .iter()
-        .enumerate()
-        .map(|(i, admin)| {
-            proxy(
-                &first,
-                "failures/edge",
-                *admin,
-                certificate.path(),
-                &files.path().join(format!("proxy-{i}")),
-            )
+            route("shop", shop)
+        ));
+        let certificate = fairlead_e2e::alb::certificate(&up, "failures/edge");
+        let files = tempfile::Builder::new()
+            .prefix("failures-")
+            .tempdir()
+            .unwrap();
+        let admins = [free_port(), free_port()];
+        let proxies = admins
+            .iter()
+            .enumerate()
+            .map(|(i, admin)| {
+                proxy(
+                    served_by,
+                    "failures/edge",
+                    *admin,
+                    certificate.path(),
+                    &files.path().join(format!("proxy-{i}")),
+                )
+            })
+            .collect();
+        let apart = Self {
+            xds_server,
+            data,
+            api,
+            xds,
+            block,
+            files,
+            _certificate: certificate,
+            proxies,
+            admins,
+            target: format!("http://{address}:8080"),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(2))
+                .build()
+                .unwrap(),
+        };
+        until("the shop through both proxies' Gateway", async || {
+            apart.served("shop.failures.test", "shop").await
         })
-        .collect();
-    let target = format!("http://{address}:8080");
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    let served = async |host: &str, answer: &str| {
-        let r = http
-            .get(format!("{target}/"))
+        .await;
+        (apart, up)
+    }
+
+    /// The control plane again, from its data, where it was.
+    fn again(&self) -> Up {
+        control_plane(self.data.path(), self.api, self.xds, self.block)
+    }
+
+    /// Whether `host` answers `answer` through the proxies.
+    async fn served(&self, host: &str, answer: &str) -> Option<()> {
+        let r = self
+            .http
+            .get(format!("{}/", self.target))
             .header("host", host)
             .send()
             .await
             .ok()?;
         (r.text().await.ok()? == answer).then_some(())
-    };
-    until("the shop through both proxies' Gateway", async || {
-        served("shop.failures.test", "shop").await
-    })
-    .await;
-    let started = Instant::now();
+    }
 
-    let load = Load::start(&first, "75s", Some((&target, "shop=shop.failures.test")));
-    load.loading().await;
+    /// The steady load on `hosts` (`route=host,…`) for `duration`.
+    async fn load(&self, up: &Up, duration: &str, hosts: &str) -> Load {
+        let load = Load::start(up, duration, Some((&self.target, hosts)));
+        load.loading().await;
+        load
+    }
+
+    /// The proxies' access-log lines of requests that did not answer 200 (said when a
+    /// figure is not met).
+    fn failed_lines(&self) -> String {
+        (0..2)
+            .flat_map(|i| {
+                std::fs::read_to_string(self.files.path().join(format!("proxy-{i}/access.log")))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| !l.contains("\"response_code\":200"))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Neither proxy exited, and neither Envoy restarted since `since`.
+    async fn none_restarted(&mut self, since: Instant) {
+        for (proxy, admin) in self.proxies.iter_mut().zip(self.admins) {
+            assert!(proxy.try_wait().unwrap().is_none(), "a proxy exited");
+            let up_for = uptime(&self.http, admin)
+                .await
+                .expect("Envoy's server_info");
+            assert!(
+                up_for + 2 >= since.elapsed().as_secs(),
+                "Envoy restarted: up {up_for} s of {:?}",
+                since.elapsed()
+            );
+        }
+    }
+}
+
+impl Drop for Apart {
+    fn drop(&mut self) {
+        for proxy in self.proxies.iter_mut().chain(self.xds_server.as_mut()) {
+            let _ = proxy.kill();
+            let _ = proxy.wait();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxies_serve_on_while_the_control_plane_is_killed_or_gone() {
+    let _alone = fairlead_e2e::MEASURING.lock().await;
+    let (mut apart, first) = Apart::start(200, false).await;
+    let started = Instant::now();
+    let load = apart.load(&first, "75s", "shop=shop.failures.test").await;
     // Killed outright, and started again from its data.
     first.kill();
-    let second = control_plane(data.path(), api, xds, 200);
+    let second = apart.again();
     second.wait_ready().await;
     let late = backends::named("late").await;
     let applied = Instant::now();
     second.apply(&route("late", late));
     until("the route applied after the restart served", async || {
-        served("late.failures.test", "late").await
+        apart.served("late.failures.test", "late").await
     })
     .await;
     let took = applied.elapsed();
     // Gone for 30 s, then back.
     second.kill();
     tokio::time::sleep(Duration::from_secs(30)).await;
-    let third = control_plane(data.path(), api, xds, 200);
+    let third = apart.again();
     third.wait_ready().await;
     let outcome = load.finish().await;
-    let failed_lines: Vec<String> = (0..2)
-        .flat_map(|i| {
-            std::fs::read_to_string(files.path().join(format!("proxy-{i}/access.log")))
-                .unwrap_or_default()
-                .lines()
-                .filter(|l| !l.contains("\"response_code\":200"))
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    eprintln!("{}", failed_lines.join("\n"));
+    eprintln!("{}", apart.failed_lines());
     outcome.none_failed(&format!(
         "control plane SIGKILLed and started again (a route applied after it served in {} ms), then gone 30 s",
         took.as_millis()
@@ -388,17 +566,145 @@ spec:
         took <= Duration::from_secs(2),
         "a route applied after the restart was served after {took:?}"
     );
-    for (proxy, admin) in proxies.iter_mut().zip(admins) {
-        assert!(proxy.try_wait().unwrap().is_none(), "a proxy exited");
-        let up_for = uptime(&http, admin).await.expect("Envoy's server_info");
-        assert!(
-            up_for + 2 >= started.elapsed().as_secs(),
-            "Envoy restarted: up {up_for} s of {:?}",
-            started.elapsed()
-        );
-    }
-    for mut proxy in proxies {
-        let _ = proxy.kill();
-    }
+    apart.none_restarted(started).await;
     drop(third);
+}
+
+/// A backend on `127.0.0.1` answering `name` until its task is aborted (then its port
+/// refuses connections); its port and the task.
+async fn stoppable(name: &'static str) -> (u16, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let mut connections = tokio::task::JoinSet::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            connections.spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{name}",
+                    name.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (port, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_backend_a_broken_certificate_and_a_missing_backend_cost_other_routes_nothing() {
+    let _alone = fairlead_e2e::MEASURING.lock().await;
+    let (apart, up) = Apart::start(201, false).await;
+    // `pair`: two endpoints answering alike, one of which stops.
+    let (one, _kept) = stoppable("pair").await;
+    let (two, stopped) = stoppable("pair").await;
+    up.apply(&format!(
+        "{}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: pair-2, namespace: failures, labels: {{kubernetes.io/service-name: pair}}}}
+addressType: IPv4
+ports: [{{name: http, port: {two}}}]
+endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
+",
+        route("pair", one)
+    ));
+    until("pair served", async || {
+        apart.served("pair.failures.test", "pair").await
+    })
+    .await;
+    // Let the new endpoints reach Envoy (EDS).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let load = apart
+        .load(
+            &up,
+            "40s",
+            "shop=shop.failures.test,pair=pair.failures.test",
+        )
+        .await;
+    // One of pair's endpoints stops: its port refuses connections.
+    stopped.abort();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // A listener whose certificate is no certificate, and a route whose backend is missing.
+    up.apply(&format!(
+        "apiVersion: v1
+kind: Secret
+metadata: {name: broken, namespace: failures}
+type: kubernetes.io/tls
+stringData: {{tls.crt: not a certificate, tls.key: not a key}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: edge
+  namespace: failures
+  annotations: {{fairlead.io/listen-address: 127.201.9.1}}
+spec:
+  gatewayClassName: d8-alb
+  listeners:
+  - {{name: http, port: 8080, protocol: HTTP, allowedRoutes: {{namespaces: {{from: Same}}}}}}
+  - name: https
+    port: 8443
+    protocol: HTTPS
+    hostname: broken.failures.test
+    tls: {{certificateRefs: [{{name: broken}}]}}
+    allowedRoutes: {{namespaces: {{from: Same}}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: orphan, namespace: failures}}
+spec:
+  parentRefs: [{{name: edge, sectionName: http}}]
+  hostnames: [orphan.failures.test]
+  rules: [{{backendRefs: [{{name: nowhere, port: 80}}]}}]
+"
+    ));
+    let outcome = load.finish().await;
+    eprintln!("{}", apart.failed_lines());
+    outcome.none_failed(
+        "one of a route's two endpoints stopped; a listener with a malformed certificate and a route without its backend added",
+    );
+    // The orphan is refused as the Gateway API says, beside them.
+    let orphan = apart
+        .http
+        .get(format!("{}/", apart.target))
+        .header("host", "orphan.failures.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(orphan.status(), 500);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_xds_server_serves_its_last_snapshot_while_the_api_server_is_gone() {
+    let _alone = fairlead_e2e::MEASURING.lock().await;
+    let (mut apart, up) = Apart::start(202, true).await;
+    let started = Instant::now();
+    let load = apart.load(&up, "60s", "shop=shop.failures.test").await;
+    // The API server gone for 30 s (and `up`'s own control plane with it).
+    up.kill();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let back = apart.again();
+    back.wait_ready().await;
+    let late = backends::named("late").await;
+    let applied = Instant::now();
+    back.apply(&route("late", late));
+    until(
+        "a route applied after the API server's return served",
+        async || apart.served("late.failures.test", "late").await,
+    )
+    .await;
+    let took = applied.elapsed();
+    let outcome = load.finish().await;
+    eprintln!("{}", apart.failed_lines());
+    outcome.none_failed(&format!(
+        "API server gone 30 s under a separate `fairlead edge xds` (a route applied after its return served in {} ms)",
+        took.as_millis()
+    ));
+    let xds = apart.xds_server.as_mut().expect("the separate xDS server");
+    assert!(xds.try_wait().unwrap().is_none(), "the xDS server exited");
+    apart.none_restarted(started).await;
 }

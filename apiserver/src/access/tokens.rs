@@ -75,28 +75,12 @@ impl Signer {
         let rng = SystemRandom::new();
         let algorithm = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
         let key_error = |e: &dyn std::fmt::Display| TokenError::Key(e.to_string());
-        let pkcs8 = match dir.map(|d| d.join(KEY_FILE)) {
-            Some(path) if path.exists() => std::fs::read(&path).map_err(|e| key_error(&e))?,
-            other => {
-                let made = EcdsaKeyPair::generate_pkcs8(algorithm, &rng)
-                    .map_err(|e| key_error(&e))?
-                    .as_ref()
-                    .to_vec();
-                if let Some(path) = other {
-                    use std::io::Write as _;
-                    use std::os::unix::fs::OpenOptionsExt as _;
-                    let mut file = std::fs::OpenOptions::new()
-                        .create_new(true)
-                        .write(true)
-                        .mode(0o600)
-                        .open(&path)
-                        .map_err(|e| key_error(&e))?;
-                    file.write_all(&made).map_err(|e| key_error(&e))?;
-                    file.sync_all().map_err(|e| key_error(&e))?;
-                }
-                made
-            }
-        };
+        let pkcs8 = crate::storage::kept::kept(dir, KEY_FILE, || {
+            EcdsaKeyPair::generate_pkcs8(algorithm, &rng)
+                .map(|made| made.as_ref().to_vec())
+                .map_err(|e| e.to_string())
+        })
+        .map_err(|e| key_error(&e))?;
         let key = EcdsaKeyPair::from_pkcs8(algorithm, &pkcs8, &rng).map_err(|e| key_error(&e))?;
         let kid = b64(
             &ring::digest::digest(&ring::digest::SHA256, key.public_key().as_ref()).as_ref()[..16],

@@ -48,6 +48,9 @@ pub enum ServerError {
     /// The ServiceAccount signing key could not be had.
     #[error(transparent)]
     Tokens(#[from] crate::access::tokens::TokenError),
+    /// A secret kept in the data directory could not be read or written.
+    #[error(transparent)]
+    Kept(#[from] crate::storage::kept::KeptError),
     /// The bootstrap RBAC objects could not be written.
     #[error("writing the bootstrap RBAC roles: {0}")]
     Bootstrap(String),
@@ -102,6 +105,33 @@ pub struct ApiServer {
     stop: CancellationToken,
 }
 
+/// The file of the data directory holding the serving CA (its certificate and key, as JSON).
+const SERVING_CA_FILE: &str = "serving-ca.json";
+
+/// The file of the data directory holding the admin's bearer token.
+const ADMIN_TOKEN_FILE: &str = "admin-token";
+
+/// The CA the serving certificate is issued by: kept in `dir`, else made.
+fn serving_ca(dir: Option<&Path>) -> Result<Ca, ServerError> {
+    const NAME: &str = "fairlead-apiserver-ca";
+    let kept = crate::storage::kept::kept(dir, SERVING_CA_FILE, || {
+        let ca = Ca::generate(NAME).map_err(|e| e.to_string())?;
+        serde_json::to_vec(&json!({"cert": ca.cert_pem(), "key": ca.key_pem()}))
+            .map_err(|e| e.to_string())
+    })?;
+    let pems: serde_json::Value = serde_json::from_slice(&kept).map_err(|e| {
+        ServerError::Kept(crate::storage::kept::KeptError {
+            file: SERVING_CA_FILE.to_owned(),
+            reason: e.to_string(),
+        })
+    })?;
+    Ok(Ca::restore(
+        NAME,
+        pems["cert"].as_str().unwrap_or_default(),
+        pems["key"].as_str().unwrap_or_default(),
+    )?)
+}
+
 impl ApiServer {
     /// Starts the server.
     pub async fn start(config: Config) -> Result<Self, ServerError> {
@@ -137,7 +167,10 @@ impl ApiServer {
             }
         }
 
-        let ca = Ca::generate("fairlead-apiserver-ca")?;
+        // Kept with the data: a restarted server is the one its clients' kubeconfigs trust,
+        // and their token is still good.
+        let dir = config.data_dir.as_deref();
+        let ca = serving_ca(dir)?;
         let serving = ca.issue_server(
             &["localhost", "fairlead-apiserver"],
             &[
@@ -158,8 +191,11 @@ impl ApiServer {
             addr: config.addr,
             source,
         })?;
-        let token = uuid::Uuid::new_v4().simple().to_string();
-        let signer = crate::access::tokens::Signer::open(config.data_dir.as_deref())?;
+        let token = crate::storage::kept::kept(dir, ADMIN_TOKEN_FILE, || {
+            Ok(uuid::Uuid::new_v4().simple().to_string().into_bytes())
+        })?;
+        let token = String::from_utf8_lossy(&token).trim().to_owned();
+        let signer = crate::access::tokens::Signer::open(dir)?;
         crate::access::rbac::bootstrap(&store, &registry).map_err(ServerError::Bootstrap)?;
         let audit =
             match &config.audit_log {

@@ -129,8 +129,30 @@ unsafe impl Send for Engine {}
 // SAFETY: as above.
 unsafe impl Sync for Engine {}
 
+/// libmodsecurity's process-wide state: an engine's start and end set up and tear down
+/// globals of the libraries under it (libxml2's parser among them), so they run alone
+/// (write), never beside a compilation or a transaction (read) of another engine in the
+/// process. Tests start and drop engines on many threads at once; without this, one's
+/// cleanup corrupted another's heap now and then.
+static PROCESS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Shared use of the process-wide state ([`PROCESS`]).
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    PROCESS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Sole use of the process-wide state ([`PROCESS`]).
+fn sole() -> std::sync::RwLockWriteGuard<'static, ()> {
+    PROCESS
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Engine {
     pub(crate) fn new(connector: &str) -> Option<Self> {
+        let _alone = sole();
         // SAFETY: no preconditions.
         let ms = NonNull::new(unsafe { msc_init() })?;
         let connector = CString::new(connector).unwrap_or_default();
@@ -157,6 +179,7 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        let _alone = sole();
         // SAFETY: every rule set holds an `Arc` of the engine, so none is left.
         unsafe { msc_cleanup(self.0.as_ptr()) }
     }
@@ -179,6 +202,7 @@ impl Set {
     pub(crate) fn compile(directives: &str) -> Result<Self, String> {
         let text = CString::new(directives)
             .map_err(|_| "the directives contain a NUL character".to_owned())?;
+        let _state = shared();
         let _one_at_a_time = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: no preconditions.
         let set = NonNull::new(unsafe { msc_create_rules_set() })
@@ -206,6 +230,7 @@ impl Set {
         engine: &Engine,
         request: &crate::Request<'_>,
     ) -> (Option<u16>, Lines) {
+        let _state = shared();
         let mut lines: Lines = Vec::new();
         let data: *mut Lines = &mut lines;
         // SAFETY: live engine and set; `data` outlives the transaction, freed below.
@@ -233,6 +258,7 @@ impl Set {
 
 impl Drop for Set {
     fn drop(&mut self) {
+        let _state = shared();
         // SAFETY: the last `Arc` of the rules is gone, so no transaction runs on it.
         unsafe { msc_rules_cleanup(self.0.as_ptr()) };
     }

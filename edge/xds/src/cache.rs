@@ -185,15 +185,7 @@ impl Snapshot {
     fn of(resources: ByType, without_geoip: Option<(BTreeSet<String>, Arc<Snapshot>)>) -> Self {
         let versions = ORDER
             .iter()
-            .map(|t| {
-                let mut digest = sha2::Sha256::new();
-                for (name, r) in resources.get(t).into_iter().flatten() {
-                    digest.update(name.as_bytes());
-                    digest.update([0]);
-                    digest.update(r.hash.as_bytes());
-                }
-                (*t, hex(&digest.finalize()[..8]))
-            })
+            .map(|t| (*t, version_of(resources.get(t))))
             .collect();
         Self {
             resources,
@@ -227,10 +219,15 @@ impl Snapshot {
                 }
             }
         }
+        // Only the listeners' version changes: the others are taken as they are.
+        let mut versions = self.versions.clone();
+        versions.insert(LISTENER, version_of(resources.get(LISTENER)));
         Snapshot {
+            resources,
+            versions,
             published: self.published,
+            without_geoip: None,
             derive: self.derive.clone(),
-            ..Self::of(resources, None)
         }
     }
 
@@ -493,6 +490,17 @@ fn reuse(
             (r.name.clone(), r)
         })
         .collect()
+}
+
+/// The version of a type's resources: a digest of their names and hashes.
+fn version_of(resources: Option<&BTreeMap<String, Arc<Resource>>>) -> String {
+    let mut digest = sha2::Sha256::new();
+    for (name, r) in resources.into_iter().flatten() {
+        digest.update(name.as_bytes());
+        digest.update([0]);
+        digest.update(r.hash.as_bytes());
+    }
+    hex(&digest.finalize()[..8])
 }
 
 /// `listener` also bound to `address`, unless it is bound there or to every address already
