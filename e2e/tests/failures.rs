@@ -629,39 +629,39 @@ endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
     stopped.abort();
     tokio::time::sleep(Duration::from_secs(5)).await;
     // A listener whose certificate is no certificate, and a route whose backend is missing.
-    up.apply(&format!(
+    up.apply(
         "apiVersion: v1
 kind: Secret
 metadata: {name: broken, namespace: failures}
 type: kubernetes.io/tls
-stringData: {{tls.crt: not a certificate, tls.key: not a key}}
+stringData: {tls.crt: not a certificate, tls.key: not a key}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata:
   name: edge
   namespace: failures
-  annotations: {{fairlead.io/listen-address: 127.201.9.1}}
+  annotations: {fairlead.io/listen-address: 127.201.9.1}
 spec:
   gatewayClassName: d8-alb
   listeners:
-  - {{name: http, port: 8080, protocol: HTTP, allowedRoutes: {{namespaces: {{from: Same}}}}}}
+  - {name: http, port: 8080, protocol: HTTP, allowedRoutes: {namespaces: {from: Same}}}
   - name: https
     port: 8443
     protocol: HTTPS
     hostname: broken.failures.test
-    tls: {{certificateRefs: [{{name: broken}}]}}
-    allowedRoutes: {{namespaces: {{from: Same}}}}
+    tls: {certificateRefs: [{name: broken}]}
+    allowedRoutes: {namespaces: {from: Same}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
-metadata: {{name: orphan, namespace: failures}}
+metadata: {name: orphan, namespace: failures}
 spec:
-  parentRefs: [{{name: edge, sectionName: http}}]
+  parentRefs: [{name: edge, sectionName: http}]
   hostnames: [orphan.failures.test]
-  rules: [{{backendRefs: [{{name: nowhere, port: 80}}]}}]
-"
-    ));
+  rules: [{backendRefs: [{name: nowhere, port: 80}]}]
+",
+    );
     let outcome = load.finish().await;
     eprintln!("{}", apart.failed_lines());
     outcome.none_failed(
