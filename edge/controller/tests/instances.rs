@@ -17,14 +17,7 @@ use serde_json::{Value, json};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_become_gateways() {
     let (_server, client) = common::cluster("example.com/controller").await;
-    let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(fairlead_edge_controller::reconcile::run(
-        client.clone(),
-        None,
-        Default::default(),
-        fairlead_edge_controller::metrics::ControllerMetrics::unregistered(),
-        stop.clone(),
-    ));
+    let stop = common::reconciling(&client);
 
     let instances: Api<DynamicObject> = Api::all_with(
         client.clone(),

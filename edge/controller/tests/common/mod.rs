@@ -54,3 +54,17 @@ pub async fn cluster(controller: &str) -> (fairlead_apiserver::ApiServer, kube::
     .unwrap();
     (server, client)
 }
+
+/// The controller's reconciles against `client` with the default settings, until the token
+/// returned is cancelled.
+pub fn reconciling(client: &kube::Client) -> tokio_util::sync::CancellationToken {
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(fairlead_edge_controller::reconcile::run(
+        client.clone(),
+        None,
+        Default::default(),
+        fairlead_edge_controller::metrics::ControllerMetrics::unregistered(),
+        stop.clone(),
+    ));
+    stop
+}
