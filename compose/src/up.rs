@@ -6,7 +6,8 @@
 //! `d8-alb/alb-gateway-controller`, the controller and the runner each with an identity of
 //! their own — and the local workload runner that runs the proxies it creates),
 //! applies the manifests of `-f DIR`, and serves the admin endpoints and telemetry of the
-//! process.
+//! process. `--without` leaves the gateway controller or the xDS server to a process of its
+//! own.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -137,6 +138,54 @@ pub struct UpArgs {
     /// Longest wait for in-flight work after SIGTERM/SIGINT, in seconds.
     #[arg(long, default_value_t = 25.0, value_parser = parse_seconds)]
     drain_deadline: f64,
+
+    /// Leave a component out, to run it as its own process against this API server (a
+    /// newer build, a debugger, a failure test): `gateway-controller` (run `fairlead edge
+    /// controller` serving its webhooks at `--webhook-addr`, which then needs a port; the
+    /// graph goes with it) or `xds-server` (run `fairlead edge xds` at `--xds-addr`, where
+    /// the proxies dial). Repeatable.
+    #[arg(long, value_enum)]
+    without: Vec<Component>,
+}
+
+/// A component `fairlead up` can leave out (`--without`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Component {
+    /// The gateway controller, its webhooks and the graph beside it.
+    GatewayController,
+    /// The xDS control plane.
+    XdsServer,
+}
+
+impl UpArgs {
+    fn runs(&self, component: Component) -> bool {
+        !self.without.contains(&component)
+    }
+
+    /// Refuses, before anything starts, a component left out without the port where the
+    /// one run apart listens (`up` points its proxies or its webhook Service there).
+    fn check(&self) -> anyhow::Result<()> {
+        for (component, addr, flag, name) in [
+            (
+                Component::GatewayController,
+                self.webhook_addr,
+                "--webhook-addr",
+                "gateway-controller",
+            ),
+            (
+                Component::XdsServer,
+                self.xds_addr,
+                "--xds-addr",
+                "xds-server",
+            ),
+        ] {
+            anyhow::ensure!(
+                self.runs(component) || addr.port() != 0,
+                "{flag} {addr}: with --without {name}, give the port where the {name} you run listens"
+            );
+        }
+        Ok(())
+    }
 }
 
 /// With `rbac`, applies a module's namespace and RBAC `objects` and returns the clients of
@@ -313,107 +362,135 @@ async fn start_edge(
 ) -> anyhow::Result<SocketAddr> {
     use fairlead_edge_control_plane::run;
     use fairlead_edge_controller::{reconcile, start, webhook};
-    let xds_listener = crate::pods::bind("xDS server", args.xds_addr).await?;
-    let xds_addr = xds_listener.local_addr()?;
-    let webhook_listener = crate::pods::bind("admission webhooks", args.webhook_addr).await?;
+    let xds_listener = if args.runs(Component::XdsServer) {
+        Some(crate::pods::bind("xDS server", args.xds_addr).await?)
+    } else {
+        None
+    };
+    let xds_addr = match &xds_listener {
+        Some(listener) => listener.local_addr()?,
+        None => args.xds_addr,
+    };
+    let webhook_listener = if args.runs(Component::GatewayController) {
+        Some(crate::pods::bind("admission webhooks", args.webhook_addr).await?)
+    } else {
+        None
+    };
     let webhook = webhook::WebhookService::default();
-    webhook_service(client, &webhook, webhook_listener.local_addr()?).await?;
+    let webhook_addr = match &webhook_listener {
+        Some(listener) => listener.local_addr()?,
+        None => args.webhook_addr,
+    };
+    webhook_service(client, &webhook, webhook_addr).await?;
     // The gateway controller, as in a cluster but for where its proxies find the xDS server.
     let xds_host = if xds_addr.ip().is_unspecified() {
         "127.0.0.1".to_owned()
     } else {
         xds_addr.ip().to_string()
     };
-    let controller = start::Settings {
-        controller_name: fairlead_edge_model::CONTROLLER_NAME.to_owned(),
-        channel: args.gateway_api_channel,
-        // A data dir from an older fairlead may hold CRDs of other storage versions: said,
-        // not refused, so a developer's world still starts.
-        storage_mismatch: start::StorageMismatch::Warn,
-        // Leader-elected as in a cluster (its Lease in the module's namespace).
-        lease: fairlead_kit::lease::LeaseConfig::new(
-            reconcile::LEASE,
-            fairlead_edge_model::names::CLUSTER_NAMESPACE,
-            "fairlead-up",
-        ),
-        reconcile: reconcile::Config {
-            workload: fairlead_edge_controller::workload::Settings {
-                xds: (xds_host, xds_addr.port()),
-                // The runner binds every claim to a directory of its own, which outlives the
-                // geoproxy's pod as a volume does.
-                geoproxy: fairlead_edge_controller::geoproxy::Settings {
-                    storage_class: Some("local".into()),
-                    downloader_interval: args.geo_downloader_interval,
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-            lifetime: args.certificate_lifetime.map(Duration::from_secs),
-            http01_ingress_class: args.http01_bridging_ingress_class.clone(),
-            webhook: Some(webhook),
-            provision_gateways: args.provision_gateways,
-        },
-        webhook_listener,
-        // The controller's changes to managed Gateways, and the runner's (their local listen
-        // addresses).
-        managed_gateway_editors: vec![
-            webhook::CONTROLLER_USER.to_owned(),
-            fairlead_runner::USER.to_owned(),
-        ],
-        ingress2gateway_listener: Some(
-            crate::pods::bind("ingress2gateway", args.ingress2gateway_addr).await?,
-        ),
-    };
-    let graph = fairlead_graph_service::Settings {
-        addr: args.graph_addr,
-        prometheus_url: args.prometheus_url.clone(),
-        anonymous: Some(fairlead_graph_service::authz::User {
-            name: GRAPH_USER.into(),
-            groups: vec!["system:masters".into(), "system:authenticated".into()],
-        }),
-        reviews: true,
-    };
-    let pod = crate::pods::gateway_controller(
-        runtime,
-        controller_client,
-        crate::pods::GatewayControllerPod {
-            controller,
-            graph,
-            index: None,
-        },
-    )
-    .await?;
-    tracing::info!(url = %format!("http://{}/graph/", pod.graph), "relationship graph");
-    let tls = fairlead_kit::tls::watch_secret(
-        xds_client.clone(),
-        fairlead_key::ObjectKey::new(
-            fairlead_edge_model::names::CLUSTER_NAMESPACE,
-            fairlead_edge_controller::certificates::XDS_SECRET,
-        ),
-        true,
-        runtime.shutdown.token(),
-    );
-    let bound = crate::pods::xds(
-        runtime,
-        xds_client,
-        crate::pods::XdsPod {
-            listener: xds_listener,
-            tls: Some(tls),
-            settings: run::Settings {
+    let controller_index = match webhook_listener {
+        None => {
+            tracing::info!(webhooks = %webhook_addr, "the gateway controller runs apart (--without gateway-controller)");
+            None
+        }
+        Some(listener) => {
+            let controller = start::Settings {
                 controller_name: fairlead_edge_model::CONTROLLER_NAME.to_owned(),
+                channel: args.gateway_api_channel,
+                // A data dir from an older fairlead may hold CRDs of other storage
+                // versions: said, not refused, so a developer's world still starts.
+                storage_mismatch: start::StorageMismatch::Warn,
+                // Leader-elected as in a cluster (its Lease in the module's namespace).
                 lease: fairlead_kit::lease::LeaseConfig::new(
-                    run::LEASE,
-                    LEASE_NAMESPACE,
+                    reconcile::LEASE,
+                    fairlead_edge_model::names::CLUSTER_NAMESPACE,
                     "fairlead-up",
                 ),
-                waf: crate::waf::check(),
+                reconcile: reconcile::Config {
+                    workload: fairlead_edge_controller::workload::Settings {
+                        xds: (xds_host, xds_addr.port()),
+                        // The runner binds every claim to a directory of its own, which
+                        // outlives the geoproxy's pod as a volume does.
+                        geoproxy: fairlead_edge_controller::geoproxy::Settings {
+                            storage_class: Some("local".into()),
+                            downloader_interval: args.geo_downloader_interval,
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    },
+                    lifetime: args.certificate_lifetime.map(Duration::from_secs),
+                    http01_ingress_class: args.http01_bridging_ingress_class.clone(),
+                    webhook: Some(webhook),
+                    provision_gateways: args.provision_gateways,
+                },
+                webhook_listener: listener,
+                // The controller's changes to managed Gateways, and the runner's (their
+                // local listen addresses).
+                managed_gateway_editors: vec![
+                    webhook::CONTROLLER_USER.to_owned(),
+                    fairlead_runner::USER.to_owned(),
+                ],
+                ingress2gateway_listener: Some(
+                    crate::pods::bind("ingress2gateway", args.ingress2gateway_addr).await?,
+                ),
+            };
+            let graph = fairlead_graph_service::Settings {
+                addr: args.graph_addr,
+                prometheus_url: args.prometheus_url.clone(),
+                anonymous: Some(fairlead_graph_service::authz::User {
+                    name: GRAPH_USER.into(),
+                    groups: vec!["system:masters".into(), "system:authenticated".into()],
+                }),
+                reviews: true,
+            };
+            let pod = crate::pods::gateway_controller(
+                runtime,
+                controller_client,
+                crate::pods::GatewayControllerPod {
+                    controller,
+                    graph,
+                    index: None,
+                },
+            )
+            .await?;
+            tracing::info!(url = %format!("http://{}/graph/", pod.graph), "relationship graph");
+            Some(pod.index)
+        }
+    };
+    if let Some(listener) = xds_listener {
+        let tls = fairlead_kit::tls::watch_secret(
+            xds_client.clone(),
+            fairlead_key::ObjectKey::new(
+                fairlead_edge_model::names::CLUSTER_NAMESPACE,
+                fairlead_edge_controller::certificates::XDS_SECRET,
+            ),
+            true,
+            runtime.shutdown.token(),
+        );
+        crate::pods::xds(
+            runtime,
+            xds_client,
+            crate::pods::XdsPod {
+                listener,
+                tls: Some(tls),
+                settings: run::Settings {
+                    controller_name: fairlead_edge_model::CONTROLLER_NAME.to_owned(),
+                    lease: fairlead_kit::lease::LeaseConfig::new(
+                        run::LEASE,
+                        LEASE_NAMESPACE,
+                        "fairlead-up",
+                    ),
+                    waf: crate::waf::check(),
+                },
+                // One index for both pods while they act as the same user. With `--rbac` each
+                // reads with its own ServiceAccount, as in a cluster, where each pod watches
+                // what its own rights let it see: two indexes then.
+                index: controller_index.filter(|_| !rbac),
             },
-            // One index for both pods while they act as the same user. With `--rbac` each
-            // reads with its own ServiceAccount, as in a cluster, where each pod watches what
-            // its own rights let it see: two indexes then.
-            index: (!rbac).then_some(pod.index),
-        },
-    )?;
+        )?;
+    } else {
+        tracing::info!(xds = %xds_addr, "the xDS server runs apart (--without xds-server)");
+    }
     if let Some(runner) = runner {
         // The runner has a name of its own (the webhooks let it give managed Gateways their
         // local listen address) and the admin's rights.
@@ -422,7 +499,7 @@ async fn start_edge(
             .await?;
         fairlead_runner::start(runtime, runner_client, runner);
     }
-    Ok(bound)
+    Ok(xds_addr)
 }
 
 /// Makes the Service `webhook` (the chart's, in a cluster) lead to the webhooks served at
@@ -471,6 +548,7 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
 
 /// Runs the appliance until SIGTERM/SIGINT.
 pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
+    args.check()?;
     let runtime = Runtime::start(
         global,
         "fairlead-up",

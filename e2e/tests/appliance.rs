@@ -75,6 +75,27 @@ async fn up_serves_an_api_and_applies_a_demo_world_with_status() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_left_out_needs_the_port_of_the_one_run_apart() {
+    let up = Up::builder()
+        .option("--xds-addr", "127.0.0.1:0")
+        .args(&["--without", "xds-server"])
+        .start();
+    let kubeconfig = up.kubeconfig.clone();
+    let out = tokio::task::spawn_blocking(move || up.exited(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("fairlead up should fail");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--xds-addr 127.0.0.1:0") && stderr.contains("--without xds-server"),
+        "names the flag: {stderr}"
+    );
+    // Refused before anything started.
+    assert!(!kubeconfig.exists(), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_endpoints_refuse_loopback_in_manifests() {
     let manifests = tempfile::tempdir().unwrap();
     std::fs::write(manifests.path().join("world.yaml"), DEMO_WORLD).unwrap();

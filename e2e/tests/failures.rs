@@ -281,16 +281,47 @@ async fn certificates_rotated_under_load_lose_nothing() {
     }
 }
 
-/// `fairlead up` with its data in `data`, its API and xDS server on fixed ports (so it can be
-/// started again where its proxies and clients look), running no proxies itself.
-fn control_plane(data: &std::path::Path, api: u16, xds: u16, block: u8) -> Up {
-    Up::builder()
+/// Where the parts of a control plane listen, fixed so that it can be started again where
+/// its proxies and clients look.
+#[derive(Clone, Copy)]
+struct Ports {
+    api: u16,
+    xds: u16,
+    webhooks: u16,
+    block: u8,
+    /// The gateway controller and the xDS server run apart from `up` (`--without`).
+    separate: bool,
+}
+
+/// `fairlead up` with its data in `data`, at `ports`, running no proxies itself.
+fn control_plane(data: &std::path::Path, ports: Ports) -> Up {
+    let up = Up::builder()
         .path("--data-dir", data)
-        .option("--api-addr", format!("127.0.0.1:{api}"))
-        .option("--xds-addr", format!("127.0.0.1:{xds}"))
-        .option("--loopback-block", block.to_string())
-        .flag("--no-local-proxies")
-        .start()
+        .option("--api-addr", format!("127.0.0.1:{}", ports.api))
+        .option("--xds-addr", format!("127.0.0.1:{}", ports.xds))
+        .option("--webhook-addr", format!("127.0.0.1:{}", ports.webhooks))
+        .option("--loopback-block", ports.block.to_string())
+        .flag("--no-local-proxies");
+    if ports.separate {
+        up.args(&["--without", "gateway-controller", "--without", "xds-server"])
+            .start()
+    } else {
+        up.start()
+    }
+}
+
+/// `fairlead edge <args>` apart from `up`, against its API server, its log in `log`.
+fn component(up: &Up, args: &[String], log: &std::path::Path) -> Child {
+    Command::new(fairlead_e2e::binary::path())
+        .args(["--log-format", "json", "edge"])
+        .args(args)
+        .env("KUBECONFIG", &up.kubeconfig)
+        .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("the component starts")
 }
 
 /// A `fairlead edge proxy` of Gateway `key` apart from the control plane (its xDS server
@@ -348,6 +379,16 @@ async fn uptime(http: &reqwest::Client, admin: u16) -> Option<u64> {
 /// `port`.
 fn route(name: &str, port: u16) -> String {
     format!(
+        "{}---\n{}",
+        route_to_service(name),
+        backends::service("failures", name, 80, port)
+    )
+}
+
+/// A route `name` of Gateway `failures/edge` for `name.failures.test` to the Service `name`
+/// (port 80).
+fn route_to_service(name: &str) -> String {
+    format!(
         "apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: {name}, namespace: failures}}
@@ -355,21 +396,18 @@ spec:
   parentRefs: [{{name: edge}}]
   hostnames: [{name}.failures.test]
   rules: [{{backendRefs: [{{name: {name}, port: 80}}]}}]
----
-{}",
-        backends::service("failures", name, 80, port)
+"
     )
 }
 
 /// A control plane and two proxies of its Gateway `failures/edge` running apart from it (as
 /// in a cluster), the Gateway on its own loopback address, its route `shop` served.
 struct Apart {
-    /// `fairlead edge xds` apart from `fairlead up`, when the proxies are its.
-    xds_server: Option<Child>,
+    /// `fairlead edge controller` and `fairlead edge xds` apart from `fairlead up`, when the
+    /// proxies are theirs.
+    components: Vec<Child>,
     data: tempfile::TempDir,
-    api: u16,
-    xds: u16,
-    block: u8,
+    ports: Ports,
     files: tempfile::TempDir,
     _certificate: tempfile::TempDir,
     proxies: Vec<Child>,
@@ -380,32 +418,69 @@ struct Apart {
 
 impl Apart {
     /// Starts the control plane (on loopback block `block`) and the world; the control plane.
-    /// With `separate`, the proxies are served by a `fairlead edge xds` of its own, reading
-    /// the API server of `fairlead up`.
+    /// With `separate`, `up` is the API server alone: the gateway controller and the xDS
+    /// server serving the proxies are `fairlead edge controller` and `fairlead edge xds`
+    /// processes of their own, as in a cluster.
     async fn start(block: u8, separate: bool) -> (Self, Up) {
         let data = tempfile::tempdir().unwrap();
-        let (api, xds) = (free_port(), free_port());
-        let up = control_plane(data.path(), api, xds, block);
-        up.wait_ready().await;
-        let (xds_server, served_by) = if separate {
-            let port = free_port();
-            let child = Command::new(fairlead_e2e::binary::path())
-                .args(["--log-format", "json", "edge", "xds"])
-                .args(["--xds-addr", &format!("127.0.0.1:{port}")])
-                .args(["--admin-addr", &format!("127.0.0.1:{}", free_port())])
-                .args(["--tls-secret", "d8-alb/alb-xds-tls"])
-                .args(["--identity", "separate-xds"])
-                .env("KUBECONFIG", &up.kubeconfig)
-                .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("fairlead edge xds starts");
-            (Some(child), port)
-        } else {
-            (None, xds)
+        let ports = Ports {
+            api: free_port(),
+            xds: free_port(),
+            webhooks: free_port(),
+            block,
+            separate,
         };
+        let files = tempfile::Builder::new()
+            .prefix("failures-")
+            .tempdir()
+            .unwrap();
+        let up = control_plane(data.path(), ports);
+        up.wait_ready().await;
+        let address = |port: u16| format!("127.0.0.1:{port}");
+        let mut components = Vec::new();
+        if separate {
+            let admins = [free_port(), free_port()];
+            let controller = [
+                "controller",
+                "--identity",
+                "separate-controller",
+                "--managed-gateway-editor",
+                fairlead_apiserver::access::user::ADMIN,
+                "--webhook-addr",
+                &address(ports.webhooks),
+                "--xds-address",
+                &address(ports.xds),
+                "--admin-addr",
+                &address(admins[0]),
+                "--graph-addr",
+                &address(free_port()),
+            ];
+            let xds = [
+                "xds",
+                "--identity",
+                "separate-xds",
+                "--tls-secret",
+                "d8-alb/alb-xds-tls",
+                "--xds-addr",
+                &address(ports.xds),
+                "--admin-addr",
+                &address(admins[1]),
+            ];
+            for (args, name) in [(&controller[..], "controller"), (&xds[..], "xds")] {
+                let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+                let log = files.path().join(format!("{name}.log"));
+                components.push(component(&up, &args, &log));
+            }
+            let http = reqwest::Client::new();
+            for admin in admins {
+                until("a separate component ready", async || {
+                    let url = format!("http://127.0.0.1:{admin}/readyz");
+                    let r = http.get(url).send().await.ok()?;
+                    r.status().is_success().then_some(())
+                })
+                .await;
+            }
+        }
         let address = format!("127.{block}.9.1");
         let shop = backends::named("shop").await;
         up.apply(&format!(
@@ -427,17 +502,13 @@ spec:
             route("shop", shop)
         ));
         let certificate = fairlead_e2e::alb::certificate(&up, "failures/edge");
-        let files = tempfile::Builder::new()
-            .prefix("failures-")
-            .tempdir()
-            .unwrap();
         let admins = [free_port(), free_port()];
         let proxies = admins
             .iter()
             .enumerate()
             .map(|(i, admin)| {
                 proxy(
-                    served_by,
+                    ports.xds,
                     "failures/edge",
                     *admin,
                     certificate.path(),
@@ -446,11 +517,9 @@ spec:
             })
             .collect();
         let apart = Self {
-            xds_server,
+            components,
             data,
-            api,
-            xds,
-            block,
+            ports,
             files,
             _certificate: certificate,
             proxies,
@@ -470,7 +539,7 @@ spec:
 
     /// The control plane again, from its data, where it was.
     fn again(&self) -> Up {
-        control_plane(self.data.path(), self.api, self.xds, self.block)
+        control_plane(self.data.path(), self.ports)
     }
 
     /// Whether `host` answers `answer` through the proxies.
@@ -526,7 +595,7 @@ spec:
 
 impl Drop for Apart {
     fn drop(&mut self) {
-        for proxy in self.proxies.iter_mut().chain(self.xds_server.as_mut()) {
+        for proxy in self.proxies.iter_mut().chain(&mut self.components) {
             let _ = proxy.kill();
             let _ = proxy.wait();
         }
@@ -570,11 +639,11 @@ async fn proxies_serve_on_while_the_control_plane_is_killed_or_gone() {
     drop(third);
 }
 
-/// A backend on `127.0.0.1` answering `name` until its task is aborted (then its port
-/// refuses connections); its port and the task.
-async fn stoppable(name: &'static str) -> (u16, tokio::task::JoinHandle<()>) {
+/// A backend at `addr` answering `name` until its task is aborted (then its port refuses
+/// connections); its port and the task.
+async fn stoppable(name: &'static str, addr: &str) -> (u16, tokio::task::JoinHandle<()>) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let task = tokio::spawn(async move {
         let mut connections = tokio::task::JoinSet::new();
@@ -593,25 +662,76 @@ async fn stoppable(name: &'static str) -> (u16, tokio::task::JoinHandle<()>) {
     (port, task)
 }
 
+/// A Pod `name` of namespace `failures` labelled `app: <app>` on `up`'s node, running and
+/// ready at `ip` (a local process stands in for it).
+fn local_pod(up: &Up, name: &str, app: &str, ip: &str) {
+    up.apply(&format!(
+        "apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: failures, labels: {{app: {app}}}}}
+spec: {{nodeName: local, containers: [{{name: app, image: app}}]}}
+"
+    ));
+    let status = format!(
+        r#"{{"status": {{"phase": "Running", "podIP": "{ip}", "podIPs": [{{"ip": "{ip}"}}], "conditions": [{{"type": "Ready", "status": "True"}}]}}}}"#
+    );
+    let patched = Command::new("kubectl")
+        .args([
+            "-n",
+            "failures",
+            "patch",
+            "pod",
+            name,
+            "--subresource=status",
+        ])
+        .args(["--type=merge", "-p", &status])
+        .env("KUBECONFIG", &up.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(patched.status.success(), "{patched:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stopped_backend_a_broken_certificate_and_a_missing_backend_cost_other_routes_nothing() {
+async fn a_withdrawn_pod_a_broken_certificate_and_a_missing_backend_cost_nothing() {
     let _alone = fairlead_e2e::MEASURING.lock().await;
     let (apart, up) = Apart::start(201, false).await;
-    // `pair`: two endpoints answering alike, one of which stops.
-    let (one, _kept) = stoppable("pair").await;
-    let (two, stopped) = stoppable("pair").await;
+    // `pair`: a ServiceWithHealthchecks over two pods answering alike (each on a loopback
+    // address of its own, one port), probed every second; one of them stops.
+    let pods = ["127.201.5.1", "127.201.5.2"];
+    let (port, _kept) = stoppable("pair", &format!("{}:0", pods[0])).await;
+    let (_, stopped) = stoppable("pair", &format!("{}:{port}", pods[1])).await;
     up.apply(&format!(
-        "{}
+        "apiVersion: network.deckhouse.io/v1alpha1
+kind: ServiceWithHealthchecks
+metadata: {{name: pair, namespace: failures}}
+spec:
+  selector: {{app: pair}}
+  ports: [{{name: http, port: 80, targetPort: {port}}}]
+  healthcheck: {{initialDelaySeconds: 0, periodSeconds: 1, probes: [{{mode: TCP, tcp: {{targetPort: {port}}}}}]}}
 ---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: pair-2, namespace: failures, labels: {{kubernetes.io/service-name: pair}}}}
-addressType: IPv4
-ports: [{{name: http, port: {two}}}]
-endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
-",
-        route("pair", one)
+{}",
+        route_to_service("pair")
     ));
+    for (i, ip) in pods.iter().enumerate() {
+        local_pod(&up, &format!("pair-{i}"), "pair", ip);
+    }
+    let slices: kube::Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        kube::Api::namespaced(up.client().await, "failures");
+    let ready = async || {
+        let slice = slices.get_opt("pair-local-http-ipv4-0").await.ok()??;
+        let ready: Vec<String> = slice
+            .endpoints
+            .iter()
+            .flatten()
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+            .flat_map(|e| e.addresses.clone())
+            .collect();
+        Some(ready)
+    };
+    until("both pods of pair probed and published", async || {
+        (ready().await?.len() == 2).then_some(())
+    })
+    .await;
     until("pair served", async || {
         apart.served("pair.failures.test", "pair").await
     })
@@ -625,9 +745,16 @@ endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
             "shop=shop.failures.test,pair=pair.failures.test",
         )
         .await;
-    // One of pair's endpoints stops: its port refuses connections.
+    // One of pair's pods stops: its port refuses connections, and its probe withdraws it
+    // after three failures.
+    let stopping = Instant::now();
     stopped.abort();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    until("the stopped pod withdrawn by its probe", async || {
+        (ready().await? == [pods[0]]).then_some(())
+    })
+    .await;
+    let withdrawn = stopping.elapsed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
     // A listener whose certificate is no certificate, and a route whose backend is missing.
     up.apply(
         "apiVersion: v1
@@ -664,8 +791,13 @@ spec:
     );
     let outcome = load.finish().await;
     eprintln!("{}", apart.failed_lines());
-    outcome.none_failed(
-        "one of a route's two endpoints stopped; a listener with a malformed certificate and a route without its backend added",
+    outcome.none_failed(&format!(
+        "one of a ServiceWithHealthchecks' two pods stopped (its probe withdrew it in {} ms); a listener with a malformed certificate and a route without its backend added",
+        withdrawn.as_millis()
+    ));
+    assert!(
+        withdrawn <= Duration::from_secs(6),
+        "the probe (every second, three failures) withdrew the pod after {withdrawn:?}"
     );
     // The orphan is refused as the Gateway API says, beside them.
     let orphan = apart
@@ -678,13 +810,24 @@ spec:
     assert_eq!(orphan.status(), 500);
 }
 
+/// An ALBInstance `name` of namespace `failures` (its Gateway of the same name).
+fn instance(name: &str) -> String {
+    format!(
+        "apiVersion: network.deckhouse.io/v1alpha1
+kind: ALBInstance
+metadata: {{name: {name}, namespace: failures}}
+spec: {{gatewayName: {name}, inlet: {{type: LoadBalancer}}}}
+"
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_xds_server_serves_its_last_snapshot_while_the_api_server_is_gone() {
+async fn the_control_plane_apart_rides_out_the_api_server_gone() {
     let _alone = fairlead_e2e::MEASURING.lock().await;
     let (mut apart, up) = Apart::start(202, true).await;
     let started = Instant::now();
     let load = apart.load(&up, "60s", "shop=shop.failures.test").await;
-    // The API server gone for 30 s (and `up`'s own control plane with it).
+    // The API server gone for 30 s; the gateway controller and the xDS server run on.
     up.kill();
     tokio::time::sleep(Duration::from_secs(30)).await;
     let back = apart.again();
@@ -698,13 +841,34 @@ async fn the_xds_server_serves_its_last_snapshot_while_the_api_server_is_gone() 
     )
     .await;
     let took = applied.elapsed();
+    // The gateway controller took up its work again: an instance made after the return has
+    // its Gateway.
+    back.apply(&instance("later"));
+    let gateways = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        back.client().await,
+        "failures",
+        &fairlead_edge_controller::crds::resource("Gateway"),
+    );
+    until(
+        "the Gateway of an instance made after the return",
+        async || gateways.get_opt("later").await.ok().flatten(),
+    )
+    .await;
     let outcome = load.finish().await;
     eprintln!("{}", apart.failed_lines());
     outcome.none_failed(&format!(
-        "API server gone 30 s under a separate `fairlead edge xds` (a route applied after its return served in {} ms)",
+        "API server gone 30 s under a separate `fairlead edge controller` and `fairlead edge xds` (a route applied after its return served in {} ms)",
         took.as_millis()
     ));
-    let xds = apart.xds_server.as_mut().expect("the separate xDS server");
-    assert!(xds.try_wait().unwrap().is_none(), "the xDS server exited");
+    assert!(
+        took <= Duration::from_secs(3),
+        "a route applied after the API server's return took {took:?}"
+    );
+    for component in &mut apart.components {
+        assert!(
+            component.try_wait().unwrap().is_none(),
+            "a component apart from `up` exited"
+        );
+    }
     apart.none_restarted(started).await;
 }

@@ -243,6 +243,7 @@ async fn controller(client: &kube::Client, context: Arc<Context>, term: Cancella
     };
     controller
         .with_config(ControllerConfig::default().debounce(PACING.debounce))
+        .trigger_backoff(fairlead_kit::watch::backoff())
         .owns(
             Api::<Service>::all(client.clone()),
             watcher::Config::default(),

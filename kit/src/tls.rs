@@ -258,7 +258,11 @@ pub fn watch_secret(
         kube::Api::namespaced(client, key.namespace());
     let config = watcher::Config::default().fields(&format!("metadata.name={}", key.name()));
     tokio::spawn(async move {
-        let mut events = std::pin::pin!(watcher(api, config).applied_objects().default_backoff());
+        let mut events = std::pin::pin!(
+            watcher(api, config)
+                .applied_objects()
+                .backoff(crate::watch::backoff())
+        );
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,

@@ -1,6 +1,7 @@
 //! Watch caches for components: a kube-runtime watcher (with backoff) feeding a reflector
 //! store, objects trimmed to what the component reads before they are cached, and a
-//! notification on every change. The task ends with the component's stop token.
+//! notification on every change. The task ends with the component's stop token. Every
+//! watcher of fairlead retries with [`backoff`].
 
 use std::sync::Arc;
 
@@ -10,6 +11,27 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+/// The retry pacing of every watcher: 0.2 s after the first failure, doubling to 1 s, each
+/// wait stretched by a random part of itself (up to 2 s), back to 0.2 s after a minute
+/// without failures.
+///
+/// kube-runtime's default grows to 30 s (client-go's reflector too): after the API server
+/// was gone half a minute, a component saw changes again only 10–25 s after its return. A
+/// component holds a handful of watches, so a retry every second or two while the API
+/// server is away costs it nothing, and the jitter keeps many replicas from retrying in
+/// step.
+pub fn backoff()
+-> kube::runtime::utils::ResetTimerBackoff<kube::runtime::watcher::ExponentialBackoff> {
+    use std::time::Duration;
+    let exponential = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(1))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    kube::runtime::utils::ResetTimerBackoff::new(exponential.into(), Duration::from_secs(60))
+}
 
 /// Starts a cached watch; `trim` drops what the component does not read (memory), `notify`
 /// wakes the component after each change.
@@ -32,7 +54,7 @@ where
 {
     let (reader, writer) = reflector::store();
     let stream = watcher(api, config)
-        .default_backoff()
+        .backoff(backoff())
         .modify(trim)
         .reflect(writer);
     tokio::spawn(async move {
@@ -151,7 +173,7 @@ where
             meta.name.clone().unwrap_or_default(),
         )
     };
-    let stream = watcher(api, config).default_backoff();
+    let stream = watcher(api, config).backoff(backoff());
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         let mut relist: Option<Projected<V>> = None;
@@ -202,4 +224,24 @@ where
         }
     });
     projection
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn a_watch_retries_within_two_seconds_however_long_the_outage() {
+        let waits: Vec<Duration> = super::backoff().take(40).collect();
+        assert!(waits[0] >= Duration::from_millis(200) && waits[0] < Duration::from_millis(400));
+        assert!(
+            waits.iter().all(|w| *w <= Duration::from_secs(2)),
+            "{waits:?}"
+        );
+        // Grown to the cap: a minute's outage is retried about every second or two.
+        assert!(
+            waits[10..].iter().all(|w| *w >= Duration::from_secs(1)),
+            "{waits:?}"
+        );
+    }
 }

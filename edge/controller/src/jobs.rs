@@ -79,7 +79,7 @@ fn dynamic_cache(
         Api::<DynamicObject>::all_with(client.clone(), resource),
         config,
     )
-    .default_backoff()
+    .backoff(fairlead_kit::watch::backoff())
     .reflect(writer);
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);

@@ -162,7 +162,7 @@ where
 {
     let (reader, writer) = reflector::store();
     let trigger = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
+        .backoff(fairlead_kit::watch::backoff())
         .reflect(writer)
         .touched_objects()
         .predicate_filter(read_of::<K>, PredicateConfig::default());
@@ -199,7 +199,8 @@ fn labelled<K: Resource<DynamicType = ()>>(meta: &ObjectMeta) -> Option<ObjectRe
 }
 
 /// `controller` woken by what is made for its instances' Gateways (their workloads,
-/// Services, Pods and Gateways, by their labels).
+/// Services, Pods and Gateways, by their labels), every watch retried with the shared
+/// [`fairlead_kit::watch::backoff`].
 fn watching<K>(controller: Controller<K>, client: &kube::Client) -> Controller<K>
 where
     K: Resource<DynamicType = ()>
@@ -213,6 +214,7 @@ where
     let made = || watcher::Config::default().labels(INSTANCE_LABEL);
     let gateway = crate::crds::resource("Gateway");
     controller
+        .trigger_backoff(fairlead_kit::watch::backoff())
         .watches(Api::<DaemonSet>::all(client.clone()), made(), |o| {
             labelled::<K>(&o.metadata)
         })
