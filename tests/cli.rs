@@ -158,3 +158,48 @@ fn edge_bootstrap_prints_a_bootstrap_for_one_gateway() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not host:port"));
 }
+
+#[test]
+fn client_commands_take_kubectls_kubeconfig_and_context() {
+    for command in [
+        &["graph"][..],
+        &[
+            "edge",
+            "certificate",
+            "--gateway",
+            "d8-alb/main",
+            "--dir",
+            "/tmp/x",
+        ],
+        &["edge", "cleanup-wait"],
+    ] {
+        let mut args = command.to_vec();
+        args.extend([
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "--context",
+            "other",
+        ]);
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            stderr.contains("/nonexistent/kubeconfig"),
+            "{args:?} reads the kubeconfig given: {stderr}"
+        );
+    }
+    for command in [
+        &["health", "agent", "--help"][..],
+        &["health", "controller", "--help"],
+        &["edge", "controller", "--help"],
+        &["edge", "xds", "--help"],
+        &["edge", "geoproxy", "--help"],
+        &["loadtest", "--help"],
+    ] {
+        let help = String::from_utf8_lossy(&run(command).stdout).into_owned();
+        assert!(
+            help.contains("--kubeconfig") && help.contains("--context"),
+            "{command:?}: {help}"
+        );
+    }
+}

@@ -8,6 +8,7 @@
 //! Compositions bind the sockets (they know the addresses) and hand components their
 //! listeners; components start on the process's runtime.
 
+pub mod listen;
 pub mod pods;
 pub mod rbac;
 pub mod up;

@@ -21,13 +21,15 @@ use fairlead_kit::{AdminServer, GlobalArgs, Runtime};
 /// Options of `fairlead up`.
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// Address of the admin server (/metrics, /healthz, /readyz).
-    #[arg(long, default_value = "127.0.0.1:9800", env = "FAIRLEAD_ADMIN_ADDR")]
-    admin_addr: SocketAddr,
+    /// Address of the admin server (/metrics, /healthz, /readyz) [default: 127.0.0.1:9800,
+    /// or a free port when another process holds it].
+    #[arg(long, env = "FAIRLEAD_ADMIN_ADDR")]
+    admin_addr: Option<SocketAddr>,
 
-    /// Address of the embedded API server (HTTPS).
-    #[arg(long, default_value = "127.0.0.1:6443", env = "FAIRLEAD_API_ADDR")]
-    api_addr: SocketAddr,
+    /// Address of the embedded API server (HTTPS) [default: 127.0.0.1:6443, or a free port
+    /// when another process holds it].
+    #[arg(long, env = "FAIRLEAD_API_ADDR")]
+    api_addr: Option<SocketAddr>,
 
     /// Where to write the kubeconfig for kubectl and the components.
     #[arg(
@@ -50,9 +52,10 @@ pub struct UpArgs {
     #[arg(long, default_value = "local")]
     node_name: String,
 
-    /// Address of the xDS server (ADS) that Envoy and gRPC clients connect to.
-    #[arg(long, default_value = "127.0.0.1:18000", env = "FAIRLEAD_XDS_ADDR")]
-    xds_addr: SocketAddr,
+    /// Address of the xDS server (ADS) that Envoy and gRPC clients connect to [default:
+    /// 127.0.0.1:18000, or a free port when another process holds it].
+    #[arg(long, env = "FAIRLEAD_XDS_ADDR")]
+    xds_addr: Option<SocketAddr>,
 
     /// The Gateway API release channel whose CRDs are installed (upstream's bundle, see
     /// `edge/controller/gateway-api`): `standard` (serving TCPRoute, UDPRoute and TLSRoute
@@ -114,18 +117,15 @@ pub struct UpArgs {
 
     /// Address of the relationship graph's API and viewer (`/graph/`). Requests without
     /// kube-rbac-proxy's user headers are served as the embedded API server's admin: keep it
-    /// on loopback.
-    #[arg(long, default_value = "127.0.0.1:9810", env = "FAIRLEAD_GRAPH_ADDR")]
-    graph_addr: SocketAddr,
+    /// on loopback [default: 127.0.0.1:9810, or a free port when another process holds it].
+    #[arg(long, env = "FAIRLEAD_GRAPH_ADDR")]
+    graph_addr: Option<SocketAddr>,
 
     /// Address of the ingress-nginx converter (`POST /ingress2gateway`), which `up` serves as
-    /// a Deckhouse cluster with `migrations.ingress2Gateway.enabled` does on port 8082.
-    #[arg(
-        long,
-        default_value = "127.0.0.1:8082",
-        env = "FAIRLEAD_INGRESS2GATEWAY_ADDR"
-    )]
-    ingress2gateway_addr: SocketAddr,
+    /// a Deckhouse cluster with `migrations.ingress2Gateway.enabled` does on port 8082
+    /// [default: 127.0.0.1:8082, or a free port when another process holds it].
+    #[arg(long, env = "FAIRLEAD_INGRESS2GATEWAY_ADDR")]
+    ingress2gateway_addr: Option<SocketAddr>,
 
     /// Prometheus, for the graph's traffic overlay (none without).
     #[arg(long, env = "FAIRLEAD_PROMETHEUS_URL")]
@@ -157,9 +157,61 @@ pub enum Component {
     XdsServer,
 }
 
+const DEFAULT_ADMIN: SocketAddr = addr(9800);
+const DEFAULT_API: SocketAddr = addr(6443);
+const DEFAULT_XDS: SocketAddr = addr(18000);
+const DEFAULT_GRAPH: SocketAddr = addr(9810);
+const DEFAULT_INGRESS2GATEWAY: SocketAddr = addr(8082);
+
+const fn addr(port: u16) -> SocketAddr {
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), port)
+}
+
+/// Where this `up` listens (`listen::choose` of each address).
+#[derive(Clone, Copy, Debug)]
+struct Addresses {
+    admin: SocketAddr,
+    api: SocketAddr,
+    xds: SocketAddr,
+    graph: SocketAddr,
+    ingress2gateway: SocketAddr,
+}
+
 impl UpArgs {
     fn runs(&self, component: Component) -> bool {
         !self.without.contains(&component)
+    }
+
+    /// The addresses to listen on. Those of a component left out are where the one run
+    /// apart is expected, so they are never moved.
+    fn addresses(&self) -> anyhow::Result<Addresses> {
+        use crate::listen::{Wanted, choose};
+        let controller = self.runs(Component::GatewayController);
+        let pick = |given: Option<SocketAddr>, default: SocketAddr, ours: bool, flag: &str| {
+            if ours {
+                choose(Wanted { given, default })
+                    .with_context(|| format!("choosing an address for {flag}"))
+            } else {
+                Ok(given.unwrap_or(default))
+            }
+        };
+        Ok(Addresses {
+            admin: pick(self.admin_addr, DEFAULT_ADMIN, true, "--admin-addr")?,
+            api: pick(self.api_addr, DEFAULT_API, true, "--api-addr")?,
+            xds: pick(
+                self.xds_addr,
+                DEFAULT_XDS,
+                self.runs(Component::XdsServer),
+                "--xds-addr",
+            )?,
+            graph: pick(self.graph_addr, DEFAULT_GRAPH, controller, "--graph-addr")?,
+            ingress2gateway: pick(
+                self.ingress2gateway_addr,
+                DEFAULT_INGRESS2GATEWAY,
+                controller,
+                "--ingress2gateway-addr",
+            )?,
+        })
     }
 
     /// Refuses, before anything starts, a component left out without the port where the
@@ -174,7 +226,7 @@ impl UpArgs {
             ),
             (
                 Component::XdsServer,
-                self.xds_addr,
+                self.xds_addr.unwrap_or(DEFAULT_XDS),
                 "--xds-addr",
                 "xds-server",
             ),
@@ -355,21 +407,21 @@ async fn start_edge(
     runtime: &Runtime,
     server: &ApiServer,
     client: &kube::Client,
-    args: &UpArgs,
+    (args, at): (&UpArgs, Addresses),
     runner: Option<fairlead_runner::Config>,
     (controller_client, xds_client): (kube::Client, kube::Client),
     rbac: bool,
-) -> anyhow::Result<SocketAddr> {
+) -> anyhow::Result<Served> {
     use fairlead_edge_control_plane::run;
     use fairlead_edge_controller::{reconcile, start, webhook};
     let xds_listener = if args.runs(Component::XdsServer) {
-        Some(crate::pods::bind("xDS server", args.xds_addr).await?)
+        Some(crate::pods::bind("xDS server", at.xds).await?)
     } else {
         None
     };
     let xds_addr = match &xds_listener {
         Some(listener) => listener.local_addr()?,
-        None => args.xds_addr,
+        None => at.xds,
     };
     let webhook_listener = if args.runs(Component::GatewayController) {
         Some(crate::pods::bind("admission webhooks", args.webhook_addr).await?)
@@ -388,12 +440,14 @@ async fn start_edge(
     } else {
         xds_addr.ip().to_string()
     };
-    let controller_index = match webhook_listener {
+    let (controller_index, served) = match webhook_listener {
         None => {
             tracing::info!(webhooks = %webhook_addr, "the gateway controller runs apart (--without gateway-controller)");
-            None
+            (None, None)
         }
         Some(listener) => {
+            let ingress2gateway = crate::pods::bind("ingress2gateway", at.ingress2gateway).await?;
+            let ingress2gateway_addr = ingress2gateway.local_addr()?;
             let controller = start::Settings {
                 controller_name: fairlead_edge_model::CONTROLLER_NAME.to_owned(),
                 channel: args.gateway_api_channel,
@@ -430,12 +484,10 @@ async fn start_edge(
                     webhook::CONTROLLER_USER.to_owned(),
                     fairlead_runner::USER.to_owned(),
                 ],
-                ingress2gateway_listener: Some(
-                    crate::pods::bind("ingress2gateway", args.ingress2gateway_addr).await?,
-                ),
+                ingress2gateway_listener: Some(ingress2gateway),
             };
             let graph = fairlead_graph_service::Settings {
-                addr: args.graph_addr,
+                addr: at.graph,
                 prometheus_url: args.prometheus_url.clone(),
                 anonymous: Some(fairlead_graph_service::authz::User {
                     name: GRAPH_USER.into(),
@@ -454,7 +506,7 @@ async fn start_edge(
             )
             .await?;
             tracing::info!(url = %format!("http://{}/graph/", pod.graph), "relationship graph");
-            Some(pod.index)
+            (Some(pod.index), Some((pod.graph, ingress2gateway_addr)))
         }
     };
     if let Some(listener) = xds_listener {
@@ -499,7 +551,17 @@ async fn start_edge(
             .await?;
         fairlead_runner::start(runtime, runner_client, runner);
     }
-    Ok(xds_addr)
+    Ok(Served {
+        xds: xds_addr,
+        controller: served,
+    })
+}
+
+/// What the edge's pods of `up` serve at: the xDS server, and with the gateway controller
+/// the graph and the ingress-nginx converter.
+struct Served {
+    xds: SocketAddr,
+    controller: Option<(SocketAddr, SocketAddr)>,
 }
 
 /// Makes the Service `webhook` (the chart's, in a cluster) lead to the webhooks served at
@@ -549,6 +611,15 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
 /// Runs the appliance until SIGTERM/SIGINT.
 pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
     args.check()?;
+    // Everything that could refuse this `up` is decided before anything starts.
+    let home = args
+        .kubeconfig
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."))
+        .to_path_buf();
+    let _held = crate::listen::hold(&home)?;
+    let at = args.addresses()?;
     let runtime = Runtime::start(
         global,
         "fairlead-up",
@@ -557,7 +628,7 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
     .context("starting the runtime")?;
     let apiserver_ready = runtime.readiness.register("apiserver");
     let admin = AdminServer::bind(
-        args.admin_addr,
+        at.admin,
         runtime.metrics.clone(),
         runtime.readiness.clone(),
         None,
@@ -567,7 +638,7 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
     admin.spawn(&runtime.shutdown);
 
     let server = ApiServer::start(Config {
-        addr: args.api_addr,
+        addr: at.api,
         data_dir: args.data_dir.clone(),
         allow_loopback_endpoints: !args.strict_endpoints,
         audit_log: args.audit_log.clone(),
@@ -597,6 +668,7 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         .parent()
         .unwrap_or(std::path::Path::new("."))
         .join("pods");
+    let mut loopback_block = None;
     let runner = if args.no_local_proxies {
         None
     } else {
@@ -609,6 +681,7 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
         let fairlead = std::env::current_exe().context("locating the fairlead binary")?;
         let block =
             fairlead_runner::Block::take(args.loopback_block).map_err(|e| anyhow::anyhow!(e))?;
+        loopback_block = Some(block.number);
         tracing::info!(
             block = block.number,
             "the local runner's loopback addresses: 127.{0}.3.N pods, 127.{0}.1.N Gateways, 127.{0}.2.N Services",
@@ -648,20 +721,47 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
             .context("applying the workloads' roles")?;
     }
     let edge = edge_clients(&server, &client, args.rbac, &tokens).await?;
-    let xds_addr = start_edge(&runtime, &server, &client, &args, runner, edge, args.rbac).await?;
+    let served = start_edge(
+        &runtime,
+        &server,
+        &client,
+        (&args, at),
+        runner,
+        edge,
+        args.rbac,
+    )
+    .await?;
     if let Some(dir) = &args.manifests {
         let applied = fairlead_apiserver::manifests::apply_dir(&client, server.registry(), dir)
             .await
             .with_context(|| format!("applying the manifests of {}", dir.display()))?;
         tracing::info!(count = applied.len(), objects = ?applied, "manifests applied");
     }
+    let endpoints = crate::listen::Endpoints {
+        pid: std::process::id(),
+        api: server.url(),
+        kubeconfig: std::path::absolute(&args.kubeconfig)?,
+        admin: format!("http://{admin_addr}"),
+        xds: served.xds.to_string(),
+        graph: served
+            .controller
+            .map(|(graph, _)| format!("http://{graph}/graph/")),
+        ingress2gateway: served
+            .controller
+            .map(|(_, i2g)| format!("http://{i2g}/ingress2gateway")),
+        loopback_block,
+    };
+    let written = endpoints.write(&home)?;
     apiserver_ready.ready();
     tracing::info!(
-        api = %server.url(),
+        api = %endpoints.api,
         kubeconfig = %args.kubeconfig.display(),
-        admin = %admin_addr,
-        xds = %xds_addr,
+        admin = %endpoints.admin,
+        xds = %endpoints.xds,
+        graph = endpoints.graph.as_deref().unwrap_or("-"),
+        ingress2gateway = endpoints.ingress2gateway.as_deref().unwrap_or("-"),
         pods = %pods_dir.display(),
+        endpoints = %written.display(),
         "fairlead up: running (embedded API server: development and test only); Ctrl-C to stop"
     );
     // The components drain first, while the API server they talk to is still up.

@@ -36,6 +36,8 @@ pub fn certificate(up: &Up, gateway: &str) -> tempfile::TempDir {
 }
 
 /// An ADS stream of a proxy of `cluster` with the certificate in `dir`; the first answer.
+/// It checks the server's certificate for `localhost`, as a local gRPC client's bootstrap
+/// names it (the proxies' Envoy checks `127.0.0.1`).
 pub async fn ads(
     up: &Up,
     dir: &std::path::Path,
@@ -55,7 +57,7 @@ pub async fn ads(
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(read("ca.crt")))
         .identity(Identity::from_pem(read("tls.crt"), read("tls.key")))
-        .domain_name("127.0.0.1");
+        .domain_name("localhost");
     let deadline = Instant::now() + Duration::from_secs(20);
     let channel = loop {
         // The server takes connections once the controller has issued its certificate.

@@ -1,6 +1,7 @@
 //! The appliance itself: `fairlead up` serving its API and applying a world of manifests with
-//! their statuses, `--strict-endpoints` refusing loopback addresses (naming the field), and
-//! acknowledged writes surviving a kill with `--data-dir`.
+//! their statuses, `--strict-endpoints` refusing loopback addresses (naming the field),
+//! acknowledged writes surviving a kill with `--data-dir`, a component left out needing the
+//! address of the one run apart, and a second `up` on the machine taking free ports.
 
 use std::time::Duration;
 
@@ -151,4 +152,102 @@ async fn acknowledged_writes_survive_a_kill_with_a_data_dir() {
         assert!(names.contains(&format!("cm-{i}")), "cm-{i} lost: {names:?}");
     }
     assert!(again.stop().status.success());
+}
+
+/// A `fairlead up` with every default but its directory: what a user starts.
+struct Plain {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl Plain {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(dir.path().join("up.log")).unwrap();
+        let child = std::process::Command::new(fairlead_e2e::binary::path())
+            .args(["--log-format", "json", "up"])
+            .current_dir(dir.path())
+            .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Self { child, dir }
+    }
+
+    /// Its `endpoints.json`, once it runs.
+    async fn endpoints(&self) -> serde_json::Value {
+        let path = self.dir.path().join(".fairlead/endpoints.json");
+        fairlead_e2e::until("fairlead up writes its endpoints", async || {
+            serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()
+        })
+        .await
+    }
+}
+
+impl Drop for Plain {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_up_on_the_machine_takes_free_ports_and_says_where() {
+    let first = Plain::start();
+    let one = first.endpoints().await;
+    let second = Plain::start();
+    let two = second.endpoints().await;
+    for key in [
+        "api",
+        "admin",
+        "xds",
+        "graph",
+        "ingress2gateway",
+        "loopbackBlock",
+    ] {
+        assert!(!one[key].is_null(), "{key} in {one}");
+        assert_ne!(one[key], two[key], "{key}: both ups at {}", one[key]);
+    }
+    // Each is whole: ready, and its kubeconfig reaches its own API server.
+    for (up, endpoints) in [(&first, &one), (&second, &two)] {
+        let admin = endpoints["admin"].as_str().unwrap();
+        let ready = reqwest::get(format!("{admin}/readyz")).await.unwrap();
+        assert!(ready.status().is_success());
+        let kubeconfig = up.dir.path().join(".fairlead/kubeconfig");
+        assert_eq!(endpoints["kubeconfig"].as_str(), kubeconfig.to_str());
+        let server = fairlead_e2e::kubectl::run(
+            &kubeconfig,
+            &[
+                "config",
+                "view",
+                "--minify",
+                "-o",
+                "jsonpath={.clusters[0].cluster.server}",
+            ],
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&server.stdout),
+            endpoints["api"].as_str().unwrap()
+        );
+        let namespaces = fairlead_e2e::kubectl::run(&kubeconfig, &["get", "namespaces"]);
+        assert!(namespaces.status.success(), "{namespaces:?}");
+    }
+    // A third from the first one's directory is refused before it starts anything.
+    let mut third = std::process::Command::new(fairlead_e2e::binary::path())
+        .arg("up")
+        .current_dir(first.dir.path())
+        .env("FAIRLEAD_PARENT_PID", std::process::id().to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status =
+        fairlead_e2e::until("the third up exits", async || third.try_wait().unwrap()).await;
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut third.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success());
+    assert!(stderr.contains("another `fairlead up`"), "{stderr}");
 }

@@ -436,6 +436,44 @@ fn kubectls_everyday_commands_work_against_fairlead_up() {
     ]);
     assert_eq!(get(&["get", "deployment", "web"])["spec"]["replicas"], 1);
 
+    // The columns a real API server prints (server-side Tables).
+    let header = |args: &[&str]| -> Vec<String> {
+        let printed = cluster.ok(args);
+        let first = printed.lines().next().unwrap_or_default();
+        first.split_whitespace().map(str::to_owned).collect()
+    };
+    assert_eq!(
+        header(&["-n", "demo", "get", "deployments"]),
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+    );
+    assert_eq!(
+        header(&["-n", "demo", "get", "pods"]),
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
+    assert_eq!(
+        header(&["-n", "demo", "get", "services"]),
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ]
+    );
+    let pods = cluster.ok(&["-n", "demo", "get", "pod", "pod1"]);
+    assert!(
+        pods.lines()
+            .nth(1)
+            .is_some_and(|l| l.contains(" 0/1 ") && l.contains("Pending")),
+        "{pods}"
+    );
+    assert!(
+        cluster
+            .ok(&["-n", "demo", "get", "pods", "-o", "wide"])
+            .contains("NOMINATED NODE")
+    );
+
     lists_are_applied_and_validated_with_the_served_schema(&cluster);
     the_gateway_api_as_examples_write_it(&cluster);
     for (kind, name) in [

@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use fairlead_kit::lease::LeaseConfig;
 use fairlead_kit::shutdown::DEFAULT_DRAIN_DEADLINE;
@@ -28,6 +27,9 @@ pub enum HealthCommand {
 /// Options of `fairlead health agent`.
 #[derive(Debug, Args)]
 pub struct AgentArgs {
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: fairlead_kit::cluster::ClusterArgs,
     /// This node's name (the DaemonSet passes `spec.nodeName`).
     #[arg(long, env = "NODE_NAME")]
     node_name: String,
@@ -49,6 +51,9 @@ pub struct AgentArgs {
 /// Options of `fairlead health controller`.
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: fairlead_kit::cluster::ClusterArgs,
     /// Address of the admin server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "0.0.0.0:4250")]
     admin_addr: SocketAddr,
@@ -85,6 +90,7 @@ pub async fn run(global: &GlobalArgs, command: HealthCommand) -> anyhow::Result<
         HealthCommand::Agent(args) => {
             let (runtime, client) = connect(
                 global,
+                &args.cluster,
                 "fairlead-health-agent",
                 args.admin_addr,
                 args.health_addr,
@@ -102,6 +108,7 @@ pub async fn run(global: &GlobalArgs, command: HealthCommand) -> anyhow::Result<
         HealthCommand::Controller(args) => {
             let (runtime, client) = connect(
                 global,
+                &args.cluster,
                 "fairlead-health-controller",
                 args.admin_addr,
                 args.health_addr,
@@ -118,18 +125,17 @@ pub async fn run(global: &GlobalArgs, command: HealthCommand) -> anyhow::Result<
     }
 }
 
-/// What both components start with: the runtime, a client for the cluster (in-cluster or
-/// `KUBECONFIG`), and the admin server.
+/// What both components start with: the runtime, a client for the cluster `cluster` names,
+/// and the admin server.
 async fn connect(
     global: &GlobalArgs,
+    cluster: &fairlead_kit::cluster::ClusterArgs,
     component: &str,
     admin_addr: SocketAddr,
     health_addr: Option<SocketAddr>,
 ) -> anyhow::Result<(Runtime, kube::Client)> {
     let runtime = Runtime::start(global, component, DEFAULT_DRAIN_DEADLINE)?;
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API")?;
+    let client = cluster.client().await?;
     runtime.serve_admin(admin_addr, health_addr, None).await?;
     Ok((runtime, client))
 }

@@ -25,6 +25,8 @@ pub mod admin;
 pub mod apply;
 pub mod cli;
 #[cfg(feature = "kube")]
+pub mod cluster;
+#[cfg(feature = "kube")]
 pub mod conditions;
 #[cfg(feature = "kube")]
 pub mod crds;

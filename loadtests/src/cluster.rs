@@ -11,16 +11,12 @@ use serde_json::Value;
 
 use crate::world;
 
-/// A client of the cluster `kubeconfig` names.
-pub async fn client(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
-    let config = kube::config::Kubeconfig::read_from(kubeconfig).with_context(|| {
-        format!(
-            "reading {} (is `fairlead up` running? --kubeconfig names another)",
-            kubeconfig.display()
-        )
-    })?;
-    let config = kube::Config::from_custom_kubeconfig(config, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
+/// A client of the cluster `cluster` names.
+pub async fn client(cluster: &fairlead_kit::cluster::ClusterArgs) -> anyhow::Result<kube::Client> {
+    cluster
+        .client()
+        .await
+        .context("is `fairlead up` running? --kubeconfig or KUBECONFIG names another cluster")
 }
 
 /// The API of `object`'s kind (found by discovery) in its namespace, and its name.

@@ -53,13 +53,14 @@ pub struct Args {
     #[arg(long, default_value = "loadtests")]
     pub dir: PathBuf,
 
-    /// The kubeconfig of the cluster the world is applied to (`fairlead up`'s by default).
-    #[arg(
-        long,
-        default_value = ".fairlead/kubeconfig",
-        env = "FAIRLEAD_KUBECONFIG"
-    )]
-    pub kubeconfig: PathBuf,
+    /// The kubeconfig of the cluster the world is applied to; without it `KUBECONFIG`, and
+    /// without that `fairlead up`'s (`.fairlead/kubeconfig`).
+    #[arg(long, env = "FAIRLEAD_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use, as kubectl's `--context`; the current one without it.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
 
     /// Load this address instead (the routes of the scenario's world must be there): nothing
     /// is applied and no backend started. For tcp-echo and udp-echo, its IP address, with
@@ -113,6 +114,22 @@ pub struct Args {
     /// Where the summary is written (`<dir>/results/<scenario>.json` by default).
     #[arg(long)]
     pub results: Option<PathBuf>,
+}
+
+impl Args {
+    /// The cluster the run talks to: `--kubeconfig`, else `KUBECONFIG`, else `fairlead up`'s
+    /// kubeconfig; `--context` in it.
+    pub fn cluster(&self) -> fairlead_kit::cluster::ClusterArgs {
+        let up = || {
+            std::env::var_os("KUBECONFIG")
+                .is_none()
+                .then(|| PathBuf::from(".fairlead/kubeconfig"))
+        };
+        fairlead_kit::cluster::ClusterArgs {
+            kubeconfig: self.kubeconfig.clone().or_else(up),
+            context: self.context.clone(),
+        }
+    }
 }
 
 /// A Gateway's key: `namespace/name`, or a name in d8-alb.
@@ -190,7 +207,7 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
                 .ok()
                 .and_then(|w| w.entry())
                 .map_or("http", |e| e.scheme);
-            let client = cluster::client(&args.kubeconfig).await?;
+            let client = cluster::client(&args.cluster()).await?;
             Some(cluster::gateway_target(&client, gateway, scheme).await?)
         }
         None => args.target.clone(),
@@ -578,7 +595,7 @@ async fn serve_world(args: &Args, results: &std::path::Path) -> anyhow::Result<S
         None => None,
     };
     let prober = echo::Prober::new(ca_pem.as_deref())?;
-    let client = cluster::client(&args.kubeconfig).await?;
+    let client = cluster::client(&args.cluster()).await?;
     let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let mut echoes = Vec::new();
     let mut slices = Vec::new();

@@ -36,6 +36,7 @@
 
 mod account;
 mod addresses;
+mod alias;
 mod endpoints;
 mod forward;
 pub mod pod;

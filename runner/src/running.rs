@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Config;
 use super::account::Account;
+use super::alias;
 use super::pod::{self, ContainerState, Run, State, View};
 use super::volumes::{self, Volumes};
 
@@ -126,6 +127,11 @@ async fn run(
         tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "creating the Pod object failed; the pod runs without it");
     }
     let root = config.dir.join(format!("{namespace}_{name}"));
+    // The containers' files, as the containers are given them: through a short link.
+    let seen = alias::short(&root, config.block.number).unwrap_or_else(|e| {
+        tracing::warn!(pod = %name, error = %e, "no short path to the pod's files; a Unix socket among them may have too long a path");
+        root.clone()
+    });
     let spec = &object["spec"];
     let mut volumes = Volumes::new(&root, &config.dir.join(CLAIMS_DIR), &namespace, spec);
     for unsupported in volumes.unsupported() {
@@ -218,7 +224,7 @@ async fn run(
             config.say_skipped(container);
             continue;
         };
-        let (mounts, working) = match volumes::container_tree(&root, &volumes, container) {
+        let (mounts, working) = match volumes::container_tree(&seen, &volumes, container) {
             Ok(tree) => tree,
             Err(e) => {
                 set(&states, &changed_tx, |all| {

@@ -1,6 +1,9 @@
 //! `meta.k8s.io/v1` Tables, which `kubectl get` asks for: the name, the printer columns of a
 //! CRD (evaluated with the JSONPath subset CRDs use: `.a.b`, `[n]`, `[?(@.k=="v")]`), and the
-//! age.
+//! age; for the built-in kinds kubectl users read most, the columns a real API server prints
+//! ([`printers`]).
+
+mod printers;
 
 use serde_json::{Value, json};
 
@@ -101,13 +104,35 @@ fn cell(values: &[&Value], type_: &str, now: chrono::DateTime<chrono::Utc>) -> V
 /// A Table of objects (already presented at the requested version).
 pub fn table(rt: &ResourceType, objects: &[Value], resource_version: &str) -> Value {
     let now = chrono::Utc::now();
+    if let Some(printer) = printers::printer(&rt.group, &rt.plural).filter(|_| !rt.custom) {
+        let columns: Vec<Value> = printer
+            .columns
+            .iter()
+            .map(|c| {
+                let format = if c.name == "Name" { "name" } else { "" };
+                json!({"name": c.name, "type": c.type_, "format": format, "description": "",
+                    "priority": c.priority})
+            })
+            .collect();
+        let rows: Vec<Value> = objects
+            .iter()
+            .map(|o| json!({"cells": (printer.row)(o, now), "object": o}))
+            .collect();
+        return json!({
+            "kind": "Table",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"resourceVersion": resource_version},
+            "columnDefinitions": columns,
+            "rows": rows,
+        });
+    }
     let mut columns = vec![json!({"name": "Name", "type": "string", "format": "name",
         "description": "Name must be unique within a namespace.", "priority": 0})];
     for c in &rt.printer_columns {
         columns.push(json!({"name": c.name, "type": c.type_, "format": "", "description": "", "priority": c.priority}));
     }
     // Custom resources show their printer columns (a CRD without any gets an Age column, as
-    // the real server defaults it); built-ins show the name and the age.
+    // the real server defaults it); other built-ins show the name and the age.
     let age_by_default = !rt.custom || rt.printer_columns.is_empty();
     if age_by_default {
         columns.push(json!({"name": "Age", "type": "date", "format": "",
@@ -160,7 +185,7 @@ mod tests {
     #[test]
     fn custom_resources_show_their_columns_and_builtins_their_age() {
         let registry = crate::objects::resources::Registry::new();
-        let pods = registry.lookup("", "v1", "pods").unwrap();
+        let config_maps = registry.lookup("", "v1", "configmaps").unwrap();
         let object =
             json!({"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"}});
         let names = |t: &Value| -> Vec<String> {
@@ -172,10 +197,10 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            names(&table(&pods, std::slice::from_ref(&object), "1")),
+            names(&table(&config_maps, std::slice::from_ref(&object), "1")),
             vec!["Name", "Age"]
         );
-        let mut custom = pods.clone();
+        let mut custom = config_maps.clone();
         custom.custom = true;
         custom.printer_columns = vec![crate::objects::resources::PrinterColumn {
             name: "Age".into(),
@@ -186,6 +211,14 @@ mod tests {
         let t = table(&custom, &[object], "1");
         assert_eq!(names(&t), vec!["Name", "Age"], "no second Age column");
         assert_eq!(t["rows"][0]["cells"].as_array().unwrap().len(), 2);
+        // Deployments as a real server prints them.
+        let deployments = registry.lookup("apps", "v1", "deployments").unwrap();
+        let t = table(&deployments, &[json!({"metadata": {"name": "d"}})], "1");
+        assert_eq!(
+            names(&t)[..5],
+            ["Name", "Ready", "Up-to-date", "Available", "Age"]
+        );
+        assert_eq!(t["rows"][0]["cells"][1], json!("0/0"));
     }
 
     #[test]

@@ -22,6 +22,9 @@ use fairlead_kit::{GlobalArgs, Runtime};
 /// Options of `fairlead edge geoproxy`.
 #[derive(Debug, Args)]
 pub struct GeoproxyArgs {
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: fairlead_kit::cluster::ClusterArgs,
     /// The editions to hold, comma-separated (e.g. `GeoIP2-City,GeoLite2-ASN`).
     #[arg(long, value_delimiter = ',', required = true)]
     pub editions: Vec<Edition>,
@@ -123,9 +126,7 @@ pub async fn run(global: &GlobalArgs, args: GeoproxyArgs) -> anyhow::Result<()> 
         .with_context(|| format!("binding {}", args.addr))?;
     let leadership = match &args.lease {
         Some(name) => {
-            let client = kube::Client::try_default()
-                .await
-                .context("connecting to the Kubernetes API")?;
+            let client = args.cluster.client().await?;
             let (leadership, _lease) = fairlead_kit::lease::spawn(
                 client,
                 LeaseConfig::new(name, &args.lease_namespace, &args.identity),

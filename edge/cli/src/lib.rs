@@ -70,6 +70,9 @@ pub enum EdgeCommand {
 /// Options of `fairlead edge cleanup-wait`.
 #[derive(Debug, Args)]
 pub struct CleanupWaitArgs {
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: fairlead_kit::cluster::ClusterArgs,
     /// How long to wait, in seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
@@ -78,6 +81,9 @@ pub struct CleanupWaitArgs {
 /// Options of `fairlead edge certificate`.
 #[derive(Debug, Args)]
 pub struct CertificateArgs {
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: fairlead_kit::cluster::ClusterArgs,
     /// The Gateway the proxy serves, `namespace/name`.
     #[arg(long, value_parser = gateway)]
     pub gateway: ObjectKey,
@@ -95,6 +101,9 @@ pub struct CertificateArgs {
 /// Options of `fairlead edge controller`.
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: fairlead_kit::cluster::ClusterArgs,
     /// Address of the admin server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "0.0.0.0:9850")]
     pub admin_addr: SocketAddr,
@@ -271,6 +280,9 @@ pub struct ProxyArgs {
 /// Options of `fairlead edge xds`.
 #[derive(Debug, Args)]
 pub struct XdsArgs {
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: fairlead_kit::cluster::ClusterArgs,
     /// Address of the xDS (gRPC) server.
     #[arg(long, default_value = "0.0.0.0:18000")]
     pub xds_addr: SocketAddr,
@@ -446,14 +458,13 @@ impl BootstrapArgs {
 /// `admin_addr`.
 async fn connected(
     global: &GlobalArgs,
+    cluster: &fairlead_kit::cluster::ClusterArgs,
     name: &str,
     admin_addr: SocketAddr,
     health_addr: Option<SocketAddr>,
 ) -> anyhow::Result<(Runtime, kube::Client)> {
     let runtime = Runtime::start(global, name, DEFAULT_DRAIN_DEADLINE)?;
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API")?;
+    let client = cluster.client().await?;
     runtime.serve_admin(admin_addr, health_addr, None).await?;
     Ok((runtime, client))
 }
@@ -463,6 +474,7 @@ pub async fn xds(global: &GlobalArgs, args: XdsArgs) -> anyhow::Result<()> {
     args.check_tls()?;
     let (runtime, client) = connected(
         global,
+        &args.cluster,
         "fairlead-edge-xds",
         args.admin_addr,
         args.health_addr,
@@ -583,6 +595,7 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
     let config = args.config()?;
     let (runtime, client) = connected(
         global,
+        &args.cluster,
         "fairlead-edge-controller",
         args.admin_addr,
         args.health_addr,
@@ -619,9 +632,7 @@ pub async fn controller(global: &GlobalArgs, args: ControllerArgs) -> anyhow::Re
 /// Issues a proxy's client certificate from the controller's CA into `args.dir`.
 pub async fn certificate(args: CertificateArgs) -> anyhow::Result<()> {
     use std::os::unix::fs::DirBuilderExt as _;
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API")?;
+    let client = args.cluster.client().await?;
     let ca = fairlead_edge_controller::certificates::stored_authority(&client)
         .await?
         .context("the gateway controller has made no CA yet (Secret d8-alb/alb-ca)")?;
@@ -659,9 +670,7 @@ pub async fn run(global: &GlobalArgs, command: EdgeCommand) -> anyhow::Result<()
         EdgeCommand::GeoDownloader(args) => geoproxy::downloader(global, args).await,
         EdgeCommand::Waf(args) => waf::run(global, args).await,
         EdgeCommand::CleanupWait(args) => {
-            let client = kube::Client::try_default()
-                .await
-                .context("connecting to the Kubernetes API")?;
+            let client = args.cluster.client().await?;
             fairlead_edge_controller::cleanup::wait(
                 &client,
                 std::time::Duration::from_secs(args.timeout),

@@ -173,13 +173,17 @@ async fn cleanup(
 }
 
 /// The names of the xDS server's serving certificate: the host proxies dial and its
-/// Service's names.
+/// Service's names; for a loopback host (`fairlead up`), `localhost` too, which local
+/// clients (a gRPC client's bootstrap) write as often as the address.
 fn xds_names(host: &str) -> (Vec<String>, Vec<std::net::IpAddr>) {
     let mut names: Vec<String> = Vec::new();
     let mut ips = Vec::new();
     match host.parse::<std::net::IpAddr>() {
         Ok(ip) => ips.push(ip),
         Err(_) => names.push(host.to_owned()),
+    }
+    if ips.iter().any(std::net::IpAddr::is_loopback) && !names.iter().any(|n| n == "localhost") {
+        names.push("localhost".to_owned());
     }
     for name in [
         "alb-xds".to_owned(),
@@ -459,5 +463,23 @@ async fn http01(context: &Context, term: &CancellationToken) {
             .await
             .map_err(ReconcileError::from);
         finished(context, &mut rounds, "HTTP-01 bridging", result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::xds_names;
+
+    #[test]
+    fn a_loopback_xds_server_is_named_localhost_too() {
+        let (names, ips) = xds_names("127.0.0.1");
+        assert_eq!(ips, ["127.0.0.1".parse::<std::net::IpAddr>().unwrap()]);
+        assert!(names.contains(&"localhost".to_owned()), "{names:?}");
+        assert!(names.contains(&"alb-xds.d8-alb.svc".to_owned()));
+        let (names, ips) = xds_names("alb-xds.d8-alb.svc");
+        assert!(ips.is_empty());
+        assert!(!names.contains(&"localhost".to_owned()), "{names:?}");
+        let (names, _) = xds_names("10.0.0.1");
+        assert!(!names.contains(&"localhost".to_owned()), "{names:?}");
     }
 }

@@ -17,6 +17,9 @@ use kube::discovery::Discovery;
 /// Options of `fairlead graph`.
 #[derive(Debug, clap::Args)]
 pub struct GraphArgs {
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: fairlead_kit::cluster::ClusterArgs,
     /// Output: json (Cytoscape-shaped, as the API serves), dot (Graphviz) or mermaid.
     #[arg(short = 'o', long, default_value = "json", value_parser = ["json", "dot", "mermaid"])]
     pub output: String,
@@ -66,9 +69,7 @@ pub async fn run(args: GraphArgs) -> anyhow::Result<()> {
             })
             .collect::<anyhow::Result<_>>()?,
     };
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API (kubeconfig or in-cluster)")?;
+    let client = args.cluster.client().await?;
     let groups: Vec<&str> = KINDS
         .iter()
         .map(|k| k.group)
