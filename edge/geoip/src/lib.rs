@@ -9,7 +9,7 @@
 pub mod archive;
 pub mod downloader;
 pub mod geoproxy;
-pub mod http;
+pub use fairlead_kit::http;
 pub mod serve;
 pub mod source;
 pub mod start;

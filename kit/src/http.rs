@@ -1,4 +1,5 @@
-//! One HTTP(S) GET at a time, as a downloader needs: TLS by rustls (ring) against the
+//! One HTTP(S) GET at a time, as a downloader needs (GeoIP databases, the peer tools of
+//! [`crate::tools`]): TLS by rustls (ring) against the
 //! system's trust store (or given roots), redirects followed (MaxMind redirects downloads to
 //! presigned storage URLs; credentials are not sent to another origin, and HTTPS is never
 //! left for HTTP), bodies bounded in size and every step in time; URLs are shown without
@@ -66,7 +67,7 @@ pub fn shown(uri: &http::Uri) -> String {
 }
 
 /// A URL as text, shown without its credentials and query (it may not parse).
-fn shown_text(url: &str) -> String {
+pub fn shown_url(url: &str) -> String {
     url.parse::<http::Uri>()
         .map_or_else(|_| "<an invalid URL>".to_owned(), |u| shown(&u))
 }
@@ -113,7 +114,7 @@ impl Http {
         headers: &http::HeaderMap,
         limit: usize,
     ) -> Result<Response, HttpError> {
-        let mut uri: http::Uri = url.parse().map_err(|_| HttpError::Url(shown_text(url)))?;
+        let mut uri: http::Uri = url.parse().map_err(|_| HttpError::Url(shown_url(url)))?;
         let origin = (uri.scheme().cloned(), uri.authority().cloned());
         for _ in 0..=MAX_REDIRECTS {
             let mut sent = headers.clone();
@@ -132,7 +133,7 @@ impl Http {
                 return Ok(response);
             };
             let next =
-                resolve(&uri, location).ok_or_else(|| HttpError::Url(shown_text(location)))?;
+                resolve(&uri, location).ok_or_else(|| HttpError::Url(shown_url(location)))?;
             if uri.scheme_str() == Some("https") && next.scheme_str() != Some("https") {
                 return Err(HttpError::Downgrade(shown(&uri)));
             }
@@ -161,13 +162,11 @@ impl Http {
             http::HeaderValue::from_static(concat!("fairlead/", env!("CARGO_PKG_VERSION"))),
         );
         let exchange = async {
-            fairlead_kit::exchange::exchange(&self.tls, http::Method::GET, uri, &sent)
+            crate::exchange::exchange(&self.tls, http::Method::GET, uri, &sent)
                 .await
                 .map_err(|e| match e {
-                    fairlead_kit::exchange::ExchangeError::Url => HttpError::Url(shown(uri)),
-                    fairlead_kit::exchange::ExchangeError::Transport(message) => {
-                        transport(&message)
-                    }
+                    crate::exchange::ExchangeError::Url => HttpError::Url(shown(uri)),
+                    crate::exchange::ExchangeError::Transport(message) => transport(&message),
                 })
         };
         let response = tokio::time::timeout(HEADERS_TIMEOUT, exchange)
@@ -244,7 +243,7 @@ mod tests {
         let with_user: http::Uri = "http://user:pw@mirror.example:8080/d?k=1".parse().unwrap();
         assert_eq!(shown(&with_user), "http://mirror.example:8080/d");
         assert_eq!(
-            shown_text("http://bad url?license_key=x"),
+            shown_url("http://bad url?license_key=x"),
             "<an invalid URL>"
         );
     }
