@@ -1,9 +1,9 @@
-//! One HTTP(S) GET at a time, as a downloader needs (GeoIP databases, the peer tools of
-//! [`crate::tools`]): TLS by rustls (ring) against the
-//! system's trust store (or given roots), redirects followed (MaxMind redirects downloads to
-//! presigned storage URLs; credentials are not sent to another origin, and HTTPS is never
-//! left for HTTP), bodies bounded in size and every step in time; URLs are shown without
-//! their credentials and query.
+//! One HTTP(S) GET at a time, as a downloader needs (GeoIP databases, the peer tools
+//! fetched from a package index): TLS by rustls (ring) against the system's trust store (or
+//! given roots), redirects followed (MaxMind redirects downloads to presigned storage URLs;
+//! credentials are not sent to another origin, and HTTPS is never left for HTTP), bodies
+//! bounded in size and every step in time; URLs are shown without their credentials and
+//! query.
 //! Downloads are rare, so there is no connection pool.
 
 use std::sync::Arc;
