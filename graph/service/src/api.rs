@@ -46,6 +46,7 @@ pub fn router(shared: Arc<Shared>) -> axum::Router {
         .route("/graph", get(|| async { Redirect::permanent("/graph/") }))
         .route("/graph/", get(crate::viewer::page))
         .route("/graph/{asset}", get(crate::viewer::asset))
+        .route("/graph/vendor/{file}", get(crate::viewer::vendor))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(shared)
 }
