@@ -246,12 +246,19 @@ spec:
     );
     assert_eq!(after, before, "the user's view and what was drawn stay");
     // The new route is put beside its listener, right of it, on a free spot.
-    let listener = x(&mut page, "gateway.networking.k8s.io/Gateway/shop/shop/d8-http");
+    let listener = x(
+        &mut page,
+        "gateway.networking.k8s.io/Gateway/shop/shop/d8-http",
+    );
     assert!(x(&mut page, search) > listener);
     let overlapped = page.eval(&format!(
         "(() => {{ const a = fairlead.cy.getElementById({search:?}).boundingBox(); return fairlead.cy.nodes().filter(n => n.id() !== {search:?}).filter(n => {{ const b = n.boundingBox(); return a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2; }}).map(n => n.id()); }})()"
     ));
-    assert_eq!(overlapped, serde_json::json!([]), "the new route covers none");
+    assert_eq!(
+        overlapped,
+        serde_json::json!([]),
+        "the new route covers none"
+    );
     page.eval("fairlead.cy.fit(undefined, 24); true");
     page.screenshot(&shots.join("demo-after.png"));
 }
@@ -351,7 +358,9 @@ fn filtered_and_found(page: &mut Browser) {
     let found = found.as_array().unwrap();
     assert!(
         found.contains(&"/Service/shop/payments".into())
-            && found.iter().all(|id| id.as_str().unwrap().contains("payments")),
+            && found
+                .iter()
+                .all(|id| id.as_str().unwrap().contains("payments")),
         "{found:?}"
     );
     set(page, "search", "", "input");
@@ -383,7 +392,8 @@ fn many_routes(namespaces: usize, routes: usize) -> String {
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: d8-alb}\nspec: {controllerName: alb.network.deckhouse.io/gateway-controller}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: edge}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: shared, namespace: edge}\nspec:\n  gatewayClassName: d8-alb\n  listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}]\n",
     );
     for ns in 0..namespaces {
-        yaml += &format!("---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: team-{ns:02}}}\n");
+        yaml +=
+            &format!("---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: team-{ns:02}}}\n");
         for r in 0..routes {
             let i = ns * routes + r;
             if r % 2 == 0 {
@@ -422,14 +432,19 @@ fn counts(page: &mut Browser) -> (u64, u64) {
 }
 
 /// The graph API and viewer (the graph service's own router) serving the graph the graph's
-/// builder makes of `yaml`, with the statuses fairlead's translator decides: a world of any
-/// size without a control plane loading it object by object. The base URL; the server stops
-/// with the runtime.
-fn serve_world(runtime: &tokio::runtime::Runtime, yaml: &str) -> String {
+/// builder makes of `yaml`, with the statuses fairlead's translator decides, then `edit`ed: a
+/// world of any size without a control plane loading it object by object. The base URL; the
+/// server stops with the runtime.
+fn serve_world(
+    runtime: &tokio::runtime::Runtime,
+    yaml: &str,
+    edit: impl FnOnce(&mut fairlead_graph::Graph),
+) -> String {
     use fairlead_graph_service::{api, authz, metrics, publish};
     let (input, mut world) = fairlead_graph::world::from_yaml(yaml).unwrap();
     fairlead_graph::world::decided_statuses(&input, &mut world);
-    let graph = fairlead_graph::build(&input, &world, 1_800_000_000);
+    let mut graph = fairlead_graph::build(&input, &world, 1_800_000_000);
+    edit(&mut graph);
     let feed = std::sync::Arc::new(publish::Feed::default());
     assert!(feed.publish(graph));
     let registry = fairlead_kit::metrics::Metrics::new("graph-test").unwrap();
@@ -461,7 +476,26 @@ fn serve_world(runtime: &tokio::runtime::Runtime, yaml: &str) -> String {
 #[test]
 fn five_thousand_routes_are_narrowed_before_they_are_drawn() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let base = serve_world(&runtime, &many_routes(50, 100));
+    // One backendRef carries traffic, as the overlay puts it there from Prometheus.
+    let route = "gateway.networking.k8s.io/HTTPRoute/team-31/r3117";
+    let mut busy = String::new();
+    let base = serve_world(&runtime, &many_routes(50, 100), |graph| {
+        let (id, edge) = graph
+            .edges
+            .iter_mut()
+            .find(|(_, e)| {
+                e.source.as_str() == route
+                    && e.relation == fairlead_graph::model::Relation::BackendRef
+            })
+            .expect("the route's backendRef");
+        busy = id.to_string();
+        fairlead_graph::model::Edge::edit(edge).traffic =
+            Some(Box::new(fairlead_graph::model::Traffic {
+                requests_per_second: 12.5,
+                error_ratio: Some(0.02),
+                p99_ms: Some(48.0),
+            }));
+    });
     let routes: serde_json::Value =
         serde_json::from_str(&get(&format!("{base}/api/v1/graph?kinds=HTTPRoute")).unwrap())
             .unwrap();
@@ -505,7 +539,10 @@ fn five_thousand_routes_are_narrowed_before_they_are_drawn() {
         let (drawn, held) = counts(&mut page);
         (held > 10_000 && (4..=8).contains(&drawn)).then_some(())
     });
-    eprintln!("5,000 routes: one chain found after {:?}", started.elapsed());
+    eprintln!(
+        "5,000 routes: one chain found after {:?}",
+        started.elapsed()
+    );
     for id in [
         "gateway.networking.k8s.io/HTTPRoute/team-31/r3117",
         "/Service/team-31/s3116",
@@ -517,15 +554,34 @@ fn five_thousand_routes_are_narrowed_before_they_are_drawn() {
         page.eval("new URLSearchParams(location.search).get('find')"),
         "team-31/r3117"
     );
+    // The traffic overlay: on the edge's label and width, and in the panel.
+    let label = page.eval(&format!(
+        "fairlead.cy.getElementById({busy:?}).data('label')"
+    ));
+    assert_eq!(label, "w=1 · 12.5 rps · 2.00% 5xx · p99 48.0 ms");
+    let width = page.eval(&format!(
+        "fairlead.cy.getElementById({busy:?}).data('width')"
+    ));
+    assert!(width.as_f64().unwrap() > 3.0, "{width}");
+    page.eval(&format!(
+        "fairlead.cy.getElementById({busy:?}).emit('tap'); true"
+    ));
+    let table = page.eval("document.getElementById('selected-traffic').textContent");
+    assert_eq!(table, "requests/s12.55xx share2.00%p9948.0 ms");
     page.screenshot(&shots.join("many-found.png"));
 
     // All of it anyway, in columns.
     page.eval("(() => { const f = document.getElementById('search'); f.value = ''; f.dispatchEvent(new Event('input')); return true; })()");
-    until("the gate again", || (counts(&mut page).0 == 0).then_some(()));
+    until("the gate again", || {
+        (counts(&mut page).0 == 0).then_some(())
+    });
     let started = Instant::now();
     page.eval("document.getElementById('draw-anyway').click(); true");
     let (drawn, held) = counts(&mut page);
     assert_eq!(drawn, held);
-    eprintln!("5,000 routes: all {drawn} nodes drawn after {:?}", started.elapsed());
+    eprintln!(
+        "5,000 routes: all {drawn} nodes drawn after {:?}",
+        started.elapsed()
+    );
     page.screenshot(&shots.join("many-all.png"));
 }

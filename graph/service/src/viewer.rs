@@ -97,7 +97,11 @@ mod tests {
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect();
-            assert_eq!((*file, digest.as_str()), (name, sha256), "changed since vendored");
+            assert_eq!(
+                (*file, digest.as_str()),
+                (name, sha256),
+                "changed since vendored"
+            );
         }
         for package in [
             "cytoscape 3.35.0",
