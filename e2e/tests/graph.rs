@@ -81,6 +81,13 @@ fn drawn(id: &str) -> String {
     format!("window.fairlead ? fairlead.drawn({id:?}) : null")
 }
 
+/// Where the page draws node `id`, left to right.
+fn drawn_x(page: &mut Browser, id: &str) -> f64 {
+    page.eval(&format!("fairlead.cy.getElementById({id:?}).position('x')"))
+        .as_f64()
+        .unwrap_or_else(|| panic!("{id} is drawn"))
+}
+
 /// `fairlead up` with the demo world, its data kept, its proxies not run, and its graph on
 /// a port of the test's: the base URL of the graph.
 fn start() -> (Up, String) {
@@ -183,18 +190,13 @@ fn the_demo_graph_is_served_drawn_and_followed_live() {
     ));
     assert_eq!(border, "rgb(198,40,40)", "{FAILING} on the canvas");
     // Laid out in layers along the traffic: Gateway, listener, route, Service, slices.
-    let x = |page: &mut Browser, id: &str| {
-        page.eval(&format!("fairlead.cy.getElementById({id:?}).position('x')"))
-            .as_f64()
-            .unwrap_or_else(|| panic!("{id} is drawn"))
-    };
     let layers = [
         "gateway.networking.k8s.io/Gateway/shop/shop",
         "gateway.networking.k8s.io/Gateway/shop/shop/d8-http",
         checkout,
         "/Service/shop/payments",
     ]
-    .map(|id| x(&mut page, id));
+    .map(|id| drawn_x(&mut page, id));
     assert!(layers.is_sorted() && layers[0] < layers[3], "{layers:?}");
     let opened = page.eval("performance.timeOrigin");
     page.screenshot(&shots.join("demo.png"));
@@ -203,12 +205,23 @@ fn the_demo_graph_is_served_drawn_and_followed_live() {
     filtered_and_found(&mut page);
     exported(&mut page, &shots);
 
-    // Left open, zoomed and panned by the user, the page follows a change applied with
-    // kubectl without moving what is drawn.
+    followed_live(&mut page, &up, checkout, &opened, &shots);
+}
+
+/// The user's pan and zoom, and where the Gateway is drawn.
+const VIEW: &str = "({pan: fairlead.cy.pan(), zoom: fairlead.cy.zoom(), gateway: fairlead.cy.getElementById('gateway.networking.k8s.io/Gateway/shop/shop').position()})";
+
+/// Left open, zoomed and panned by the user, the page follows a change applied with kubectl
+/// without a reload and without moving what is drawn; the new route lands on a free spot.
+fn followed_live(
+    page: &mut Browser,
+    up: &Up,
+    checkout: &str,
+    opened: &serde_json::Value,
+    shots: &Path,
+) {
     page.eval("fairlead.cy.zoom(0.8); fairlead.cy.pan({x: 40, y: 30}); true");
-    let before = page.eval(
-        "({pan: fairlead.cy.pan(), zoom: fairlead.cy.zoom(), gateway: fairlead.cy.getElementById('gateway.networking.k8s.io/Gateway/shop/shop').position()})",
-    );
+    let before = page.eval(VIEW);
     up.take_over(
         "apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
@@ -238,19 +251,14 @@ spec:
     });
     assert_eq!(
         page.eval("performance.timeOrigin"),
-        opened,
+        *opened,
         "the same page, not reloaded"
     );
-    let after = page.eval(
-        "({pan: fairlead.cy.pan(), zoom: fairlead.cy.zoom(), gateway: fairlead.cy.getElementById('gateway.networking.k8s.io/Gateway/shop/shop').position()})",
-    );
+    let after = page.eval(VIEW);
     assert_eq!(after, before, "the user's view and what was drawn stay");
     // The new route is put beside its listener, right of it, on a free spot.
-    let listener = x(
-        &mut page,
-        "gateway.networking.k8s.io/Gateway/shop/shop/d8-http",
-    );
-    assert!(x(&mut page, search) > listener);
+    let listener = drawn_x(page, "gateway.networking.k8s.io/Gateway/shop/shop/d8-http");
+    assert!(drawn_x(page, search) > listener);
     let overlapped = page.eval(&format!(
         "(() => {{ const a = fairlead.cy.getElementById({search:?}).boundingBox(); return fairlead.cy.nodes().filter(n => n.id() !== {search:?}).filter(n => {{ const b = n.boundingBox(); return a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2; }}).map(n => n.id()); }})()"
     ));
